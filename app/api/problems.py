@@ -1,0 +1,88 @@
+"""The one place that turns errors into problem+json answers (RFC 9457; D12, D15).
+
+A problem body carries `type, title, status, code`, `reason` for a 409, and for a 422 the names of the
+fields that failed with marshmallow's messages. It never carries a value the client sent, a file name,
+an object key, a digest or a token.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Response, json
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
+
+from app.errors import Conflict, LetheError
+
+log = logging.getLogger("lethe.api")
+PROBLEM_TYPE = "https://lethe.invalid/problems/"
+MEDIA_TYPE = "application/problem+json"
+
+_CODES = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+    406: "not_acceptable", 409: "conflict", 410: "gone", 411: "length_required", 413: "payload_too_large",
+    415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests", 500: "internal_error",
+    503: "unavailable",
+}
+
+
+def problem(status: int, code: str | None = None, title: str | None = None, *, reason: str | None = None,
+            detail: str | None = None, errors: dict | None = None, headers: dict | None = None) -> Response:
+    """Build a problem+json response."""
+    code = code or _CODES.get(status, "error")
+    body = {
+        "type": PROBLEM_TYPE + code,
+        "title": title or code.replace("_", " ").capitalize(),
+        "status": status,
+        "code": code,
+    }
+    if reason:
+        body["reason"] = reason
+    if detail:
+        body["detail"] = detail
+    if errors:
+        body["errors"] = errors
+    response = Response(json.dumps(body, sort_keys=True), status=status, mimetype=MEDIA_TYPE)
+    for name, value in (headers or {}).items():
+        response.headers[name] = value
+    return response
+
+
+def _field_errors(exc: HTTPException) -> dict | None:
+    # webargs puts marshmallow's messages under exc.data["messages"], keyed by location then field.
+    data = getattr(exc, "data", None) or {}
+    messages = data.get("messages")
+    if not isinstance(messages, dict):
+        return None
+    flat: dict = {}
+    for location, fields in messages.items():
+        if isinstance(fields, dict):
+            flat.update(fields)
+        else:
+            flat[location] = fields
+    return flat
+
+
+def from_http_exception(exc: HTTPException) -> Response:
+    status = exc.code or 500
+    headers = {}
+    if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+        headers["Allow"] = ", ".join(sorted(exc.valid_methods))
+    for name, value in (getattr(exc, "data", None) or {}).get("headers", {}).items():
+        headers[name] = value
+    if status == 401:
+        headers.setdefault("WWW-Authenticate", "Bearer")
+    return problem(status, errors=_field_errors(exc) if status in (400, 422) else None, headers=headers)
+
+
+def from_lethe_error(exc: LetheError) -> Response:
+    if exc.status >= 500:
+        log.error("request failed", extra={"event": "api.error", "error": type(exc).__name__})
+    reason = exc.reason if isinstance(exc, Conflict) else None
+    return problem(exc.status, exc.code, exc.title, reason=reason)
+
+
+def from_unexpected(exc: Exception) -> Response:
+    # The type name only: an exception's message may quote data (D15).
+    log.exception("unhandled error", extra={"event": "api.unhandled", "error": type(exc).__name__})
+    return problem(500)

@@ -1,0 +1,25 @@
+"""Bearer tokens (D11). This module mints HS256 tokens for development (`lethe dev`); verification of
+requests comes with the API issue."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta
+
+import jwt
+
+SCOPES = ("files:read", "files:write", "manage")
+
+
+def mint_token(secret: str, sub: uuid.UUID | str, scopes: tuple[str, ...] = ("files:read", "files:write"),
+               ttl: timedelta = timedelta(hours=12), now: datetime | None = None,
+               issuer: str = "", audience: str = "") -> str:
+    """An HS256 token for `sub` with the given scopes."""
+    now = now or datetime.now().astimezone()
+    claims = {"sub": str(sub), "scope": " ".join(scopes), "iat": int(now.timestamp()),
+              "exp": int((now + ttl).timestamp())}
+    if issuer:
+        claims["iss"] = issuer
+    if audience:
+        claims["aud"] = audience
+    return jwt.encode(claims, secret, algorithm="HS256")

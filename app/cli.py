@@ -1,0 +1,178 @@
+"""The `lethe` command: one image, one code base, several roles (D1).
+
+    lethe config check     validate the configuration; exit 2 naming every bad key
+    lethe migrate          apply the database migrations
+    lethe api              the HTTP API under gunicorn
+    lethe worker           the dramatiq workers
+    lethe scheduler        the periodic jobs
+    lethe dev [--port N]   api + worker + scheduler in one process, on embedded defaults
+
+Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
+prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from app.cli_support import EXIT_CONFIG, load_config_or_exit, print_config_errors
+
+log = logging.getLogger("lethe.cli")
+
+
+def _setup(role: str, cfg, fmt: str | None = None) -> None:
+    from app.observability import setup_logging, setup_sentry
+
+    setup_logging(role, fmt or cfg.log.format, cfg.log.level)
+    setup_sentry(cfg.sentry.dsn, role)
+
+
+def _require_database(cfg) -> None:
+    if not cfg.database.url:
+        print("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this role "
+              "(only lethe dev starts an embedded server).", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+
+
+def cmd_config_check(args) -> int:
+    from app import config
+    from app.errors import ConfigError
+
+    try:
+        config.load()
+    except ConfigError as exc:
+        print_config_errors(exc, sys.stdout)
+        return EXIT_CONFIG
+    print("OK")
+    return 0
+
+
+def cmd_migrate(args) -> int:
+    cfg = load_config_or_exit("migrate")
+    _require_database(cfg)
+    _setup("migrate", cfg)
+    from app.db.migrate import migrate
+
+    applied = migrate(cfg.database.url)
+    print(f"applied {applied} migration(s)")
+    return 0
+
+
+def cmd_api(args) -> int:
+    cfg = load_config_or_exit("api")
+    _require_database(cfg)
+    from app.observability import prepare_multiprocess_dir
+
+    prepare_multiprocess_dir()
+    _setup("api", cfg)
+    from gunicorn.app.base import BaseApplication
+
+    class GunicornApp(BaseApplication):
+        def load_config(self):
+            self.cfg.set("bind", f"{cfg.api.host}:{args.port or cfg.api.port}")
+            self.cfg.set("workers", cfg.api.workers)
+            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("threads", 4)
+            self.cfg.set("timeout", 120)
+            self.cfg.set("graceful_timeout", 20)
+            self.cfg.set("accesslog", None)
+            self.cfg.set("child_exit", _gunicorn_child_exit)
+
+        def load(self):
+            # Runs in each worker after the fork: every process gets its own pools.
+            from app.api.app import create_app
+            from app.runtime import build_runtime
+            from workers.broker import build_broker
+
+            _setup("api", cfg)
+            return create_app(build_runtime(cfg, build_broker(cfg.broker.url), role="api"))
+
+    GunicornApp().run()
+    return 0
+
+
+def _gunicorn_child_exit(server, worker) -> None:
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def cmd_worker(args) -> int:
+    cfg = load_config_or_exit("worker")
+    _require_database(cfg)
+    if not cfg.broker.url:
+        print("lethe: bad configuration:\n  broker.url (LETHE_BROKER_URL): Required by the worker role.",
+              file=sys.stderr)
+        return EXIT_CONFIG
+    from app.observability import metrics_registry, prepare_multiprocess_dir
+
+    prepare_multiprocess_dir()
+    _setup("worker", cfg)
+    from dramatiq import cli as dramatiq_cli
+    from prometheus_client import start_http_server
+
+    # The parent serves the metrics of every forked worker process (D15).
+    start_http_server(cfg.metrics.port, addr=cfg.api.host, registry=metrics_registry())
+    argv = ["workers.entry", "--processes", str(args.processes or cfg.worker.processes),
+            "--threads", str(args.threads or cfg.worker.threads), "--skip-logging"]
+    if args.queues:
+        argv += ["--queues", *args.queues]
+    return dramatiq_cli.main(dramatiq_cli.make_argument_parser().parse_args(argv)) or 0
+
+
+def cmd_scheduler(args) -> int:
+    cfg = load_config_or_exit("scheduler")
+    _require_database(cfg)
+    _setup("scheduler", cfg)
+    from scheduler.main import run
+
+    return run(cfg)
+
+
+def cmd_dev(args) -> int:
+    # Configuration first: a bad key exits 2 before anything starts.
+    load_config_or_exit("dev")
+    from app.dev import run_dev
+
+    return run_dev(port=args.port, state_dir=args.state_dir)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lethe", description="Lethe: a file lifecycle service.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    config = commands.add_parser("config", help="configuration")
+    config_commands = config.add_subparsers(dest="config_command", required=True)
+    config_commands.add_parser("check", help="validate; exit 2 naming every bad key").set_defaults(func=cmd_config_check)
+
+    commands.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+
+    api = commands.add_parser("api", help="the HTTP API (gunicorn)")
+    api.add_argument("--port", type=int, help="overrides api.port")
+    api.set_defaults(func=cmd_api)
+
+    worker = commands.add_parser("worker", help="the dramatiq workers")
+    worker.add_argument("--processes", type=int)
+    worker.add_argument("--threads", type=int)
+    worker.add_argument("--queues", nargs="*")
+    worker.set_defaults(func=cmd_worker)
+
+    commands.add_parser("scheduler", help="the periodic jobs").set_defaults(func=cmd_scheduler)
+
+    dev = commands.add_parser("dev", help="api + worker + scheduler in one process on embedded defaults")
+    dev.add_argument("--port", type=int, help="overrides api.port")
+    dev.add_argument("--state-dir", default=".lethe", help="where the embedded services keep their data")
+    dev.set_defaults(func=cmd_dev)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

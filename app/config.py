@@ -1,0 +1,368 @@
+"""Configuration (D14): named keys with a type, a default, a description and an environment variable.
+
+Sources, later wins: the defaults below, the optional TOML file named by `LETHE_CONFIG`, then the
+environment (`file.unattached_ttl` -> `LETHE_FILE_UNATTACHED_TTL`). Values are validated with marshmallow.
+
+Every error message names the key and never the value: a misplaced secret (a password pasted into the
+wrong variable) must not end up in a terminal, a CI log or a pod's events.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import tomllib
+import zoneinfo
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Mapping
+
+from marshmallow import Schema, ValidationError, fields, validate
+
+from app.errors import ConfigError
+
+ENV_PREFIX = "LETHE_"
+CONFIG_FILE_ENV = "LETHE_CONFIG"
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|TiB)?\s*$")
+_SIZE_UNITS = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Parse `90s`, `15m`, `24h`, `7d` (or `250ms`) into seconds.
+
+    Raises:
+        ValueError: the text is not a duration (the message never repeats it).
+    """
+    if isinstance(text, bool):
+        raise ValueError("not a duration")
+    if isinstance(text, (int, float)):
+        return float(text)
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError("not a duration")
+    return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest exact spelling of a duration, for docs and `config show`."""
+    for unit in ("d", "h", "m", "s"):
+        size = _DURATION_UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds * 1000)}ms"
+
+
+def parse_size(text: str | int) -> int:
+    """Parse a byte size: `1048576`, `8MiB`, `1GiB`."""
+    if isinstance(text, bool):
+        raise ValueError("not a size")
+    if isinstance(text, int):
+        return text
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError("not a size")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+
+
+class Duration(fields.Field):
+    """A duration in seconds (float), written as `90s`, `15m`, `24h`, `7d`."""
+
+    default_error_messages = {"invalid": "Not a duration (write it as 90s, 15m, 24h or 7d)."}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        try:
+            return parse_duration(value)
+        except (ValueError, TypeError):
+            raise self.make_error("invalid") from None
+
+
+class Size(fields.Field):
+    """A size in bytes, written as a number or with a unit (`8MiB`)."""
+
+    default_error_messages = {"invalid": "Not a size (write it as bytes or as 8MiB, 1GiB)."}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        try:
+            return parse_size(value)
+        except (ValueError, TypeError):
+            raise self.make_error("invalid") from None
+
+
+class Flag(fields.Boolean):
+    default_error_messages = {"invalid": "Not a boolean (true or false)."}
+
+
+class Text(fields.String):
+    default_error_messages = {"invalid": "Not a string."}
+
+
+class Number(fields.Integer):
+    default_error_messages = {"invalid": "Not a whole number."}
+
+
+def _timezone(value: str) -> None:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValidationError("Not a known time zone name (for example UTC or Europe/Berlin).") from None
+
+
+def _no_value_range(min_value: int, max_value: int | None = None) -> validate.Range:
+    # marshmallow's default Range message quotes the bounds, never the input; keep it that way explicitly.
+    if max_value is None:
+        return validate.Range(min=min_value, error=f"Must be at least {min_value}.")
+    return validate.Range(min=min_value, max=max_value, error=f"Must be between {min_value} and {max_value}.")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key.
+
+    Attributes:
+        name: dotted name, `file.unattached_ttl`.
+        field: the marshmallow field that parses and validates it.
+        default: the value before parsing (as an operator would write it).
+        description: one line for docs/configuration.md.
+        secret: never printed; goes to the chart's Secret rather than its ConfigMap.
+    """
+
+    name: str
+    field: fields.Field
+    default: Any
+    description: str
+    secret: bool = False
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.replace(".", "_").upper()
+
+    @property
+    def type_name(self) -> str:
+        return {
+            Duration: "duration",
+            Size: "size",
+            Flag: "boolean",
+            Number: "integer",
+        }.get(type(self.field), "string")
+
+
+KEYS: tuple[Key, ...] = (
+    # file lifecycle
+    Key("file.upload_session_ttl", Duration(), "24h",
+        "How long an upload session stays open; also the age after which a stale .tmp entry is swept."),
+    Key("file.unattached_ttl", Duration(), "24h",
+        "Age after which a complete attachment that was never attached is deleted (D8 b)."),
+    Key("file.failed_row_ttl", Duration(), "7d",
+        "Age after which a failed or blocked attachment row is deleted (D8 c); its objects go at once."),
+    Key("file.gc_interval", Duration(), "15m",
+        "How often the cleanup runs. Must be shorter than privacy.object_delete_delay."),
+    Key("file.gc_batch_size", Number(validate=_no_value_range(1, 100_000)), 500,
+        "Candidates read per batch by each cleanup step."),
+    Key("file.part_size", Size(validate=_no_value_range(5 * 1024**2, 5 * 1024**3)), "8MiB",
+        "Size of every upload part but the last (S3 needs at least 5MiB)."),
+    Key("file.max_size", Size(validate=_no_value_range(1)), "1GiB",
+        "Largest file accepted by POST /uploads (413 above it)."),
+    Key("file.max_attachments", Number(validate=_no_value_range(1, 1000)), 10,
+        "Most files one message may attach."),
+    Key("file.storage.driver", Text(validate=validate.OneOf(["fs", "s3"])), "fs",
+        "Object store driver: fs (local file system) or s3 (any S3 API through the minio client)."),
+    Key("file.fs.root", Text(validate=validate.Length(min=1, error="Must not be empty.")), "./.lethe/objects",
+        "Root directory of the fs driver."),
+    Key("file.s3.endpoint", Text(), "",
+        "S3 endpoint as host:port, without scheme (for example minio:9000 or s3.amazonaws.com)."),
+    Key("file.s3.bucket", Text(), "lethe", "Bucket that holds every object of Lethe."),
+    Key("file.s3.region", Text(), "", "Bucket region; empty lets the client ask the server."),
+    Key("file.s3.secure", Flag(), True, "Use HTTPS towards the S3 endpoint."),
+    Key("file.s3.access_key", Text(), "", "S3 access key.", secret=True),
+    Key("file.s3.secret_key", Text(), "", "S3 secret key.", secret=True),
+    Key("file.s3.create_bucket", Flag(), False,
+        "Create the bucket at start when it does not exist (development and tests)."),
+    # privacy
+    Key("privacy.object_delete_delay", Duration(), "1d",
+        "Longest time an object of a deleted file may stay in the store; the backlog warns past it."),
+    # database
+    Key("database.url", Text(), "",
+        "PostgreSQL URL (postgresql://user:pass@host:5432/db). Empty: lethe dev starts an embedded server.",
+        secret=True),
+    Key("database.tx_retry_max", Number(validate=_no_value_range(0, 100)), 5,
+        "Retries of a transaction that met a deadlock or a serialization failure."),
+    Key("database.pool_size", Number(validate=_no_value_range(1, 1000)), 10,
+        "Connections in each process's pool."),
+    # broker
+    Key("broker.url", Text(), "",
+        "RabbitMQ URL (amqp://user:pass@host:5672/vhost). Empty: lethe dev uses an in-process broker.",
+        secret=True),
+    # outbox
+    Key("outbox.relay_interval", Duration(), "5s", "How often the scheduler relays outbox rows left behind."),
+    Key("outbox.relay_age", Duration(), "10s",
+        "Age after which an outbox row counts as left behind (its committer did not publish it)."),
+    # auth
+    Key("auth.jwt_secret", Text(), "", "HS256 shared secret for bearer tokens.", secret=True),
+    Key("auth.jwt_public_key", Text(), "", "PEM public key for RS256 or ES256 bearer tokens."),
+    Key("auth.issuer", Text(), "", "Required `iss` of bearer tokens, when set."),
+    Key("auth.audience", Text(), "", "Required `aud` of bearer tokens, when set."),
+    # api
+    Key("api.host", Text(), "127.0.0.1", "Address the api binds (0.0.0.0 in a container)."),
+    Key("api.port", Number(validate=_no_value_range(1, 65535)), 8080, "Port of the api."),
+    Key("api.workers", Number(validate=_no_value_range(1, 64)), 2, "gunicorn worker processes of the api."),
+    # worker
+    Key("worker.processes", Number(validate=_no_value_range(1, 64)), 2, "dramatiq worker processes."),
+    Key("worker.threads", Number(validate=_no_value_range(1, 64)), 4, "Threads of each dramatiq process."),
+    Key("metrics.port", Number(validate=_no_value_range(1, 65535)), 9191,
+        "Port of /metrics on the worker and the scheduler."),
+    # scan
+    Key("scan.clamd_address", Text(), "",
+        "clamd as host:port; empty: files are not scanned (scan_status skipped)."),
+    Key("scan.timeout", Duration(), "60s", "Time limit of one clamd scan."),
+    # observability
+    Key("sentry.dsn", Text(), "", "Sentry DSN; empty disables Sentry.", secret=True),
+    Key("log.format", Text(validate=validate.OneOf(["json", "console"])), "json",
+        "json (one object a line) or console (readable, for lethe dev)."),
+    Key("log.level", Text(validate=validate.OneOf(["DEBUG", "INFO", "WARNING", "ERROR"])), "INFO",
+        "Lowest level logged."),
+    # schedules
+    Key("schedule.timezone", Text(validate=_timezone), "UTC", "Time zone of cron schedules (D16)."),
+)
+
+KEYS_BY_NAME = {key.name: key for key in KEYS}
+
+
+def _attribute(name: str) -> str:
+    return name.replace(".", "__")
+
+
+def _schema() -> Schema:
+    # marshmallow reads dots in an attribute name as nesting; load by the dotted name (data_key) into a
+    # flat attribute, so that errors are reported by the key's own name.
+    declared = {}
+    for key in KEYS:
+        field = copy.copy(key.field)
+        field.data_key = key.name
+        declared[_attribute(key.name)] = field
+    return Schema.from_dict(declared)()
+
+
+class Config(SimpleNamespace):
+    """The validated configuration: `cfg.file.unattached_ttl`, or `cfg.get("file.unattached_ttl")`."""
+
+    def get(self, name: str) -> Any:
+        node: Any = self
+        for part in name.split("."):
+            node = getattr(node, part)
+        return node
+
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with some keys changed (`replace(**{"file.gc_batch_size": 2})`), re-validated."""
+        raw = {key.name: self.get(key.name) for key in KEYS}
+        raw.update(changes)
+        return build(raw)
+
+
+def _nest(flat: Mapping[str, Any]) -> Config:
+    root = Config()
+    for name, value in flat.items():
+        node = root
+        *parents, leaf = name.split(".")
+        for part in parents:
+            if not hasattr(node, part):
+                setattr(node, part, Config())
+            node = getattr(node, part)
+        setattr(node, leaf, value)
+    return root
+
+
+def _flatten_file(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for name, value in data.items():
+        dotted = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten_file(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+
+    def add(key: str, message: str) -> None:
+        errors.setdefault(key, []).append(message)
+
+    def have(*names: str) -> bool:
+        return all(name in values for name in names)
+
+    # D14: the catch-up (D8 d) must run inside the delay it guarantees.
+    if have("file.gc_interval", "privacy.object_delete_delay") and \
+            values["file.gc_interval"] >= values["privacy.object_delete_delay"]:
+        message = "file.gc_interval must be shorter than privacy.object_delete_delay."
+        add("file.gc_interval", message)
+        add("privacy.object_delete_delay", message)
+    if have("file.part_size", "file.max_size") and values["file.part_size"] > values["file.max_size"] \
+            and values["file.max_size"] >= 5 * 1024**2:
+        add("file.part_size", "file.part_size must not exceed file.max_size.")
+    if values.get("file.storage.driver") == "s3":
+        for name in ("file.s3.endpoint", "file.s3.bucket"):
+            if not values.get(name):
+                add(name, "Required when file.storage.driver is s3.")
+    if have("outbox.relay_age") and values["outbox.relay_age"] < 1:
+        add("outbox.relay_age", "Must be at least 1s.")
+    return errors
+
+
+def build(raw: Mapping[str, Any]) -> Config:
+    """Validate raw values (strings or native) by key name and return the Config.
+
+    Raises:
+        ConfigError: with one message per bad key; messages never contain a value.
+    """
+    unknown = sorted(set(raw) - set(KEYS_BY_NAME))
+    values = {key.name: raw.get(key.name, key.default) for key in KEYS}
+    errors: dict[str, list[str]] = {}
+    try:
+        loaded = _schema().load(values)
+    except ValidationError as exc:
+        errors = {name: list(messages) for name, messages in exc.normalized_messages().items()}
+        loaded = exc.valid_data or {}
+    loaded = {name.replace("__", "."): value for name, value in loaded.items()}
+    # Cross-checks run on the keys that parsed, so one run reports every problem at once.
+    for name, messages in _cross_checks(loaded).items():
+        errors.setdefault(name, []).extend(messages)
+    for name in unknown:
+        errors.setdefault(name, []).append("Unknown configuration key.")
+    if errors:
+        raise ConfigError(errors)
+    return _nest(loaded)
+
+
+def load(environ: Mapping[str, str] | None = None) -> Config:
+    """Load the configuration from defaults, the `LETHE_CONFIG` file and the environment.
+
+    Raises:
+        ConfigError: every bad key, by name.
+    """
+    environ = os.environ if environ is None else environ
+    raw: dict[str, Any] = {}
+    path = environ.get(CONFIG_FILE_ENV)
+    if path:
+        try:
+            with open(path, "rb") as handle:
+                raw.update(_flatten_file(tomllib.load(handle)))
+        except OSError:
+            raise ConfigError({CONFIG_FILE_ENV: ["The configuration file cannot be read."]}) from None
+        except tomllib.TOMLDecodeError:
+            raise ConfigError({CONFIG_FILE_ENV: ["The configuration file is not valid TOML."]}) from None
+    for key in KEYS:
+        if key.env in environ:
+            raw[key.name] = environ[key.env]
+    return build(raw)
+
+
+def describe_default(key: Key) -> str:
+    """The default as an operator writes it, for docs and the chart."""
+    if isinstance(key.default, bool):
+        return "true" if key.default else "false"
+    return str(key.default)

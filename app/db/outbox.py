@@ -1,0 +1,32 @@
+"""SQL of the outbox (D9)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import psycopg
+
+
+def delete_published(conn: psycopg.Connection, outbox_ids: Sequence[int]) -> int:
+    """Delete rows whose jobs were published; returns how many were still there."""
+    return conn.execute("DELETE FROM outbox WHERE id = ANY(%s)", (list(outbox_ids),)).rowcount
+
+
+def claim_left_behind(conn: psycopg.Connection, older_than_s: float, limit: int) -> list:
+    """Rows older than the relay age, locked so that a second relay skips them (FOR UPDATE SKIP LOCKED)."""
+    return conn.execute(
+        """
+        SELECT id, queue_name, actor_name, args
+        FROM outbox
+        WHERE created_at <= now() - make_interval(secs => %s)
+        ORDER BY created_at, id
+        LIMIT %s
+        FOR UPDATE SKIP LOCKED
+        """,
+        (older_than_s, limit),
+    ).fetchall()
+
+
+def outbox_depth(conn: psycopg.Connection) -> int:
+    """How many jobs wait in the outbox (the gauge lethe_outbox_depth)."""
+    return conn.execute("SELECT count(*) AS n FROM outbox").fetchone().n

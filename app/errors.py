@@ -1,0 +1,76 @@
+"""One exception tree (STYLE.md). The HTTP edge turns it into problem+json; nothing else does.
+
+Messages and attributes carry ids, keys of configuration and reasons, never a file name, an object key,
+a digest or a token (D15).
+"""
+
+from __future__ import annotations
+
+
+class LetheError(Exception):
+    """Base of every error Lethe raises on purpose."""
+
+    status = 500
+    code = "internal_error"
+    title = "Internal error"
+
+
+class NotFound(LetheError):
+    status = 404
+    code = "not_found"
+    title = "Not found"
+
+
+class Forbidden(LetheError):
+    status = 403
+    code = "forbidden"
+    title = "Forbidden"
+
+
+class Conflict(LetheError):
+    status = 409
+    code = "conflict"
+    title = "Conflict"
+
+    def __init__(self, reason: str, detail: str | None = None):
+        super().__init__(detail or reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class Gone(LetheError):
+    status = 410
+    code = "gone"
+    title = "Gone"
+
+
+class Unavailable(LetheError):
+    status = 503
+    code = "unavailable"
+    title = "Service unavailable"
+
+
+class StorageError(LetheError):
+    """An object store call failed. Transient by default: the job that met it retries."""
+
+    code = "storage_error"
+    title = "Storage error"
+
+
+class InvalidKey(StorageError):
+    """A key broke the key schema (D4): empty, `.` or `..` segment, absolute, or a separator inside a
+    client-supplied segment. Permanent: retrying cannot help."""
+
+    code = "invalid_key"
+
+
+class StoreCallInTransaction(LetheError):
+    """D4 K1: an object store call was made while a unit of work was open."""
+
+
+class ConfigError(LetheError):
+    """Bad configuration: a mapping of key name -> messages. Never holds a value."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        self.errors = errors
+        super().__init__("; ".join(f"{key}: {' '.join(messages)}" for key, messages in sorted(errors.items())))

@@ -1,0 +1,145 @@
+"""Logs, Sentry and the metrics registry (D15).
+
+Logs are one JSON object a line on stdout (or a readable console line for `lethe dev`), with an event
+name, the role, counts, durations and at most a file id. Nothing here may carry a file name, object key,
+digest or token; SensitiveFieldFilter blanks such fields should a caller pass one by mistake, and Sentry
+events keep only an allow-list of members.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from pythonjsonlogger.json import JsonFormatter
+
+# Extra fields that must never reach a log line, whatever a caller passes (D15).
+SENSITIVE_FIELDS = frozenset({
+    "original_name", "file_name", "filename_", "object_key", "key", "keys", "sha256", "digest", "token",
+    "authorization", "password", "secret", "dsn", "url", "database_url", "broker_url", "scope_name",
+})
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+REDACTED = "[redacted]"
+
+
+class RoleFilter(logging.Filter):
+    def __init__(self, role: str):
+        super().__init__()
+        self.role = role
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.role = self.role
+        return True
+
+
+class SensitiveFieldFilter(logging.Filter):
+    """Blank extra fields whose names say they hold a name, key, digest, token or secret."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name in SENSITIVE_FIELDS & set(record.__dict__):
+            if name not in _STANDARD:
+                setattr(record, name, REDACTED)
+        return True
+
+
+class ConsoleFormatter(logging.Formatter):
+    """`12:00:01 INFO  lethe.outbox outbox relayed count=3` - readable, for lethe dev."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        extras = {k: v for k, v in record.__dict__.items() if k not in _STANDARD and k != "role"}
+        line = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name} {record.getMessage()}"
+        if extras:
+            line += " " + " ".join(f"{k}={v}" for k, v in extras.items())
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def setup_logging(role: str, fmt: str = "json", level: str = "INFO") -> None:
+    """Configure the root logger once for a process: one line a record on stdout."""
+    handler = logging.StreamHandler(sys.stdout)
+    if fmt == "console":
+        handler.setFormatter(ConsoleFormatter())
+    else:
+        handler.setFormatter(JsonFormatter(
+            "%(asctime)s %(levelname)s %(name)s %(message)s",
+            rename_fields={"asctime": "ts", "levelname": "level", "name": "logger"},
+            timestamp=False,
+        ))
+    handler.addFilter(RoleFilter(role))
+    handler.addFilter(SensitiveFieldFilter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # Libraries that log object names or URLs at DEBUG/INFO stay at WARNING (minio traces, pika, urllib3).
+    for noisy in ("pika", "urllib3", "minio", "werkzeug", "apscheduler", "yoyo", "psycopg.pool"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+# -- Sentry ----------------------------------------------------------------------------------------------------
+
+_SENTRY_KEEP = {"event_id", "timestamp", "level", "logger", "platform", "release", "environment",
+                "server_name", "exception", "tags", "contexts", "transaction", "modules", "sdk", "type"}
+
+
+def scrub_event(event: dict[str, Any], hint: Any = None) -> dict[str, Any]:
+    """Sentry before_send: keep an allow-list of members, drop request bodies, headers, cookies, query
+    strings, local variables, breadcrumbs and extras (D15)."""
+    clean = {key: value for key, value in event.items() if key in _SENTRY_KEEP}
+    request = event.get("request")
+    if isinstance(request, dict):
+        clean["request"] = {"method": request.get("method"), "url": request.get("url", "").split("?")[0]}
+    for exc in (clean.get("exception") or {}).get("values", []) or []:
+        for frame in (exc.get("stacktrace") or {}).get("frames", []) or []:
+            frame.pop("vars", None)
+    return clean
+
+
+def setup_sentry(dsn: str, role: str) -> None:
+    if not dsn:
+        return
+    import sentry_sdk
+
+    sentry_sdk.init(
+        dsn=dsn,
+        before_send=scrub_event,
+        before_send_transaction=lambda event, hint: None,
+        send_default_pii=False,
+        max_request_body_size="never",
+        include_local_variables=False,
+        max_breadcrumbs=0,
+    )
+    sentry_sdk.set_tag("role", role)
+
+
+# -- Prometheus ------------------------------------------------------------------------------------------------
+
+def metrics_registry():
+    """The registry to expose: aggregated over processes when PROMETHEUS_MULTIPROC_DIR is set (gunicorn and
+    dramatiq fork several processes, D15), else the default one."""
+    from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return registry
+    return REGISTRY
+
+
+def prepare_multiprocess_dir(path: str | None = None) -> str:
+    """Set PROMETHEUS_MULTIPROC_DIR to an empty directory before prometheus_client is imported.
+
+    Must run before anything imports prometheus_client in a role that forks (api, worker)."""
+    import tempfile
+
+    path = path or os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.mkdtemp(prefix="lethe-metrics-")
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        if name.endswith(".db"):
+            os.unlink(os.path.join(path, name))
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    return path

@@ -1,0 +1,20 @@
+"""Build the configured ObjectStore (never chosen at import time: STYLE.md)."""
+
+from __future__ import annotations
+
+from app.config import Config
+from app.db.context import in_transaction
+from app.storage.fs import FsStore
+from app.storage.guard import GuardedStore
+from app.storage.s3 import S3Store
+
+
+def build_store(cfg: Config):
+    """The driver named by `file.storage.driver`, wrapped in the K1 guard."""
+    if cfg.file.storage.driver == "s3":
+        s3 = cfg.file.s3
+        store = S3Store(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key, region=s3.region,
+                        secure=s3.secure, create_bucket=s3.create_bucket, pool_size=cfg.database.pool_size + 6)
+    else:
+        store = FsStore(cfg.file.fs.root)
+    return GuardedStore(store, in_transaction)

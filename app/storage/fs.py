@@ -1,0 +1,296 @@
+# The file system driver deletes data. It resolves every key one directory at a time with O_NOFOLLOW, so a
+# symbolic link placed anywhere under the root is never followed out of it (D4); a missing object counts as
+# deleted; it removes directories that a delete emptied; and it never lists the key space, except its own
+# `.tmp` in sweep_tmp (D4 K2).
+"""Local file system ObjectStore (the default driver)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import stat
+import tempfile
+from contextlib import contextmanager
+from datetime import datetime
+from typing import BinaryIO, Iterable, Iterator, Sequence
+
+from app.domain.keys import KeyError_, part_key, validate_key
+from app.errors import InvalidKey, NotFound, StorageError
+from app.storage.base import ObjectInfo, UploadedPart
+
+TMP_DIR = ".tmp"
+CHUNK = 1024 * 1024
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _segments(key: str) -> list[str]:
+    try:
+        validate_key(key)
+    except KeyError_ as exc:
+        raise InvalidKey(str(exc)) from None
+    segments = key.split("/")
+    if segments[0] == TMP_DIR:
+        raise InvalidKey("the driver's temporary directory is not a key")
+    return segments
+
+
+class _Dirs:
+    """Open directory descriptors from the root down to a key's parent; closes them all on exit."""
+
+    def __init__(self, root_fd: int):
+        self.fds = [root_fd]
+        self.names: list[str] = []
+
+    @property
+    def parent(self) -> int:
+        return self.fds[-1]
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+
+class FsStore:
+    """ObjectStore on a local directory.
+
+    Args:
+        root: the directory that holds every object; created when missing.
+    """
+
+    driver = "fs"
+
+    def __init__(self, root: str):
+        os.makedirs(root, exist_ok=True)
+        self.root = os.path.realpath(root)
+        os.makedirs(os.path.join(self.root, TMP_DIR), exist_ok=True)
+
+    # -- descriptor walking ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def _walk(self, segments: Sequence[str], create: bool) -> Iterator[_Dirs | None]:
+        """Open the parent directories of a key without following a link. Yields None when one is missing
+        and create is False."""
+        dirs = _Dirs(os.open(self.root, _DIR_FLAGS))
+        try:
+            for name in segments:
+                while True:
+                    try:
+                        fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.parent)
+                        break
+                    except FileNotFoundError:
+                        if not create:
+                            yield None
+                            return
+                        try:
+                            os.mkdir(name, 0o750, dir_fd=dirs.parent)
+                        except FileExistsError:
+                            pass
+                    except OSError as exc:
+                        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                            raise StorageError("a path component is a symbolic link or not a directory") from None
+                        raise StorageError(f"cannot open a directory ({errno.errorcode.get(exc.errno, exc.errno)})") from None
+                dirs.fds.append(fd)
+                dirs.names.append(name)
+            yield dirs
+        finally:
+            dirs.close()
+
+    def _prune(self, dirs: _Dirs) -> None:
+        """Remove the directories a delete emptied, deepest first, never the root."""
+        for depth in range(len(dirs.names), 0, -1):
+            try:
+                os.rmdir(dirs.names[depth - 1], dir_fd=dirs.fds[depth - 1])
+            except OSError:
+                return  # not empty (or raced with a put): keep it and its parents
+
+    # -- objects --------------------------------------------------------------------------------------------
+
+    def _write_tmp(self, data: BinaryIO | bytes | Iterable[bytes]) -> tuple[str, int]:
+        tmp_dir = os.path.join(self.root, TMP_DIR)
+        os.makedirs(tmp_dir, exist_ok=True)
+        fd, tmp_path = _mkstemp(tmp_dir)
+        size = 0
+        try:
+            with os.fdopen(fd, "wb") as out:
+                if isinstance(data, (bytes, bytearray, memoryview)):
+                    out.write(data)
+                    size = len(data)
+                elif hasattr(data, "read"):
+                    while chunk := data.read(CHUNK):
+                        out.write(chunk)
+                        size += len(chunk)
+                else:
+                    for chunk in data:
+                        out.write(chunk)
+                        size += len(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+        except BaseException:
+            _unlink_quietly(tmp_path)
+            raise
+        return tmp_path, size
+
+    def _publish(self, tmp_path: str, segments: list[str]) -> None:
+        """Rename a finished temporary file into place, atomically."""
+        tmp_dir_fd = os.open(os.path.join(self.root, TMP_DIR), _DIR_FLAGS)
+        try:
+            for attempt in range(3):
+                with self._walk(segments[:-1], create=True) as dirs:
+                    try:
+                        os.rename(os.path.basename(tmp_path), segments[-1], src_dir_fd=tmp_dir_fd, dst_dir_fd=dirs.parent)
+                        return
+                    except FileNotFoundError:
+                        # A concurrent delete pruned the directory we opened; open it again.
+                        if attempt == 2:
+                            raise StorageError("the target directory kept disappearing") from None
+                    except IsADirectoryError:
+                        raise StorageError("a directory stands at the object's key") from None
+        except BaseException:
+            _unlink_quietly(tmp_path)
+            raise
+        finally:
+            os.close(tmp_dir_fd)
+
+    def put(self, key: str, data: BinaryIO | bytes, length: int | None = None,
+            content_type: str = "application/octet-stream") -> None:
+        segments = _segments(key)
+        tmp_path, size = self._write_tmp(data)
+        if length is not None and size != length:
+            _unlink_quietly(tmp_path)
+            raise StorageError("the stream ended before its declared length")
+        self._publish(tmp_path, segments)
+
+    def _open_fd(self, key: str) -> int:
+        segments = _segments(key)
+        with self._walk(segments[:-1], create=False) as dirs:
+            if dirs is None:
+                raise NotFound("object not found")
+            try:
+                return os.open(segments[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirs.parent)
+            except FileNotFoundError:
+                raise NotFound("object not found") from None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise StorageError("the object is a symbolic link") from None
+                raise StorageError(f"cannot open an object ({errno.errorcode.get(exc.errno, exc.errno)})") from None
+
+    def open(self, key: str) -> Iterator[bytes]:
+        fd = self._open_fd(key)
+
+        def chunks() -> Iterator[bytes]:
+            with os.fdopen(fd, "rb") as handle:
+                while chunk := handle.read(CHUNK):
+                    yield chunk
+
+        return chunks()
+
+    def get(self, key: str) -> bytes:
+        with os.fdopen(self._open_fd(key), "rb") as handle:
+            return handle.read()
+
+    def head(self, key: str) -> ObjectInfo | None:
+        try:
+            fd = self._open_fd(key)
+        except NotFound:
+            return None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return ObjectInfo(size_bytes=st.st_size)
+
+    def delete(self, key: str) -> None:
+        segments = _segments(key)
+        with self._walk(segments[:-1], create=False) as dirs:
+            if dirs is None:
+                return  # its directory is gone, so is the object
+            try:
+                os.unlink(segments[-1], dir_fd=dirs.parent)  # unlink never follows a link
+            except FileNotFoundError:
+                pass
+            except IsADirectoryError:
+                raise StorageError("a directory stands at the object's key") from None
+            except OSError as exc:
+                raise StorageError(f"cannot delete an object ({errno.errorcode.get(exc.errno, exc.errno)})") from None
+            self._prune(dirs)
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        first_error: StorageError | None = None
+        for key in keys:
+            try:
+                self.delete(key)
+            except StorageError as exc:
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
+
+    # -- multipart: parts live under uploads/<file_id>/part-<n> (D4) ---------------------------------------
+
+    def begin_upload(self, file_id: str, key: str, content_type: str) -> str | None:
+        _segments(key)
+        return None
+
+    def put_part(self, file_id: str, key: str, upload_id: str | None, part_number: int, data: bytes) -> UploadedPart:
+        self.put(part_key(file_id, part_number), data, len(data))
+        return UploadedPart(part_number=part_number, etag=hashlib.md5(data, usedforsecurity=False).hexdigest())
+
+    def complete_upload(self, file_id: str, key: str, upload_id: str | None,
+                        parts: Sequence[UploadedPart]) -> ObjectInfo:
+        segments = _segments(key)
+        ordered = sorted(parts, key=lambda part: part.part_number)
+
+        def stream() -> Iterator[bytes]:
+            for part in ordered:
+                chunks = self.open(part_key(file_id, part.part_number))
+                try:
+                    yield from chunks
+                finally:
+                    chunks.close()
+
+        tmp_path, size = self._write_tmp(stream())
+        self._publish(tmp_path, segments)
+        self.delete_many(part_key(file_id, part.part_number) for part in ordered)
+        return ObjectInfo(size_bytes=size)
+
+    def abort_upload(self, file_id: str, key: str, upload_id: str | None, part_count: int) -> None:
+        # D7: the fs driver deletes part-1..part-N by name; it never lists the upload's directory.
+        self.delete_many(part_key(file_id, n) for n in range(1, part_count + 1))
+
+    # -- operations -----------------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        if not os.access(self.root, os.W_OK):
+            raise StorageError("the fs root is not writable")
+
+    def sweep_tmp(self, older_than: datetime) -> int:
+        """Remove `.tmp` entries last modified before `older_than`. A link is removed as an entry."""
+        cutoff = older_than.timestamp()
+        removed = 0
+        tmp_dir = os.path.join(self.root, TMP_DIR)
+        with os.scandir(tmp_dir) as entries:
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                if st.st_mtime >= cutoff:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)  # rmtree does not follow links (Linux)
+                else:
+                    _unlink_quietly(entry.path)
+                removed += 1
+        return removed
+
+
+def _mkstemp(directory: str) -> tuple[int, str]:
+    return tempfile.mkstemp(dir=directory, prefix="put-")
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

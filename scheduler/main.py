@@ -1,0 +1,37 @@
+"""The scheduler role (D1): one APScheduler process; stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import signal
+
+from apscheduler.schedulers.blocking import BlockingScheduler
+
+from app.runtime import build_runtime
+from scheduler.jobs import register_jobs
+from workers.broker import build_broker
+
+log = logging.getLogger("lethe.scheduler")
+
+
+def run(cfg) -> int:
+    from prometheus_client import start_http_server
+
+    broker = build_broker(cfg.broker.url)
+    runtime = build_runtime(cfg, broker, role="scheduler")
+    start_http_server(cfg.metrics.port, addr=cfg.api.host)
+    scheduler = BlockingScheduler(timezone=cfg.schedule.timezone)
+    register_jobs(scheduler, runtime)
+
+    def stop(signum, frame):
+        log.info("scheduler stopping", extra={"event": "scheduler.stopping", "signal": signum})
+        scheduler.shutdown(wait=True)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("scheduler started", extra={"event": "scheduler.started"})
+    scheduler.start()
+    runtime.close()
+    broker.close()
+    log.info("scheduler stopped", extra={"event": "scheduler.stopped"})
+    return 0

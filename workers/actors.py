@@ -1,0 +1,47 @@
+"""The actors (D9). Thin: each takes ids, calls one service function, and is idempotent.
+
+Actors are declared here with @actor and bound to a broker and a Runtime by register(), so that neither
+is chosen at import time. The issues that bring purge, cleanup and scan add their actors here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import dramatiq
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    name: str
+    fn: Callable[..., Any]
+    queue_name: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+ACTORS: dict[str, ActorSpec] = {}
+
+
+def actor(queue_name: str = "maintenance", **options: Any):
+    """Declare an actor `fn(runtime, *ids)`. Options are dramatiq's (max_retries, time_limit, throws)."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        ACTORS[fn.__name__] = ActorSpec(fn.__name__, fn, queue_name, options)
+        return fn
+
+    return decorate
+
+
+def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] | None = None) -> dict[str, dramatiq.Actor]:
+    """Bind the declared actors to a broker, each calling its function with the runtime first."""
+    bound = {}
+    for spec in (ACTORS if specs is None else specs).values():
+        def run(*args: Any, _fn=spec.fn) -> Any:
+            return _fn(runtime, *args)
+
+        run.__name__ = spec.name
+        run.__module__ = spec.fn.__module__
+        bound[spec.name] = dramatiq.Actor(run, broker=broker, actor_name=spec.name, queue_name=spec.queue_name,
+                                          priority=0, options=dict(spec.options))
+    return bound

@@ -1,0 +1,20 @@
+"""What `dramatiq workers.entry` imports in every worker process (the role `worker`, D1).
+
+Each forked process builds its own Runtime (pools must not cross a fork). The configuration was checked by
+`lethe worker` before dramatiq started, so an error here is unexpected; it still exits 2 naming keys only.
+"""
+
+from __future__ import annotations
+
+import dramatiq
+
+from app.runtime import build_runtime
+from app.cli_support import load_config_or_exit
+from workers.actors import register
+from workers.broker import build_broker
+
+cfg = load_config_or_exit(role="worker")
+broker = build_broker(cfg.broker.url)
+dramatiq.set_broker(broker)
+runtime = build_runtime(cfg, broker, role="worker")
+actors = register(broker, runtime)
