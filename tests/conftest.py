@@ -1,0 +1,136 @@
+"""Shared fixtures (D17): real PostgreSQL, a real S3 API server on loopback (moto), real RabbitMQ.
+
+- PostgreSQL: DATABASE_URL (CI: the local server), else an embedded server. Each test session gets a
+  database of its own, migrated; each test starts from empty tables.
+- RabbitMQ: BROKER_URL (default amqp://guest:guest@127.0.0.1:5672/).
+- With CI set, a missing service fails the run instead of skipping a test.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import uuid
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+
+from app.clock import FakeClock
+from app.db.core import Database
+from app.db.migrate import migrate
+
+IN_CI = bool(os.environ.get("CI"))
+DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
+TABLES = ("attachments", "messages", "upload_parts", "upload_sessions", "files", "drafts", "events", "outbox")
+
+
+def service_missing(what: str) -> None:
+    """Skip locally; fail loudly in CI (a skipped test must not hide a missing service there)."""
+    if IN_CI:
+        pytest.fail(f"{what} is not reachable, and CI must not skip: start it (see .ci/run)", pytrace=False)
+    pytest.skip(f"{what} is not reachable")
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+@pytest.fixture(scope="session")
+def database_url():
+    """A migrated database of this test session's own, dropped at the end."""
+    embedded = None
+    server_url = os.environ.get("DATABASE_URL")
+    if not server_url:
+        if IN_CI:
+            pytest.fail("DATABASE_URL is not set in CI", pytrace=False)
+        from app.embedded_pg import EmbeddedPostgres
+
+        base = tempfile.mkdtemp(prefix="lethe-pg-")
+        os.chmod(base, 0o755)
+        embedded = EmbeddedPostgres(Path(base) / "pg", database="postgres")
+        server_url = embedded.start()
+    name = f"lethe_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.OperationalError:
+        service_missing("PostgreSQL (DATABASE_URL)")
+    url = _with_database(server_url, name)
+    migrate(url)
+    yield url
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    if embedded is not None:
+        embedded.stop()
+
+
+def truncate_all(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture
+def db(database_url):
+    """A Database on empty tables."""
+    truncate_all(database_url)
+    database = Database(database_url, pool_size=8, tx_retry_max=5)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def broker_url():
+    url = os.environ.get("BROKER_URL", DEFAULT_BROKER_URL)
+    parts = urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), timeout=3).close()
+    except OSError:
+        service_missing("RabbitMQ (BROKER_URL)")
+    return url
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """An S3 API server on 127.0.0.1 and a free port (moto's ThreadedMotoServer)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"{host}:{port}"
+    server.stop()
+
+
+def make_s3_store(endpoint: str, bucket: str | None = None):
+    from app.storage.s3 import S3Store
+
+    return S3Store(endpoint, bucket or f"lethe-{uuid.uuid4().hex[:12]}", "testing", "testing",
+                   region="us-east-1", secure=False, create_bucket=True)
+
+
+@pytest.fixture(params=["fs", "s3"])
+def raw_store(request, tmp_path):
+    """Each storage driver, unguarded: fs in a temporary directory, s3 on a fresh bucket of moto's server."""
+    if request.param == "fs":
+        from app.storage.fs import FsStore
+
+        return FsStore(str(tmp_path / "objects"))
+    return make_s3_store(request.getfixturevalue("moto_server"))
+
+
+@pytest.fixture
+def store(raw_store):
+    """Each storage driver behind the K1 guard, as the application builds it."""
+    from app.db.context import in_transaction
+    from app.storage.guard import GuardedStore
+
+    return GuardedStore(raw_store, in_transaction)

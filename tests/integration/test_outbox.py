@@ -1,0 +1,137 @@
+"""The outbox on the real RabbitMQ with a real dramatiq worker (D9).
+
+A job enqueued in a committed transaction runs; one enqueued in a rolled-back transaction never runs; a row
+left behind because publishing failed is relayed and runs once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import dramatiq
+import pytest
+from dramatiq.brokers.rabbitmq import RabbitmqBroker
+
+from app.outbox import Outbox
+
+pytestmark = pytest.mark.broker
+
+
+class Recorder:
+    """What the test actor saw, with a way to wait for a given value."""
+
+    def __init__(self):
+        self.seen: list[str] = []
+        self.cond = threading.Condition()
+
+    def record(self, value: str) -> None:
+        with self.cond:
+            self.seen.append(value)
+            self.cond.notify_all()
+
+    def wait_for(self, value: str, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while value not in self.seen:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"job {value!r} did not run; saw {self.seen}")
+                self.cond.wait(left)
+
+
+@pytest.fixture
+def rabbit(broker_url):
+    """A RabbitMQ broker with a queue of this test's own, a real worker consuming it, and a recorder."""
+    queue = f"test-outbox-{uuid.uuid4().hex[:10]}"
+    broker = RabbitmqBroker(url=broker_url, confirm_delivery=True)
+    recorder = Recorder()
+    dramatiq.Actor(recorder.record, broker=broker, actor_name="record", queue_name=queue, priority=0,
+                   options={"max_retries": 0})
+    worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=100)
+    worker.start()
+    yield broker, queue, recorder
+    worker.stop(timeout=5000)
+    for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
+        broker.channel.queue_delete(name)
+    broker.close()
+
+
+def outbox_rows(db):
+    return db.read(lambda conn: conn.execute("SELECT id, actor_name, args FROM outbox ORDER BY id").fetchall())
+
+
+def test_a_job_of_a_committed_transaction_runs_and_leaves_no_row(db, rabbit):
+    broker, queue, recorder = rabbit
+    db.after_commit = Outbox(db, broker).publish_committed
+    db.unit_of_work(lambda uow: uow.enqueue(queue, "record", "committed"), name="test.commit")
+    recorder.wait_for("committed")
+    assert outbox_rows(db) == []
+
+
+def test_a_job_of_a_rolled_back_transaction_never_runs(db, rabbit):
+    broker, queue, recorder = rabbit
+    db.after_commit = Outbox(db, broker).publish_committed
+
+    def work(uow):
+        uow.enqueue(queue, "record", "rolled-back")
+        raise RuntimeError("the change failed")
+
+    with pytest.raises(RuntimeError):
+        db.unit_of_work(work, name="test.rollback")
+    assert outbox_rows(db) == []
+    # One worker thread consumes in order: once a later job ran, an earlier one would have run too.
+    db.unit_of_work(lambda uow: uow.enqueue(queue, "record", "sentinel"), name="test.commit")
+    recorder.wait_for("sentinel")
+    assert recorder.seen == ["sentinel"]
+
+
+class BrokenBroker:
+    """A broker whose publish fails, as when RabbitMQ is down between commit and publish."""
+
+    def enqueue(self, message, *, delay=None):
+        raise ConnectionError("broker down")
+
+
+def test_a_row_left_behind_is_relayed_and_runs_once(db, rabbit):
+    broker, queue, recorder = rabbit
+    # Given a commit whose publish failed
+    db.after_commit = Outbox(db, BrokenBroker()).publish_committed
+    db.unit_of_work(lambda uow: uow.enqueue(queue, "record", "left-behind"), name="test.commit")
+    rows = outbox_rows(db)
+    assert [(row.actor_name, row.args) for row in rows] == [("record", ["left-behind"])]
+    relay = Outbox(db, broker)
+    # When the relay runs: a row younger than the relay age is still its committer's business
+    assert relay.relay(older_than_s=3600) == 0
+    assert relay.relay(older_than_s=0) == 1
+    assert relay.relay(older_than_s=0) == 0
+    # Then the job runs once and the row is gone
+    db.after_commit = relay.publish_committed
+    db.unit_of_work(lambda uow: uow.enqueue(queue, "record", "sentinel"), name="test.commit")
+    recorder.wait_for("sentinel")
+    assert recorder.seen.count("left-behind") == 1
+    assert outbox_rows(db) == []
+    assert relay.depth() == 0
+
+
+def test_a_relay_skips_rows_another_relay_holds(db, rabbit):
+    broker, queue, recorder = rabbit
+    db.after_commit = Outbox(db, BrokenBroker()).publish_committed
+    for value in ("one", "two"):
+        db.unit_of_work(lambda uow, v=value: uow.enqueue(queue, "record", v), name="test.commit")
+    relay = Outbox(db, broker)
+    # Another relay holds the rows locked (FOR UPDATE SKIP LOCKED): this one publishes nothing.
+    with db.pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT id FROM outbox FOR UPDATE")
+        assert relay.relay(older_than_s=0) == 0
+    assert relay.relay(older_than_s=0) == 2
+    recorder.wait_for("two")
+    assert sorted(recorder.seen) == ["one", "two"]
+
+
+def test_publishing_inside_a_transaction_is_refused(db, rabbit):
+    broker, queue, recorder = rabbit
+    outbox = Outbox(db, broker)
+    with pytest.raises(RuntimeError):
+        db.unit_of_work(lambda uow: outbox._publish(1, queue, "record", ("x",)), name="test")

@@ -1,0 +1,246 @@
+"""One conformance suite for every ObjectStore driver (D4; STYLE.md: Warehouse tests every backend
+against its interface). Runs against fs in a temporary directory and s3 on moto's server."""
+
+from __future__ import annotations
+
+import io
+import os
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from app.domain.keys import original_key, part_key, variant_key
+from app.errors import InvalidKey, NotFound, StorageError, StoreCallInTransaction
+from app.storage.base import UploadedPart
+
+MiB = 1024 * 1024
+
+
+def a_key() -> str:
+    return original_key(uuid.uuid4())
+
+
+def test_put_then_get_head_and_open(store):
+    key = a_key()
+    store.put(key, b"hello world", 11)
+    assert store.get(key) == b"hello world"
+    assert store.head(key).size_bytes == 11
+    chunks = store.open(key)
+    assert b"".join(chunks) == b"hello world"
+
+
+def test_put_from_a_stream_and_overwrite(store):
+    key = a_key()
+    store.put(key, io.BytesIO(b"first"), 5)
+    store.put(key, io.BytesIO(b"second!"), 7)
+    assert store.get(key) == b"second!"
+
+
+def test_get_and_open_of_a_missing_key_are_not_found(store):
+    with pytest.raises(NotFound):
+        store.get(a_key())
+    with pytest.raises(NotFound):
+        store.open(a_key())
+    assert store.head(a_key()) is None
+
+
+def test_delete_already_gone(store):
+    key = a_key()
+    store.delete(key)  # never existed
+    store.put(key, b"x", 1)
+    store.delete(key)
+    store.delete(key)  # again
+    assert store.head(key) is None
+
+
+def test_delete_many_with_missing_keys(store):
+    file_id = uuid.uuid4()
+    present = [original_key(file_id, 1), variant_key(file_id, "thumb-small")]
+    missing = [original_key(file_id, 2), variant_key(file_id, "poster"), a_key()]
+    for key in present:
+        store.put(key, b"data", 4)
+    store.delete_many(present + missing)
+    for key in present + missing:
+        assert store.head(key) is None
+
+
+def test_delete_many_crosses_the_batch_limit(store):
+    keys = [original_key(uuid.uuid4()) for _ in range(1005)]
+    for key in keys[:3] + keys[-3:]:
+        store.put(key, b"d", 1)
+    store.delete_many(iter(keys))  # a generator, as callers pass them
+    assert all(store.head(key) is None for key in keys[:3] + keys[-3:])
+
+
+@pytest.mark.parametrize("bad", [
+    "",
+    "/etc/passwd",
+    "f/../../etc/passwd",
+    "f/./x",
+    "f//x",
+    "f/x/",
+    "..",
+    "f/x\\..\\y",
+    "f/x\x00y",
+])
+def test_malformed_keys_are_rejected_before_any_io(store, bad):
+    for call in (lambda: store.put(bad, b"x", 1), lambda: store.get(bad), lambda: store.head(bad),
+                 lambda: store.delete(bad), lambda: store.delete_many([a_key(), bad])):
+        with pytest.raises(InvalidKey):
+            call()
+
+
+def test_a_segment_from_a_client_may_not_carry_a_separator():
+    from app.domain.keys import KeyError_, validate_segment
+
+    with pytest.raises(KeyError_):
+        validate_segment("a/b")
+    with pytest.raises(KeyError_):
+        validate_segment("..")
+    assert validate_segment("thumb-small") == "thumb-small"
+
+
+def test_multipart_upload_assembles_parts_in_order(store):
+    file_id = uuid.uuid4()
+    key = original_key(file_id)
+    first, second = os.urandom(5 * MiB), b"tail"
+    upload_id = store.begin_upload(str(file_id), key, "application/octet-stream")
+    # Parts may arrive out of order.
+    part2 = store.put_part(str(file_id), key, upload_id, 2, second)
+    part1 = store.put_part(str(file_id), key, upload_id, 1, first)
+    info = store.complete_upload(str(file_id), key, upload_id, [part2, part1])
+    assert info.size_bytes == len(first) + len(second)
+    assert store.get(key) == first + second
+    assert store.head(part_key(file_id, 1)) is None
+    # Aborting a finished upload is a no-op.
+    store.abort_upload(str(file_id), key, upload_id, 2)
+    assert store.get(key) == first + second
+
+
+def test_abort_upload_is_idempotent_and_drops_the_parts(store, raw_store):
+    file_id = uuid.uuid4()
+    key = original_key(file_id)
+    upload_id = store.begin_upload(str(file_id), key, "application/octet-stream")
+    store.put_part(str(file_id), key, upload_id, 1, b"part one")
+    if raw_store.driver == "fs":
+        assert store.head(part_key(file_id, 1)).size_bytes == 8
+    else:
+        listed = raw_store.client._list_multipart_uploads(raw_store.bucket, prefix=key)
+        assert [upload.upload_id for upload in listed.uploads] == [upload_id]
+    store.abort_upload(str(file_id), key, upload_id, 3)
+    store.abort_upload(str(file_id), key, upload_id, 3)
+    assert store.head(key) is None
+    if raw_store.driver == "fs":
+        assert store.head(part_key(file_id, 1)) is None
+    else:
+        # The server no longer lists the upload (a test may list; the service never does, K2).
+        result = raw_store.client._list_multipart_uploads(raw_store.bucket, prefix=key)
+        assert [upload.upload_id for upload in result.uploads] == []
+
+
+def test_abort_of_an_unknown_upload_succeeds(store, raw_store):
+    file_id = uuid.uuid4()
+    unknown = None if raw_store.driver == "fs" else "bm90LWFuLXVwbG9hZA"
+    store.abort_upload(str(file_id), original_key(file_id), unknown, 4)
+
+
+def test_store_calls_inside_a_unit_of_work_raise(store, db):
+    """D4 K1: no object store call runs inside a database transaction."""
+    key = a_key()
+    with pytest.raises(StoreCallInTransaction):
+        db.unit_of_work(lambda uow: store.put(key, b"x", 1), name="test.k1")
+    with pytest.raises(StoreCallInTransaction):
+        db.unit_of_work(lambda uow: store.delete(key), name="test.k1")
+    assert store.head(key) is None  # outside a transaction the same call is fine
+
+
+def test_check_passes_on_a_reachable_store(store):
+    store.check()
+
+
+# -- fs only: links, directories, the temporary area ---------------------------------------------------------
+
+@pytest.fixture
+def fs_store(tmp_path):
+    from app.storage.fs import FsStore
+
+    return FsStore(str(tmp_path / "root"))
+
+
+@pytest.fixture
+def outside(tmp_path):
+    directory = tmp_path / "outside"
+    directory.mkdir()
+    canary = directory / "canary"
+    canary.write_bytes(b"must survive")
+    return directory
+
+
+def test_fs_never_follows_a_directory_link_out_of_its_root(fs_store, outside):
+    file_id = uuid.uuid4()
+    key = original_key(file_id)
+    # A link placed in the root where the key's first directory would be.
+    os.symlink(outside, os.path.join(fs_store.root, "f"))
+    with pytest.raises(StorageError):
+        fs_store.put(key, b"x", 1)
+    with pytest.raises(StorageError):
+        fs_store.delete(key)
+    with pytest.raises(StorageError):
+        fs_store.get(key)
+    assert sorted(os.listdir(outside)) == ["canary"]
+    assert (outside / "canary").read_bytes() == b"must survive"
+
+
+def test_fs_removes_a_link_at_a_key_as_an_entry(fs_store, outside):
+    key = a_key()
+    fs_store.put(key, b"x", 1)
+    path = os.path.join(fs_store.root, *key.split("/"))
+    os.unlink(path)
+    os.symlink(outside / "canary", path)
+    with pytest.raises(StorageError):
+        fs_store.get(key)  # reading does not follow it
+    fs_store.delete(key)  # deleting removes the link, not its target
+    assert not os.path.lexists(path)
+    assert (outside / "canary").read_bytes() == b"must survive"
+
+
+def test_fs_removes_emptied_directories_but_keeps_shared_ones(fs_store):
+    one, two = uuid.UUID("abcd0000-0000-4000-8000-000000000001"), uuid.UUID("abcd0000-0000-4000-8000-000000000002")
+    fs_store.put(original_key(one), b"1", 1)
+    fs_store.put(original_key(two), b"2", 1)
+    fs_store.delete(original_key(one))
+    assert not os.path.exists(os.path.join(fs_store.root, "f", "ab", "cd", str(one)))
+    assert os.path.isdir(os.path.join(fs_store.root, "f", "ab", "cd", str(two)))
+    fs_store.delete(original_key(two))
+    assert not os.path.exists(os.path.join(fs_store.root, "f"))
+    assert os.path.isdir(fs_store.root)
+
+
+def test_fs_put_leaves_nothing_in_tmp(fs_store):
+    fs_store.put(a_key(), b"payload", 7)
+    with pytest.raises(StorageError):
+        fs_store.put(a_key(), io.BytesIO(b"short"), 10)  # the stream ends early
+    assert os.listdir(os.path.join(fs_store.root, ".tmp")) == []
+
+
+def test_fs_tmp_is_not_a_key(fs_store):
+    with pytest.raises(InvalidKey):
+        fs_store.put(".tmp/x", b"x", 1)
+
+
+def test_fs_sweep_tmp_removes_old_entries_and_never_follows_links(fs_store, outside):
+    tmp = os.path.join(fs_store.root, ".tmp")
+    old_file, new_file, link = (os.path.join(tmp, name) for name in ("put-old", "put-new", "put-link"))
+    with open(old_file, "wb") as handle:
+        handle.write(b"stale")
+    with open(new_file, "wb") as handle:
+        handle.write(b"in progress")
+    os.symlink(outside, link)
+    long_ago = datetime(2020, 1, 1, tzinfo=timezone.utc).timestamp()
+    os.utime(old_file, (long_ago, long_ago))
+    os.utime(link, (long_ago, long_ago), follow_symlinks=False)
+    removed = fs_store.sweep_tmp(older_than=datetime.now(timezone.utc) - timedelta(hours=1))
+    assert removed == 2
+    assert sorted(os.listdir(tmp)) == ["put-new"]
+    assert sorted(os.listdir(outside)) == ["canary"]
