@@ -126,6 +126,9 @@ def cmd_worker(args) -> int:
 def cmd_scheduler(args) -> int:
     cfg = load_config_or_exit("scheduler")
     _require_database(cfg)
+    from app.observability import prepare_multiprocess_dir
+
+    prepare_multiprocess_dir()
     _setup("scheduler", cfg)
     from scheduler.main import run
 

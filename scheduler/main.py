@@ -7,6 +7,7 @@ import signal
 
 from apscheduler.schedulers.blocking import BlockingScheduler
 
+from app.observability import metrics_registry
 from app.runtime import build_runtime
 from scheduler.jobs import register_jobs
 from workers.broker import build_broker
@@ -19,7 +20,7 @@ def run(cfg) -> int:
 
     broker = build_broker(cfg.broker.url)
     runtime = build_runtime(cfg, broker, role="scheduler")
-    start_http_server(cfg.metrics.port, addr=cfg.api.host)
+    start_http_server(cfg.metrics.port, addr=cfg.api.host, registry=metrics_registry())
     scheduler = BlockingScheduler(timezone=cfg.schedule.timezone)
     register_jobs(scheduler, runtime)
 

@@ -6,15 +6,23 @@ Each forked process builds its own Runtime (pools must not cross a fork). The co
 
 from __future__ import annotations
 
+import logging
+import os
+
 import dramatiq
 
-from app.runtime import build_runtime
 from app.cli_support import load_config_or_exit
+from app.observability import setup_logging, setup_sentry
+from app.runtime import build_runtime
 from workers.actors import register
 from workers.broker import build_broker
 
 cfg = load_config_or_exit(role="worker")
+setup_logging("worker", cfg.log.format, cfg.log.level)
+setup_sentry(cfg.sentry.dsn, "worker")
 broker = build_broker(cfg.broker.url)
 dramatiq.set_broker(broker)
 runtime = build_runtime(cfg, broker, role="worker")
 actors = register(broker, runtime)
+logging.getLogger("lethe.worker").info("worker process started", extra={
+    "event": "worker.started", "pid": os.getpid(), "actors": sorted(actors)})

@@ -1,0 +1,103 @@
+"""Helpers to run Lethe's roles as real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from app.embedded_pg import free_port
+
+
+class Role:
+    """A `lethe <role>` process with its output captured to a file."""
+
+    def __init__(self, args, env, log_path):
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return open(self.log_path, encoding="utf-8", errors="replace").read()
+
+    def stop(self, sig=signal.SIGTERM, timeout=30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+                raise AssertionError(f"the role did not stop on {sig!r}:\n{self.output()}")
+        self.log.close()
+        return self.proc.returncode
+
+
+def wait_for_http(url: str, role: Role, timeout: float = 60, status: int = 200) -> bytes:
+    """Poll a URL until it answers `status` (a start-up wait, bounded; not a window of the product)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if role.proc.poll() is not None:
+            raise AssertionError(f"the role exited with {role.proc.returncode}:\n{role.output()}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == status:
+                    return response.read()
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            last = exc
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer {status} in {timeout}s ({last}):\n{role.output()}")
+
+
+@pytest.fixture
+def role_env(database_url, broker_url, tmp_path):
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_BROKER_URL": broker_url,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+        "LETHE_API_PORT": str(free_port()),
+        "LETHE_METRICS_PORT": str(free_port()),
+        "LETHE_API_WORKERS": "1",
+        "LETHE_WORKER_PROCESSES": "1",
+        "LETHE_WORKER_THREADS": "2",
+        "LETHE_OUTBOX_RELAY_INTERVAL": "1s",
+        "LETHE_OUTBOX_RELAY_AGE": "1s",
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+    }
+    return env
+
+
+@pytest.fixture
+def start_role(tmp_path):
+    roles = []
+
+    def start(args, env):
+        role = Role(args, env, tmp_path / f"{args[0]}-{len(roles)}.log")
+        roles.append(role)
+        return role
+
+    yield start
+    for role in roles:
+        if role.proc.poll() is None:
+            os.killpg(role.proc.pid, signal.SIGKILL)
+            role.proc.wait(10)
+
+
+def wait_for_output(role: Role, text: str, timeout: float = 60) -> None:
+    """Poll a role's output until it holds `text` (bounded start-up wait)."""
+    deadline = time.monotonic() + timeout
+    while text not in role.output():
+        if role.proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} never appeared:\n{role.output()}")
+        time.sleep(0.2)

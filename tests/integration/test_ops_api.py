@@ -1,0 +1,75 @@
+"""/healthz, /readyz, /metrics and the problem+json edge of the api (D1, D13, D15), in process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from dramatiq.brokers.stub import StubBroker
+
+from app import config
+from app.api.app import create_app
+from app.runtime import build_runtime
+from app.storage.s3 import S3Store
+
+
+@pytest.fixture
+def make_client(database_url, tmp_path):
+    runtimes = []
+
+    def make(store=None):
+        cfg = config.load({"LETHE_DATABASE_URL": database_url, "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")})
+        runtime = build_runtime(cfg, StubBroker(), role="api", store=store)
+        runtimes.append(runtime)
+        return create_app(runtime).test_client()
+
+    yield make
+    for runtime in runtimes:
+        runtime.close()
+
+
+def test_healthz_and_readyz(make_client):
+    client = make_client()
+    assert client.get("/healthz").json == {"status": "ok"}
+    response = client.get("/readyz")
+    assert response.status_code == 200 and response.json == {"status": "ready"}
+
+
+def test_readyz_is_a_503_problem_naming_the_dependency_but_not_its_address(make_client):
+    from app.db.context import in_transaction
+    from app.storage.guard import GuardedStore
+
+    unreachable = S3Store("127.0.0.1:9", "bucket-Canary", "k", "s", region="us-east-1", secure=False)
+    client = make_client(GuardedStore(unreachable, in_transaction))
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.mimetype == "application/problem+json"
+    body = response.json
+    assert body["code"] == "not_ready" and body["status"] == 503 and "store" in body["detail"]
+    assert "127.0.0.1" not in response.get_data(as_text=True) and "Canary" not in response.get_data(as_text=True)
+
+
+def test_unknown_route_and_wrong_method_are_problems(make_client):
+    client = make_client()
+    response = client.get("/no/such/route")
+    assert response.status_code == 404 and response.mimetype == "application/problem+json"
+    assert set(response.json) == {"type", "title", "status", "code"}
+    response = client.post("/healthz")
+    assert response.status_code == 405 and "GET" in response.headers["Allow"]
+    assert response.json["code"] == "method_not_allowed"
+
+
+def test_metrics_are_served_in_prometheus_format(make_client):
+    client = make_client()
+    client.get("/healthz")
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    text = response.get_data(as_text=True)
+    assert 'lethe_http_requests_total{method="GET",route="/healthz",status="200"}' in text
+
+
+def test_openapi_document_is_served(make_client):
+    response = make_client().get("/openapi.json")
+    assert response.status_code == 200
+    document = json.loads(response.get_data())
+    assert document["info"]["title"] == "Lethe" and document["openapi"].startswith("3.")

@@ -1,0 +1,172 @@
+"""Configuration (D14): keys, defaults, durations, sources, cross-checks, and errors that name keys only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from app import config
+from app.errors import ConfigError
+
+CANARY = "s3cr3t-Canary-7f1e"
+
+
+def test_defaults_load_and_are_typed():
+    cfg = config.load({})
+    assert cfg.file.gc_batch_size == 500
+    assert cfg.file.unattached_ttl == 86400
+    assert cfg.file.storage.driver == "fs"
+    assert cfg.file.part_size == 8 * 1024 * 1024
+    assert cfg.get("privacy.object_delete_delay") == 86400
+
+
+def test_every_key_of_d14_exists():
+    required = {
+        "file.upload_session_ttl", "file.unattached_ttl", "file.failed_row_ttl", "file.gc_interval",
+        "file.gc_batch_size", "file.part_size", "file.max_size", "file.storage.driver", "file.fs.root",
+        "file.max_attachments", "privacy.object_delete_delay", "database.url", "database.tx_retry_max",
+        "database.pool_size", "broker.url", "api.host", "api.port", "api.workers", "metrics.port",
+        "scan.clamd_address", "scan.timeout", "sentry.dsn", "log.format", "schedule.timezone",
+    }
+    assert required <= set(config.KEYS_BY_NAME)
+    assert any(name.startswith("file.s3.") for name in config.KEYS_BY_NAME)
+    assert any(name.startswith("auth.") for name in config.KEYS_BY_NAME)
+    for key in config.KEYS:
+        assert key.description and key.env.startswith("LETHE_")
+
+
+def test_environment_variable_names():
+    assert config.KEYS_BY_NAME["file.unattached_ttl"].env == "LETHE_FILE_UNATTACHED_TTL"
+    assert config.KEYS_BY_NAME["file.s3.access_key"].env == "LETHE_FILE_S3_ACCESS_KEY"
+
+
+@pytest.mark.parametrize("text, seconds", [("90s", 90), ("15m", 900), ("24h", 86400), ("7d", 604800),
+                                           ("250ms", 0.25), (" 2h ", 7200)])
+def test_durations(text, seconds):
+    assert config.parse_duration(text) == seconds
+    assert config.load({"LETHE_SCAN_TIMEOUT": text}).scan.timeout == seconds
+
+
+@pytest.mark.parametrize("text", ["", "15", "1w", "-5m", "1.5h", "h", "15 minutes"])
+def test_bad_durations_are_rejected(text):
+    with pytest.raises(ValueError):
+        config.parse_duration(text)
+
+
+def test_format_duration_round_trips():
+    for seconds in (90, 900, 86400, 604800, 0.25):
+        assert config.parse_duration(config.format_duration(seconds)) == seconds
+
+
+def test_sizes():
+    assert config.load({"LETHE_FILE_MAX_SIZE": "2GiB"}).file.max_size == 2 * 1024**3
+    assert config.load({"LETHE_FILE_MAX_SIZE": "1048576"}).file.max_size == 1048576
+
+
+def test_environment_overrides_the_file(tmp_path):
+    path = tmp_path / "lethe.toml"
+    path.write_text('[file]\ngc_batch_size = 7\nunattached_ttl = "2d"\n[file.storage]\ndriver = "fs"\n')
+    cfg = config.load({"LETHE_CONFIG": str(path), "LETHE_FILE_GC_BATCH_SIZE": "9"})
+    assert cfg.file.gc_batch_size == 9
+    assert cfg.file.unattached_ttl == 2 * 86400
+
+
+def test_unknown_key_in_the_file_is_an_error(tmp_path):
+    path = tmp_path / "lethe.toml"
+    path.write_text('[file]\ngc_batch_sise = 7\n')
+    with pytest.raises(ConfigError) as info:
+        config.load({"LETHE_CONFIG": str(path)})
+    assert list(info.value.errors) == ["file.gc_batch_sise"]
+
+
+def test_unreadable_or_broken_file(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        config.load({"LETHE_CONFIG": str(tmp_path / "missing.toml")})
+    assert "LETHE_CONFIG" in info.value.errors
+    broken = tmp_path / "broken.toml"
+    broken.write_text(f"[file\n{CANARY}")
+    with pytest.raises(ConfigError) as info:
+        config.load({"LETHE_CONFIG": str(broken)})
+    assert CANARY not in str(info.value)
+
+
+@pytest.mark.parametrize("env, key", [
+    ({"LETHE_FILE_GC_BATCH_SIZE": "0"}, "file.gc_batch_size"),
+    ({"LETHE_FILE_GC_BATCH_SIZE": CANARY}, "file.gc_batch_size"),
+    ({"LETHE_FILE_STORAGE_DRIVER": CANARY}, "file.storage.driver"),
+    ({"LETHE_FILE_UNATTACHED_TTL": CANARY}, "file.unattached_ttl"),
+    ({"LETHE_API_PORT": CANARY}, "api.port"),
+    ({"LETHE_FILE_S3_SECURE": CANARY}, "file.s3.secure"),
+    ({"LETHE_SCHEDULE_TIMEZONE": CANARY}, "schedule.timezone"),
+    ({"LETHE_LOG_FORMAT": CANARY}, "log.format"),
+    ({"LETHE_FILE_STORAGE_DRIVER": "s3"}, "file.s3.endpoint"),
+])
+def test_errors_name_the_key_and_never_the_value(env, key):
+    with pytest.raises(ConfigError) as info:
+        config.load(env)
+    assert key in info.value.errors
+    assert CANARY not in str(info.value) and CANARY not in repr(info.value.errors)
+
+
+def test_gc_interval_must_be_shorter_than_the_delete_delay():
+    with pytest.raises(ConfigError) as info:
+        config.load({"LETHE_FILE_GC_INTERVAL": "2d", "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d"})
+    assert set(info.value.errors) == {"file.gc_interval", "privacy.object_delete_delay"}
+    with pytest.raises(ConfigError):
+        config.load({"LETHE_FILE_GC_INTERVAL": "1d", "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d"})
+    assert config.load({"LETHE_FILE_GC_INTERVAL": "1h", "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d"})
+
+
+def test_every_error_is_reported_at_once():
+    with pytest.raises(ConfigError) as info:
+        config.load({"LETHE_FILE_GC_BATCH_SIZE": "x", "LETHE_API_PORT": "0", "LETHE_FILE_GC_INTERVAL": "2d",
+                     "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d"})
+    assert {"file.gc_batch_size", "api.port", "file.gc_interval", "privacy.object_delete_delay"} \
+        <= set(info.value.errors)
+
+
+def test_replace_revalidates():
+    cfg = config.load({})
+    assert cfg.replace(**{"file.gc_batch_size": 2}).file.gc_batch_size == 2
+    with pytest.raises(ConfigError):
+        cfg.replace(**{"file.gc_batch_size": 0})
+
+
+def run_lethe(*args, env):
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", **env}, timeout=60)
+
+
+def test_config_check_prints_ok():
+    result = run_lethe("config", "check", env={})
+    assert result.returncode == 0 and result.stdout.strip() == "OK"
+
+
+def test_config_check_exits_2_naming_both_keys_and_neither_value():
+    """The 'done when' of the foundation issue, as an operator would run it."""
+    result = run_lethe("config", "check", env={"LETHE_FILE_GC_INTERVAL": "2d",
+                                               "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d"})
+    output = result.stdout + result.stderr
+    assert result.returncode == 2
+    assert "file.gc_interval" in output and "privacy.object_delete_delay" in output
+    assert "2d" not in output and "1d" not in output
+
+
+@pytest.mark.parametrize("role", [["api"], ["worker"], ["scheduler"], ["migrate"], ["dev"]])
+def test_every_role_exits_2_on_a_bad_configuration_before_doing_anything(role, tmp_path):
+    result = run_lethe(*role, env={"LETHE_FILE_GC_BATCH_SIZE": CANARY, "LETHE_DATABASE_URL": CANARY,
+                                   "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")})
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert "file.gc_batch_size" in output
+    assert CANARY not in output
+    assert not (tmp_path / "objects").exists()  # it did nothing
+
+
+@pytest.mark.parametrize("role", [["api"], ["worker"], ["scheduler"], ["migrate"]])
+def test_production_roles_need_a_database_url(role):
+    result = run_lethe(*role, env={})
+    assert result.returncode == 2
+    assert "database.url" in result.stderr

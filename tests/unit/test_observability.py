@@ -1,0 +1,76 @@
+"""D15: log lines and Sentry events carry no name, key, digest or token."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+from app.observability import (ConsoleFormatter, RoleFilter, SensitiveFieldFilter, scrub_event,
+                               setup_logging)
+
+import pytest
+
+CANARY = "holiday-Canary-91.pdf"
+
+
+@pytest.fixture(autouse=True)
+def restore_root_logger():
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def capture(fmt: str):
+    setup_logging("worker", fmt, "INFO")
+    handler = logging.getLogger().handlers[0]
+    stream = io.StringIO()
+    handler.setStream(stream)
+    return stream
+
+
+def test_json_lines_carry_event_role_and_fields():
+    stream = capture("json")
+    logging.getLogger("lethe.test").info("purged", extra={"event": "purge.done", "count": 3})
+    line = json.loads(stream.getvalue().strip())
+    assert line["event"] == "purge.done" and line["count"] == 3 and line["role"] == "worker"
+    assert line["level"] == "INFO" and line["logger"] == "lethe.test" and "ts" in line
+
+
+def test_sensitive_fields_are_blanked_whatever_a_caller_passes():
+    stream = capture("json")
+    logging.getLogger("lethe.test").warning("oops", extra={"original_name": CANARY, "object_key": CANARY,
+                                                           "sha256": CANARY, "token": CANARY, "file_id": "id-1"})
+    text = stream.getvalue()
+    assert CANARY not in text
+    assert json.loads(text)["file_id"] == "id-1"
+
+
+def test_console_format_is_one_readable_line():
+    stream = capture("console")
+    logging.getLogger("lethe.test").info("relayed", extra={"event": "outbox.relayed", "count": 2})
+    assert stream.getvalue().strip().endswith("lethe.test relayed event=outbox.relayed count=2")
+
+
+def test_sentry_events_keep_only_the_allow_list():
+    event = {
+        "event_id": "e1", "level": "error",
+        "request": {"method": "POST", "url": f"http://x/api/v1/uploads?name={CANARY}", "data": CANARY,
+                    "headers": {"Authorization": f"Bearer {CANARY}"}, "cookies": CANARY},
+        "extra": {"name": CANARY}, "breadcrumbs": {"values": [{"message": CANARY}]}, "user": {"email": CANARY},
+        "exception": {"values": [{"type": "StorageError", "value": "s3 get failed",
+                                  "stacktrace": {"frames": [{"function": "f", "vars": {"key": CANARY}}]}}]},
+    }
+    clean = scrub_event(event)
+    assert CANARY not in json.dumps(clean)
+    assert clean["request"] == {"method": "POST", "url": "http://x/api/v1/uploads"}
+    assert clean["exception"]["values"][0]["type"] == "StorageError"
+
+
+def test_filters_alone():
+    record = logging.makeLogRecord({"msg": "m", "token": CANARY})
+    assert SensitiveFieldFilter().filter(record) and record.token == "[redacted]"
+    assert RoleFilter("api").filter(record) and record.role == "api"
+    assert "m" in ConsoleFormatter().format(record)
