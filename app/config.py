@@ -23,6 +23,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 from app.errors import ConfigError
 
 ENV_PREFIX = "LETHE_"
+S3_MIN_PART_SIZE = 5 * 1024**2
 CONFIG_FILE_ENV = "LETHE_CONFIG"
 
 _DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
@@ -162,8 +163,8 @@ KEYS: tuple[Key, ...] = (
         "How often the cleanup runs. Must be shorter than privacy.object_delete_delay."),
     Key("file.gc_batch_size", Number(validate=_no_value_range(1, 100_000)), 500,
         "Candidates read per batch by each cleanup step."),
-    Key("file.part_size", Size(validate=_no_value_range(5 * 1024**2, 5 * 1024**3)), "8MiB",
-        "Size of every upload part but the last (S3 needs at least 5MiB)."),
+    Key("file.part_size", Size(validate=_no_value_range(1024, 5 * 1024**3)), "8MiB",
+        "Size of every upload part but the last (at least 5MiB with s3, the S3 minimum)."),
     Key("file.max_size", Size(validate=_no_value_range(1)), "1GiB",
         "Largest file accepted by POST /uploads (413 above it)."),
     Key("file.max_attachments", Number(validate=_no_value_range(1, 1000)), 10,
@@ -301,13 +302,12 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         message = "file.gc_interval must be shorter than privacy.object_delete_delay."
         add("file.gc_interval", message)
         add("privacy.object_delete_delay", message)
-    if have("file.part_size", "file.max_size") and values["file.part_size"] > values["file.max_size"] \
-            and values["file.max_size"] >= 5 * 1024**2:
-        add("file.part_size", "file.part_size must not exceed file.max_size.")
     if values.get("file.storage.driver") == "s3":
         for name in ("file.s3.endpoint", "file.s3.bucket"):
             if not values.get(name):
                 add(name, "Required when file.storage.driver is s3.")
+        if have("file.part_size") and values["file.part_size"] < S3_MIN_PART_SIZE:
+            add("file.part_size", "Must be at least 5MiB with the s3 driver (the S3 minimum part size).")
     if have("outbox.relay_age") and values["outbox.relay_age"] < 1:
         add("outbox.relay_age", "Must be at least 1s.")
     return errors
