@@ -1,20 +1,81 @@
-"""Bearer tokens (D11). This module mints HS256 tokens for development (`lethe dev`); verification of
-requests comes with the API issue."""
+"""Bearer tokens (D11).
+
+HS256 with `auth.jwt_secret`, or RS256/ES256 with `auth.jwt_public_key`; `iss` and `aud` are required
+when configured. `sub` is the principal (a UUID), `scope` a space-separated list of `files:read`,
+`files:write`, `manage`. Every failure is the same 401: the reason is logged as a category, never the token.
+"""
 
 from __future__ import annotations
 
+import logging
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import jwt
 
+from app.errors import Unauthorized
+
+log = logging.getLogger("lethe.auth")
 SCOPES = ("files:read", "files:write", "manage")
+
+
+@dataclass(frozen=True)
+class Principal:
+    id: uuid.UUID
+    scopes: frozenset[str]
+
+    @property
+    def is_manager(self) -> bool:
+        return "manage" in self.scopes
+
+    def has(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+class Authenticator:
+    """Verifies `Authorization: Bearer <jwt>` headers against the configured key."""
+
+    def __init__(self, secret: str = "", public_key: str = "", issuer: str = "", audience: str = ""):
+        if public_key:
+            self.key, self.algorithms = public_key, ["RS256", "ES256"]
+        else:
+            self.key, self.algorithms = secret, ["HS256"]
+        self.issuer = issuer or None
+        self.audience = audience or None
+
+    @classmethod
+    def from_config(cls, cfg) -> "Authenticator":
+        return cls(cfg.auth.jwt_secret, cfg.auth.jwt_public_key, cfg.auth.issuer, cfg.auth.audience)
+
+    def principal(self, authorization: str | None) -> Principal:
+        """The principal of an Authorization header.
+
+        Raises:
+            Unauthorized: missing, malformed, expired, wrongly signed, or without a UUID `sub`.
+        """
+        if not self.key:
+            raise Unauthorized("no key configured")
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthorized("no bearer token")
+        options = {"require": ["sub", "exp"]}
+        try:
+            claims = jwt.decode(token.strip(), self.key, algorithms=self.algorithms, issuer=self.issuer,
+                                audience=self.audience, options=options, leeway=30)
+            principal_id = uuid.UUID(str(claims["sub"]))
+        except (jwt.InvalidTokenError, ValueError, TypeError) as exc:
+            log.info("token refused", extra={"event": "auth.refused", "error": type(exc).__name__})
+            raise Unauthorized("invalid token") from None
+        scope = claims.get("scope", "")
+        scopes = frozenset(scope.split()) if isinstance(scope, str) else frozenset()
+        return Principal(principal_id, scopes & set(SCOPES))
 
 
 def mint_token(secret: str, sub: uuid.UUID | str, scopes: tuple[str, ...] = ("files:read", "files:write"),
                ttl: timedelta = timedelta(hours=12), now: datetime | None = None,
                issuer: str = "", audience: str = "") -> str:
-    """An HS256 token for `sub` with the given scopes."""
+    """An HS256 token for `sub` with the given scopes (development and tests)."""
     now = now or datetime.now().astimezone()
     claims = {"sub": str(sub), "scope": " ".join(scopes), "iat": int(now.timestamp()),
               "exp": int((now + ttl).timestamp())}

@@ -43,6 +43,11 @@ class Gone(LetheError):
     code = "gone"
     title = "Gone"
 
+    def __init__(self, reason: str | None = None, detail: str | None = None):
+        super().__init__(detail or reason or "gone")
+        self.reason = reason
+        self.detail = detail
+
 
 class Unavailable(LetheError):
     status = 503
@@ -51,10 +56,12 @@ class Unavailable(LetheError):
 
 
 class StorageError(LetheError):
-    """An object store call failed. Transient by default: the job that met it retries."""
+    """An object store call failed. Transient by default: the job that met it retries; a request that met
+    it answers 503."""
 
-    code = "storage_error"
-    title = "Storage error"
+    status = 503
+    code = "storage_unavailable"
+    title = "Storage unavailable"
 
 
 class InvalidKey(StorageError):
@@ -74,3 +81,30 @@ class ConfigError(LetheError):
     def __init__(self, errors: dict[str, list[str]]):
         self.errors = errors
         super().__init__("; ".join(f"{key}: {' '.join(messages)}" for key, messages in sorted(errors.items())))
+
+
+class Unauthorized(LetheError):
+    """No valid bearer token (D11): answered before anything is looked up."""
+
+    status = 401
+    code = "unauthorized"
+    title = "Unauthorized"
+
+
+class Invalid(LetheError):
+    """Well-formed input that breaks a rule (422), with a machine-readable reason."""
+
+    status = 422
+    code = "invalid_request"
+    title = "Invalid request"
+
+    def __init__(self, reason: str, detail: str | None = None):
+        super().__init__(detail or reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class TooLarge(LetheError):
+    status = 413
+    code = "payload_too_large"
+    title = "Payload too large"

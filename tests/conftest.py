@@ -134,3 +134,35 @@ def store(raw_store):
     from app.storage.guard import GuardedStore
 
     return GuardedStore(raw_store, in_transaction)
+
+
+@pytest.fixture
+def clamd():
+    from tests.support.fakes import FakeClamd
+
+    fake = FakeClamd()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def make_lethe(database_url, raw_store, clock):
+    """Build an in-process Lethe on each driver: make_lethe(**{"scan.clamd_address": ...})."""
+    from tests.support.lethe import Lethe
+
+    truncate_all(database_url)
+    made = []
+
+    def make(**settings):
+        lethe = Lethe(database_url, raw_store, clock, **settings)
+        made.append(lethe)
+        return lethe
+
+    yield make
+    for lethe in made:
+        lethe.close()
+
+
+@pytest.fixture
+def lethe(make_lethe):
+    return make_lethe()

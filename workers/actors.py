@@ -1,15 +1,19 @@
-"""The actors (D9). Thin: each takes ids, calls one service function, and is idempotent.
+"""The actors (D9). Thin: each takes ids, calls one service function, and is idempotent; a missing files
+row is treated like a deleted file (the job ends without error and without writes).
 
 Actors are declared here with @actor and bound to a broker and a Runtime by register(), so that neither
-is chosen at import time. The issues that bring purge, cleanup and scan add their actors here.
+is chosen at import time.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import dramatiq
+
+from app import jobs, scan
 
 
 @dataclass(frozen=True)
@@ -23,7 +27,7 @@ class ActorSpec:
 ACTORS: dict[str, ActorSpec] = {}
 
 
-def actor(queue_name: str = "maintenance", **options: Any):
+def actor(queue_name: str, **options: Any):
     """Declare an actor `fn(runtime, *ids)`. Options are dramatiq's (max_retries, time_limit, throws)."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -45,3 +49,9 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
         bound[spec.name] = dramatiq.Actor(run, broker=broker, actor_name=spec.name, queue_name=spec.queue_name,
                                           priority=0, options=dict(spec.options))
     return bound
+
+
+@actor(jobs.SCAN_QUEUE, max_retries=20, min_backoff=1_000, max_backoff=300_000, time_limit=15 * 60_000)
+def scan_file(rt, file_id: str) -> None:
+    """Scan one file (clamd, or `skipped`) and record the outcome under its row lock."""
+    scan.scan_file(rt, uuid.UUID(file_id))

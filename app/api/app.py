@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+import http
 import time
 
-from flask import Flask, request
+from flask import Flask, g, request
 from flask_smorest import Api
+from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from app import metrics
-from app.api import ops, problems
+from app.api import drafts, events, files, messages, ops, problems, uploads
+from app.api.schemas import ProblemSchema
+from app.auth import Authenticator
 from app.errors import LetheError
+
+API_PREFIX = "/api/v1/"
 
 
 class LetheApi(Api):
-    """flask-smorest's Api with every HTTP error answered as problem+json."""
+    """flask-smorest's Api with every error answered and documented as problem+json."""
+
+    ERROR_SCHEMA = ProblemSchema
 
     def handle_http_exception(self, error: HTTPException):
         return problems.from_http_exception(error)
+
+    def _register_responses(self):
+        for status in http.HTTPStatus:
+            response = {"description": status.phrase}
+            if not (100 <= status < 200) and status not in (204, 304):
+                response["schema"] = self.ERROR_SCHEMA
+            prepare_response(response, self.spec, problems.MEDIA_TYPE)
+            self.spec.components.response(status.name, response, lazy=True)
+        response = {"description": "A problem (RFC 9457)", "schema": self.ERROR_SCHEMA}
+        prepare_response(response, self.spec, problems.MEDIA_TYPE)
+        self.spec.components.response("DEFAULT_ERROR", response, lazy=True)
 
 
 def create_app(runtime) -> Flask:
@@ -26,24 +45,32 @@ def create_app(runtime) -> Flask:
     app.config.update(
         API_TITLE="Lethe",
         API_VERSION="v1",
-        OPENAPI_VERSION="3.1.0",
+        OPENAPI_VERSION="3.0.3",
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
         OPENAPI_SWAGGER_UI_PATH="/docs",
         OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
-        MAX_CONTENT_LENGTH=None,
-        JSON_SORT_KEYS=False,
+        API_SPEC_OPTIONS={"security": [{"bearer": []}],
+                          "info": {"description": "Lethe's HTTP API. Every /api/v1 route needs a bearer "
+                                                  "token; errors are application/problem+json."}},
     )
     app.extensions["lethe"] = runtime
+    authenticator = Authenticator.from_config(runtime.cfg)
     app.register_blueprint(ops.blueprint)
     api = LetheApi(app)
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
+    for module in (uploads, files, messages, drafts, events):
+        api.register_blueprint(module.blp)
     app.register_error_handler(LetheError, problems.from_lethe_error)
     app.register_error_handler(Exception, _unexpected)
 
     @app.before_request
-    def _start_timer():
+    def _authenticate():
         request.environ["lethe.started"] = time.perf_counter()
+        # D11: every /api/v1 request without valid credentials is a 401 before anything is looked up
+        # (Flask raises routing errors only after this hook).
+        if request.path.startswith(API_PREFIX):
+            g.principal = authenticator.principal(request.headers.get("Authorization"))
 
     @app.after_request
     def _count(response):

@@ -12,7 +12,7 @@ import logging
 from flask import Response, json
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
-from app.errors import Conflict, LetheError
+from app.errors import LetheError
 
 log = logging.getLogger("lethe.api")
 PROBLEM_TYPE = "https://lethe.invalid/problems/"
@@ -68,7 +68,7 @@ def from_http_exception(exc: HTTPException) -> Response:
     headers = {}
     if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
         headers["Allow"] = ", ".join(sorted(exc.valid_methods))
-    for name, value in (getattr(exc, "data", None) or {}).get("headers", {}).items():
+    for name, value in ((getattr(exc, "data", None) or {}).get("headers") or {}).items():
         headers[name] = value
     if status == 401:
         headers.setdefault("WWW-Authenticate", "Bearer")
@@ -78,8 +78,8 @@ def from_http_exception(exc: HTTPException) -> Response:
 def from_lethe_error(exc: LetheError) -> Response:
     if exc.status >= 500:
         log.error("request failed", extra={"event": "api.error", "error": type(exc).__name__})
-    reason = exc.reason if isinstance(exc, Conflict) else None
-    return problem(exc.status, exc.code, exc.title, reason=reason)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return problem(exc.status, exc.code, exc.title, reason=getattr(exc, "reason", None), headers=headers)
 
 
 def from_unexpected(exc: Exception) -> Response:

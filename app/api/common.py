@@ -1,0 +1,37 @@
+"""Helpers shared by the blueprints: the caller, the runtime, and documented problem answers."""
+
+from __future__ import annotations
+
+from flask import current_app, g
+
+from app.api.problems import MEDIA_TYPE
+from app.api.schemas import SEGMENT_RE, ProblemSchema
+from app.auth import Principal
+from app.errors import Invalid
+
+
+def runtime():
+    return current_app.extensions["lethe"]
+
+
+def caller() -> Principal:
+    """The authenticated principal (set before any /api/v1 handler runs)."""
+    return g.principal
+
+
+def segment(value: str, reason: str) -> str:
+    """A client-supplied id segment: `[A-Za-z0-9:_-]{1,128}`, else 422."""
+    if not SEGMENT_RE.match(value):
+        raise Invalid(reason)
+    return value
+
+
+def problems(blp, *statuses: int):
+    """Document problem+json answers of an endpoint (401 is on every /api/v1 route)."""
+
+    def decorate(func):
+        for status in sorted({401, *statuses}, reverse=True):
+            func = blp.alt_response(status, schema=ProblemSchema, content_type=MEDIA_TYPE)(func)
+        return func
+
+    return decorate

@@ -1,0 +1,40 @@
+"""Files (D13): show a file and download its content."""
+
+from __future__ import annotations
+
+from flask import Response
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from app import files
+from app.api.common import caller, problems, runtime
+from app.api.schemas import FileSchema
+from app.domain.uploads import content_disposition
+
+blp = Blueprint("files", __name__, url_prefix="/api/v1/files", description="Files")
+
+
+@blp.route("/<uuid:file_id>")
+class FileById(MethodView):
+    @blp.response(200, FileSchema)
+    @problems(blp, 403, 404)
+    def get(self, file_id):
+        """A file visible to the caller (its uploader, or `manage`)."""
+        return files.visible_file(runtime(), caller(), file_id)
+
+
+@blp.route("/<uuid:file_id>/content")
+class FileContent(MethodView):
+    @blp.doc(responses={"200": {"description": "The original, as an attachment.", "content": {
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
+    @problems(blp, 403, 404, 410)
+    def get(self, file_id):
+        """Download the original of a deliverable file (complete, scanned clean or not scanned)."""
+        row, size, chunks = files.open_content(runtime(), caller(), file_id)
+        response = Response(chunks, mimetype="application/octet-stream", direct_passthrough=True)
+        response.headers["Content-Length"] = str(size)
+        response.headers["Content-Disposition"] = content_disposition(row.original_name)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Cache-Control"] = "private, no-store"
+        response.call_on_close(chunks.close)
+        return response

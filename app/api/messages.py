@@ -1,0 +1,26 @@
+"""Messages (D13): attach files to the application's messages."""
+
+from __future__ import annotations
+
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from app import attachments
+from app.api.common import caller, problems, runtime, segment
+from app.api.schemas import MessagePutSchema, MessageSchema
+
+blp = Blueprint("messages", __name__, url_prefix="/api/v1/messages", description="Messages and attachments")
+
+
+@blp.route("/<string:message_id>")
+class MessageById(MethodView):
+    @blp.arguments(MessagePutSchema)
+    @blp.response(200, MessageSchema)
+    @problems(blp, 403, 404, 409, 422)
+    def put(self, body, message_id):
+        """Record the message (the caller is its author) and attach the files. Each must be the caller's,
+        deliverable, not deleted and not attached: else 409 `file_not_attachable` and nothing is attached."""
+        segment(message_id, "invalid_message_id")
+        message, attached = attachments.put_message(runtime(), caller(), message_id, body["file_ids"])
+        return {"id": message.id, "author_id": message.author_id, "created_at": message.created_at,
+                "file_ids": attached}

@@ -1,0 +1,139 @@
+"""Marshmallow schemas of the API (strict types; unknown fields are rejected: marshmallow's RAISE)."""
+
+from __future__ import annotations
+
+import re
+
+from marshmallow import Schema, ValidationError, fields, post_dump, validate, validates
+
+from app.domain.states import PURPOSES, SCAN_STATUSES, SESSION_STATES, UPLOAD_STATES
+from app.domain.uploads import MAX_NAME_LENGTH, name_problem
+
+SEGMENT = r"^[A-Za-z0-9:_-]{1,128}$"
+SEGMENT_RE = re.compile(SEGMENT)
+MIME_RE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$"
+MAX_IDS = 1000
+
+
+class NoNulls(Schema):
+    """Dumps omit members whose value is None: no JSON null in an answer or an event (D6)."""
+
+    @post_dump
+    def _drop_nulls(self, data, **kwargs):
+        return {key: value for key, value in data.items() if value is not None}
+
+
+class ProblemSchema(Schema):
+    type = fields.String(required=True)
+    title = fields.String(required=True)
+    status = fields.Integer(required=True)
+    code = fields.String(required=True)
+    reason = fields.String()
+    detail = fields.String()
+    errors = fields.Dict()
+
+
+class FileSchema(NoNulls):
+    """A file as clients and events see it (the payload of `file.updated` is {"file": File})."""
+
+    id = fields.UUID(required=True)
+    uploaded_by = fields.UUID(required=True)
+    purpose = fields.String(required=True, validate=validate.OneOf(PURPOSES))
+    original_name = fields.String(required=True)
+    mime_type = fields.String(required=True)
+    size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=0))
+    upload_state = fields.String(required=True, validate=validate.OneOf(UPLOAD_STATES))
+    scan_status = fields.String(required=True, validate=validate.OneOf(SCAN_STATUSES))
+    created_at = fields.DateTime(required=True)
+    thumbnails = fields.List(fields.String(), required=True, dump_default=list)
+    sha256 = fields.String(validate=validate.Regexp(r"^[0-9a-f]{64}$"))
+    scope_id = fields.UUID()
+    scanned_at = fields.DateTime()
+
+
+class UploadCreateSchema(Schema):
+    name = fields.String(required=True, metadata={"description": "The file's name, stored as given; never "
+                                                                 "used in a key. 1 to 255 characters, no "
+                                                                 "control characters."})
+    size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=1))
+    mime_type = fields.String(required=True, validate=validate.Regexp(MIME_RE))
+    sha256 = fields.String(validate=validate.Regexp(r"^[0-9a-fA-F]{64}$"),
+                           metadata={"description": "Optional hex sha256 checked at completion."})
+    purpose = fields.String(load_default="attachment", validate=validate.OneOf(PURPOSES))
+    scope_id = fields.UUID(metadata={"description": "Optional channel or room the file was uploaded into."})
+
+    @validates("name")
+    def _name(self, value, **kwargs):
+        problem = name_problem(value)
+        if problem:
+            raise ValidationError(problem)
+
+
+class UploadSchema(NoNulls):
+    file_id = fields.UUID(required=True)
+    state = fields.String(required=True, validate=validate.OneOf(SESSION_STATES))
+    part_size = fields.Integer(required=True)
+    part_count = fields.Integer(required=True)
+    expires_at = fields.DateTime(required=True)
+    completed_at = fields.DateTime()
+    parts_received = fields.List(fields.Integer(), required=True)
+
+
+class UploadViewSchema(Schema):
+    file = fields.Nested(FileSchema, required=True)
+    upload = fields.Nested(UploadSchema, required=True)
+
+
+class PartSchema(Schema):
+    part_number = fields.Integer(required=True)
+    size_bytes = fields.Integer(required=True)
+
+
+class MessagePutSchema(Schema):
+    file_ids = fields.List(fields.UUID(), required=True, validate=validate.Length(max=MAX_IDS))
+
+
+class MessageSchema(Schema):
+    id = fields.String(required=True)
+    author_id = fields.UUID(required=True)
+    created_at = fields.DateTime(required=True)
+    file_ids = fields.List(fields.UUID(), required=True)
+
+
+class DraftPutSchema(Schema):
+    text = fields.String(load_default="", validate=validate.Length(max=65536))
+    file_ids = fields.List(fields.UUID(), load_default=list, validate=validate.Length(max=MAX_IDS))
+
+
+class DraftSchema(Schema):
+    key = fields.String(required=True)
+    text = fields.String(required=True)
+    file_ids = fields.List(fields.UUID(), required=True)
+    updated_at = fields.DateTime(required=True)
+
+
+class DraftListSchema(Schema):
+    drafts = fields.List(fields.Nested(DraftSchema), required=True)
+
+
+class EventsQuerySchema(Schema):
+    after = fields.Integer(load_default=0, validate=validate.Range(min=0, max=2**62),
+                           metadata={"description": "Cursor: the id of the last event seen (0 for the start)."})
+    limit = fields.Integer(load_default=100, validate=validate.Range(min=1, max=1000))
+
+
+class EventSchema(NoNulls):
+    id = fields.Integer(required=True)
+    type = fields.String(required=True)
+    schema_version = fields.Integer(required=True)
+    resource_kind = fields.String(required=True)
+    resource_id = fields.UUID(required=True)
+    actor_id = fields.UUID()
+    created_at = fields.DateTime(required=True)
+    redacted = fields.Boolean(required=True)
+    payload = fields.Dict(required=True)
+
+
+class EventListSchema(Schema):
+    events = fields.List(fields.Nested(EventSchema), required=True)
+    next_after = fields.Integer(required=True, metadata={"description": "Pass as `after` for the next page."})

@@ -1,0 +1,76 @@
+"""Uploads (D13): create, put parts, complete, show, abort."""
+
+from __future__ import annotations
+
+from flask import request
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from app import uploads
+from app.api.common import caller, problems, runtime
+from app.api.schemas import FileSchema, PartSchema, UploadCreateSchema, UploadViewSchema
+
+blp = Blueprint("uploads", __name__, url_prefix="/api/v1/uploads", description="Resumable uploads")
+
+
+def shape(view) -> dict:
+    session = view.session
+    return {
+        "file": view.file,
+        "upload": {
+            "file_id": session.file_id, "state": session.state, "part_size": session.part_size,
+            "part_count": session.part_count, "expires_at": session.expires_at,
+            "completed_at": session.completed_at, "parts_received": [part.part_number for part in view.parts],
+        },
+    }
+
+
+@blp.route("")
+class Uploads(MethodView):
+    @blp.arguments(UploadCreateSchema)
+    @blp.response(201, UploadViewSchema)
+    @problems(blp, 403, 413, 422)
+    def post(self, body):
+        """Start an upload: creates the file and its session, and answers the part size, count and expiry."""
+        view = uploads.create_upload(runtime(), caller(), uploads.NewUpload(
+            name=body["name"], size_bytes=body["size_bytes"], mime_type=body["mime_type"],
+            purpose=body["purpose"], sha256=(body.get("sha256") or "").lower() or None,
+            scope_id=body.get("scope_id")))
+        return shape(view)
+
+
+@blp.route("/<uuid:file_id>")
+class UploadById(MethodView):
+    @blp.response(200, UploadViewSchema)
+    @problems(blp, 404)
+    def get(self, file_id):
+        """Show the upload session and the parts received."""
+        return shape(uploads.get_upload(runtime(), caller(), file_id))
+
+    @blp.response(204)
+    @problems(blp, 403, 404, 409)
+    def delete(self, file_id):
+        """Abort the upload: the file becomes failed and its parts are purged."""
+        uploads.abort_upload(runtime(), caller(), file_id)
+
+
+@blp.route("/<uuid:file_id>/parts/<int:part_number>")
+class UploadPart(MethodView):
+    @blp.doc(requestBody={"required": True, "content": {"application/octet-stream": {
+        "schema": {"type": "string", "format": "binary"}}}})
+    @blp.response(200, PartSchema)
+    @problems(blp, 403, 404, 409, 410, 422)
+    def put(self, file_id, part_number):
+        """Send part n (raw bytes): exactly part_size bytes, or the remainder for the last part."""
+        part = uploads.put_part(runtime(), caller(), file_id, part_number, request.stream, request.content_length)
+        return {"part_number": part.part_number, "size_bytes": request.content_length or 0}
+
+
+@blp.route("/<uuid:file_id>/complete")
+class UploadComplete(MethodView):
+    @blp.response(200, FileSchema)
+    @problems(blp, 403, 404, 409, 410, 422)
+    def post(self, file_id):
+        """Assemble the file, verify its size and sha256, and start the scan. A mismatch fails the file
+        (422 with reason size_mismatch or checksum_mismatch)."""
+        return uploads.complete_upload(runtime(), caller(), file_id)

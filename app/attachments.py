@@ -1,0 +1,57 @@
+"""Attaching files to messages (D13, D10).
+
+A message is recorded with the caller as author. Each file must be the caller's, deliverable, not deleted
+and not attached elsewhere, else 409 file_not_attachable and nothing is attached. Locks: the message, then
+the files in ascending id order (D10); the deleting side locks the file row too, so a file ends attached or
+deleted, never both.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Sequence
+
+from app.auth import Principal
+from app.db import files as files_sql
+from app.db import messages as sql
+from app.domain.states import is_deliverable
+from app.errors import Conflict, Forbidden, Invalid, NotFound
+
+log = logging.getLogger("lethe.attachments")
+
+
+def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uuid.UUID]):
+    """Record the message (if new) and attach the files.
+
+    Returns:
+        (message row, every attached file id).
+    """
+    if not principal.has("files:write"):
+        raise Forbidden()
+    wanted = sorted(set(file_ids))
+    now = rt.clock.now()
+
+    def attach(uow):
+        sql.ensure_message(uow.conn, message_id, principal.id, now)
+        message = sql.lock_message(uow.conn, message_id)
+        if message.author_id != principal.id or message.deleted_at is not None:
+            raise NotFound()
+        already = set(sql.attached_file_ids(uow.conn, message_id))
+        new_ids = [file_id for file_id in wanted if file_id not in already]
+        if len(already) + len(new_ids) > rt.cfg.file.max_attachments:
+            raise Invalid("too_many_attachments")
+        rows = {row.id: row for row in files_sql.lock_files(uow.conn, new_ids)}
+        attached_elsewhere = sql.attachments_of_files(uow.conn, new_ids)
+        for file_id in new_ids:
+            row = rows.get(file_id)
+            if (row is None or row.deleted_at is not None or row.uploaded_by != principal.id
+                    or row.purpose != "attachment" or not is_deliverable(row.upload_state, row.scan_status)
+                    or file_id in attached_elsewhere):
+                raise Conflict("file_not_attachable")
+        sql.insert_attachments(uow.conn, message_id, new_ids, now)
+        return message, sql.attached_file_ids(uow.conn, message_id)
+
+    message, attached = rt.db.unit_of_work(attach, name="message.attach")
+    log.info("files attached", extra={"event": "message.attached", "count": len(attached)})
+    return message, attached

@@ -1,0 +1,31 @@
+"""SQL of drafts (D3). A draft names file ids checked in form and count only."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Sequence
+from uuid import UUID
+
+import psycopg
+
+
+def upsert_draft(conn: psycopg.Connection, user_id: UUID, key: str, body: str, file_ids: Sequence[UUID],
+                 now: datetime):
+    return conn.execute(
+        """
+        INSERT INTO drafts (user_id, draft_key, body, file_ids, updated_at) VALUES (%s, %s, %s, %s, %s)
+        ON CONFLICT (user_id, draft_key)
+        DO UPDATE SET body = EXCLUDED.body, file_ids = EXCLUDED.file_ids, updated_at = EXCLUDED.updated_at
+        RETURNING draft_key, body, file_ids, updated_at
+        """,
+        (user_id, key, body, list(file_ids), now),
+    ).fetchone()
+
+
+def drafts_of(conn: psycopg.Connection, user_id: UUID) -> list:
+    return conn.execute("SELECT draft_key, body, file_ids, updated_at FROM drafts WHERE user_id = %s "
+                        "ORDER BY draft_key", (user_id,)).fetchall()
+
+
+def delete_draft(conn: psycopg.Connection, user_id: UUID, key: str) -> int:
+    return conn.execute("DELETE FROM drafts WHERE user_id = %s AND draft_key = %s", (user_id, key)).rowcount

@@ -1,0 +1,34 @@
+"""SQL of the events table (D3)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+
+def insert_event(conn: psycopg.Connection, *, resource_kind: str, resource_id: UUID, type: str,
+                 schema_version: int, audience: UUID, actor: UUID | None, payload: dict[str, Any],
+                 now: datetime) -> int:
+    return conn.execute(
+        """
+        INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, actor_id,
+                            payload, created_at)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id
+        """,
+        (resource_kind, resource_id, type, schema_version, audience, actor, Jsonb(payload), now),
+    ).fetchone().id
+
+
+def events_for(conn: psycopg.Connection, audience: UUID, after: int, limit: int) -> list:
+    """The audience's events with id > after, in order."""
+    return conn.execute(
+        """
+        SELECT id, resource_kind, resource_id, type, schema_version, actor_id, payload, created_at, redacted_at
+        FROM events WHERE audience_principal_id = %s AND id > %s ORDER BY id LIMIT %s
+        """,
+        (audience, after, limit),
+    ).fetchall()

@@ -1,0 +1,65 @@
+"""SQL of upload_sessions and upload_parts (D3)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "
+                   "expires_at, completed_at")
+
+
+def insert_session(conn: psycopg.Connection, row: dict[str, Any]) -> None:
+    conn.execute(
+        """
+        INSERT INTO upload_sessions (file_id, state, part_size, part_count, storage_upload_id, expected_sha256,
+                                     created_at, expires_at)
+        VALUES (%(file_id)s, 'open', %(part_size)s, %(part_count)s, %(storage_upload_id)s, %(expected_sha256)s,
+                %(created_at)s, %(expires_at)s)
+        """,
+        row,
+    )
+
+
+def session_of(conn: psycopg.Connection, file_id: UUID):
+    return conn.execute(f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s", (file_id,)).fetchone()
+
+
+def lock_session(conn: psycopg.Connection, file_id: UUID):
+    """The session locked FOR UPDATE (after its file row: D10)."""
+    return conn.execute(f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s FOR UPDATE",
+                        (file_id,)).fetchone()
+
+
+def parts_of(conn: psycopg.Connection, file_id: UUID) -> list:
+    return conn.execute("SELECT part_number, size_bytes, etag FROM upload_parts WHERE file_id = %s "
+                        "ORDER BY part_number", (file_id,)).fetchall()
+
+
+def upsert_part(conn: psycopg.Connection, file_id: UUID, part_number: int, size_bytes: int, etag: str,
+                now: datetime) -> None:
+    conn.execute(
+        """
+        INSERT INTO upload_parts (file_id, part_number, size_bytes, etag, received_at)
+        VALUES (%s, %s, %s, %s, %s)
+        ON CONFLICT (file_id, part_number)
+        DO UPDATE SET size_bytes = EXCLUDED.size_bytes, etag = EXCLUDED.etag, received_at = EXCLUDED.received_at
+        """,
+        (file_id, part_number, size_bytes, etag, now),
+    )
+
+
+def delete_parts(conn: psycopg.Connection, file_id: UUID) -> None:
+    conn.execute("DELETE FROM upload_parts WHERE file_id = %s", (file_id,))
+
+
+def set_completed(conn: psycopg.Connection, file_id: UUID, now: datetime) -> None:
+    conn.execute("UPDATE upload_sessions SET state = 'completed', completed_at = %s WHERE file_id = %s",
+                 (now, file_id))
+
+
+def set_state(conn: psycopg.Connection, file_id: UUID, state: str) -> None:
+    conn.execute("UPDATE upload_sessions SET state = %s WHERE file_id = %s", (state, file_id))

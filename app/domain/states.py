@@ -1,0 +1,31 @@
+"""File states (D3). Pure.
+
+- deliverable: complete, and scan clean or skipped;
+- final: failed, or complete with a scan outcome (clean, infected, error, skipped);
+- blocked: complete and scanned infected or error.
+"""
+
+from __future__ import annotations
+
+UPLOAD_STATES = ("uploading", "complete", "failed")
+SCAN_STATUSES = ("pending", "clean", "infected", "error", "skipped")
+PURPOSES = ("attachment", "avatar", "branding", "gdpr_export")
+SESSION_STATES = ("open", "completed", "aborted", "expired")
+
+
+def is_deliverable(upload_state: str, scan_status: str) -> bool:
+    return upload_state == "complete" and scan_status in ("clean", "skipped")
+
+
+def is_final(upload_state: str, scan_status: str) -> bool:
+    return upload_state == "failed" or (upload_state == "complete" and scan_status != "pending")
+
+
+def is_blocked(upload_state: str, scan_status: str) -> bool:
+    return upload_state == "complete" and scan_status in ("infected", "error")
+
+
+def became_final_not_deliverable(before: tuple[str, str], after: tuple[str, str]) -> bool:
+    """True when a change made a file final without making it deliverable (D7: its purge is enqueued with
+    the change): abort, size or checksum failure, infected, error, session expiry."""
+    return not is_final(*before) and is_final(*after) and not is_deliverable(*after)

@@ -1,0 +1,42 @@
+"""Upload arithmetic and file names. Pure."""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from urllib.parse import quote
+
+MAX_NAME_LENGTH = 255
+
+
+def part_count(size_bytes: int, part_size: int) -> int:
+    """How many parts a file of size_bytes is sent in (at least one)."""
+    return max(1, math.ceil(size_bytes / part_size))
+
+
+def expected_part_size(size_bytes: int, part_size: int, part_number: int) -> int:
+    """The exact size of part n: part_size for every part but the last, the remainder for the last."""
+    count = part_count(size_bytes, part_size)
+    if not 1 <= part_number <= count:
+        raise ValueError("part number out of range")
+    if part_number < count:
+        return part_size
+    return size_bytes - part_size * (count - 1)
+
+
+def name_problem(name: str) -> str | None:
+    """Why a file name is refused, or None. The name is stored as given and never used in a key."""
+    if not name:
+        return "The name must not be empty."
+    if len(name) > MAX_NAME_LENGTH:
+        return f"The name must be at most {MAX_NAME_LENGTH} characters."
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        return "The name must not contain control characters."
+    return None
+
+
+def content_disposition(name: str) -> str:
+    """A safe `Content-Disposition: attachment` with an ASCII fallback and an RFC 6266 / 5987 `filename*`."""
+    fallback = "".join(ch if 0x20 <= ord(ch) < 0x7F and ch not in '"\\;' else "_" for ch in name).strip() or "file"
+    encoded = quote(name, safe="!#$&+-.^_`|~")
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"

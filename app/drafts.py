@@ -1,0 +1,34 @@
+"""Drafts (D3): a user's unsent text and file ids. File ids are checked in form and count only: a draft
+may name any id, even another person's file (it protects only its owner's files from the cleanup, D8 b)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Sequence
+
+from app.auth import Principal
+from app.db import drafts as sql
+from app.errors import Forbidden, Invalid
+
+
+def list_drafts(rt, principal: Principal) -> list:
+    if not principal.has("files:read"):
+        raise Forbidden()
+    return rt.db.read(lambda conn: sql.drafts_of(conn, principal.id))
+
+
+def put_draft(rt, principal: Principal, key: str, text: str, file_ids: Sequence[uuid.UUID]):
+    if not principal.has("files:write"):
+        raise Forbidden()
+    unique = list(dict.fromkeys(file_ids))
+    if len(unique) > rt.cfg.file.max_attachments:
+        raise Invalid("too_many_attachments")
+    now = rt.clock.now()
+    return rt.db.unit_of_work(lambda uow: sql.upsert_draft(uow.conn, principal.id, key, text, unique, now),
+                              name="draft.put")
+
+
+def delete_draft(rt, principal: Principal, key: str) -> None:
+    if not principal.has("files:write"):
+        raise Forbidden()
+    rt.db.unit_of_work(lambda uow: sql.delete_draft(uow.conn, principal.id, key), name="draft.delete")

@@ -1,0 +1,44 @@
+"""Reading files (D13, D16): a file is visible to its uploader and to `manage`; a deleted file is the same
+404 as an unknown id. Content is served only for a deliverable file; a visible deliverable file whose
+object is gone answers 410, never a 500."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Iterator
+
+from app.auth import Principal
+from app.db import files as files_sql
+from app.domain.states import is_deliverable
+from app.errors import Forbidden, Gone, NotFound
+
+log = logging.getLogger("lethe.files")
+
+
+def visible_file(rt, principal: Principal, file_id: uuid.UUID, scope: str = "files:read"):
+    """The live file row if the caller may see it, else NotFound; Forbidden when visible without `scope`."""
+    row = rt.db.read(lambda conn: files_sql.file_by_id(conn, file_id))
+    if row is None or row.deleted_at is not None:
+        raise NotFound()
+    if row.uploaded_by != principal.id and not principal.is_manager:
+        raise NotFound()
+    if not principal.has(scope):
+        raise Forbidden()
+    return row
+
+
+def open_content(rt, principal: Principal, file_id: uuid.UUID) -> tuple[object, int, Iterator[bytes]]:
+    """The row, the object's size and a stream of the original of a deliverable file.
+
+    Raises:
+        NotFound: not visible, or not deliverable. Gone: deliverable but its object is missing.
+    """
+    row = visible_file(rt, principal, file_id)
+    if not is_deliverable(row.upload_state, row.scan_status):
+        raise NotFound()
+    info = rt.store.head(row.object_key)
+    if info is None:
+        log.warning("content missing", extra={"event": "file.content_missing", "file_id": str(file_id)})
+        raise Gone("content_missing")
+    return row, info.size_bytes, rt.store.open(row.object_key)

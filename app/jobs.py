@@ -1,0 +1,29 @@
+"""The jobs services commit with their changes (D9). Services name actors here; workers/actors.py binds
+the names to functions. Arguments carry ids only."""
+
+from __future__ import annotations
+
+from typing import Iterable
+from uuid import UUID
+
+from app.db.core import UnitOfWork
+
+PURGE_QUEUE, PURGE_ACTOR = "maintenance", "purge_objects"
+SCAN_QUEUE, SCAN_ACTOR = "scan", "scan_file"
+CLEANUP_QUEUE, CLEANUP_ACTOR = "maintenance", "cleanup_pending"
+
+
+def enqueue_purge(uow: UnitOfWork, *file_ids: UUID | Iterable[UUID]) -> None:
+    """Commit one purge job for these files with the unit of work (one message carries many ids)."""
+    ids: list[str] = []
+    for item in file_ids:
+        if isinstance(item, (UUID, str)):
+            ids.append(str(item))
+        else:
+            ids.extend(str(file_id) for file_id in item)
+    if ids:
+        uow.enqueue(PURGE_QUEUE, PURGE_ACTOR, ids)
+
+
+def enqueue_scan(uow: UnitOfWork, file_id: UUID) -> None:
+    uow.enqueue(SCAN_QUEUE, SCAN_ACTOR, str(file_id))

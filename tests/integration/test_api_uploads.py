@@ -1,0 +1,218 @@
+"""Uploads through the HTTP API on the real database, for both drivers (D13)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from app.domain.keys import part_key
+from tests.support.lethe import ALEX, OWNER, SAM, sha256
+
+PROBLEM = "application/problem+json"
+
+
+def problem(response, status: int, code: str, reason: str | None = None):
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == PROBLEM
+    body = response.json
+    assert body["status"] == status and body["code"] == code
+    assert {"type", "title", "status", "code"} <= set(body)
+    if reason is not None:
+        assert body.get("reason") == reason
+    return body
+
+
+def test_a_full_upload_in_several_parts(lethe):
+    data = os.urandom(lethe.part_size * 2 + 123)
+    created = lethe.start_upload(ALEX, data, name="Quarterly report.pdf", sha256=sha256(data))
+    file_id = created["file"]["id"]
+    assert created["upload"]["part_count"] == 3
+    assert created["upload"]["state"] == "open" and created["file"]["upload_state"] == "uploading"
+    # Parts may come in any order and be sent again.
+    part_size = created["upload"]["part_size"]
+    for n in (3, 1, 2, 1):
+        chunk = data[(n - 1) * part_size:n * part_size]
+        response = lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/{n}", ALEX, data=chunk)
+        assert response.status_code == 200 and response.json == {"part_number": n, "size_bytes": len(chunk)}
+    shown = lethe.call("GET", f"/api/v1/uploads/{file_id}", ALEX).json
+    assert shown["upload"]["parts_received"] == [1, 2, 3]
+    completed = lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX)
+    assert completed.status_code == 200
+    assert completed.json["upload_state"] == "complete" and completed.json["scan_status"] == "pending"
+    assert completed.json["sha256"] == sha256(data)
+    assert lethe.store.get(lethe.row(file_id).object_key) == data
+    if lethe.driver == "fs":
+        assert lethe.store.head(part_key(file_id, 1)) is None  # parts are gone after assembly
+    # The scan job was committed with the completion; without clamd the outcome is skipped.
+    assert lethe.run_jobs("scan_file") == 1
+    shown = lethe.call("GET", f"/api/v1/files/{file_id}", ALEX).json
+    assert shown["scan_status"] == "skipped"
+    content = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX)
+    assert content.status_code == 200 and content.data == data
+    assert content.headers["Content-Length"] == str(len(data))
+    assert content.headers["Content-Disposition"] == \
+        "attachment; filename=\"Quarterly report.pdf\"; filename*=UTF-8''Quarterly%20report.pdf"
+    assert content.headers["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize("name, reason", [("", "empty"), ("x" * 256, "long"), ("bad\x00name", "nul"),
+                                          ("tab\tname", "control"), ("del\x7f", "del")])
+def test_bad_names_are_422(lethe, name, reason):
+    response = lethe.call("POST", "/api/v1/uploads", ALEX, json={"name": name, "size_bytes": 5, "mime_type": "text/plain"})
+    body = problem(response, 422, "invalid_request")
+    assert "name" in body["errors"]
+    if name:
+        assert name not in response.get_data(as_text=True)  # the value is never echoed
+
+
+def test_a_name_is_stored_as_given_and_never_used_in_a_key(lethe):
+    name = "../../etc/passwd ünïcødé 名前.txt"
+    file_id = lethe.upload(ALEX, b"abc", name=name)
+    row = lethe.row(file_id)
+    assert row.original_name == name
+    assert "passwd" not in row.object_key and str(file_id) in row.object_key
+    content = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX)
+    disposition = content.headers["Content-Disposition"]
+    assert disposition.startswith('attachment; filename="') and "filename*=UTF-8''" in disposition
+    assert "\n" not in disposition and "名前" not in disposition  # percent-encoded
+
+
+def test_too_large_is_413(lethe):
+    response = lethe.call("POST", "/api/v1/uploads", ALEX,
+                          json={"name": "big.iso", "size_bytes": 65 * 1024 * 1024, "mime_type": "application/x-iso9660-image"})
+    problem(response, 413, "payload_too_large")
+
+
+@pytest.mark.parametrize("body", [
+    {"name": "a", "size_bytes": "5", "mime_type": "text/plain"},
+    {"name": "a", "size_bytes": 0, "mime_type": "text/plain"},
+    {"name": "a", "size_bytes": 5, "mime_type": "not a type"},
+    {"name": "a", "size_bytes": 5, "mime_type": "text/plain", "sha256": "abc"},
+    {"name": "a", "size_bytes": 5, "mime_type": "text/plain", "purpose": "poster"},
+    {"name": "a", "size_bytes": 5, "mime_type": "text/plain", "colour": "red"},
+    {"size_bytes": 5, "mime_type": "text/plain"},
+])
+def test_bad_create_bodies_are_422(lethe, body):
+    problem(lethe.call("POST", "/api/v1/uploads", ALEX, json=body), 422, "invalid_request")
+
+
+def test_restricted_purposes_need_manage(lethe):
+    body = {"name": "logo.png", "size_bytes": 3, "mime_type": "image/png", "purpose": "branding"}
+    problem(lethe.call("POST", "/api/v1/uploads", ALEX, json=body), 403, "forbidden")
+    assert lethe.call("POST", "/api/v1/uploads", OWNER, json=body).status_code == 201
+
+
+def test_part_number_out_of_range_and_wrong_size_are_422(lethe):
+    data = b"x" * 10
+    file_id = lethe.start_upload(ALEX, data)["file"]["id"]
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=data), 422, "invalid_request",
+            "part_number_out_of_range")
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/0", ALEX, data=data), 422, "invalid_request",
+            "part_number_out_of_range")
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:9]), 422,
+            "invalid_request", "wrong_part_size")
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data + b"!"), 422,
+            "invalid_request", "wrong_part_size")
+
+
+def test_a_part_after_expiry_is_410(lethe):
+    file_id = lethe.start_upload(ALEX, b"abc")["file"]["id"]
+    lethe.clock.advance(timedelta(seconds=lethe.cfg.file.upload_session_ttl) - timedelta(microseconds=1))
+    assert lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"abc").status_code == 200
+    lethe.clock.advance(timedelta(microseconds=1))  # expired at expires_at exactly (D8)
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"abc"), 410, "gone", "upload_expired")
+    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 410, "gone", "upload_expired")
+
+
+def test_someone_elses_unknown_or_deleted_upload_is_the_same_404(lethe):
+    file_id = lethe.start_upload(ALEX, b"abc")["file"]["id"]
+    unknown = str(uuid.uuid4())
+    answers = []
+    for target, who in ((file_id, SAM), (unknown, ALEX)):
+        for method, path in (("GET", ""), ("PUT", "/parts/1"), ("POST", "/complete"), ("DELETE", "")):
+            response = lethe.call(method, f"/api/v1/uploads/{target}{path}", who, data=b"abc")
+            problem(response, 404, "not_found")
+            answers.append(response.get_data())
+    assert len(set(answers)) == 1
+
+
+def test_complete_with_parts_missing_is_409(lethe):
+    data = b"y" * (lethe.part_size + 1)
+    file_id = lethe.start_upload(ALEX, data)["file"]["id"]
+    lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:lethe.part_size])
+    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 409, "conflict", "parts_missing")
+
+
+def test_checksum_mismatch_fails_the_file(lethe):
+    data = b"the real bytes"
+    created = lethe.start_upload(ALEX, data, sha256=sha256(b"other bytes"))
+    file_id = created["file"]["id"]
+    lethe.send_parts(ALEX, file_id, data, created["upload"]["part_size"])
+    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 422, "invalid_request",
+            "checksum_mismatch")
+    shown = lethe.call("GET", f"/api/v1/files/{file_id}", ALEX).json
+    assert shown["upload_state"] == "failed"
+    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 409, "conflict", "upload_not_open")
+
+
+def test_upper_case_checksums_are_accepted(lethe):
+    data = b"case"
+    file_id = lethe.upload(ALEX, data, sha256=sha256(data).upper())
+    assert lethe.row(file_id).upload_state == "complete"
+
+
+def test_abort_fails_the_file_and_drops_the_parts(lethe):
+    data = b"z" * (lethe.part_size + 5)
+    file_id = lethe.start_upload(ALEX, data)["file"]["id"]
+    lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:lethe.part_size])
+    assert lethe.call("DELETE", f"/api/v1/uploads/{file_id}", ALEX).status_code == 204
+    assert lethe.call("DELETE", f"/api/v1/uploads/{file_id}", ALEX).status_code == 204  # idempotent
+    shown = lethe.call("GET", f"/api/v1/uploads/{file_id}", ALEX).json
+    assert shown["upload"]["state"] == "aborted" and shown["file"]["upload_state"] == "failed"
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:lethe.part_size]), 409,
+            "conflict", "upload_not_open")
+    if lethe.driver == "fs":
+        assert lethe.store.head(part_key(file_id, 1)) is None
+    else:
+        listed = lethe.raw_store.client._list_multipart_uploads(lethe.raw_store.bucket)
+        assert [u for u in listed.uploads if str(file_id) in u.object_name] == []
+
+
+def test_a_completed_upload_cannot_be_aborted(lethe):
+    file_id = lethe.upload(ALEX)
+    problem(lethe.call("DELETE", f"/api/v1/uploads/{file_id}", ALEX), 409, "conflict", "upload_not_open")
+
+
+def test_writing_needs_files_write(lethe):
+    from tests.support.lethe import Person
+
+    reader = Person("Reader", "reader@example.com", ("files:read",))
+    problem(lethe.call("POST", "/api/v1/uploads", reader, json={"name": "a", "size_bytes": 1, "mime_type": "text/plain"}),
+            403, "forbidden")
+
+
+def test_no_credentials_is_401_before_anything_is_looked_up(lethe):
+    file_id = lethe.upload(ALEX)
+    for method, path in (("GET", f"/api/v1/files/{file_id}"), ("GET", f"/api/v1/files/{uuid.uuid4()}"),
+                         ("GET", "/api/v1/files/not-a-uuid"), ("POST", "/api/v1/uploads"),
+                         ("GET", "/api/v1/events"), ("PUT", "/api/v1/messages/m1")):
+        for headers in ({}, {"Authorization": "Bearer nonsense"}, {"Authorization": "Basic eDp5"}):
+            response = lethe.client.open(path, method=method, headers=headers)
+            problem(response, 401, "unauthorized")
+            assert response.headers["WWW-Authenticate"] == "Bearer"
+
+
+def test_a_token_signed_with_another_key_or_expired_is_401(lethe):
+    from datetime import datetime, timezone
+
+    from app.auth import mint_token
+
+    for token in (mint_token("another-secret-of-enough-length-123456", ALEX.id),
+                  mint_token("test-secret-for-hs256-tokens-0123456789", ALEX.id, ttl=timedelta(hours=1),
+                             now=datetime(2020, 1, 1, tzinfo=timezone.utc)),
+                  mint_token("test-secret-for-hs256-tokens-0123456789", "not-a-uuid")):
+        response = lethe.client.get("/api/v1/events", headers={"Authorization": f"Bearer {token}"})
+        problem(response, 401, "unauthorized")

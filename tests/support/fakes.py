@@ -1,0 +1,93 @@
+"""Fakes the standards allow: a clamd reply, a broker that records, a clock (app.clock.FakeClock)."""
+
+from __future__ import annotations
+
+import socketserver
+import struct
+import threading
+
+EICAR_REPLY = b"stream: Eicar-Test-Signature FOUND\0"
+
+
+class FakeClamd:
+    """A clamd on 127.0.0.1 that reads an INSTREAM and answers by mode: "ok", "eicar", "garbage", or
+    "hold" (waits until release() before answering OK: a scan delayed while something else happens)."""
+
+    def __init__(self):
+        self.mode = "ok"
+        self.received: list[bytes] = []
+        self.release_event = threading.Event()
+        self.started_event = threading.Event()
+        fake = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                command = b""
+                while not command.endswith(b"\0"):
+                    chunk = self.request.recv(1)
+                    if not chunk:
+                        return
+                    command += chunk
+                data = b""
+                while True:
+                    header = self._read(4)
+                    (length,) = struct.unpack("!L", header)
+                    if length == 0:
+                        break
+                    data += self._read(length)
+                fake.received.append(data)
+                fake.started_event.set()
+                if fake.mode == "hold":
+                    fake.release_event.wait(30)
+                reply = {"ok": b"stream: OK\0", "hold": b"stream: OK\0", "eicar": EICAR_REPLY,
+                         "garbage": b"\x07\x01 what?\0"}[fake.mode]
+                self.request.sendall(reply)
+
+            def _read(self, size):
+                buf = b""
+                while len(buf) < size:
+                    chunk = self.request.recv(size - len(buf))
+                    if not chunk:
+                        raise ConnectionError("short read")
+                    buf += chunk
+                return buf
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def release(self):
+        self.release_event.set()
+
+    def close(self):
+        self.release_event.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class RecordingBroker:
+    """A broker that keeps what is published, so a test can run the jobs itself (D17: tests call actor
+    functions directly)."""
+
+    def __init__(self):
+        self.messages = []
+        self.fail = False
+
+    def enqueue(self, message, *, delay=None):
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.messages.append(message)
+        return message
+
+    def close(self):
+        pass
+
+    def take(self, actor_name: str | None = None) -> list:
+        taken = [m for m in self.messages if actor_name is None or m.actor_name == actor_name]
+        self.messages = [m for m in self.messages if m not in taken]
+        return taken
