@@ -6,6 +6,7 @@
     lethe worker           the dramatiq workers
     lethe scheduler        the periodic jobs
     lethe dev [--port N]   api + worker + scheduler in one process, on embedded defaults
+    lethe token --sub UUID mint a development bearer token (HS256, auth.jwt_secret)
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -143,6 +144,37 @@ def cmd_dev(args) -> int:
     return run_dev(port=args.port, state_dir=args.state_dir)
 
 
+def cmd_token(args) -> int:
+    """Mint an HS256 token with auth.jwt_secret (development; production tokens come from your IdP)."""
+    import uuid
+    from datetime import timedelta
+
+    from app.auth import SCOPES, mint_token
+    from app.config import parse_duration
+
+    cfg = load_config_or_exit("token")
+    secret = cfg.auth.jwt_secret
+    if not secret and os.path.exists(os.path.join(args.state_dir, "jwt_secret")):
+        secret = open(os.path.join(args.state_dir, "jwt_secret")).read().strip()  # the one lethe dev made
+    if not secret:
+        print("lethe: bad configuration:\n  auth.jwt_secret (LETHE_AUTH_JWT_SECRET): Required to mint a token.",
+              file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        sub = uuid.UUID(args.sub)
+        ttl = parse_duration(args.ttl)
+    except ValueError:
+        print("lethe token: --sub must be a UUID and --ttl a duration such as 1h", file=sys.stderr)
+        return 2
+    unknown = set(args.scope) - set(SCOPES)
+    if unknown:
+        print(f"lethe token: unknown scope; choose from {', '.join(SCOPES)}", file=sys.stderr)
+        return 2
+    print(mint_token(secret, sub, tuple(args.scope), timedelta(seconds=ttl), issuer=cfg.auth.issuer,
+                     audience=cfg.auth.audience))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lethe", description="Lethe: a file lifecycle service.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -164,6 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=cmd_worker)
 
     commands.add_parser("scheduler", help="the periodic jobs").set_defaults(func=cmd_scheduler)
+
+    token = commands.add_parser("token", help="mint an HS256 bearer token for development")
+    token.add_argument("--sub", required=True, help="the principal, a UUID")
+    token.add_argument("--scope", nargs="+", default=["files:read", "files:write"],
+                       help="files:read files:write manage")
+    token.add_argument("--ttl", default="1h", help="lifetime, such as 1h or 7d")
+    token.add_argument("--state-dir", default=".lethe", help="where lethe dev keeps its secret")
+    token.set_defaults(func=cmd_token)
 
     dev = commands.add_parser("dev", help="api + worker + scheduler in one process on embedded defaults")
     dev.add_argument("--port", type=int, help="overrides api.port")

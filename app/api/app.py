@@ -11,7 +11,7 @@ from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from app import metrics
-from app.api import drafts, events, files, messages, ops, problems, uploads
+from app.api import common, drafts, events, files, messages, ops, problems, uploads
 from app.api.schemas import ProblemSchema
 from app.auth import Authenticator
 from app.errors import LetheError
@@ -55,10 +55,12 @@ def create_app(runtime) -> Flask:
                                                   "token; errors are application/problem+json."}},
     )
     app.extensions["lethe"] = runtime
+    app.url_map.converters["segment"] = common.SegmentConverter
     authenticator = Authenticator.from_config(runtime.cfg)
     app.register_blueprint(ops.blueprint)
     api = LetheApi(app)
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
+    api.register_converter(common.SegmentConverter, common.segment_schema)
     for module in (uploads, files, messages, drafts, events):
         api.register_blueprint(module.blp)
     app.register_error_handler(LetheError, problems.from_lethe_error)

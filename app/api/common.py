@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from flask import current_app, g
+from werkzeug.routing import UnicodeConverter
 
 from app.api.problems import MEDIA_TYPE
-from app.api.schemas import SEGMENT_RE, ProblemSchema
+from app.api.schemas import SEGMENT, SEGMENT_RE, ProblemSchema
 from app.auth import Principal
 from app.errors import Invalid
 
@@ -35,3 +36,12 @@ def problems(blp, *statuses: int):
         return func
 
     return decorate
+
+
+class SegmentConverter(UnicodeConverter):
+    """A path segment that the handler checks against `[A-Za-z0-9:_-]{1,128}` (422 with a reason, rather
+    than a routing 404); the OpenAPI document carries the pattern."""
+
+
+def segment_schema(converter) -> dict:
+    return {"type": "string", "pattern": SEGMENT}

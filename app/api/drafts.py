@@ -25,7 +25,7 @@ class Drafts(MethodView):
         return {"drafts": [shape(row) for row in drafts.list_drafts(runtime(), caller())]}
 
 
-@blp.route("/<string:key>")
+@blp.route("/<segment:key>")
 class DraftByKey(MethodView):
     @blp.arguments(DraftPutSchema)
     @blp.response(200, DraftSchema)

@@ -12,7 +12,7 @@ from app.api.schemas import MessagePutSchema, MessageSchema
 blp = Blueprint("messages", __name__, url_prefix="/api/v1/messages", description="Messages and attachments")
 
 
-@blp.route("/<string:message_id>")
+@blp.route("/<segment:message_id>")
 class MessageById(MethodView):
     @blp.arguments(MessagePutSchema)
     @blp.response(200, MessageSchema)

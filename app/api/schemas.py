@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from marshmallow import Schema, ValidationError, fields, post_dump, validate, validates
+from marshmallow import Schema, fields, post_dump, validate
 
 from app.domain.states import PURPOSES, SCAN_STATUSES, SESSION_STATES, UPLOAD_STATES
-from app.domain.uploads import MAX_NAME_LENGTH, name_problem
+from app.domain.uploads import MAX_NAME_LENGTH, NAME_PATTERN
 
 SEGMENT = r"^[A-Za-z0-9:_-]{1,128}$"
 SEGMENT_RE = re.compile(SEGMENT)
@@ -52,21 +52,18 @@ class FileSchema(NoNulls):
 
 
 class UploadCreateSchema(Schema):
-    name = fields.String(required=True, metadata={"description": "The file's name, stored as given; never "
-                                                                 "used in a key. 1 to 255 characters, no "
-                                                                 "control characters."})
+    name = fields.String(
+        required=True,
+        validate=[validate.Length(min=1, max=MAX_NAME_LENGTH,
+                                  error=f"The name must be 1 to {MAX_NAME_LENGTH} characters."),
+                  validate.Regexp(NAME_PATTERN, error="The name must not contain control characters.")],
+        metadata={"description": "The file's name, stored as given; never used in a key."})
     size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=1))
     mime_type = fields.String(required=True, validate=validate.Regexp(MIME_RE))
     sha256 = fields.String(validate=validate.Regexp(r"^[0-9a-fA-F]{64}$"),
                            metadata={"description": "Optional hex sha256 checked at completion."})
     purpose = fields.String(load_default="attachment", validate=validate.OneOf(PURPOSES))
     scope_id = fields.UUID(metadata={"description": "Optional channel or room the file was uploaded into."})
-
-    @validates("name")
-    def _name(self, value, **kwargs):
-        problem = name_problem(value)
-        if problem:
-            raise ValidationError(problem)
 
 
 class UploadSchema(NoNulls):

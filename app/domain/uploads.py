@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
-import unicodedata
 from urllib.parse import quote
 
 MAX_NAME_LENGTH = 255
+# A file name: no control character (Unicode category Cc: U+0000-U+001F, U+007F-U+009F). Written so that
+# Python and the JSON Schema of the OpenAPI document read it alike.
+NAME_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
 
 
 def part_count(size_bytes: int, part_size: int) -> int:
@@ -22,17 +24,6 @@ def expected_part_size(size_bytes: int, part_size: int, part_number: int) -> int
     if part_number < count:
         return part_size
     return size_bytes - part_size * (count - 1)
-
-
-def name_problem(name: str) -> str | None:
-    """Why a file name is refused, or None. The name is stored as given and never used in a key."""
-    if not name:
-        return "The name must not be empty."
-    if len(name) > MAX_NAME_LENGTH:
-        return f"The name must be at most {MAX_NAME_LENGTH} characters."
-    if any(unicodedata.category(ch) == "Cc" for ch in name):
-        return "The name must not contain control characters."
-    return None
 
 
 def content_disposition(name: str) -> str:

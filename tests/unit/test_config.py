@@ -170,3 +170,24 @@ def test_production_roles_need_a_database_url(role):
     result = run_lethe(*role, env={})
     assert result.returncode == 2
     assert "database.url" in result.stderr
+
+
+def test_token_command_mints_a_verifiable_token():
+    import uuid
+
+    from app.auth import Authenticator
+
+    sub = uuid.uuid4()
+    result = run_lethe("token", "--sub", str(sub), "--scope", "files:read", "manage", "--ttl", "2h",
+                       env={"LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-000"})
+    assert result.returncode == 0, result.stderr
+    principal = Authenticator("a-secret-of-sufficient-length-000").principal("Bearer " + result.stdout.strip())
+    assert principal.id == sub and principal.scopes == {"files:read", "manage"}
+
+
+def test_token_command_refuses_bad_input():
+    env = {"LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-000"}
+    assert run_lethe("token", "--sub", "nope", env=env).returncode == 2
+    assert run_lethe("token", "--sub", "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11", "--scope", "root", env=env).returncode == 2
+    assert run_lethe("token", "--sub", "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11", "--state-dir", "/nonexistent",
+                     env={}).returncode == 2
