@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import dramatiq
 
-from app import jobs, scan
+from app import jobs, purge, scan
 
 
 @dataclass(frozen=True)
@@ -55,3 +55,9 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
 def scan_file(rt, file_id: str) -> None:
     """Scan one file (clamd, or `skipped`) and record the outcome under its row lock."""
     scan.scan_file(rt, uuid.UUID(file_id))
+
+
+@actor(jobs.PURGE_QUEUE, max_retries=30, min_backoff=1_000, max_backoff=600_000, time_limit=30 * 60_000)
+def purge_objects(rt, file_ids: list[str]) -> None:
+    """Purge many files (D7): their objects in batches, then the rows of the deleted ones."""
+    purge.purge_files(rt, file_ids)

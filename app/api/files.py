@@ -6,7 +6,7 @@ from flask import Response
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app import files
+from app import deletion, files
 from app.api.common import caller, problems, runtime
 from app.api.schemas import FileSchema
 from app.domain.uploads import content_disposition
@@ -21,6 +21,14 @@ class FileById(MethodView):
     def get(self, file_id):
         """A file visible to the caller (its uploader, or `manage`)."""
         return files.visible_file(runtime(), caller(), file_id)
+
+    @blp.response(204)
+    @problems(blp, 403, 404, 409)
+    def delete(self, file_id):
+        """deleteFile: delete the caller's own unattached file. Its objects and row are purged. An attached
+        file answers 409 `file_attached` (delete the message instead); avatars, branding and exports 409
+        `purpose_not_deletable`. Unknown, foreign and purged ids get the same 404."""
+        deletion.delete_file(runtime(), caller(), file_id)
 
 
 @blp.route("/<uuid:file_id>/content")

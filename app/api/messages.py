@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app import attachments
+from app import attachments, deletion
 from app.api.common import caller, problems, runtime, segment
 from app.api.schemas import MessagePutSchema, MessageSchema
 
@@ -24,3 +24,11 @@ class MessageById(MethodView):
         message, attached = attachments.put_message(runtime(), caller(), message_id, body["file_ids"])
         return {"id": message.id, "author_id": message.author_id, "created_at": message.created_at,
                 "file_ids": attached}
+
+    @blp.response(204)
+    @problems(blp, 403, 404, 422)
+    def delete(self, message_id):
+        """Delete the message (its author, or `manage`): its attachments go and every attached file is
+        deleted, then purged. Deleting it again answers 204."""
+        segment(message_id, "invalid_message_id")
+        deletion.delete_message(runtime(), caller(), message_id)

@@ -44,6 +44,11 @@ class UnitOfWork:
     conn: psycopg.Connection
     name: str
     jobs: list[Job] = field(default_factory=list)
+    on_commit: list[Callable[[], None]] = field(default_factory=list)
+
+    def after_commit_metric(self, fn: Callable[[], None]) -> None:
+        """Run fn once this unit of work committed (a counter must not count a rolled-back change)."""
+        self.on_commit.append(fn)
 
     def execute(self, query: str, params: Any = None) -> psycopg.Cursor:
         return self.conn.execute(query, params)
@@ -122,6 +127,8 @@ class Database:
                 continue
             finally:
                 reset_in_transaction(token)
+            for fn in uow.on_commit:
+                fn()
             if uow.jobs and self.after_commit is not None:
                 self.after_commit(uow.jobs)
             return result

@@ -32,3 +32,21 @@ def events_for(conn: psycopg.Connection, audience: UUID, after: int, limit: int)
         """,
         (audience, after, limit),
     ).fetchall()
+
+
+def lock_unredacted_file_events(conn: psycopg.Connection, file_ids) -> list:
+    """The stored events of these files not yet redacted, locked FOR UPDATE (D10: after the files)."""
+    return conn.execute(
+        """
+        SELECT id, type, schema_version, payload FROM events
+        WHERE resource_kind = 'file' AND resource_id = ANY(%s) AND redacted_at IS NULL
+        ORDER BY id FOR UPDATE
+        """,
+        (list(file_ids),),
+    ).fetchall()
+
+
+def set_redacted(conn: psycopg.Connection, redacted: list[tuple[int, dict]], now: datetime) -> None:
+    with conn.cursor() as cur:
+        cur.executemany("UPDATE events SET payload = %s, redacted_at = %s WHERE id = %s",
+                        [(Jsonb(payload), now, event_id) for event_id, payload in redacted])

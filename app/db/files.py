@@ -56,3 +56,47 @@ def set_scan_status(conn: psycopg.Connection, file_id: UUID, status: str, now: d
     conn.execute(
         "UPDATE files SET scan_status = %s, scanned_at = %s, last_change_at = greatest(last_change_at, %s) "
         "WHERE id = %s", (status, now, now, file_id))
+
+
+def set_deleted(conn: psycopg.Connection, file_ids: Sequence[UUID], now: datetime) -> list[UUID]:
+    """The one statement that writes files.deleted_at (D5); returns only the files it marked now, so a
+    second call has no effect. Called by app.deletion.mark_deleted and nothing else."""
+    return [row.id for row in conn.execute(
+        "UPDATE files SET deleted_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL RETURNING id",
+        (now, list(file_ids)))]
+
+
+def purge_facts(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+    """The facts a purge plans from, for many files at once (no lock, no transaction)."""
+    return conn.execute(
+        """
+        SELECT f.id, f.deleted_at, f.upload_state, f.scan_status, f.object_key,
+               s.state AS session_state, s.storage_upload_id, s.part_count
+        FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
+        WHERE f.id = ANY(%s)
+        """,
+        (list(file_ids),),
+    ).fetchall()
+
+
+def lock_deleted_unattached(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+    """Lock the rows (ascending id) and tell, per row, whether it is still deleted and whether it is
+    attached: the re-check before a row is removed (D7)."""
+    return conn.execute(
+        """
+        SELECT f.id, f.deleted_at IS NOT NULL AS deleted,
+               EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id) AS attached
+        FROM files f WHERE f.id = ANY(%s) ORDER BY f.id FOR UPDATE OF f
+        """,
+        (list(file_ids),),
+    ).fetchall()
+
+
+def delete_rows(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> int:
+    """Remove files rows; sessions and parts go by ON DELETE CASCADE."""
+    return conn.execute("DELETE FROM files WHERE id = ANY(%s)", (list(file_ids),)).rowcount
+
+
+def is_attached(conn: psycopg.Connection, file_id: UUID) -> bool:
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM attachments WHERE file_id = %s) AS attached",
+                        (file_id,)).fetchone().attached

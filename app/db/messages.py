@@ -34,3 +34,12 @@ def insert_attachments(conn: psycopg.Connection, message_id: str, file_ids: Sequ
     with conn.cursor() as cur:
         cur.executemany("INSERT INTO attachments (message_id, file_id, attached_at) VALUES (%s, %s, %s)",
                         [(message_id, file_id, now) for file_id in file_ids])
+
+
+def delete_attachments(conn: psycopg.Connection, message_id: str) -> int:
+    return conn.execute("DELETE FROM attachments WHERE message_id = %s", (message_id,)).rowcount
+
+
+def set_message_deleted(conn: psycopg.Connection, message_id: str, now: datetime) -> None:
+    """A message keeps a tombstone, so that its author deleting it again gets 204."""
+    conn.execute("UPDATE messages SET deleted_at = %s WHERE id = %s AND deleted_at IS NULL", (now, message_id))

@@ -63,3 +63,9 @@ def set_completed(conn: psycopg.Connection, file_id: UUID, now: datetime) -> Non
 
 def set_state(conn: psycopg.Connection, file_id: UUID, state: str) -> None:
     conn.execute("UPDATE upload_sessions SET state = %s WHERE file_id = %s", (state, file_id))
+
+
+def abort_open(conn: psycopg.Connection, file_ids) -> int:
+    """Open sessions of these files become aborted (D5 step 2, no event)."""
+    return conn.execute("UPDATE upload_sessions SET state = 'aborted' WHERE file_id = ANY(%s) AND state = 'open'",
+                        (list(file_ids),)).rowcount

@@ -1,0 +1,74 @@
+"""Purge planning and the keys of a file (D7): pure."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.domain.keys import KeyError_, original_key, part_key, validate_key, variant_key
+from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+ID = uuid.UUID("6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11")
+
+
+@pytest.mark.parametrize("facts, action", [
+    (PurgeFacts(ID, exists=False), PurgeAction.NOTHING),
+    (PurgeFacts(ID, True, deleted_at=NOW, upload_state="complete", scan_status="clean"), PurgeAction.OBJECTS_AND_ROW),
+    (PurgeFacts(ID, True, deleted_at=NOW, upload_state="uploading"), PurgeAction.OBJECTS_AND_ROW),
+    (PurgeFacts(ID, True, upload_state="failed"), PurgeAction.OBJECTS),
+    (PurgeFacts(ID, True, upload_state="complete", scan_status="infected"), PurgeAction.OBJECTS),
+    (PurgeFacts(ID, True, upload_state="complete", scan_status="error"), PurgeAction.OBJECTS),
+    (PurgeFacts(ID, True, upload_state="uploading"), PurgeAction.NOTHING),
+    (PurgeFacts(ID, True, upload_state="complete", scan_status="pending"), PurgeAction.NOTHING),
+    (PurgeFacts(ID, True, upload_state="complete", scan_status="clean"), PurgeAction.NOTHING),
+    (PurgeFacts(ID, True, upload_state="complete", scan_status="skipped"), PurgeAction.NOTHING),
+])
+def test_plan(facts, action):
+    assert plan_purge(facts) is action
+
+
+def test_parts_exist_until_a_session_completes():
+    assert has_parts(PurgeFacts(ID, True, session_state="open"))
+    assert has_parts(PurgeFacts(ID, True, session_state="aborted"))
+    assert has_parts(PurgeFacts(ID, True, session_state="expired"))
+    assert not has_parts(PurgeFacts(ID, True, session_state="completed"))
+    assert not has_parts(PurgeFacts(ID, True))
+
+
+def test_keys_of_a_file():
+    keys = object_keys_of(ID, original_key(ID, 2))
+    assert keys == [original_key(ID, 1), original_key(ID, 2), original_key(ID, 3),
+                    variant_key(ID, "thumb-small"), variant_key(ID, "thumb-large"), variant_key(ID, "preview"),
+                    variant_key(ID, "poster")]
+
+
+@given(st.uuids(), st.integers(min_value=1, max_value=50))
+def test_every_key_validates_and_carries_only_its_file_id(file_id, revision):
+    keys = object_keys_of(file_id, original_key(file_id, revision))
+    assert len(keys) == revision + 1 + 4
+    for key in keys:
+        validate_key(key)
+        ids = [segment for segment in key.split("/") if len(segment) == 36]
+        assert ids == [str(file_id)]
+
+
+@given(st.uuids(), st.uuids())
+def test_another_files_key_is_refused(file_id, other):
+    if file_id == other:
+        return
+    with pytest.raises(KeyError_):
+        object_keys_of(file_id, original_key(other, 1))
+
+
+@pytest.mark.parametrize("stored", [
+    variant_key(ID, "preview"), part_key(ID, 1), "f/00/00/" + str(ID) + "/orig-1", original_key(ID) + "/x",
+    "f/6f/1c/" + str(ID) + "/orig-0", "../" + original_key(ID), "", "f/6f/1c/" + str(ID) + "/orig-a",
+])
+def test_malformed_or_foreign_stored_keys_are_refused(stored):
+    with pytest.raises(KeyError_):
+        object_keys_of(ID, stored)
