@@ -89,8 +89,12 @@ def start_role(tmp_path):
 
     yield start
     for role in roles:
-        if role.proc.poll() is None:
+        # The whole session: a role's children (gunicorn and dramatiq workers) must not outlive the test.
+        try:
             os.killpg(role.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if role.proc.poll() is None:
             role.proc.wait(10)
 
 

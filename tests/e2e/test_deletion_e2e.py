@@ -1,0 +1,118 @@
+"""End to end (D1, D7, D15): api, worker and scheduler as real processes on PostgreSQL and RabbitMQ, with
+each driver. A file whose name carries a canary is uploaded over HTTP, attached, and its message deleted;
+within seconds no key of the file is in the store, no row of it in the database, and the canary is in none
+of the three processes' logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+from app.auth import mint_token
+from app.domain.keys import original_key
+from tests.conftest import make_s3_store
+from tests.e2e.conftest import wait_for_http, wait_for_output
+
+pytestmark = pytest.mark.e2e
+SECRET = "e2e-secret-of-sufficient-length-0123456789"
+CANARY = "Canary-Zq81-medical-record"
+
+
+def call(method, url, token, body=None, raw=None):
+    data = json.dumps(body).encode() if body is not None else raw
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Authorization", f"Bearer {token}")
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+    elif raw is not None:
+        request.add_header("Content-Type", "application/octet-stream")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            text = response.read()
+            return response.status, (json.loads(text) if text else None)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def objects_of(driver, store, root, file_id) -> list[str]:
+    """Every object of the file (a test may list; the service never does)."""
+    if driver == "fs":
+        found = []
+        for directory, _, names in os.walk(root):
+            found += [os.path.join(directory, n) for n in names if file_id in os.path.join(directory, n)]
+        return found
+    keys = [obj.object_name for obj in store.client.list_objects(store.bucket, prefix="f/", recursive=True)]
+    keys += [obj.object_name for obj in store.client.list_objects(store.bucket, prefix="uploads/", recursive=True)]
+    uploads = store.client._list_multipart_uploads(store.bucket).uploads
+    return [k for k in keys if file_id in k] + [u.object_name for u in uploads if file_id in u.object_name]
+
+
+@pytest.mark.parametrize("driver", ["fs", "s3"])
+def test_delete_a_message_end_to_end(driver, role_env, start_role, db, tmp_path, request):
+    env = dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_FILE_STORAGE_DRIVER=driver)
+    store = None
+    if driver == "s3":
+        endpoint = request.getfixturevalue("moto_server")
+        store = make_s3_store(endpoint)
+        env.update(LETHE_FILE_S3_ENDPOINT=endpoint, LETHE_FILE_S3_BUCKET=store.bucket,
+                   LETHE_FILE_S3_ACCESS_KEY="testing", LETHE_FILE_S3_SECRET_KEY="testing",
+                   LETHE_FILE_S3_REGION="us-east-1", LETHE_FILE_S3_SECURE="false")
+    metrics_ports = {"worker": env["LETHE_METRICS_PORT"], "scheduler": str(int(env["LETHE_METRICS_PORT"]) + 1)}
+    api = start_role(["api"], env)
+    worker = start_role(["worker"], dict(env, LETHE_METRICS_PORT=metrics_ports["worker"],
+                                          PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
+    scheduler = start_role(["scheduler"], dict(env, LETHE_METRICS_PORT=metrics_ports["scheduler"],
+                                                PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics")))
+    base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
+    wait_for_http(base + "/readyz", api)
+    wait_for_output(worker, '"event": "worker.started"')
+    token = mint_token(SECRET, uuid.uuid4())
+    api_v1 = base + "/api/v1"
+
+    # Given an uploaded, scanned and attached file whose name carries the canary
+    data = b"blood type: canary"
+    status, created = call("POST", f"{api_v1}/uploads", token,
+                           {"name": f"{CANARY}.pdf", "size_bytes": len(data), "mime_type": "application/pdf"})
+    assert status == 201, created
+    file_id = created["file"]["id"]
+    assert call("PUT", f"{api_v1}/uploads/{file_id}/parts/1", token, raw=data)[0] == 200
+    assert call("POST", f"{api_v1}/uploads/{file_id}/complete", token)[0] == 200
+    deadline = time.monotonic() + 20
+    while call("GET", f"{api_v1}/files/{file_id}", token)[1]["scan_status"] != "skipped":
+        assert time.monotonic() < deadline, worker.output()
+        time.sleep(0.1)
+    assert call("PUT", f"{api_v1}/messages/e2e-1", token, {"file_ids": [file_id]})[0] == 200
+    assert objects_of(driver, store, env["LETHE_FILE_FS_ROOT"], file_id)
+
+    # When the message is deleted
+    assert call("DELETE", f"{api_v1}/messages/e2e-1", token)[0] == 204
+
+    # Then within seconds nothing of the file is left in the store or the database
+    deadline = time.monotonic() + 15
+    while True:
+        row = db.read(lambda conn: conn.execute("SELECT id FROM files WHERE id = %s", (file_id,)).fetchone())
+        left = objects_of(driver, store, env["LETHE_FILE_FS_ROOT"], file_id)
+        if row is None and not left:
+            break
+        assert time.monotonic() < deadline, f"left: row={row} objects={left}\n{worker.output()}"
+        time.sleep(0.1)
+    events = call("GET", f"{api_v1}/events", token)[1]["events"]
+    assert events and all(e["redacted"] for e in events)
+    assert CANARY not in json.dumps(events)
+    stored = db.read(lambda conn: conn.execute("SELECT payload::text AS p FROM events").fetchall())
+    assert all(CANARY not in e.p for e in stored)
+
+    # And the canary is in none of the three processes' logs
+    for role in (api, worker, scheduler):
+        assert role.stop(signal.SIGTERM) == 0
+    outputs = {name: role.output() for name, role in (("api", api), ("worker", worker), ("scheduler", scheduler))}
+    assert '"event": "purge.done"' in outputs["worker"]
+    for name, text in outputs.items():
+        assert CANARY not in text, name
+        assert original_key(file_id) not in text, name
