@@ -42,6 +42,7 @@ class _Dirs:
     def __init__(self, root_fd: int):
         self.fds = [root_fd]
         self.names: list[str] = []
+        self.touched: list[bool] = []  # per open directory below the root: did a delete unlink in it?
 
     @property
     def parent(self) -> int:
@@ -94,17 +95,10 @@ class FsStore:
                         raise StorageError(f"cannot open a directory ({errno.errorcode.get(exc.errno, exc.errno)})") from None
                 dirs.fds.append(fd)
                 dirs.names.append(name)
+                dirs.touched.append(False)
             yield dirs
         finally:
             dirs.close()
-
-    def _prune(self, dirs: _Dirs) -> None:
-        """Remove the directories a delete emptied, deepest first, never the root."""
-        for depth in range(len(dirs.names), 0, -1):
-            try:
-                os.rmdir(dirs.names[depth - 1], dir_fd=dirs.fds[depth - 1])
-            except OSError:
-                return  # not empty (or raced with a put): keep it and its parents
 
     # -- objects --------------------------------------------------------------------------------------------
 
@@ -205,29 +199,74 @@ class FsStore:
         return ObjectInfo(size_bytes=st.st_size)
 
     def delete(self, key: str) -> None:
-        segments = _segments(key)
-        with self._walk(segments[:-1], create=False) as dirs:
-            if dirs is None:
-                return  # its directory is gone, so is the object
-            try:
-                os.unlink(segments[-1], dir_fd=dirs.parent)  # unlink never follows a link
-            except FileNotFoundError:
-                pass
-            except IsADirectoryError:
-                raise StorageError("a directory stands at the object's key") from None
-            except OSError as exc:
-                raise StorageError(f"cannot delete an object ({errno.errorcode.get(exc.errno, exc.errno)})") from None
-            self._prune(dirs)
+        self.delete_many([key])
 
     def delete_many(self, keys: Iterable[str]) -> None:
-        first_error: StorageError | None = None
+        """Delete keys in one walk of the tree: keys are grouped by directory and visited in sorted order,
+        so each directory is opened once (without following a link), its names unlinked, and it is pruned
+        when the walk leaves it emptied. Every key is validated before anything is deleted."""
+        by_parent: dict[tuple[str, ...], list[str]] = {}
         for key in keys:
+            segments = _segments(key)
+            by_parent.setdefault(tuple(segments[:-1]), []).append(segments[-1])
+        if not by_parent:
+            return
+        errors: list[StorageError] = []
+        dirs = _Dirs(os.open(self.root, _DIR_FLAGS))
+        try:
+            for parent in sorted(by_parent):
+                common = 0
+                while common < min(len(dirs.names), len(parent)) and dirs.names[common] == parent[common]:
+                    common += 1
+                self._leave(dirs, common)
+                if not self._enter(dirs, parent[common:], errors):
+                    continue  # a directory on the way is gone (so are its objects) or refused
+                for name in by_parent[parent]:
+                    try:
+                        os.unlink(name, dir_fd=dirs.parent)  # unlink never follows a link
+                    except FileNotFoundError:
+                        pass
+                    except OSError as exc:
+                        errors.append(StorageError(
+                            f"cannot delete an object ({errno.errorcode.get(exc.errno, exc.errno)})"))
+                if dirs.touched:
+                    dirs.touched[-1] = True
+            self._leave(dirs, 0)
+        finally:
+            dirs.close()
+        if errors:
+            raise errors[0]
+
+    def _enter(self, dirs: _Dirs, names: Sequence[str], errors: list[StorageError]) -> bool:
+        for name in names:
             try:
-                self.delete(key)
-            except StorageError as exc:
-                first_error = first_error or exc
-        if first_error is not None:
-            raise first_error
+                fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.parent)
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    errors.append(StorageError("a path component is a symbolic link or not a directory"))
+                else:
+                    errors.append(StorageError(f"cannot open a directory ({errno.errorcode.get(exc.errno, exc.errno)})"))
+                return False
+            dirs.fds.append(fd)
+            dirs.names.append(name)
+            dirs.touched.append(False)
+        return True
+
+    @staticmethod
+    def _leave(dirs: _Dirs, depth: int) -> None:
+        """Close directories deeper than depth, removing each one whose objects were deleted and that is now
+        empty (a file's own directory). The fan-out directories `f/<aa>/<bb>` are kept: they are bounded
+        (at most 65,536) and shared by many files, and removing them would cost a call per delete."""
+        while len(dirs.names) > depth:
+            os.close(dirs.fds.pop())
+            name = dirs.names.pop()
+            if dirs.touched.pop():
+                try:
+                    os.rmdir(name, dir_fd=dirs.parent)
+                except OSError:
+                    pass  # not empty: other objects live there
 
     # -- multipart: parts live under uploads/<file_id>/part-<n> (D4) ---------------------------------------
 

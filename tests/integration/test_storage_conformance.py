@@ -205,16 +205,21 @@ def test_fs_removes_a_link_at_a_key_as_an_entry(fs_store, outside):
     assert (outside / "canary").read_bytes() == b"must survive"
 
 
-def test_fs_removes_emptied_directories_but_keeps_shared_ones(fs_store):
+def test_fs_removes_a_files_emptied_directory_and_keeps_the_fan_out(fs_store):
     one, two = uuid.UUID("abcd0000-0000-4000-8000-000000000001"), uuid.UUID("abcd0000-0000-4000-8000-000000000002")
     fs_store.put(original_key(one), b"1", 1)
+    fs_store.put(variant_key(one, "preview"), b"p", 1)
     fs_store.put(original_key(two), b"2", 1)
     fs_store.delete(original_key(one))
+    assert os.path.isdir(os.path.join(fs_store.root, "f", "ab", "cd", str(one)))  # the variant is still there
+    fs_store.delete_many([variant_key(one, "preview"), variant_key(one, "poster")])
     assert not os.path.exists(os.path.join(fs_store.root, "f", "ab", "cd", str(one)))
     assert os.path.isdir(os.path.join(fs_store.root, "f", "ab", "cd", str(two)))
     fs_store.delete(original_key(two))
-    assert not os.path.exists(os.path.join(fs_store.root, "f"))
-    assert os.path.isdir(fs_store.root)
+    assert os.listdir(os.path.join(fs_store.root, "f", "ab", "cd")) == []  # the fan-out stays
+    fs_store.put(part_key(one, 1), b"x", 1)
+    fs_store.delete(part_key(one, 1))
+    assert os.listdir(os.path.join(fs_store.root, "uploads")) == []
 
 
 def test_fs_put_leaves_nothing_in_tmp(fs_store):

@@ -1,0 +1,113 @@
+"""Shared set-up of the benchmarks: a database of their own, a store per driver, a runtime."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app import config  # noqa: E402
+from app.clock import SystemClock  # noqa: E402
+from app.db.context import in_transaction  # noqa: E402
+from app.db.migrate import migrate  # noqa: E402
+from app.runtime import build_runtime  # noqa: E402
+from app.storage.guard import GuardedStore  # noqa: E402
+
+
+class NullBroker:
+    """Jobs are not the subject of these benchmarks: the outbox rows are published nowhere."""
+
+    def enqueue(self, message, *, delay=None):
+        return message
+
+    def close(self):
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def bench_database():
+    server = os.environ.get("DATABASE_URL")
+    embedded = None
+    if not server:
+        from app.embedded_pg import EmbeddedPostgres
+
+        base = tempfile.mkdtemp(prefix="lethe-bench-pg-")
+        os.chmod(base, 0o755)
+        embedded = EmbeddedPostgres(Path(base) / "pg", database="postgres")
+        server = embedded.start()
+    name = f"lethe_bench_{os.getpid()}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = urlunsplit(urlsplit(server)._replace(path="/" + name))
+    migrate(url)
+    try:
+        yield url
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if embedded:
+            embedded.stop()
+
+
+@contextmanager
+def moto_server():
+    """moto's S3 server in a process of its own, so that it does not share the benchmark's GIL."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def make_store(driver: str, endpoint: str | None, workdir: str):
+    if driver == "fs":
+        from app.storage.fs import FsStore
+
+        return FsStore(os.path.join(workdir, f"objects-{uuid.uuid4().hex[:6]}"))
+    from app.storage.s3 import S3Store
+
+    return S3Store(endpoint, f"bench-{uuid.uuid4().hex[:10]}", "testing", "testing", region="us-east-1",
+                   secure=False, create_bucket=True, pool_size=32)
+
+
+def make_runtime(url: str, raw_store, **settings):
+    env = {"LETHE_DATABASE_URL": url, "LETHE_DATABASE_POOL_SIZE": "8",
+           "LETHE_FILE_STORAGE_DRIVER": raw_store.driver, "LETHE_FILE_S3_ENDPOINT": "bench:1"}
+    env.update({config.KEYS_BY_NAME[name].env: str(value) for name, value in settings.items()})
+    cfg = config.load(env)
+    return build_runtime(cfg, NullBroker(), role="bench", clock=SystemClock(),
+                         store=GuardedStore(raw_store, in_transaction))
+
+
+def machine() -> str:
+    import platform
+
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"

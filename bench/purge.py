@@ -1,0 +1,107 @@
+"""Benchmark of purge (issue: deletion and purge). Not a test.
+
+For each driver it marks N files deleted (default 10,000) and measures files/s of:
+- batched: purge_objects as the service runs it, 1,000 ids a job (batched deletes, one row transaction);
+- baseline: one job per file, one transaction, one delete call per key;
+- raw limit: delete_many of the same keys plus one DELETE ... WHERE id = ANY(...) per 1,000 ids.
+
+    python bench/purge.py [--files 10000] [--drivers fs s3]
+
+PostgreSQL from DATABASE_URL (else an embedded server); S3 is moto's server in a process of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+
+from common import bench_database, machine, make_runtime, make_store, moto_server
+
+from app.deletion import mark_deleted
+from app.domain.keys import original_key
+from app.domain.purge_plan import object_keys_of
+from app.purge import purge_files, read_facts
+
+BATCH = 1000
+
+
+def seed(rt, n: int) -> list[uuid.UUID]:
+    """n complete files, each with its original in the store, then marked deleted through mark_deleted."""
+    ids = [uuid.uuid4() for _ in range(n)]
+    now = datetime.now(timezone.utc)
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda file_id: rt.store.put(original_key(file_id), b"x" * 64, 64), ids))
+    for start in range(0, n, BATCH):
+        chunk = ids[start:start + BATCH]
+
+        def insert(uow, chunk=chunk):
+            with uow.conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, "
+                    "upload_state, scan_status, created_at, last_change_at) VALUES "
+                    "(%s, %s, 'attachment', 'bench.bin', 'application/octet-stream', 64, %s, 'complete', 'skipped', %s, %s)",
+                    [(file_id, file_id, original_key(file_id), now, now) for file_id in chunk])
+            mark_deleted(uow, sorted(chunk), now, via="bench")
+
+        rt.db.unit_of_work(insert, name="bench.seed")
+    rt.db.read(lambda conn: conn.execute("DELETE FROM outbox"))
+    return ids
+
+
+def batched(rt, ids):
+    for start in range(0, len(ids), BATCH):
+        purge_files(rt, ids[start:start + BATCH])
+
+
+def baseline(rt, ids):
+    for file_id in ids:  # one job per file
+        (facts,) = read_facts(rt.db, [file_id])
+        for key in object_keys_of(file_id, facts.object_key):  # one delete call per key
+            rt.store.delete(key)
+        rt.db.unit_of_work(lambda uow, file_id=file_id: uow.execute(  # one transaction per file
+            "DELETE FROM files WHERE id = %s AND deleted_at IS NOT NULL", (file_id,)), name="bench.baseline")
+
+
+def raw_limit(rt, ids):
+    keys = [key for file_id in ids for key in object_keys_of(file_id, original_key(file_id))]
+    rt.store.delete_many(keys)
+    for start in range(0, len(ids), BATCH):
+        rt.db.read(lambda conn, chunk=ids[start:start + BATCH]: conn.execute(
+            "DELETE FROM files WHERE id = ANY(%s)", (chunk,)))
+
+
+def measure(rt, n: int, run) -> float:
+    ids = seed(rt, n)
+    started = time.perf_counter()
+    run(rt, ids)
+    elapsed = time.perf_counter() - started
+    left = rt.db.read(lambda conn: conn.execute("SELECT count(*) AS n FROM files").fetchone().n)
+    assert left == 0, f"{left} rows left"
+    return n / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--drivers", nargs="+", default=["fs", "s3"])
+    args = parser.parse_args()
+    print(f"machine: {machine()}; files: {args.files}")
+    with bench_database() as url, tempfile.TemporaryDirectory() as workdir, moto_server() as endpoint:
+        for driver in args.drivers:
+            rt = make_runtime(url, make_store(driver, endpoint, workdir))
+            try:
+                figures = {name: measure(rt, args.files, run)
+                           for name, run in (("batched", batched), ("baseline", baseline), ("raw", raw_limit))}
+            finally:
+                rt.close()
+            print(f"{driver}: batched {figures['batched']:,.0f} files/s; baseline {figures['baseline']:,.0f} files/s; "
+                  f"raw limit {figures['raw']:,.0f} files/s; batched/baseline {figures['batched'] / figures['baseline']:.1f}x; "
+                  f"batched/raw {figures['batched'] / figures['raw']:.0%}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
