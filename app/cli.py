@@ -7,6 +7,7 @@
     lethe scheduler        the periodic jobs
     lethe dev [--port N]   api + worker + scheduler in one process, on embedded defaults
     lethe token --sub UUID mint a development bearer token (HS256, auth.jwt_secret)
+    lethe cleanup [--dry-run]  run one cleanup now (or show what it would do), as counts per step
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -24,10 +25,10 @@ from app.cli_support import EXIT_CONFIG, load_config_or_exit, print_config_error
 log = logging.getLogger("lethe.cli")
 
 
-def _setup(role: str, cfg, fmt: str | None = None) -> None:
+def _setup(role: str, cfg, fmt: str | None = None, stream=None) -> None:
     from app.observability import setup_logging, setup_sentry
 
-    setup_logging(role, fmt or cfg.log.format, cfg.log.level)
+    setup_logging(role, fmt or cfg.log.format, cfg.log.level, stream)
     setup_sentry(cfg.sentry.dsn, role)
 
 
@@ -144,6 +145,35 @@ def cmd_dev(args) -> int:
     return run_dev(port=args.port, state_dir=args.state_dir)
 
 
+def cmd_cleanup(args) -> int:
+    """Run one cleanup in the foreground and print what each step did (or, with --dry-run, would do)."""
+    cfg = load_config_or_exit("cleanup")
+    _require_database(cfg)
+    # The report goes to stdout; log lines to stderr.
+    _setup("cleanup", cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
+    from app.cleanup import run_cleanup
+    from app.runtime import build_runtime
+    from workers.broker import build_broker
+
+    runtime = build_runtime(cfg, build_broker(cfg.broker.url), role="cleanup")
+    try:
+        report = run_cleanup(runtime, dry_run=args.dry_run)
+    finally:
+        runtime.close()
+    if not report.ran:
+        print("another cleanup is running; nothing done")
+        return 1
+    verb = "would act on" if args.dry_run else "acted on"
+    print(f"cleanup{' (dry run: nothing changed)' if args.dry_run else ''}:")
+    for step in report.steps:
+        line = (f"  {step.step}. {step.name:<17} candidates {step.candidates:>7}  {verb} {step.acted:>7}  "
+                f"kept {step.kept:>7}  failed {step.failed:>5}")
+        if step.error:
+            line += f"  (ended early: {step.error})"
+        print(line)
+    return 1 if report.first_error else 0
+
+
 def cmd_token(args) -> int:
     """Mint an HS256 token with auth.jwt_secret (development; production tokens come from your IdP)."""
     import uuid
@@ -196,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=cmd_worker)
 
     commands.add_parser("scheduler", help="the periodic jobs").set_defaults(func=cmd_scheduler)
+
+    cleanup = commands.add_parser("cleanup", help="run one cleanup now and print what each step did")
+    cleanup.add_argument("--dry-run", action="store_true", help="print what each step would do; change nothing")
+    cleanup.set_defaults(func=cmd_cleanup)
 
     token = commands.add_parser("token", help="mint an HS256 bearer token for development")
     token.add_argument("--sub", required=True, help="the principal, a UUID")

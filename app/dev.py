@@ -65,7 +65,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     cfg = cfg.replace(**changes) if changes else cfg
 
     stop = threading.Event()
-    worker = scheduler = server = runtime = None
+    worker = scheduler = server = runtime = leadership = None
     try:
         migrate(cfg.database.url)
         broker = build_broker(cfg.broker.url)
@@ -74,7 +74,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         worker = Worker(broker, worker_threads=cfg.worker.threads)
         worker.start()
         scheduler = BackgroundScheduler(timezone=cfg.schedule.timezone)
-        register_jobs(scheduler, runtime)
+        leadership = register_jobs(scheduler, runtime)
         scheduler.start()
         server = make_server(cfg.api.host, cfg.api.port, create_app(runtime), threaded=True)
 
@@ -96,6 +96,8 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     finally:
         if scheduler is not None and scheduler.running:
             scheduler.shutdown(wait=False)
+        if leadership is not None:
+            leadership.release()
         if worker is not None:
             worker.stop(timeout=5000)
         if runtime is not None:

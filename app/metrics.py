@@ -20,3 +20,21 @@ PURGED_FILES = Counter("lethe_purge_files_total", "Files handled by purge, by re
 PURGE_KEYS = Counter("lethe_purge_keys_total", "Object keys sent to the store for deletion by purge.")
 PURGE_ERRORS = Counter("lethe_purge_errors_total", "Purge runs that met a storage error and will retry.")
 PURGE_DURATION = Histogram("lethe_purge_duration_seconds", "Duration of one purge run (many files).")
+CLEANUP_FILES = Counter("lethe_cleanup_files_total", "Cleanup candidates by step and outcome (acted, kept, failed).",
+                        ["step", "outcome"])
+CLEANUP_STEP_DURATION = Histogram("lethe_cleanup_step_duration_seconds", "Duration of one cleanup step.", ["step"])
+CLEANUP_RUNS = Counter("lethe_cleanup_runs_total", "Cleanup runs by outcome (ok, failed, busy).", ["outcome"])
+
+_lazy: dict = {}
+
+
+def purge_backlog_gauges():
+    """The backlog gauges, created at the first cleanup run: absent from /metrics before it (D8 f). With
+    several dramatiq processes the most recent value wins (multiprocess mode)."""
+    if not _lazy:
+        _lazy["count"] = Gauge("lethe_file_purge_backlog", "Deleted files rows not yet purged (set by each cleanup run).",
+                               multiprocess_mode="mostrecent")
+        _lazy["oldest"] = Gauge("lethe_file_purge_backlog_oldest_seconds",
+                                "Age of the oldest deletion mark not yet purged (0 when none).",
+                                multiprocess_mode="mostrecent")
+    return _lazy["count"], _lazy["oldest"]

@@ -57,9 +57,9 @@ class ConsoleFormatter(logging.Formatter):
         return line
 
 
-def setup_logging(role: str, fmt: str = "json", level: str = "INFO") -> None:
-    """Configure the root logger once for a process: one line a record on stdout."""
-    handler = logging.StreamHandler(sys.stdout)
+def setup_logging(role: str, fmt: str = "json", level: str = "INFO", stream=None) -> None:
+    """Configure the root logger once for a process: one line a record on stdout (or the given stream)."""
+    handler = logging.StreamHandler(stream or sys.stdout)
     if fmt == "console":
         handler.setFormatter(ConsoleFormatter())
     else:

@@ -1,21 +1,84 @@
 """Every schedule of the scheduler role, in one place (D1, D9; STYLE.md: one register_jobs()).
 
-The cleanup trigger and the retention schedules join here with their issues.
+Two scheduler replicas are safe: only the holder of a PostgreSQL advisory lock (the leader) emits the
+cleanup trigger and relays the outbox; the other tries to take the lock at every tick.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from apscheduler.schedulers.base import BaseScheduler
 
-from app import metrics
+from app import jobs, metrics
+from app.db import cleanup as cleanup_sql
 
 log = logging.getLogger("lethe.scheduler")
 
 
-def relay_outbox(runtime) -> int:
+class Leadership:
+    """The scheduler's leader lock: a session-level advisory lock on a connection kept for it."""
+
+    def __init__(self, db):
+        self.db = db
+        self._conn = None
+        self._lock = threading.Lock()
+
+    def is_leader(self) -> bool:
+        with self._lock:
+            try:
+                if self._conn is not None and not self._conn.closed:
+                    self._conn.execute("SELECT 1")
+                    return True
+            except Exception:  # noqa: BLE001 - the connection died: the lock went with it
+                self._release()
+            conn = self.db.pool.getconn()
+            if cleanup_sql.try_lock(conn, cleanup_sql.SCHEDULER_LOCK_KEY):
+                self._conn = conn
+                log.info("scheduler is the leader", extra={"event": "scheduler.leader"})
+                return True
+            self.db.pool.putconn(conn)
+            return False
+
+    def _release(self) -> None:
+        if self._conn is not None:
+            try:
+                self.db.pool.putconn(self._conn)
+            except Exception:  # noqa: BLE001
+                pass
+            self._conn = None
+
+    def release(self) -> None:
+        with self._lock:
+            if self._conn is not None and not self._conn.closed:
+                try:
+                    cleanup_sql.unlock(self._conn, cleanup_sql.SCHEDULER_LOCK_KEY)
+                except Exception:  # noqa: BLE001
+                    pass
+            self._release()
+
+
+def trigger_cleanup(runtime, leadership: Leadership) -> bool:
+    """Send one cleanup_pending message (the worker's advisory lock keeps runs apart)."""
+    if not leadership.is_leader():
+        return False
+    runtime.broker.enqueue(message_for_trigger())
+    log.info("cleanup triggered", extra={"event": "scheduler.cleanup_triggered"})
+    return True
+
+
+def message_for_trigger():
+    import dramatiq
+
+    return dramatiq.Message(queue_name=jobs.CLEANUP_QUEUE, actor_name=jobs.CLEANUP_ACTOR, args=(), kwargs={},
+                            options={})
+
+
+def relay_outbox(runtime, leadership: Leadership | None = None) -> int:
     """Publish outbox rows left behind and report the outbox depth."""
+    if leadership is not None and not leadership.is_leader():
+        return 0
     relayed = runtime.outbox.relay(older_than_s=runtime.cfg.outbox.relay_age)
     if relayed:
         metrics.OUTBOX_RELAYED.inc(relayed)
@@ -23,10 +86,17 @@ def relay_outbox(runtime) -> int:
     return relayed
 
 
-def register_jobs(scheduler: BaseScheduler, runtime) -> None:
-    """Add every periodic job to an APScheduler scheduler."""
+def register_jobs(scheduler: BaseScheduler, runtime, leadership: Leadership | None = None) -> Leadership:
+    """Add every periodic job to an APScheduler scheduler; returns the leadership it uses."""
+    leadership = leadership or Leadership(runtime.db)
+    start = runtime.clock.now()
     scheduler.add_job(
-        relay_outbox, "interval", args=[runtime], id="outbox.relay",
-        seconds=runtime.cfg.outbox.relay_interval, max_instances=1, coalesce=True,
-        next_run_time=runtime.clock.now(),
+        relay_outbox, "interval", args=[runtime, leadership], id="outbox.relay",
+        seconds=runtime.cfg.outbox.relay_interval, max_instances=1, coalesce=True, next_run_time=start,
     )
+    # D8: every file.gc_interval, and once at start.
+    scheduler.add_job(
+        trigger_cleanup, "interval", args=[runtime, leadership], id="cleanup.trigger",
+        seconds=runtime.cfg.file.gc_interval, max_instances=1, coalesce=True, next_run_time=start,
+    )
+    return leadership

@@ -22,7 +22,7 @@ def run(cfg) -> int:
     runtime = build_runtime(cfg, broker, role="scheduler")
     start_http_server(cfg.metrics.port, addr=cfg.api.host, registry=metrics_registry())
     scheduler = BlockingScheduler(timezone=cfg.schedule.timezone)
-    register_jobs(scheduler, runtime)
+    leadership = register_jobs(scheduler, runtime)
 
     def stop(signum, frame):
         log.info("scheduler stopping", extra={"event": "scheduler.stopping", "signal": signum})
@@ -32,6 +32,7 @@ def run(cfg) -> int:
     signal.signal(signal.SIGINT, stop)
     log.info("scheduler started", extra={"event": "scheduler.started"})
     scheduler.start()
+    leadership.release()
     runtime.close()
     broker.close()
     log.info("scheduler stopped", extra={"event": "scheduler.stopped"})

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import dramatiq
 
-from app import jobs, purge, scan
+from app import cleanup, jobs, purge, scan
 
 
 @dataclass(frozen=True)
@@ -61,3 +61,11 @@ def scan_file(rt, file_id: str) -> None:
 def purge_objects(rt, file_ids: list[str]) -> None:
     """Purge many files (D7): their objects in batches, then the rows of the deleted ones."""
     purge.purge_files(rt, file_ids)
+
+
+@actor(jobs.CLEANUP_QUEUE, max_retries=0, time_limit=60 * 60_000)
+def cleanup_pending(rt) -> None:
+    """The periodic cleanup (D8). No retries: the scheduler sends the next run every file.gc_interval."""
+    report = cleanup.run_cleanup(rt)
+    if report.first_error is not None:
+        raise report.first_error

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -45,6 +46,19 @@ class UnitOfWork:
     name: str
     jobs: list[Job] = field(default_factory=list)
     on_commit: list[Callable[[], None]] = field(default_factory=list)
+
+    @contextmanager
+    def savepoint(self):
+        """A savepoint: on an error, its statements are rolled back, and so are the jobs and commit hooks
+        it registered (their outbox rows went with the rollback). The error propagates."""
+        jobs, hooks = len(self.jobs), len(self.on_commit)
+        try:
+            with self.conn.transaction():
+                yield self
+        except BaseException:
+            del self.jobs[jobs:]
+            del self.on_commit[hooks:]
+            raise
 
     def after_commit_metric(self, fn: Callable[[], None]) -> None:
         """Run fn once this unit of work committed (a counter must not count a rolled-back change)."""

@@ -64,5 +64,6 @@ class ObjectStore(Protocol):
     def check(self) -> None:
         """Raise StorageError when the store is not reachable (readiness)."""
 
-    def sweep_tmp(self, older_than: datetime) -> int:
-        """Remove the driver's own temporary entries older than `older_than`; returns how many (fs only)."""
+    def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
+        """Remove the driver's own temporary entries older than `older_than` (only count them with
+        dry_run); returns how many (fs only)."""

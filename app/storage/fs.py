@@ -306,8 +306,9 @@ class FsStore:
         if not os.access(self.root, os.W_OK):
             raise StorageError("the fs root is not writable")
 
-    def sweep_tmp(self, older_than: datetime) -> int:
-        """Remove `.tmp` entries last modified before `older_than`. A link is removed as an entry."""
+    def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
+        """Remove `.tmp` entries last modified before `older_than`; with dry_run only count them. A link is
+        removed as an entry, never followed. Nothing else under the root is looked at (K2)."""
         cutoff = older_than.timestamp()
         removed = 0
         tmp_dir = os.path.join(self.root, TMP_DIR)
@@ -316,11 +317,13 @@ class FsStore:
                 st = entry.stat(follow_symlinks=False)
                 if st.st_mtime >= cutoff:
                     continue
+                removed += 1
+                if dry_run:
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     shutil.rmtree(entry.path, ignore_errors=True)  # rmtree does not follow links (Linux)
                 else:
                     _unlink_quietly(entry.path)
-                removed += 1
         return removed
 
 

@@ -199,5 +199,5 @@ class S3Store:
         if not exists:
             raise StorageError("s3 bucket does not exist")
 
-    def sweep_tmp(self, older_than) -> int:
+    def sweep_tmp(self, older_than, dry_run: bool = False) -> int:
         return 0  # S3 puts are atomic on the server; there is no temporary area of ours (D8 e).

@@ -87,3 +87,24 @@ def test_dev_runs_everything_on_embedded_defaults_and_ctrl_c_stops_it(start_role
     assert port_open(pg_port)
     assert dev.stop(signal.SIGINT) == 0
     assert not port_open(port) and not port_open(pg_port)  # the api and the embedded PostgreSQL are gone
+
+
+def test_two_schedulers_trigger_one_cleanup_at_start_and_the_worker_runs_it(role_env, start_role, tmp_path):
+    worker = start_role(["worker"], dict(role_env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "w")))
+    wait_for_output(worker, '"event": "worker.started"')
+    schedulers = [
+        start_role(["scheduler"], dict(role_env, LETHE_METRICS_PORT=str(free_port()),
+                                       PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"s{n}")))
+        for n in range(2)
+    ]
+    for scheduler in schedulers:
+        wait_for_output(scheduler, '"event": "scheduler.started"')
+    # The leader triggers at start; the worker runs all six steps.
+    wait_for_output(worker, '"step": "f"')
+    triggered = [s.output().count('"event": "scheduler.cleanup_triggered"') for s in schedulers]
+    assert sorted(triggered) == [0, 1]
+    assert worker.output().count('"event": "cleanup.step"') == 6
+    metrics = wait_for_http(f"http://127.0.0.1:{role_env['LETHE_METRICS_PORT']}/metrics", worker).decode()
+    assert "lethe_file_purge_backlog " in metrics
+    for role in (*schedulers, worker):
+        assert role.stop(signal.SIGTERM) == 0

@@ -1,0 +1,132 @@
+"""SQL of the cleanup (D8). Each candidate query reads by (time, id) through a partial index of the
+0001 migration; tests/integration/test_cleanup_indexes.py checks the plans."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Sequence
+from uuid import UUID
+
+import psycopg
+
+CLEANUP_LOCK_KEY = 0x6C65746865_01  # "lethe" + 1: one cleanup run at a time in the cluster
+SCHEDULER_LOCK_KEY = 0x6C65746865_02  # the scheduler's leader lock
+
+Cursor = tuple[datetime, UUID] | None
+
+
+def try_lock(conn: psycopg.Connection, key: int) -> bool:
+    """A session-level advisory lock, held until unlock() or the connection ends."""
+    return conn.execute("SELECT pg_try_advisory_lock(%s) AS locked", (key,)).fetchone().locked
+
+
+def unlock(conn: psycopg.Connection, key: int) -> None:
+    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+
+def _after(cursor: Cursor, column: str) -> tuple[str, tuple]:
+    if cursor is None:
+        return "", ()
+    return f" AND ({column}, id) > (%s, %s)", cursor
+
+
+def expired_sessions(conn: psycopg.Connection, now: datetime, cursor: Cursor, limit: int) -> list:
+    """Step a: open sessions with expires_at <= now (index upload_sessions_open_expiry)."""
+    extra, params = ("", ()) if cursor is None else (" AND (expires_at, file_id) > (%s, %s)", cursor)
+    return conn.execute(
+        f"""
+        SELECT file_id AS id, expires_at AS at FROM upload_sessions
+        WHERE state = 'open' AND expires_at <= %s{extra}
+        ORDER BY expires_at, file_id LIMIT %s
+        """,
+        (now, *params, limit),
+    ).fetchall()
+
+
+def unattached_candidates(conn: psycopg.Connection, cutoff: datetime, cursor: Cursor, limit: int) -> list:
+    """Step b: deliverable attachments, not deleted, not attached, last changed at or before cutoff
+    (index files_unattached_candidates)."""
+    extra, params = _after(cursor, "last_change_at")
+    return conn.execute(
+        f"""
+        SELECT id, uploaded_by, last_change_at AS at FROM files f
+        WHERE purpose = 'attachment' AND deleted_at IS NULL AND upload_state = 'complete'
+          AND scan_status IN ('clean', 'skipped') AND last_change_at <= %s{extra}
+          AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id)
+        ORDER BY last_change_at, id LIMIT %s
+        """,
+        (cutoff, *params, limit),
+    ).fetchall()
+
+
+def failed_candidates(conn: psycopg.Connection, cutoff: datetime, cursor: Cursor, limit: int) -> list:
+    """Step c: failed or blocked attachments, not deleted, not attached, last changed at or before cutoff
+    (index files_failed_candidates)."""
+    extra, params = _after(cursor, "last_change_at")
+    return conn.execute(
+        f"""
+        SELECT id, uploaded_by, last_change_at AS at FROM files f
+        WHERE purpose = 'attachment' AND deleted_at IS NULL
+          AND (upload_state = 'failed' OR (upload_state = 'complete' AND scan_status IN ('infected', 'error')))
+          AND last_change_at <= %s{extra}
+          AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id)
+        ORDER BY last_change_at, id LIMIT %s
+        """,
+        (cutoff, *params, limit),
+    ).fetchall()
+
+
+def deleted_rows(conn: psycopg.Connection, cursor: Cursor, limit: int) -> list:
+    """Step d: deleted rows, oldest mark first (index files_deleted)."""
+    extra, params = _after(cursor, "deleted_at")
+    return conn.execute(
+        f"SELECT id, deleted_at AS at FROM files WHERE deleted_at IS NOT NULL{extra} ORDER BY deleted_at, id LIMIT %s",
+        (*params, limit),
+    ).fetchall()
+
+
+def lock_skip_locked(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list[UUID]:
+    """Lock the rows (ascending id); a row another transaction holds (an attach, a delete) is skipped and
+    met again by the next run."""
+    return [row.id for row in conn.execute(
+        "SELECT id FROM files WHERE id = ANY(%s) ORDER BY id FOR UPDATE SKIP LOCKED", (list(file_ids),))]
+
+
+def cleanup_facts(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+    """The facts the pure rules re-check, read after the lock (a fresh statement sees committed attaches)."""
+    return conn.execute(
+        """
+        SELECT f.id, f.uploaded_by, f.purpose, f.upload_state, f.scan_status, f.created_at, f.scanned_at,
+               f.deleted_at IS NOT NULL AS deleted,
+               EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id) AS attached,
+               s.state AS session_state, s.completed_at, s.expires_at
+        FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
+        WHERE f.id = ANY(%s) ORDER BY f.id
+        """,
+        (list(file_ids),),
+    ).fetchall()
+
+
+def protected_by_own_drafts(conn: psycopg.Connection, pairs: Sequence[tuple[UUID, UUID]]) -> set[UUID]:
+    """Of (file id, uploader id) pairs, the files that a draft of their own uploader names (D8 b). One
+    query for the whole batch; a file in somebody else's draft is not protected."""
+    if not pairs:
+        return set()
+    file_ids, uploaders = zip(*pairs)
+    return {row.id for row in conn.execute(
+        """
+        SELECT c.id FROM unnest(%s::uuid[], %s::uuid[]) AS c(id, uploader)
+        WHERE EXISTS (SELECT 1 FROM drafts d WHERE d.user_id = c.uploader AND c.id = ANY(d.file_ids))
+        """,
+        (list(file_ids), list(uploaders)),
+    )}
+
+
+def expire_session(conn: psycopg.Connection, file_id: UUID) -> None:
+    conn.execute("UPDATE upload_sessions SET state = 'expired' WHERE file_id = %s", (file_id,))
+
+
+def backlog(conn: psycopg.Connection):
+    """Deleted rows and the oldest mark (step f)."""
+    return conn.execute(
+        "SELECT count(*) AS n, min(deleted_at) AS oldest FROM files WHERE deleted_at IS NOT NULL").fetchone()

@@ -1,0 +1,55 @@
+"""Ages of files and sessions for the cleanup (D8). Pure; the clock is passed in.
+
+Ages count from the latest stored time of a file: created_at, the session's completed_at, scanned_at, and
+expires_at of an expired session. A file is expired exactly ttl after that time, not a microsecond
+earlier. An open session is expired at expires_at exactly; completed, aborted and expired sessions never
+expire (again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from app.domain.states import is_blocked, is_deliverable
+
+
+@dataclass(frozen=True)
+class CleanupFacts:
+    """What the cleanup knows of one file when it re-checks it."""
+
+    purpose: str
+    upload_state: str
+    scan_status: str
+    created_at: datetime
+    deleted: bool = False
+    attached: bool = False
+    scanned_at: datetime | None = None
+    session_state: str | None = None
+    completed_at: datetime | None = None
+    expires_at: datetime | None = None
+
+
+def last_change(facts: CleanupFacts) -> datetime:
+    """The latest stored time of the file."""
+    times = [facts.created_at, facts.completed_at, facts.scanned_at]
+    if facts.session_state == "expired":
+        times.append(facts.expires_at)
+    return max(t for t in times if t is not None)
+
+
+def session_expired(state: str, expires_at: datetime, now: datetime) -> bool:
+    return state == "open" and now >= expires_at
+
+
+def unattached_expired(facts: CleanupFacts, now: datetime, ttl: timedelta) -> bool:
+    """Step b: a deliverable attachment, not deleted, not attached, ttl past its last change."""
+    return (facts.purpose == "attachment" and not facts.deleted and not facts.attached
+            and is_deliverable(facts.upload_state, facts.scan_status) and now - last_change(facts) >= ttl)
+
+
+def failed_row_expired(facts: CleanupFacts, now: datetime, ttl: timedelta) -> bool:
+    """Step c: a failed or blocked attachment, not deleted, not attached, ttl past its last change."""
+    failed_or_blocked = facts.upload_state == "failed" or is_blocked(facts.upload_state, facts.scan_status)
+    return (facts.purpose == "attachment" and not facts.deleted and not facts.attached and failed_or_blocked
+            and now - last_change(facts) >= ttl)

@@ -1,0 +1,75 @@
+"""Every candidate query of the cleanup uses an index (D8; issue: cleanup). The benchmark repeats this on a
+table of 1,000,000 rows; here 60,000 rows are enough for the planner to prefer an index when one fits."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from app.db import cleanup as sql
+
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def big_table(db):
+    db.read(lambda conn: conn.execute(
+        """
+        INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, upload_state,
+                           scan_status, created_at, last_change_at, deleted_at)
+        SELECT gen_random_uuid(), gen_random_uuid(), 'attachment', 'n', 'text/plain', 1, NULL,
+               CASE WHEN i % 50 = 0 THEN 'failed' ELSE 'complete' END,
+               CASE WHEN i % 50 = 0 THEN 'pending' ELSE 'clean' END,
+               timestamptz '2026-01-01' + i * interval '1 minute', timestamptz '2026-01-01' + i * interval '1 minute',
+               CASE WHEN i % 97 = 0 THEN timestamptz '2026-05-01' ELSE NULL END
+        FROM generate_series(1, 60000) AS i
+        """))
+    db.read(lambda conn: conn.execute(
+        "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
+        "SELECT id, 'completed', 1024, 1, created_at, created_at, created_at FROM files"))
+    db.read(lambda conn: conn.execute("UPDATE upload_sessions SET state = 'open', completed_at = NULL "
+                                      "WHERE file_id IN (SELECT file_id FROM upload_sessions LIMIT 500)"))
+    db.read(lambda conn: conn.execute("ANALYZE"))
+    return db
+
+
+def plan(db, query) -> str:
+    def explain(conn):
+        original = conn.execute
+
+        def capture(statement, params=None, **kwargs):
+            return original("EXPLAIN (FORMAT JSON) " + statement, params, **kwargs)
+
+        conn.execute = capture
+        try:
+            rows = query(conn)
+        finally:
+            conn.execute = original
+        return json.dumps(rows[0][0])
+
+    return db.read(explain)
+
+
+@pytest.mark.parametrize("name, query", [
+    ("a", lambda conn: sql.expired_sessions(conn, NOW, None, 500)),
+    ("a+cursor", lambda conn: sql.expired_sessions(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
+    ("b", lambda conn: sql.unattached_candidates(conn, NOW, None, 500)),
+    ("b+cursor", lambda conn: sql.unattached_candidates(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
+    ("c", lambda conn: sql.failed_candidates(conn, NOW, None, 500)),
+    ("d", lambda conn: sql.deleted_rows(conn, None, 500)),
+    ("f", lambda conn: [sql.backlog(conn)]),
+])
+def test_candidate_queries_use_an_index(big_table, name, query):
+    text = plan(big_table, query)
+    scans = list(nodes(json.loads(text)[0]["Plan"]))
+    sequential = [n["Relation Name"] for n in scans if n["Node Type"] == "Seq Scan"]
+    assert not {"files", "upload_sessions"} & set(sequential), f"step {name} scans a table: {text}"
+    assert any("Index" in n["Node Type"] for n in scans)
+
+
+def nodes(node):
+    yield node
+    for child in node.get("Plans", []):
+        yield from nodes(child)
