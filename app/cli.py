@@ -82,6 +82,7 @@ def cmd_api(args) -> int:
             self.cfg.set("graceful_timeout", 20)
             self.cfg.set("accesslog", None)
             self.cfg.set("child_exit", _gunicorn_child_exit)
+            self.cfg.set("control_socket_disable", True)  # it would need a writable home directory
 
         def load(self):
             # Runs in each worker after the fork: every process gets its own pools.

@@ -1,0 +1,229 @@
+"""The Dockerfile and the Helm chart (issue: deployment), proven without a Docker engine or a cluster:
+hadolint on the image, and the chart rendered offline (helm_python, as `helm template` does), linted and
+validated strictly against the Kubernetes schemas for every variant an operator is likely to use."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import helm_python as helm
+import kubernetes_validate
+import pytest
+import yaml
+
+from app.config import KEYS
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "lethe"
+K8S_VERSION = "1.30.0"
+SECRETS = {"database.url": "postgresql://lethe:pw@postgres:5432/lethe", "broker.url": "amqp://lethe:pw@rabbitmq:5672/",
+           "auth.jwt_secret": "jwt-secret", "file.s3.access_key": "ak", "file.s3.secret_key": "sk"}
+
+VARIANTS = {
+    "default": {"secrets": SECRETS},
+    "fs-with-claim": {"secrets": SECRETS, "config": {"file.storage.driver": "fs"},
+                      "storage": {"fs": {"existingClaim": "lethe-objects"}}},
+    "fs-created-claim": {"secrets": SECRETS, "config": {"file.storage.driver": "fs"},
+                         "storage": {"fs": {"create": True, "storageClass": "nfs"}}},
+    "autoscaling": {"secrets": SECRETS, "api": {"autoscaling": {"enabled": True}},
+                    "worker": {"autoscaling": {"enabled": True}}},
+    "existing-secret": {"existingSecret": "lethe-managed"},
+    "two-schedulers": {"secrets": SECRETS, "scheduler": {"replicas": 2}},
+    "service-monitor": {"secrets": SECRETS, "metrics": {"serviceMonitor": {"enabled": True}}},
+}
+
+
+def render(values: dict) -> list[dict]:
+    with helm.Chart.load(str(CHART)) as chart:
+        manifests = chart.render(values, name="lethe", namespace="files", is_install=True)
+    docs = []
+    for path, text in manifests.items():
+        if path.endswith("NOTES.txt"):
+            continue
+        docs += [doc for doc in yaml.safe_load_all(text) if doc]
+    return docs
+
+
+def by_kind(docs, kind):
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def rendered(request):
+    return request.param, render(VARIANTS[request.param])
+
+
+def test_the_chart_lints_clean():
+    result = helm.lint(str(CHART))
+    assert result["errors"] == []
+    assert [m for m in result["messages"] if m["severity"] > 1] == []
+
+
+def test_every_manifest_validates_strictly(rendered):
+    name, docs = rendered
+    assert docs
+    for doc in docs:
+        if doc["kind"] == "ServiceMonitor":
+            check_service_monitor(doc)
+            continue
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def check_service_monitor(doc):
+    """A custom resource: checked on its own (the Prometheus Operator's schema is not bundled)."""
+    assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(doc["spec"]) == {"selector", "endpoints"}
+    assert {e["port"] for e in doc["spec"]["endpoints"]} == {"http", "metrics"}
+    assert all(e["path"] == "/metrics" for e in doc["spec"]["endpoints"])
+
+
+def pod_specs(docs):
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "Job"):
+            yield doc["metadata"]["name"], doc["spec"]["template"]["spec"]
+
+
+def test_every_container_runs_as_non_root_with_a_read_only_root(rendered):
+    _, docs = rendered
+    specs = list(pod_specs(docs))
+    assert len(specs) >= 3
+    for name, spec in specs:
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["runAsUser"] == 10001
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert spec["automountServiceAccountToken"] is False
+        for container in spec["containers"]:
+            security = container["securityContext"]
+            assert security["readOnlyRootFilesystem"] is True, name
+            assert security["allowPrivilegeEscalation"] is False, name
+            assert security["capabilities"] == {"drop": ["ALL"]}, name
+            mounts = {m["mountPath"] for m in container["volumeMounts"]}
+            assert "/tmp" in mounts, name
+
+
+def test_the_api_has_both_probes_and_a_service(rendered):
+    _, docs = rendered
+    api = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"].endswith("-api"))
+    container = api["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["api"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert any(s["metadata"]["name"].endswith("-api") for s in by_kind(docs, "Service"))
+
+
+def test_roles_and_their_settings():
+    docs = render(VARIANTS["default"])
+    deployments = {d["metadata"]["name"]: d for d in by_kind(docs, "Deployment")}
+    assert set(deployments) == {"lethe-api", "lethe-worker", "lethe-scheduler"}
+    worker = deployments["lethe-worker"]["spec"]["template"]["spec"]["containers"][0]
+    assert worker["args"] == ["worker", "--processes", "2", "--threads", "4", "--queues", "maintenance", "scan"]
+    assert worker["ports"] == [{"name": "metrics", "containerPort": 9191, "protocol": "TCP"}]
+    scheduler = deployments["lethe-scheduler"]["spec"]
+    assert scheduler["replicas"] == 1 and scheduler["strategy"] == {"type": "Recreate"}
+    job = by_kind(docs, "Job")[0]
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
+    assert {p["metadata"]["name"] for p in by_kind(docs, "PodDisruptionBudget")} == {"lethe-api", "lethe-worker"}
+    for deployment in deployments.values():
+        annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+        assert "checksum/config" in annotations and "checksum/secret" in annotations
+
+
+def test_a_config_change_rolls_the_pods():
+    before = render(VARIANTS["default"])
+    after = render({**VARIANTS["default"], "config": {"file.unattached_ttl": "2d"}})
+    checksum = lambda docs: by_kind(docs, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    assert checksum(before) != checksum(after)
+
+
+def test_the_configmap_covers_every_configuration_key_that_is_not_a_secret():
+    docs = render(VARIANTS["default"])
+    data = by_kind(docs, "ConfigMap")[0]["data"]
+    expected = {key.env for key in KEYS if not key.secret}
+    assert expected <= set(data)
+    assert not {key.env for key in KEYS if key.secret} & set(data)
+    assert data["LETHE_API_HOST"] == "0.0.0.0" and data["LETHE_FILE_STORAGE_DRIVER"] == "s3"
+    # values.yaml and values.schema.json list the same keys as the code.
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert set(values["config"]) == {key.name for key in KEYS if not key.secret}
+    assert set(values["secrets"]) == {key.name for key in KEYS if key.secret}
+    assert set(schema["properties"]["config"]["properties"]) == set(values["config"])
+    assert set(schema["properties"]["secrets"]["properties"]) == set(values["secrets"])
+
+
+def test_the_secret_holds_the_secret_keys_or_an_existing_secret_is_used():
+    docs = render(VARIANTS["default"])
+    secret = next(s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "lethe")
+    assert set(secret["stringData"]) == {"LETHE_DATABASE_URL", "LETHE_BROKER_URL", "LETHE_AUTH_JWT_SECRET",
+                                         "LETHE_FILE_S3_ACCESS_KEY", "LETHE_FILE_S3_SECRET_KEY"}
+    docs = render(VARIANTS["existing-secret"])
+    assert by_kind(docs, "Secret") == []
+    for _, spec in pod_specs(docs):
+        refs = [e["secretRef"]["name"] for e in spec["containers"][0]["envFrom"] if "secretRef" in e]
+        assert refs == ["lethe-managed"]
+
+
+def test_fs_needs_a_read_write_many_claim():
+    docs = render(VARIANTS["fs-with-claim"])
+    for name, spec in pod_specs(docs):
+        if name.endswith("-migrate"):
+            continue
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v]
+        assert claims == ["lethe-objects"], name
+    assert by_kind(docs, "ConfigMap")[0]["data"]["LETHE_FILE_FS_ROOT"] == "/var/lib/lethe/objects"
+    created = by_kind(render(VARIANTS["fs-created-claim"]), "PersistentVolumeClaim")
+    assert created[0]["spec"]["accessModes"] == ["ReadWriteMany"]
+    with pytest.raises(helm.HelmError) as info:
+        render({"secrets": SECRETS, "config": {"file.storage.driver": "fs"}})
+    assert "ReadWriteMany" in str(info.value)
+
+
+def test_autoscaling_replaces_fixed_replicas():
+    docs = render(VARIANTS["autoscaling"])
+    assert {h["spec"]["scaleTargetRef"]["name"] for h in by_kind(docs, "HorizontalPodAutoscaler")} == \
+        {"lethe-api", "lethe-worker"}
+    for deployment in by_kind(docs, "Deployment"):
+        if not deployment["metadata"]["name"].endswith("-scheduler"):
+            assert "replicas" not in deployment["spec"]
+
+
+def test_standard_labels(rendered):
+    _, docs = rendered
+    for doc in docs:
+        labels = doc["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "lethe" and labels["app.kubernetes.io/instance"] == "lethe"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+
+
+@pytest.mark.parametrize("values", [
+    {"api": {"replicas": "two"}},
+    {"config": {"file.gc_batch_size": "many"}},
+    {"config": {"file.unattached_tll": "1d"}},
+    {"worker": {"queues": ["everything"]}},
+    {"image": {"pullPolicy": "Sometimes"}},
+])
+def test_values_schema_rejects_wrong_values(values):
+    merged = copy.deepcopy(VARIANTS["default"])
+    merged.update(values)
+    with helm.Chart.load(str(CHART)) as chart:
+        with pytest.raises(helm.HelmError):
+            chart.validate_schema(merged)
+        chart.validate_schema(VARIANTS["default"])
+
+
+def test_the_dockerfile_lints_clean():
+    hadolint = shutil.which("hadolint") or str(Path(__import__("sys").executable).parent / "hadolint")
+    result = subprocess.run([hadolint, str(ROOT / "Dockerfile")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_image_runs_as_a_fixed_non_root_user_with_lethe_as_entry_point():
+    text = (ROOT / "Dockerfile").read_text()
+    assert "USER 10001:10001" in text and 'ENTRYPOINT ["lethe"]' in text
+    assert text.count("FROM ") == 2  # build, then a slim runtime without compilers
+    assert "PYTHONDONTWRITEBYTECODE=1" in text and "PYTHONUNBUFFERED=1" in text and "PROMETHEUS_MULTIPROC_DIR" in text
