@@ -120,9 +120,13 @@ def _check_open(session, now) -> None:
 
 
 def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, body: BinaryIO,
-             content_length: int | None) -> UploadedPart:
+             content_length: int | None) -> int:
     """Store part n of the caller's open upload. Its size must be exact: part_size, or the remainder for the
-    last part."""
+    last part.
+
+    Returns:
+        The size of the part stored.
+    """
     file_row, session = rt.db.read(lambda conn: _visible_upload(conn, principal, file_id))
     _require_write(principal)
     _check_open(session, rt.clock.now())
@@ -149,7 +153,7 @@ def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, bod
         if rt.store.driver == "fs":
             rt.store.delete(keys.part_key(file_id, part_number))
         raise
-    return part
+    return len(data)
 
 
 def complete_upload(rt, principal: Principal, file_id: uuid.UUID) -> object:

@@ -1,8 +1,9 @@
 """Benchmark of the cleanup (issue: cleanup). Not a test.
 
 Seeds N files rows (default 1,000,000) of which C (default 100,000) are candidates of step b (deliverable,
-never attached, past file.unattached_ttl, each with two stored events to redact); the rest are recent files,
-attached files and failed uploads. Then runs one cleanup and prints candidates/s per step, and the EXPLAIN
+never attached, past file.unattached_ttl, each with two stored events to redact); C/10 uploads whose session
+expired (step a) and C/10 old failed uploads (step c); the rest are recent files, attached files and
+failed uploads. Then runs one cleanup and prints candidates/s per step, and the EXPLAIN
 of each candidate query.
 
     python bench/cleanup.py [--files 1000000] [--candidates 100000] [--batch 500]
@@ -25,28 +26,39 @@ from app.db import cleanup as sql
 
 SEED = """
 WITH numbered AS (
-    SELECT i, gen_random_uuid() AS id, gen_random_uuid() AS uploader FROM generate_series(1, %(files)s) AS i
+    SELECT i, gen_random_uuid() AS id, gen_random_uuid() AS uploader,
+           CASE WHEN i <= %(candidates)s THEN 'b'
+                WHEN i <= %(candidates)s + %(side)s THEN 'a'
+                WHEN i <= %(candidates)s + 2 * %(side)s THEN 'c'
+                WHEN i %% 20 = 0 THEN 'failed_recent'
+                ELSE 'recent' END AS kind
+    FROM generate_series(1, %(files)s) AS i
+), timed AS (
+    SELECT *, CASE kind WHEN 'b' THEN %(old)s WHEN 'a' THEN %(old)s WHEN 'c' THEN %(ancient)s
+                        ELSE %(recent)s END AS at
+    FROM numbered
 )
 INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, upload_state,
                    scan_status, created_at, scanned_at, last_change_at)
 SELECT id, uploader, 'attachment', 'bench.bin', 'application/octet-stream', 64,
        'f/' || substr(replace(id::text, '-', ''), 1, 2) || '/' || substr(replace(id::text, '-', ''), 3, 2) || '/' || id || '/orig-1',
-       CASE WHEN i %% 20 = 0 AND i > %(candidates)s THEN 'failed' ELSE 'complete' END,
-       CASE WHEN i %% 20 = 0 AND i > %(candidates)s THEN 'pending' ELSE 'clean' END,
-       CASE WHEN i <= %(candidates)s THEN %(old)s ELSE %(recent)s END,
-       CASE WHEN i <= %(candidates)s THEN %(old)s ELSE %(recent)s END,
-       CASE WHEN i <= %(candidates)s THEN %(old)s ELSE %(recent)s END
-FROM numbered
+       CASE kind WHEN 'a' THEN 'uploading' WHEN 'c' THEN 'failed' WHEN 'failed_recent' THEN 'failed' ELSE 'complete' END,
+       CASE WHEN kind IN ('b', 'recent') THEN 'clean' ELSE 'pending' END,
+       at, CASE WHEN kind IN ('b', 'recent') THEN at END, at
+FROM timed
 """
 
 
 def seed(db, files: int, candidates: int, now: datetime) -> None:
-    old, recent = now - timedelta(days=3), now - timedelta(hours=1)
+    old, recent, ancient = now - timedelta(days=3), now - timedelta(hours=1), now - timedelta(days=30)
     started = time.perf_counter()
-    db.read(lambda conn: conn.execute(SEED, {"files": files, "candidates": candidates, "old": old, "recent": recent}))
+    side = candidates // 10
+    db.read(lambda conn: conn.execute(SEED, {"files": files, "candidates": candidates, "side": side, "old": old,
+                                             "recent": recent, "ancient": ancient}))
     db.read(lambda conn: conn.execute(
         "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
-        "SELECT id, 'completed', 8388608, 1, created_at, created_at + interval '1 day', created_at FROM files"))
+        "SELECT id, CASE WHEN upload_state = 'uploading' THEN 'open' ELSE 'completed' END, 8388608, 1, created_at, "
+        "created_at + interval '1 day', CASE WHEN upload_state = 'uploading' THEN NULL ELSE created_at END FROM files"))
     # A third of the recent deliverable files are attached (they sit in the candidate index too).
     db.read(lambda conn: conn.execute(
         "INSERT INTO messages (id, author_id, created_at) SELECT 'm-' || id, uploaded_by, created_at FROM files "
