@@ -19,12 +19,10 @@ import psycopg
 
 from app import metrics
 from app.db import cleanup as sql
-from app.db import files as files_sql
-from app.db import sessions as sessions_sql
 from app.deletion import mark_deleted
 from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired
 from app.errors import StorageError
-from app.events import write_file_updated
+from app.events import write_files_updated
 from app.jobs import enqueue_purge
 from app.purge import purge_files
 
@@ -103,41 +101,50 @@ class _Run:
 
     def expired_sessions(self, report: StepReport) -> None:
         for rows in self._batches(report, lambda conn, cursor, limit: sql.expired_sessions(conn, self.now, cursor, limit)):
-            for row in rows:
-                if self.dry_run:
-                    report.acted += 1
-                    continue
-                self._one(report, row.id, lambda uow, file_id=row.id: self._expire(uow, file_id), "cleanup.a")
+            ids = [row.id for row in rows]
+            if self.dry_run:
+                report.acted += len(ids)
+                continue
+            acted, failed = self.rt.db.unit_of_work(lambda uow: self._in_savepoints(uow, report, ids, self._expire),
+                                                    name="cleanup.a")
+            report.acted += acted
+            report.failed += failed
+            report.kept += len(ids) - acted - failed
 
-    def _expire(self, uow, file_id: uuid.UUID) -> bool:
-        # D10 expiry lock order: the file, then its session.
-        row = files_sql.lock_file(uow.conn, file_id)
-        session = sessions_sql.lock_session(uow.conn, file_id)
-        if row is None or row.deleted_at is not None or session is None \
-                or not session_expired(session.state, session.expires_at, self.now):
-            return False
-        sql.expire_session(uow.conn, file_id)
-        sessions_sql.delete_parts(uow.conn, file_id)
-        files_sql.set_failed(uow.conn, file_id, session.expires_at)
-        write_file_updated(uow, file_id, None, self.now)  # a job writes no actor
-        enqueue_purge(uow, file_id)  # D7: final and not deliverable; parts and the multipart upload go
-        return True
+    def _expire(self, uow, file_ids: list[uuid.UUID]) -> int:
+        # D10 expiry lock order: the files (skipping rows another transaction holds), then their sessions.
+        locked = sql.lock_skip_locked(uow.conn, file_ids)
+        expired = [row.file_id for row in sql.lock_open_sessions(uow.conn, locked)
+                   if session_expired(row.state, row.expires_at, self.now)]
+        if expired:
+            sql.expire_sessions(uow.conn, expired)
+            write_files_updated(uow, expired, None, self.now)  # a job writes no actor
+            enqueue_purge(uow, expired)  # D7: final and not deliverable; parts and the multipart upload go
+        return len(expired)
 
-    def _one(self, report: StepReport, file_id, work, name: str) -> None:
-        """One candidate in its own transaction; its failure is counted and logged, the step goes on."""
+    def _in_savepoints(self, uow, report: StepReport, ids: list[uuid.UUID], work) -> tuple[int, int]:
+        """Run work(uow, ids) for the batch in one savepoint; if it fails, once per candidate, each in a
+        savepoint of its own, so that one failing candidate never undoes the others. Returns (acted, failed)."""
         try:
-            done = self.rt.db.unit_of_work(work, name=name)
+            with uow.savepoint():
+                return work(uow, ids), 0
         except psycopg.OperationalError:
-            raise  # the database is unreachable: the step ends
-        except Exception as exc:  # noqa: BLE001 - one failing candidate never stops the others
-            report.failed += 1
-            log.warning("cleanup candidate failed", extra={"event": "cleanup.candidate_failed", "step": report.step,
-                                                           "file_id": str(file_id), "error": type(exc).__name__})
-            return
-        if done:
-            report.acted += 1
-        else:
-            report.kept += 1
+            raise
+        except Exception:  # noqa: BLE001 - fall back to one candidate at a time
+            pass
+        acted = failed = 0
+        for file_id in ids:
+            try:
+                with uow.savepoint():
+                    acted += work(uow, [file_id])
+            except psycopg.OperationalError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - this candidate only
+                failed += 1
+                log.warning("cleanup candidate failed", extra={"event": "cleanup.candidate_failed",
+                                                               "step": report.step, "file_id": str(file_id),
+                                                               "error": type(exc).__name__})
+        return acted, failed
 
     # -- b and c: deleting never attached, failed and blocked files -------------------------------------------
 
@@ -182,26 +189,8 @@ class _Run:
         doomed = self._doomed(uow.conn, locked, rule, own_drafts_protect)
         if not doomed:
             return 0, 0
-        try:
-            with uow.savepoint():
-                return len(mark_deleted(uow, doomed, self.now, via)), 0
-        except psycopg.OperationalError:
-            raise
-        except Exception:  # noqa: BLE001 - fall back to one candidate at a time
-            pass
-        acted = failed = 0
-        for file_id in doomed:
-            try:
-                with uow.savepoint():
-                    acted += len(mark_deleted(uow, [file_id], self.now, via))
-            except psycopg.OperationalError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - this candidate only
-                failed += 1
-                log.warning("cleanup candidate failed", extra={"event": "cleanup.candidate_failed",
-                                                               "step": report.step, "file_id": str(file_id),
-                                                               "error": type(exc).__name__})
-        return acted, failed
+        return self._in_savepoints(uow, report, doomed,
+                                   lambda uow, file_ids: len(mark_deleted(uow, file_ids, self.now, via)))
 
     # -- d: catch-up of lost purges ---------------------------------------------------------------------------
 

@@ -122,8 +122,28 @@ def protected_by_own_drafts(conn: psycopg.Connection, pairs: Sequence[tuple[UUID
     )}
 
 
-def expire_session(conn: psycopg.Connection, file_id: UUID) -> None:
-    conn.execute("UPDATE upload_sessions SET state = 'expired' WHERE file_id = %s", (file_id,))
+def lock_open_sessions(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+    """Of files locked by the caller, lock the open sessions (after the files: D10) of files not deleted."""
+    return conn.execute(
+        """
+        SELECT s.file_id, s.state, s.expires_at FROM upload_sessions s JOIN files f ON f.id = s.file_id
+        WHERE s.file_id = ANY(%s) AND s.state = 'open' AND f.deleted_at IS NULL
+        ORDER BY s.file_id FOR UPDATE OF s
+        """,
+        (list(file_ids),)).fetchall()
+
+
+def expire_sessions(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> None:
+    """Sessions become expired, their part rows go, and their files fail as of expires_at (D8 a)."""
+    ids = list(file_ids)
+    conn.execute("UPDATE upload_sessions SET state = 'expired' WHERE file_id = ANY(%s)", (ids,))
+    conn.execute("DELETE FROM upload_parts WHERE file_id = ANY(%s)", (ids,))
+    conn.execute(
+        """
+        UPDATE files f SET upload_state = 'failed', last_change_at = greatest(f.last_change_at, s.expires_at)
+        FROM upload_sessions s WHERE s.file_id = f.id AND f.id = ANY(%s)
+        """,
+        (ids,))
 
 
 def backlog(conn: psycopg.Connection):

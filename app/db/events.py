@@ -10,17 +10,18 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 
-def insert_event(conn: psycopg.Connection, *, resource_kind: str, resource_id: UUID, type: str,
-                 schema_version: int, audience: UUID, actor: UUID | None, payload: dict[str, Any],
-                 now: datetime) -> int:
-    return conn.execute(
-        """
-        INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, actor_id,
-                            payload, created_at)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id
-        """,
-        (resource_kind, resource_id, type, schema_version, audience, actor, Jsonb(payload), now),
-    ).fetchone().id
+def insert_events(conn: psycopg.Connection, events: list[dict[str, Any]]) -> None:
+    """Insert events (keys: resource_kind, resource_id, type, schema_version, audience, actor, payload, now)."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            """
+            INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, actor_id,
+                                payload, created_at)
+            VALUES (%(resource_kind)s, %(resource_id)s, %(type)s, %(schema_version)s, %(audience)s, %(actor)s,
+                    %(payload)s, %(now)s)
+            """,
+            [dict(event, payload=Jsonb(event["payload"])) for event in events],
+        )
 
 
 def events_for(conn: psycopg.Connection, audience: UUID, after: int, limit: int) -> list:

@@ -29,6 +29,11 @@ def file_by_id(conn: psycopg.Connection, file_id: UUID):
     return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s", (file_id,)).fetchone()
 
 
+def files_by_ids(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+    """The rows in ascending id order; no lock."""
+    return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id", (list(file_ids),)).fetchall()
+
+
 def lock_file(conn: psycopg.Connection, file_id: UUID):
     """The row locked FOR UPDATE, or None."""
     return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s FOR UPDATE", (file_id,)).fetchone()
