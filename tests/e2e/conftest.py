@@ -59,8 +59,27 @@ def wait_for_http(url: str, role: Role, timeout: float = 60, status: int = 200) 
     raise AssertionError(f"{url} did not answer {status} in {timeout}s ({last}):\n{role.output()}")
 
 
+def purge_queues(broker_url: str) -> None:
+    """Empty Lethe's queues on the shared RabbitMQ, so that no message of an earlier test reaches this one's
+    worker."""
+    import pika
+
+    connection = pika.BlockingConnection(pika.URLParameters(broker_url))
+    try:
+        for queue in ("maintenance", "scan"):
+            for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
+                channel = connection.channel()
+                try:
+                    channel.queue_purge(name)
+                except pika.exceptions.ChannelClosedByBroker:
+                    pass  # not declared yet
+    finally:
+        connection.close()
+
+
 @pytest.fixture
 def role_env(database_url, broker_url, tmp_path):
+    purge_queues(broker_url)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "LETHE_DATABASE_URL": database_url,
