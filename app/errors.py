@@ -27,26 +27,25 @@ class Forbidden(LetheError):
     title = "Forbidden"
 
 
-class Conflict(LetheError):
+class ReasonedError(LetheError):
+    """An error with a machine-readable `reason` (answered in the problem body)."""
+
+    def __init__(self, reason: str | None = None, detail: str | None = None):
+        super().__init__(detail or reason or self.code)
+        self.reason = reason
+        self.detail = detail
+
+
+class Conflict(ReasonedError):
     status = 409
     code = "conflict"
     title = "Conflict"
 
-    def __init__(self, reason: str, detail: str | None = None):
-        super().__init__(detail or reason)
-        self.reason = reason
-        self.detail = detail
 
-
-class Gone(LetheError):
+class Gone(ReasonedError):
     status = 410
     code = "gone"
     title = "Gone"
-
-    def __init__(self, reason: str | None = None, detail: str | None = None):
-        super().__init__(detail or reason or "gone")
-        self.reason = reason
-        self.detail = detail
 
 
 class Unavailable(LetheError):
@@ -91,17 +90,12 @@ class Unauthorized(LetheError):
     title = "Unauthorized"
 
 
-class Invalid(LetheError):
+class Invalid(ReasonedError):
     """Well-formed input that breaks a rule (422), with a machine-readable reason."""
 
     status = 422
     code = "invalid_request"
     title = "Invalid request"
-
-    def __init__(self, reason: str, detail: str | None = None):
-        super().__init__(detail or reason)
-        self.reason = reason
-        self.detail = detail
 
 
 class TooLarge(LetheError):
