@@ -75,8 +75,16 @@ def setup_logging(role: str, fmt: str = "json", level: str = "INFO", stream=None
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    # Libraries that log object names or URLs at DEBUG/INFO stay at WARNING (minio traces, pika, urllib3).
-    for noisy in ("pika", "urllib3", "minio", "werkzeug", "apscheduler", "yoyo", "psycopg.pool"):
+    quiet_libraries()
+
+
+NOISY_LIBRARIES = ("pika", "urllib3", "minio", "werkzeug", "apscheduler", "yoyo", "psycopg.pool")
+
+
+def quiet_libraries() -> None:
+    """Libraries that log URLs (and so object keys) or connection strings at DEBUG and INFO stay at WARNING,
+    whatever log.level says (D15)."""
+    for noisy in NOISY_LIBRARIES:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -99,19 +107,24 @@ def scrub_event(event: dict[str, Any], hint: Any = None) -> dict[str, Any]:
     return clean
 
 
-def setup_sentry(dsn: str, role: str) -> None:
+def setup_sentry(dsn: str, role: str, transport=None) -> None:
+    """Initialise sentry-sdk when a DSN is set: no PII (the default), no request bodies, no local
+    variables, no breadcrumbs, no transactions, and scrub_event on every event."""
     if not dsn:
         return
     import sentry_sdk
 
+    options = {}
+    if transport is not None:
+        options["transport"] = transport  # tests capture what would be sent
     sentry_sdk.init(
         dsn=dsn,
         before_send=scrub_event,
         before_send_transaction=lambda event, hint: None,
-        send_default_pii=False,
         max_request_body_size="never",
         include_local_variables=False,
         max_breadcrumbs=0,
+        **options,
     )
     sentry_sdk.set_tag("role", role)
 
