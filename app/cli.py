@@ -39,6 +39,15 @@ def _require_database(cfg) -> None:
         sys.exit(EXIT_CONFIG)
 
 
+def _require_broker(cfg) -> None:
+    # Without RabbitMQ the jobs of a production role would be published to an in-process broker that
+    # no worker reads: only lethe dev may run without one.
+    if not cfg.broker.url:
+        print("lethe: bad configuration:\n  broker.url (LETHE_BROKER_URL): Required by this role "
+              "(only lethe dev runs an in-process broker).", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+
+
 def cmd_config_check(args) -> int:
     from app import config
     from app.errors import ConfigError
@@ -66,6 +75,7 @@ def cmd_migrate(args) -> int:
 def cmd_api(args) -> int:
     cfg = load_config_or_exit("api")
     _require_database(cfg)
+    _require_broker(cfg)
     from app.observability import prepare_multiprocess_dir
 
     prepare_multiprocess_dir()
@@ -106,10 +116,7 @@ def _gunicorn_child_exit(server, worker) -> None:
 def cmd_worker(args) -> int:
     cfg = load_config_or_exit("worker")
     _require_database(cfg)
-    if not cfg.broker.url:
-        print("lethe: bad configuration:\n  broker.url (LETHE_BROKER_URL): Required by the worker role.",
-              file=sys.stderr)
-        return EXIT_CONFIG
+    _require_broker(cfg)
     from app.observability import metrics_registry, prepare_multiprocess_dir
 
     prepare_multiprocess_dir()
@@ -129,6 +136,7 @@ def cmd_worker(args) -> int:
 def cmd_scheduler(args) -> int:
     cfg = load_config_or_exit("scheduler")
     _require_database(cfg)
+    _require_broker(cfg)
     from app.observability import prepare_multiprocess_dir
 
     prepare_multiprocess_dir()

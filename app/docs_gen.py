@@ -32,7 +32,8 @@ def configuration_markdown() -> str:
         "  must run inside the delay it guarantees, D8 d).",
         "- With `file.storage.driver = s3`, `file.s3.endpoint` and `file.s3.bucket` are required and",
         "  `file.part_size` must be at least 5MiB.",
-        "- The roles api, worker, scheduler and migrate need `database.url`; the worker needs `broker.url`.",
+        "- The roles api, worker, scheduler and migrate need `database.url`; api, worker and scheduler need",
+        "  `broker.url`.",
         "  Only `lethe dev` runs without them (embedded PostgreSQL, in-process broker).",
         "",
     ]

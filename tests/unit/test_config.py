@@ -191,3 +191,10 @@ def test_token_command_refuses_bad_input():
     assert run_lethe("token", "--sub", "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11", "--scope", "root", env=env).returncode == 2
     assert run_lethe("token", "--sub", "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11", "--state-dir", "/nonexistent",
                      env={}).returncode == 2
+
+
+@pytest.mark.parametrize("role", [["api"], ["worker"], ["scheduler"]])
+def test_production_roles_need_a_broker_url(role):
+    result = run_lethe(*role, env={"LETHE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"})
+    assert result.returncode == 2
+    assert "broker.url" in result.stderr and "nobody" not in result.stderr
