@@ -2,26 +2,34 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test lint docs clean bench
+.PHONY: run test docs clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+
+# `make run` installs what running needs; `make test` adds the test tools.
+$(RUN_STAMP): pyproject.toml constraints.txt | $(PY)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $@
+
+$(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,test]'
-	touch $(STAMP)
+	touch $@
 
 ## Run api + worker + scheduler in one process on embedded defaults (lethe dev).
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(VENV)/bin/lethe dev
 
 ## Run the whole test suite (PostgreSQL from DATABASE_URL or embedded; RabbitMQ from BROKER_URL).
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## Regenerate docs/configuration.md from the configuration schema.
-docs: $(STAMP)
+docs: $(RUN_STAMP)
 	$(PY) -m app.docs_gen > docs/configuration.md
 
 clean:

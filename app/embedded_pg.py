@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import pwd
+import signal
 import socket
 import subprocess
 import time
@@ -44,6 +45,7 @@ class EmbeddedPostgres:
         self.log = self.base / "server.log"
         self.database = database
         self.port: int | None = None
+        self._pid: int | None = None
         self._user = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
 
     def _run(self, *args: str) -> subprocess.CompletedProcess:
@@ -73,6 +75,10 @@ class EmbeddedPostgres:
             self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "-t", "60", "start")
         except subprocess.CalledProcessError as exc:
             raise RuntimeError("the embedded PostgreSQL did not start; see " + str(self.log)) from exc
+        try:
+            self._pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            self._pid = None
         admin = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         for _ in range(50):
             try:
@@ -90,6 +96,11 @@ class EmbeddedPostgres:
             return
         try:
             self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
-        except subprocess.CalledProcessError:
-            pass
+        except (subprocess.CalledProcessError, OSError):
+            # pg_ctl needs the data directory; if it went away, stop the server by its pid.
+            if self._pid:
+                try:
+                    os.kill(self._pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         self.port = None
