@@ -90,8 +90,13 @@ def test_dev_runs_everything_on_embedded_defaults_and_ctrl_c_stops_it(start_role
 
 
 def test_two_schedulers_trigger_one_cleanup_at_start_and_the_worker_runs_it(role_env, start_role, tmp_path):
-    worker = start_role(["worker"], dict(role_env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "w")))
-    wait_for_output(worker, '"event": "worker.started"')
+    # Two dramatiq processes: the backlog gauge must still be one aggregated sample (multiprocess mode).
+    worker = start_role(["worker"], dict(role_env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "w"),
+                                         LETHE_WORKER_PROCESSES="2"))
+    deadline = time.monotonic() + 60
+    while worker.output().count('"event": "worker.started"') < 2:
+        assert time.monotonic() < deadline and worker.proc.poll() is None, worker.output()
+        time.sleep(0.2)
     schedulers = [
         start_role(["scheduler"], dict(role_env, LETHE_METRICS_PORT=str(free_port()),
                                        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"s{n}")))
@@ -105,6 +110,7 @@ def test_two_schedulers_trigger_one_cleanup_at_start_and_the_worker_runs_it(role
     assert sorted(triggered) == [0, 1]
     assert worker.output().count('"event": "cleanup.step"') == 6
     metrics = wait_for_http(f"http://127.0.0.1:{role_env['LETHE_METRICS_PORT']}/metrics", worker).decode()
-    assert "lethe_file_purge_backlog " in metrics
+    samples = [line for line in metrics.splitlines() if line.startswith("lethe_file_purge_backlog ")]
+    assert samples == ["lethe_file_purge_backlog 0.0"]
     for role in (*schedulers, worker):
         assert role.stop(signal.SIGTERM) == 0

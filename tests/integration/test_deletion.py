@@ -338,28 +338,39 @@ def test_delete_and_attach_at_once_end_attached_or_deleted_never_both(lethe):
 
 
 def test_two_purges_and_a_catch_up_of_one_file_at_once(lethe):
+    from app.cleanup import run_cleanup
     from app.purge import purge_files
 
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
     lethe.broker.take()
     barrier = threading.Barrier(3)
-    errors, reports = [], []
+    errors, removed = [], []
 
-    def run():
+    def purge_job():
         barrier.wait()
         try:
-            reports.append(purge_files(lethe.rt, [file_id]))
+            removed.append(purge_files(lethe.rt, [file_id]).results["row"])
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
-    threads = [threading.Thread(target=run) for _ in range(3)]
+    def catch_up():
+        barrier.wait()
+        try:
+            report = run_cleanup(lethe.rt)
+            assert report.first_error is None
+            removed.append(report.step("d").acted)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=purge_job), threading.Thread(target=purge_job),
+               threading.Thread(target=catch_up)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(30)
     assert errors == []
-    assert sum(report.results["row"] for report in reports) == 1
+    assert sum(removed) == 1  # one row delete among the three
     assert lethe.row(file_id) is None and all(lethe.store.head(k) is None for k in keys_of(file_id))
 
 
