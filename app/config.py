@@ -112,6 +112,14 @@ def _timezone(value: str) -> None:
         raise ValidationError("Not a known time zone name (for example UTC or Europe/Berlin).") from None
 
 
+def _url_scheme(*schemes: str):
+    def check(value: str) -> None:
+        if value and not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):
+            raise ValidationError(f"Must be empty or a URL starting with {' or '.join(s + '://' for s in schemes)}.")
+
+    return check
+
+
 def _no_value_range(min_value: int, max_value: int | None = None) -> validate.Range:
     # marshmallow's default Range message quotes the bounds, never the input; keep it that way explicitly.
     if max_value is None:
@@ -186,7 +194,7 @@ KEYS: tuple[Key, ...] = (
     Key("privacy.object_delete_delay", Duration(), "1d",
         "Longest time an object of a deleted file may stay in the store; the backlog warns past it."),
     # database
-    Key("database.url", Text(), "",
+    Key("database.url", Text(validate=_url_scheme("postgresql", "postgres")), "",
         "PostgreSQL URL (postgresql://user:pass@host:5432/db). Empty: lethe dev starts an embedded server.",
         secret=True),
     Key("database.tx_retry_max", Number(validate=_no_value_range(0, 100)), 5,
@@ -194,7 +202,7 @@ KEYS: tuple[Key, ...] = (
     Key("database.pool_size", Number(validate=_no_value_range(1, 1000)), 10,
         "Connections in each process's pool."),
     # broker
-    Key("broker.url", Text(), "",
+    Key("broker.url", Text(validate=_url_scheme("amqp", "amqps")), "",
         "RabbitMQ URL (amqp://user:pass@host:5672/vhost). Empty: lethe dev uses an in-process broker.",
         secret=True),
     # outbox

@@ -102,6 +102,8 @@ def test_unreadable_or_broken_file(tmp_path):
     ({"LETHE_SCHEDULE_TIMEZONE": CANARY}, "schedule.timezone"),
     ({"LETHE_LOG_FORMAT": CANARY}, "log.format"),
     ({"LETHE_FILE_STORAGE_DRIVER": "s3"}, "file.s3.endpoint"),
+    ({"LETHE_DATABASE_URL": "mysql://root:" + CANARY + "@db/x"}, "database.url"),
+    ({"LETHE_BROKER_URL": CANARY}, "broker.url"),
 ])
 def test_errors_name_the_key_and_never_the_value(env, key):
     with pytest.raises(ConfigError) as info:
