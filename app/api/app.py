@@ -54,6 +54,8 @@ def create_app(runtime) -> Flask:
                           "info": {"description": "Lethe's HTTP API. Every /api/v1 route needs a bearer "
                                                   "token; errors are application/problem+json."}},
     )
+    # No request body may exceed one part (plus room for headers of a multipart client): 413 beyond it.
+    app.config["MAX_CONTENT_LENGTH"] = runtime.cfg.file.part_size + 64 * 1024
     app.extensions["lethe"] = runtime
     app.url_map.converters["segment"] = common.SegmentConverter
     authenticator = Authenticator.from_config(runtime.cfg)

@@ -118,6 +118,12 @@ def test_part_number_out_of_range_and_wrong_size_are_422(lethe):
             "invalid_request", "wrong_part_size")
 
 
+def test_a_body_larger_than_a_part_is_413(lethe):
+    file_id = lethe.start_upload(ALEX, b"abc")["file"]["id"]
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"x" * (lethe.part_size + 65 * 1024)),
+            413, "payload_too_large")
+
+
 def test_a_part_after_expiry_is_410(lethe):
     file_id = lethe.start_upload(ALEX, b"abc")["file"]["id"]
     lethe.clock.advance(timedelta(seconds=lethe.cfg.file.upload_session_ttl) - timedelta(microseconds=1))
