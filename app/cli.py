@@ -82,6 +82,8 @@ def cmd_api(args) -> int:
     _setup("api", cfg)
     from gunicorn.app.base import BaseApplication
 
+    from app.observability import gunicorn_logconfig
+
     class GunicornApp(BaseApplication):
         def load_config(self):
             self.cfg.set("bind", f"{cfg.api.host}:{args.port or cfg.api.port}")
@@ -93,6 +95,7 @@ def cmd_api(args) -> int:
             self.cfg.set("accesslog", None)
             self.cfg.set("child_exit", _gunicorn_child_exit)
             self.cfg.set("control_socket_disable", True)  # it would need a writable home directory
+            self.cfg.set("logconfig_dict", gunicorn_logconfig("api", cfg.log.format, cfg.log.level))
 
         def load(self):
             # Runs in each worker after the fork: every process gets its own pools.

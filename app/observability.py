@@ -57,17 +57,37 @@ class ConsoleFormatter(logging.Formatter):
         return line
 
 
+def make_formatter(fmt: str = "json") -> logging.Formatter:
+    """The formatter of log.format: one JSON object a line, or a readable console line."""
+    if fmt == "console":
+        return ConsoleFormatter()
+    return JsonFormatter(
+        "%(asctime)s %(levelname)s %(name)s %(message)s",
+        rename_fields={"asctime": "ts", "levelname": "level", "name": "logger"},
+        timestamp=False,
+    )
+
+
+def gunicorn_logconfig(role: str, fmt: str, level: str) -> dict:
+    """A logging dictConfig for gunicorn, so that its own lines (worker boots, timeouts) come out in the
+    same format and through the same filters as Lethe's."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "filters": {"role": {"()": RoleFilter, "role": role}, "sensitive": {"()": SensitiveFieldFilter}},
+        "formatters": {"lethe": {"()": make_formatter, "fmt": fmt}},
+        "handlers": {"stdout": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout",
+                                "formatter": "lethe", "filters": ["role", "sensitive"]}},
+        "root": {"level": level, "handlers": ["stdout"]},
+        "loggers": {"gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
+                    "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": True}},
+    }
+
+
 def setup_logging(role: str, fmt: str = "json", level: str = "INFO", stream=None) -> None:
     """Configure the root logger once for a process: one line a record on stdout (or the given stream)."""
     handler = logging.StreamHandler(stream or sys.stdout)
-    if fmt == "console":
-        handler.setFormatter(ConsoleFormatter())
-    else:
-        handler.setFormatter(JsonFormatter(
-            "%(asctime)s %(levelname)s %(name)s %(message)s",
-            rename_fields={"asctime": "ts", "levelname": "level", "name": "logger"},
-            timestamp=False,
-        ))
+    handler.setFormatter(make_formatter(fmt))
     handler.addFilter(RoleFilter(role))
     handler.addFilter(SensitiveFieldFilter())
     root = logging.getLogger()

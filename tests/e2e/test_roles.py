@@ -30,6 +30,9 @@ def test_api_serves_readyz_and_metrics_and_stops_on_sigterm(role_env, start_role
     metrics = wait_for_http(base + "/metrics", api).decode()
     assert 'lethe_http_requests_total{method="GET",route="/readyz",status="200"}' in metrics
     assert api.stop(signal.SIGTERM) == 0
+    # gunicorn's own lines come out as JSON too: every line of the api is one JSON object.
+    lines = [line for line in api.output().splitlines() if line.strip()]
+    assert lines and all(json.loads(line)["role"] == "api" for line in lines)
 
 
 def test_worker_serves_metrics_and_stops_on_sigterm(role_env, start_role):
