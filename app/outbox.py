@@ -46,10 +46,9 @@ class Outbox:
         broker: the dramatiq broker.
     """
 
-    def __init__(self, db: Database, broker: dramatiq.Broker, metrics: Any = None):
+    def __init__(self, db: Database, broker: dramatiq.Broker):
         self.db = db
         self.broker = broker
-        self.metrics = metrics
 
     def _publish(self, outbox_id: int, queue_name: str, actor_name: str, args: Sequence[Any]) -> None:
         if in_transaction():

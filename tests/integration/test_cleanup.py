@@ -378,3 +378,23 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
         assert [line.split(".")[0] for line in lines[1:]] == ["a", "b", "c", "d", "e", "f"]
     assert "dry run" in subprocess.run([sys.executable, "-m", "app.cli", "cleanup", "--dry-run"], capture_output=True,
                                        text=True, env=env, timeout=60).stdout
+
+
+def test_the_scheduler_triggers_only_as_leader_and_survives_a_broker_outage(lethe, database_url):
+    from app.db.core import Database
+    from scheduler.jobs import Leadership, trigger_cleanup
+
+    first, second = Leadership(lethe.rt.db), Leadership(Database(database_url, pool_size=2))
+    try:
+        assert trigger_cleanup(lethe.rt, first) is True
+        assert trigger_cleanup(lethe.rt, second) is False  # the lock is held by the first
+        assert [m.actor_name for m in lethe.broker.take()] == ["cleanup_pending"]
+        lethe.broker.fail = True
+        assert trigger_cleanup(lethe.rt, first) is False  # logged, not raised
+        lethe.broker.fail = False
+        first.release()
+        assert trigger_cleanup(lethe.rt, second) is True  # the other replica takes over
+    finally:
+        first.release()
+        second.release()
+        second.db.close()
