@@ -29,7 +29,8 @@ def visible_file(rt, principal: Principal, file_id: uuid.UUID, scope: str = "fil
 
 
 def open_content(rt, principal: Principal, file_id: uuid.UUID) -> tuple[object, int, Iterator[bytes]]:
-    """The row, the object's size and a stream of the original of a deliverable file.
+    """The row, the object's size and a stream of the original of a deliverable file. The size is the row's:
+    completion verified that the object has exactly that size, and an original is never rewritten.
 
     Raises:
         NotFound: not visible, or not deliverable. Gone: deliverable but its object is missing.
@@ -37,8 +38,9 @@ def open_content(rt, principal: Principal, file_id: uuid.UUID) -> tuple[object, 
     row = visible_file(rt, principal, file_id)
     if not is_deliverable(row.upload_state, row.scan_status):
         raise NotFound()
-    info = rt.store.head(row.object_key)
-    if info is None:
+    try:
+        chunks = rt.store.open(row.object_key)  # opens eagerly: a missing object raises here
+    except NotFound:
         log.warning("content missing", extra={"event": "file.content_missing", "file_id": str(file_id)})
-        raise Gone("content_missing")
-    return row, info.size_bytes, rt.store.open(row.object_key)
+        raise Gone("content_missing") from None
+    return row, row.size_bytes, chunks

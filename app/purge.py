@@ -29,10 +29,6 @@ class PurgeReport:
     results: Counter = field(default_factory=Counter)
     keys: int = 0
 
-    def merge(self, other: "PurgeReport") -> None:
-        self.results.update(other.results)
-        self.keys += other.keys
-
 
 def read_facts(db, file_ids: Sequence[uuid.UUID]) -> list[PurgeFacts]:
     rows = {row.id: row for row in db.read(lambda conn: files_sql.purge_facts(conn, file_ids))}

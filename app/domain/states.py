@@ -24,8 +24,3 @@ def is_final(upload_state: str, scan_status: str) -> bool:
 def is_blocked(upload_state: str, scan_status: str) -> bool:
     return upload_state == "complete" and scan_status in ("infected", "error")
 
-
-def became_final_not_deliverable(before: tuple[str, str], after: tuple[str, str]) -> bool:
-    """True when a change made a file final without making it deliverable (D7: its purge is enqueued with
-    the change): abort, size or checksum failure, infected, error, session expiry."""
-    return not is_final(*before) and is_final(*after) and not is_deliverable(*after)

@@ -14,7 +14,6 @@ import time
 import uuid
 
 import pika
-import psycopg
 import pytest
 
 from app.embedded_pg import free_port

@@ -8,8 +8,7 @@ import os
 import subprocess
 import sys
 import threading
-import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 

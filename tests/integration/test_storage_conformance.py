@@ -12,7 +12,6 @@ import pytest
 
 from app.domain.keys import original_key, part_key, variant_key
 from app.errors import InvalidKey, NotFound, StorageError, StoreCallInTransaction
-from app.storage.base import UploadedPart
 
 MiB = 1024 * 1024
 
