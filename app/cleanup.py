@@ -19,6 +19,7 @@ import psycopg
 
 from app import metrics
 from app.db import cleanup as sql
+from app.db import purge_failures as failures_sql
 from app.deletion import mark_deleted
 from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired
 from app.errors import StorageError
@@ -195,14 +196,17 @@ class _Run:
     # -- d: catch-up of lost purges ---------------------------------------------------------------------------
 
     def catch_up(self, report: StepReport) -> None:
-        for rows in self._batches(report, lambda conn, cursor, limit: sql.deleted_rows(conn, cursor, limit)):
-            if self.dry_run:
-                report.acted += len(rows)
-                continue
-            # Inline, no new job: an outage piles up no jobs. The first storage error ends this step.
-            purged = purge_files(self.rt, [row.id for row in rows])
-            report.acted += purged.results["row"]
-            report.kept += purged.results["kept_attached"] + purged.results["bad_key"]
+        # Deleted rows first, then live rows whose refused objects are due again (D7). Inline, no new job:
+        # an outage piles up no jobs. A store-wide error ends this step; a refused file is only skipped.
+        for query in (sql.deleted_rows, sql.due_refused_live):
+            for rows in self._batches(report, lambda conn, cursor, limit: query(conn, self.now, cursor, limit)):
+                if self.dry_run:
+                    report.acted += len(rows)
+                    continue
+                purged = purge_files(self.rt, [row.id for row in rows])
+                report.acted += purged.results["row"] + purged.results["objects"]
+                report.kept += purged.results["kept_attached"] + purged.results["bad_key"]
+                report.failed += purged.results["refused"]
 
     # -- e: temporary files -----------------------------------------------------------------------------------
 
@@ -221,9 +225,12 @@ class _Run:
             count_gauge, oldest_gauge = metrics.purge_backlog_gauges()
             count_gauge.set(row.n)
             oldest_gauge.set(max(age_s, 0.0))
+        refused = self.rt.db.read(failures_sql.failing)
+        if not self.dry_run:
+            metrics.purge_failing_gauge().set(refused.n)
         if row.oldest is not None and age_s > self.rt.cfg.privacy.object_delete_delay:
             log.warning("purge backlog older than privacy.object_delete_delay",
-                        extra={"event": "cleanup.backlog_overdue", "count": row.n})
+                        extra={"event": "cleanup.backlog_overdue", "count": row.n, "refused": refused.n})
 
 
 def run_cleanup(rt, dry_run: bool = False) -> CleanupReport:

@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 
-from app.cli_support import EXIT_CONFIG, load_config_or_exit, print_config_errors
+from app.cli_support import EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors
 
 log = logging.getLogger("lethe.cli")
 
@@ -50,13 +50,27 @@ def _require_broker(cfg) -> None:
 
 def cmd_config_check(args) -> int:
     from app import config
+    from app.cli_support import OBJECT_LOCK_MESSAGE
     from app.errors import ConfigError
 
     try:
-        config.load()
+        cfg = config.load()
     except ConfigError as exc:
         print_config_errors(exc, sys.stdout)
         return EXIT_CONFIG
+    if cfg.file.storage.driver == "s3":
+        from app.errors import StorageError
+        from app.storage.factory import build_store
+
+        try:
+            facts = build_store(cfg).describe()
+        except StorageError as exc:
+            print(f"OK (the bucket could not be inspected: {exc})")
+            return 0
+        print(f"bucket: versioning {facts['versioning']}, object lock {facts['object_lock']}")
+        if facts["object_lock"] == "enabled":
+            print_config_errors(ConfigError({"file.s3.bucket": [OBJECT_LOCK_MESSAGE]}), sys.stdout)
+            return EXIT_CONFIG
     print("OK")
     return 0
 
@@ -80,6 +94,7 @@ def cmd_api(args) -> int:
 
     prepare_multiprocess_dir()
     _setup("api", cfg)
+    inspect_store_or_exit(cfg, "api")
     from gunicorn.app.base import BaseApplication
 
     from app.observability import gunicorn_logconfig
@@ -124,6 +139,7 @@ def cmd_worker(args) -> int:
 
     prepare_multiprocess_dir()
     _setup("worker", cfg)
+    inspect_store_or_exit(cfg, "worker")
     from dramatiq import cli as dramatiq_cli
     from prometheus_client import start_http_server
 
@@ -144,6 +160,7 @@ def cmd_scheduler(args) -> int:
 
     prepare_multiprocess_dir()
     _setup("scheduler", cfg)
+    inspect_store_or_exit(cfg, "scheduler")
     from scheduler.main import run
 
     return run(cfg)

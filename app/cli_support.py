@@ -27,3 +27,31 @@ def load_config_or_exit(role: str, environ: Mapping[str, str] | None = None) -> 
     except ConfigError as exc:
         print_config_errors(exc)
         sys.exit(EXIT_CONFIG)
+
+
+OBJECT_LOCK_MESSAGE = ("The bucket has object lock configured: retention or a legal hold can keep a deleted "
+                       "file's bytes, so Lethe cannot guarantee deletion. Use a bucket without object lock.")
+
+
+def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
+    """Read what the store keeps (D16) before a role that touches it starts: log versioning and object lock
+    (no secret, no bucket content), and exit 2 naming file.s3.bucket when object lock is on. An unreachable
+    store is logged and the role starts: the driver deletes every version until it could read versioning."""
+    import logging
+
+    from app.errors import StorageError
+    from app.storage.factory import build_store
+
+    if cfg.file.storage.driver != "s3":
+        return
+    log = logging.getLogger("lethe.storage")
+    try:
+        facts = build_store(cfg).describe()
+    except StorageError as exc:
+        log.warning("the store could not be inspected; deletes remove every version until it can",
+                    extra={"event": "storage.inspect_failed", "role": role, "error": str(exc)})
+        return
+    log.info("store inspected", extra={"event": "storage.inspected", **facts})
+    if facts["object_lock"] == "enabled":
+        print_config_errors(ConfigError({"file.s3.bucket": [OBJECT_LOCK_MESSAGE]}))
+        sys.exit(EXIT_CONFIG)

@@ -42,7 +42,7 @@ def parse_duration(text: str | int | float) -> float:
         raise ValueError("not a duration")
     if isinstance(text, (int, float)):
         return float(text)
-    match = _DURATION.match(text)
+    match = _DURATION.fullmatch(text)
     if not match:
         raise ValueError("not a duration")
     return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
@@ -63,7 +63,7 @@ def parse_size(text: str | int) -> int:
         raise ValueError("not a size")
     if isinstance(text, int):
         return text
-    match = _SIZE.match(text)
+    match = _SIZE.fullmatch(text)
     if not match:
         raise ValueError("not a size")
     return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
@@ -173,6 +173,11 @@ KEYS: tuple[Key, ...] = (
         "Candidates read per batch by each cleanup step."),
     Key("file.part_size", Size(validate=_no_value_range(1024, 5 * 1024**3)), "8MiB",
         "Size of every upload part but the last (at least 5MiB with s3, the S3 minimum)."),
+    Key("file.purge_retry_base", Duration(), "1m",
+        "Wait before a file whose objects the store refused is purged again; it doubles with each attempt."),
+    Key("file.purge_retry_max", Duration(), "1h", "Longest wait between two purge attempts of one file."),
+    Key("file.complete_timeout", Duration(), "15m",
+        "How long a completion holds its upload; a complete after that may take the upload over."),
     Key("file.max_size", Size(validate=_no_value_range(1)), "1GiB",
         "Largest file accepted by POST /uploads (413 above it)."),
     Key("file.max_attachments", Number(validate=_no_value_range(1, 1000)), 10,
@@ -316,6 +321,9 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
                 add(name, "Required when file.storage.driver is s3.")
         if have("file.part_size") and values["file.part_size"] < S3_MIN_PART_SIZE:
             add("file.part_size", "Must be at least 5MiB with the s3 driver (the S3 minimum part size).")
+    if have("file.purge_retry_base", "file.purge_retry_max") and \
+            not 1 <= values["file.purge_retry_base"] <= values["file.purge_retry_max"]:
+        add("file.purge_retry_base", "Must be at least 1s and at most file.purge_retry_max.")
     if have("outbox.relay_age") and values["outbox.relay_age"] < 1:
         add("outbox.relay_age", "Must be at least 1s.")
     return errors

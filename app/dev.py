@@ -37,7 +37,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
 
     from app.api.app import create_app
     from app.auth import mint_token
-    from app.cli_support import load_config_or_exit
+    from app.cli_support import inspect_store_or_exit, load_config_or_exit
     from app.db.migrate import migrate
     from app.embedded_pg import EmbeddedPostgres
     from app.observability import setup_logging
@@ -49,6 +49,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     cfg = load_config_or_exit("dev")
     explicit_format = "LETHE_LOG_FORMAT" in os.environ
     setup_logging("all", cfg.log.format if explicit_format else "console", cfg.log.level)
+    inspect_store_or_exit(cfg, "all")
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
 

@@ -63,6 +63,19 @@ class StorageError(LetheError):
     title = "Storage unavailable"
 
 
+class ObjectFailed(StorageError):
+    """The store answered for one object (or one file's objects) with a refusal: AccessDenied on a key, a
+    path component that is not a directory. Other objects are unaffected, so a purge isolates the file it
+    belongs to and goes on with the others (D7); a retry later may succeed once an operator fixed it.
+    A plain StorageError is store-wide: unreachable, timed out, 5xx."""
+
+    code = "object_failed"
+
+    def __init__(self, message: str, store_code: str = ""):
+        super().__init__(message)
+        self.store_code = store_code  # the store's own code (S3 error code, errno name): never a key
+
+
 class InvalidKey(StorageError):
     """A key broke the key schema (D4): empty, `.` or `..` segment, absolute, or a separator inside a
     client-supplied segment. Permanent: retrying cannot help."""

@@ -15,10 +15,14 @@ HTTP_DURATION = Histogram("lethe_http_request_duration_seconds", "HTTP request d
 FILES_DELETED = Counter("lethe_files_deleted_total", "Files marked deleted, by what deleted them.", ["via"])
 PURGED_FILES = Counter("lethe_purge_files_total", "Files handled by purge, by result: row (objects and row "
                                                   "removed), objects (objects only; the row stays for its "
-                                                  "uploader), nothing, kept_attached (an internal error).",
+                                                  "uploader), nothing, refused (the store refused its objects; "
+                                                  "retried later), kept_attached (an internal error).",
                        ["result"])
 PURGE_KEYS = Counter("lethe_purge_keys_total", "Object keys sent to the store for deletion by purge.")
 PURGE_ERRORS = Counter("lethe_purge_errors_total", "Purge runs that met a storage error and will retry.")
+PURGE_REFUSED_FILES = Counter("lethe_purge_refused_files_total",
+                              "Purge attempts of a file whose objects the store refused (the file is retried "
+                              "with backoff; the others of its batch went on).")
 PURGE_DURATION = Histogram("lethe_purge_duration_seconds", "Duration of one purge run (many files).")
 CLEANUP_FILES = Counter("lethe_cleanup_files_total", "Cleanup candidates by step and outcome (acted, kept, failed).",
                         ["step", "outcome"])
@@ -37,4 +41,13 @@ def purge_backlog_gauges():
         _lazy["oldest"] = Gauge("lethe_file_purge_backlog_oldest_seconds",
                                 "Age of the oldest deletion mark not yet purged (0 when none).",
                                 multiprocess_mode="mostrecent")
+        _lazy["failing"] = Gauge("lethe_file_purge_failing",
+                                 "Files whose objects the store keeps refusing (set by each cleanup run).",
+                                 multiprocess_mode="mostrecent")
     return _lazy["count"], _lazy["oldest"]
+
+
+def purge_failing_gauge():
+    """Files the store keeps refusing, created with the backlog gauges at the first cleanup run."""
+    purge_backlog_gauges()
+    return _lazy["failing"]

@@ -1,6 +1,7 @@
 # Purge is irreversible. It reads facts without a transaction, deletes objects outside every transaction
 # (D4 K1), and removes a row only after re-checking under its lock that it is still deleted and not attached
-# (D7). A missing object counts as deleted; the first storage error is raised, so the job retries and
+# (D7). A missing object counts as deleted. A file whose objects the store refused is isolated and retried
+# later with backoff, so it never strands the others; a store-wide error is raised, so the job retries and
 # nothing is lost. It never lists the store and never touches another file's objects (K2, K3).
 """purge_objects (D7): the objects of many files in batches, then their rows in one transaction."""
 
@@ -11,13 +12,16 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Sequence
 
 from app import metrics
 from app.db import files as files_sql
 from app.domain.keys import KeyError_
 from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge
-from app.errors import StorageError
+from app.db import purge_failures as failures_sql
+from app.domain.purge_retry import next_attempt_at, overdue
+from app.errors import ObjectFailed, StorageError
 
 log = logging.getLogger("lethe.purge")
 
@@ -49,55 +53,70 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
     """Purge many files: plan each, delete all their objects with batched deletes, abort their unfinished
     uploads, then remove the rows of the deleted ones in one transaction with a re-check per row.
 
+    A file whose objects the store refused (one key, one upload) is isolated: the others go on, and it is
+    recorded in purge_failures with its next attempt, which the cleanup's catch-up honours (D7, D8 d).
+
     Raises:
-        StorageError: the first storage error; no row was removed, the job retries.
+        StorageError: a store-wide failure (unreachable, timed out, 5xx); no row was removed, the job
+            retries and the catch-up step stops.
     """
     started = time.monotonic()
     ids = sorted({uuid.UUID(str(file_id)) for file_id in file_ids})
     report = PurgeReport()
-    plans: list[tuple[PurgeFacts, PurgeAction]] = []
+    keys_of: dict[uuid.UUID, list[str]] = {}
+    purgeable: list[tuple[PurgeFacts, PurgeAction]] = []
     for facts in read_facts(rt.db, ids):
         action = plan_purge(facts)
         if action is PurgeAction.NOTHING:
             report.results["nothing"] += 1
-        else:
-            plans.append((facts, action))
-
-    keys: list[str] = []
-    purgeable: list[tuple[PurgeFacts, PurgeAction]] = []
-    for facts, action in plans:
+            continue
         try:
-            keys.extend(object_keys_of(facts.file_id, facts.object_key))
+            keys_of[facts.file_id] = object_keys_of(facts.file_id, facts.object_key)
         except KeyError_:
             # A stored key that is not this file's original: delete nothing on its strength (K3).
             log.error("stored key refused; file kept", extra={"event": "purge.bad_key", "file_id": str(facts.file_id)})
             report.results["bad_key"] += 1
             continue
         purgeable.append((facts, action))
-    try:
-        rt.store.delete_many(keys)
-        for facts, _ in purgeable:
-            if has_parts(facts):
-                rt.store.abort_upload(str(facts.file_id), facts.object_key, facts.storage_upload_id,
-                                      facts.part_count)
-    except StorageError:
-        metrics.PURGE_ERRORS.inc()
-        log.warning("purge met a storage error; it will retry",
-                    extra={"event": "purge.storage_error", "files": len(purgeable)})
-        raise
-    report.keys = len(keys)
-    metrics.PURGE_KEYS.inc(len(keys))
 
-    row_ids = [facts.file_id for facts, action in purgeable if action is PurgeAction.OBJECTS_AND_ROW]
-    report.results["objects"] += sum(1 for _, action in purgeable if action is PurgeAction.OBJECTS)
-    if row_ids:
-        removed, kept = rt.db.unit_of_work(lambda uow: _remove_rows(uow, row_ids), name="purge.rows")
+    owner = {key: file_id for file_id, keys in keys_of.items() for key in keys}
+    refused: dict[uuid.UUID, str] = {}
+    try:
+        for failure in rt.store.delete_many(owner):
+            refused.setdefault(owner[failure.key], failure.code or "refused")
+        for facts, _ in purgeable:
+            if has_parts(facts) and facts.file_id not in refused:
+                try:
+                    rt.store.abort_upload(str(facts.file_id), facts.object_key, facts.storage_upload_id,
+                                          facts.part_count)
+                except ObjectFailed as exc:
+                    refused[facts.file_id] = exc.store_code or "refused"
+    except StorageError as exc:
+        if isinstance(exc, ObjectFailed):
+            raise  # a driver's delete_many returns refusals; raising one is a driver bug
+        metrics.PURGE_ERRORS.inc()
+        log.warning("purge met a store-wide error; it will retry",
+                    extra={"event": "purge.storage_error", "files": len(purgeable), "error": str(exc)})
+        raise
+    report.keys = len(owner)
+    metrics.PURGE_KEYS.inc(len(owner))
+
+    done = [(facts, action) for facts, action in purgeable if facts.file_id not in refused]
+    row_ids = [facts.file_id for facts, action in done if action is PurgeAction.OBJECTS_AND_ROW]
+    objects_only = [facts.file_id for facts, action in done if action is PurgeAction.OBJECTS]
+    report.results["objects"] += len(objects_only)
+    report.results["refused"] += len(refused)
+    if row_ids or objects_only or refused:
+        now = rt.clock.now()
+        removed, kept, overdue_ids = rt.db.unit_of_work(
+            lambda uow: _settle(uow, rt.cfg, row_ids, objects_only, refused, now), name="purge.rows")
         report.results["row"] += removed
         for file_id in kept:
             # D7: an attached deleted row is an internal error: the row stays, the id is logged.
             log.error("deleted file is still attached; row kept",
                       extra={"event": "purge.kept_attached", "file_id": str(file_id)})
         report.results["kept_attached"] += len(kept)
+        _log_refused(refused, overdue_ids)
 
     for result, count in report.results.items():
         metrics.PURGED_FILES.labels(result).inc(count)
@@ -105,8 +124,46 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
     metrics.PURGE_DURATION.observe(duration)
     log.info("purge done", extra={"event": "purge.done", "files": len(ids), "keys": report.keys,
                                   "rows_removed": report.results["row"], "objects_only": report.results["objects"],
-                                  "duration_s": round(duration, 4)})
+                                  "refused": report.results["refused"], "duration_s": round(duration, 4)})
     return report
+
+
+def _settle(uow, cfg, row_ids: list[uuid.UUID], objects_only: list[uuid.UUID], refused: dict[uuid.UUID, str],
+            now: datetime) -> tuple[int, list[uuid.UUID], list[uuid.UUID]]:
+    """Remove the rows of the purged deleted files, forget past failures of purged files, and record the
+    refused ones with their next attempt. Returns (rows removed, attached rows kept, files newly overdue)."""
+    removed, kept = _remove_rows(uow, row_ids) if row_ids else (0, [])
+    if objects_only:
+        failures_sql.clear(uow.conn, objects_only)
+    if not refused:
+        return removed, kept, []
+    base = timedelta(seconds=cfg.file.purge_retry_base)
+    cap = timedelta(seconds=cfg.file.purge_retry_max)
+    delay = timedelta(seconds=cfg.privacy.object_delete_delay)
+    previous = failures_sql.attempts_of(uow.conn, list(refused))
+    rows = []
+    for file_id, code in sorted(refused.items()):
+        attempts = previous.get(file_id, 0) + 1
+        rows.append((file_id, attempts, code, next_attempt_at(attempts, now, base, cap)))
+    recorded = failures_sql.record(uow.conn, rows, now)
+    newly_overdue = [row.file_id for row in recorded
+                     if row.warned_at is None and overdue(row.failing_since, now, delay)]
+    if newly_overdue:
+        failures_sql.set_warned(uow.conn, newly_overdue, now)
+    return removed, kept, newly_overdue
+
+
+def _log_refused(refused: dict[uuid.UUID, str], overdue_ids: list[uuid.UUID]) -> None:
+    if not refused:
+        return
+    metrics.PURGE_REFUSED_FILES.inc(len(refused))
+    log.warning("the store refused the objects of some files; they are retried later, the others went on",
+                extra={"event": "purge.files_refused", "files": len(refused),
+                       "codes": sorted(set(refused.values()))})
+    for file_id in overdue_ids:
+        # The operator's cue: the store keeps refusing this file past the promised delay (D15: the id only).
+        log.warning("a deleted file's objects are still refused past privacy.object_delete_delay",
+                    extra={"event": "purge.file_overdue", "file_id": str(file_id), "error": refused[file_id]})
 
 
 def _remove_rows(uow, row_ids: list[uuid.UUID]) -> tuple[int, list[uuid.UUID]]:

@@ -24,7 +24,8 @@ from app.db.migrate import migrate
 
 IN_CI = bool(os.environ.get("CI"))
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
-TABLES = ("attachments", "messages", "upload_parts", "upload_sessions", "files", "drafts", "events", "outbox")
+TABLES = ("attachments", "messages", "upload_parts", "upload_sessions", "purge_failures", "files", "drafts", "events",
+          "outbox")
 
 
 def service_missing(what: str) -> None:
@@ -110,21 +111,55 @@ def moto_server():
     server.stop()
 
 
-def make_s3_store(endpoint: str, bucket: str | None = None):
+def make_s3_store(endpoint: str, bucket: str | None = None, versioned: bool = False):
+    from minio.versioningconfig import ENABLED, VersioningConfig
+
     from app.storage.s3 import S3Store
 
-    return S3Store(endpoint, bucket or f"lethe-{uuid.uuid4().hex[:12]}", "testing", "testing",
-                   region="us-east-1", secure=False, create_bucket=True)
+    store = S3Store(endpoint, bucket or f"lethe-{uuid.uuid4().hex[:12]}", "testing", "testing",
+                    region="us-east-1", secure=False, create_bucket=True)
+    if versioned:
+        store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
+    return store
 
 
-@pytest.fixture(params=["fs", "s3"])
+def all_versions(s3_store) -> list:
+    """Every version and delete marker in a test bucket (a test may list; the service never does, K2)."""
+    return list(s3_store.client.list_objects(s3_store.bucket, recursive=True, include_version=True))
+
+
+def versions_of(raw_store, keys) -> list:
+    """What a store still holds of these keys: on S3 every version and delete marker, on fs the object."""
+    wanted = set(keys)
+    if raw_store.driver == "fs":
+        return [key for key in sorted(wanted) if raw_store.head(key) is not None]
+    return [(item.object_name, item.version_id) for item in all_versions(raw_store) if item.object_name in wanted]
+
+
+def assert_nothing_hidden(s3_store) -> None:
+    """On a bucket that keeps versions, every key either still has a current object or has no version and no
+    delete marker left: a delete never leaves readable bytes behind a marker (D16)."""
+    by_key: dict[str, list] = {}
+    for item in all_versions(s3_store):
+        by_key.setdefault(item.object_name, []).append(item)
+    hidden = sorted(key for key, items in by_key.items()
+                    if not any(item.is_latest == "true" and not item.is_delete_marker for item in items))
+    assert not hidden, f"{len(hidden)} deleted key(s) keep versions or delete markers in a versioned bucket"
+
+
+@pytest.fixture(params=["fs", "s3", "s3-versioned"])
 def raw_store(request, tmp_path):
-    """Each storage driver, unguarded: fs in a temporary directory, s3 on a fresh bucket of moto's server."""
+    """Each storage driver, unguarded: fs in a temporary directory, s3 on a fresh bucket of moto's server, and
+    s3 on a bucket with versioning enabled, where every test also proves that no delete left a version."""
     if request.param == "fs":
         from app.storage.fs import FsStore
 
-        return FsStore(str(tmp_path / "objects"))
-    return make_s3_store(request.getfixturevalue("moto_server"))
+        yield FsStore(str(tmp_path / "objects"))
+        return
+    store = make_s3_store(request.getfixturevalue("moto_server"), versioned=request.param == "s3-versioned")
+    yield store
+    if request.param == "s3-versioned":
+        assert_nothing_hidden(store)
 
 
 @pytest.fixture

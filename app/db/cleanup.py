@@ -76,12 +76,31 @@ def failed_candidates(conn: psycopg.Connection, cutoff: datetime, cursor: Cursor
     ).fetchall()
 
 
-def deleted_rows(conn: psycopg.Connection, cursor: Cursor, limit: int) -> list:
-    """Step d: deleted rows, oldest mark first (index files_deleted)."""
+def deleted_rows(conn: psycopg.Connection, now: datetime, cursor: Cursor, limit: int) -> list:
+    """Step d: deleted rows, oldest mark first (index files_deleted), but for those the store refused
+    whose next attempt is not due yet: a poisoned file never holds back the others (D7)."""
     extra, params = _after(cursor, "deleted_at")
     return conn.execute(
-        f"SELECT id, deleted_at AS at FROM files WHERE deleted_at IS NOT NULL{extra} ORDER BY deleted_at, id LIMIT %s",
-        (*params, limit),
+        f"""
+        SELECT id, deleted_at AS at FROM files f WHERE deleted_at IS NOT NULL{extra}
+          AND NOT EXISTS (SELECT 1 FROM purge_failures p WHERE p.file_id = f.id AND p.next_attempt_at > %s)
+        ORDER BY deleted_at, id LIMIT %s
+        """,
+        (*params, now, limit),
+    ).fetchall()
+
+
+def due_refused_live(conn: psycopg.Connection, now: datetime, cursor: Cursor, limit: int) -> list:
+    """Step d, second part: files not deleted (failed or blocked, objects only) whose objects the store
+    refused and whose next attempt is due (index purge_failures_due)."""
+    extra, params = ("", ()) if cursor is None else (" AND (p.next_attempt_at, p.file_id) > (%s, %s)", cursor)
+    return conn.execute(
+        f"""
+        SELECT p.file_id AS id, p.next_attempt_at AS at FROM purge_failures p JOIN files f ON f.id = p.file_id
+        WHERE p.next_attempt_at <= %s AND f.deleted_at IS NULL{extra}
+        ORDER BY p.next_attempt_at, p.file_id LIMIT %s
+        """,
+        (now, *params, limit),
     ).fetchall()
 
 

@@ -3,7 +3,10 @@
 Rules every driver keeps:
 - every key is validated (app.domain.keys.validate_key) before any I/O;
 - put is atomic: a reader sees the whole object or none;
-- delete and delete_many are idempotent: a missing object counts as deleted;
+- delete and delete_many are idempotent: a missing object counts as deleted, and on a bucket that keeps
+  versions every version and delete marker of the key goes too (D16), so nothing of it can be read back;
+- delete_many isolates one refused object (it returns it as a DeleteFailure) and raises StorageError only
+  when the store as a whole failed, so one poisoned file never holds back the others (D7);
 - abort_upload is idempotent: aborting an unknown or finished upload succeeds;
 - nothing lists the key space (K2), except the fs driver's sweep of its own `.tmp`.
 """
@@ -18,6 +21,15 @@ from typing import BinaryIO, Iterable, Iterator, Protocol, Sequence
 @dataclass(frozen=True)
 class ObjectInfo:
     size_bytes: int
+
+
+@dataclass(frozen=True)
+class DeleteFailure:
+    """One key the store refused to delete, with the store's own code (an S3 error code, an errno name).
+    The key stays inside Lethe: only the file id it belongs to may reach a log (D15)."""
+
+    key: str
+    code: str
 
 
 @dataclass(frozen=True)
@@ -44,10 +56,18 @@ class ObjectStore(Protocol):
         """The object's size, or None when it is missing."""
 
     def delete(self, key: str) -> None:
-        """Delete one object; a missing object is deleted."""
+        """Delete one object; a missing object is deleted. Raises ObjectFailed when the store refused it."""
 
-    def delete_many(self, keys: Iterable[str]) -> None:
-        """Delete objects in batches; missing ones are deleted. Raises StorageError on the first failure."""
+    def delete_many(self, keys: Iterable[str]) -> list[DeleteFailure]:
+        """Delete objects in batches; missing ones are deleted.
+
+        Returns:
+            The keys the store refused one by one (empty when every key is gone).
+
+        Raises:
+            StorageError: the store as a whole failed (unreachable, timed out, 5xx): nothing is known of
+                the keys not yet answered.
+        """
 
     def begin_upload(self, file_id: str, key: str, content_type: str) -> str | None:
         """Start a multipart upload of the object `key`; returns the driver's upload id (None for fs)."""
@@ -59,11 +79,23 @@ class ObjectStore(Protocol):
         """Assemble the parts, in order, into the object `key` and drop the parts."""
 
     def abort_upload(self, file_id: str, key: str, upload_id: str | None, part_count: int) -> None:
-        """Drop every part of an upload (fs: part-1..part-N; s3: abort the multipart upload). Idempotent."""
+        """Drop every part of an upload (fs: part-1..part-N; s3: abort the multipart upload). Idempotent.
+        Raises ObjectFailed when the store refused this upload's objects, StorageError when it failed."""
 
     def check(self) -> None:
         """Raise StorageError when the store is not reachable (readiness)."""
 
+    def describe(self) -> dict[str, str]:
+        """What the driver found of its store at start, for one log line (no secret, no key)."""
+
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         """Remove the driver's own temporary entries older than `older_than` (only count them with
         dry_run); returns how many (fs only)."""
+
+
+def raise_on_failures(failures: Sequence[DeleteFailure]) -> None:
+    """For callers that need every key gone: raise ObjectFailed (with the store's code only) on a refusal."""
+    if failures:
+        from app.errors import ObjectFailed
+
+        raise ObjectFailed(f"the store refused a delete: {failures[0].code}", store_code=failures[0].code)

@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
 from app.domain.keys import KeyError_, part_key, validate_key
-from app.errors import InvalidKey, NotFound, StorageError
-from app.storage.base import ObjectInfo, UploadedPart
+from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
+from app.storage.base import DeleteFailure, ObjectInfo, UploadedPart, raise_on_failures
 
 TMP_DIR = ".tmp"
 CHUNK = 1024 * 1024
@@ -70,33 +70,47 @@ class FsStore:
 
     # -- descriptor walking ---------------------------------------------------------------------------------
 
+    def _open_root(self) -> _Dirs:
+        try:
+            return _Dirs(os.open(self.root, _DIR_FLAGS))
+        except OSError as exc:
+            raise StorageError(f"cannot open the fs root ({_errno_name(exc)})") from None
+
+    def _enter(self, dirs: _Dirs, names: Sequence[str], create: bool) -> bool:
+        """Open directories below dirs.parent one at a time, never following a link: the one walk of this
+        driver. Returns False when one is missing and create is False.
+
+        Raises:
+            ObjectFailed: a component is a link, not a directory, or refused; StorageError: store-wide.
+        """
+        for name in names:
+            while True:
+                try:
+                    fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.parent)
+                    break
+                except FileNotFoundError:
+                    if not create:
+                        return False
+                    try:
+                        os.mkdir(name, 0o750, dir_fd=dirs.parent)
+                    except FileExistsError:
+                        pass
+                    except OSError as exc:
+                        raise _os_error("create a directory", exc) from None
+                except OSError as exc:
+                    raise _os_error("open a directory", exc) from None
+            dirs.fds.append(fd)
+            dirs.names.append(name)
+            dirs.touched.append(False)
+        return True
+
     @contextmanager
     def _walk(self, segments: Sequence[str], create: bool) -> Iterator[_Dirs | None]:
-        """Open the parent directories of a key without following a link. Yields None when one is missing
-        and create is False."""
-        dirs = _Dirs(os.open(self.root, _DIR_FLAGS))
+        """Open the parent directories of a key from the root. Yields None when one is missing and create
+        is False."""
+        dirs = self._open_root()
         try:
-            for name in segments:
-                while True:
-                    try:
-                        fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.parent)
-                        break
-                    except FileNotFoundError:
-                        if not create:
-                            yield None
-                            return
-                        try:
-                            os.mkdir(name, 0o750, dir_fd=dirs.parent)
-                        except FileExistsError:
-                            pass
-                    except OSError as exc:
-                        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                            raise StorageError("a path component is a symbolic link or not a directory") from None
-                        raise StorageError(f"cannot open a directory ({errno.errorcode.get(exc.errno, exc.errno)})") from None
-                dirs.fds.append(fd)
-                dirs.names.append(name)
-                dirs.touched.append(False)
-            yield dirs
+            yield dirs if self._enter(dirs, segments, create) else None
         finally:
             dirs.close()
 
@@ -122,6 +136,9 @@ class FsStore:
                         size += len(chunk)
                 out.flush()
                 os.fsync(out.fileno())
+        except OSError as exc:
+            _unlink_quietly(tmp_path)  # nothing half-written stays
+            raise _os_error("write an object", exc) from None
         except BaseException:
             _unlink_quietly(tmp_path)
             raise
@@ -167,9 +184,7 @@ class FsStore:
             except FileNotFoundError:
                 raise NotFound("object not found") from None
             except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise StorageError("the object is a symbolic link") from None
-                raise StorageError(f"cannot open an object ({errno.errorcode.get(exc.errno, exc.errno)})") from None
+                raise _os_error("open an object", exc) from None
 
     def open(self, key: str) -> Iterator[bytes]:
         fd = self._open_fd(key)
@@ -199,60 +214,50 @@ class FsStore:
         return ObjectInfo(size_bytes=st.st_size)
 
     def delete(self, key: str) -> None:
-        self.delete_many([key])
+        raise_on_failures(self.delete_many([key]))
 
-    def delete_many(self, keys: Iterable[str]) -> None:
+    def delete_many(self, keys: Iterable[str]) -> list[DeleteFailure]:
         """Delete keys in one walk of the tree: keys are grouped by directory and visited in sorted order,
         so each directory is opened once (without following a link), its names unlinked, and it is pruned
-        when the walk leaves it emptied. Every key is validated before anything is deleted."""
+        when the walk leaves it emptied. Every key is validated before anything is deleted. A directory or
+        object refused (a link, not a directory, no permission) fails its keys only; a store-wide error
+        (read-only, I/O error) raises."""
         by_parent: dict[tuple[str, ...], list[str]] = {}
         for key in keys:
             segments = _segments(key)
             by_parent.setdefault(tuple(segments[:-1]), []).append(segments[-1])
         if not by_parent:
-            return
-        errors: list[StorageError] = []
-        dirs = _Dirs(os.open(self.root, _DIR_FLAGS))
+            return []
+        failures: list[DeleteFailure] = []
+        dirs = self._open_root()
         try:
             for parent in sorted(by_parent):
                 common = 0
                 while common < min(len(dirs.names), len(parent)) and dirs.names[common] == parent[common]:
                     common += 1
                 self._leave(dirs, common)
-                if not self._enter(dirs, parent[common:], errors):
-                    continue  # a directory on the way is gone (so are its objects) or refused
+                try:
+                    if not self._enter(dirs, parent[common:], create=False):
+                        continue  # a directory on the way is gone, and so are its objects
+                except ObjectFailed as exc:
+                    failures += [DeleteFailure("/".join((*parent, name)), exc.store_code) for name in by_parent[parent]]
+                    continue
                 for name in by_parent[parent]:
                     try:
                         os.unlink(name, dir_fd=dirs.parent)  # unlink never follows a link
                     except FileNotFoundError:
                         pass
                     except OSError as exc:
-                        errors.append(StorageError(
-                            f"cannot delete an object ({errno.errorcode.get(exc.errno, exc.errno)})"))
+                        error = _os_error("delete an object", exc)
+                        if not isinstance(error, ObjectFailed):
+                            raise error from None
+                        failures.append(DeleteFailure("/".join((*parent, name)), error.store_code))
                 if dirs.touched:
                     dirs.touched[-1] = True
             self._leave(dirs, 0)
         finally:
             dirs.close()
-        if errors:
-            raise errors[0]
-
-    def _enter(self, dirs: _Dirs, names: Sequence[str], errors: list[StorageError]) -> bool:
-        for name in names:
-            try:
-                fd = os.open(name, _DIR_FLAGS, dir_fd=dirs.parent)
-            except FileNotFoundError:
-                return False
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    errors.append(StorageError("a path component is a symbolic link or not a directory"))
-                else:
-                    errors.append(StorageError(f"cannot open a directory ({errno.errorcode.get(exc.errno, exc.errno)})"))
-                return False
-            dirs.fds.append(fd)
-            dirs.names.append(name)
-            dirs.touched.append(False)
-        return True
+        return failures
 
     @staticmethod
     def _leave(dirs: _Dirs, depth: int) -> None:
@@ -293,18 +298,21 @@ class FsStore:
 
         tmp_path, size = self._write_tmp(stream())
         self._publish(tmp_path, segments)
-        self.delete_many(part_key(file_id, part.part_number) for part in ordered)
+        raise_on_failures(self.delete_many(part_key(file_id, part.part_number) for part in ordered))
         return ObjectInfo(size_bytes=size)
 
     def abort_upload(self, file_id: str, key: str, upload_id: str | None, part_count: int) -> None:
         # D7: the fs driver deletes part-1..part-N by name; it never lists the upload's directory.
-        self.delete_many(part_key(file_id, n) for n in range(1, part_count + 1))
+        raise_on_failures(self.delete_many(part_key(file_id, n) for n in range(1, part_count + 1)))
 
     # -- operations -----------------------------------------------------------------------------------------
 
     def check(self) -> None:
         if not os.access(self.root, os.W_OK):
             raise StorageError("the fs root is not writable")
+
+    def describe(self) -> dict[str, str]:
+        return {"driver": self.driver, "versioning": "off", "object_lock": "off"}
 
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         """Remove `.tmp` entries last modified before `older_than`; with dry_run only count them. A link is
@@ -325,6 +333,26 @@ class FsStore:
                 else:
                     _unlink_quietly(entry.path)
         return removed
+
+
+# errnos that say the file system as a whole is unwell: every other object would fail the same way.
+_STORE_WIDE_ERRNOS = frozenset({errno.EROFS, errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.ENODEV, errno.ESTALE,
+                                errno.ENXIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+
+def _errno_name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, str(exc.errno))
+
+
+def _os_error(action: str, exc: OSError) -> StorageError:
+    """The one errno mapping of this driver: the errno name only (an OSError's text holds the path).
+    A link or a non-directory in the way, or a refusal, is ObjectFailed; the rest is store-wide."""
+    name = _errno_name(exc)
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return ObjectFailed(f"cannot {action}: a path component is a symbolic link or not a directory", name)
+    if exc.errno in _STORE_WIDE_ERRNOS:
+        return StorageError(f"cannot {action} ({name})")
+    return ObjectFailed(f"cannot {action} ({name})", name)
 
 
 def _mkstemp(directory: str) -> tuple[int, str]:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from app.errors import StoreCallInTransaction
 
 _GUARDED = {"put", "open", "get", "head", "delete", "delete_many", "begin_upload", "put_part",
-            "complete_upload", "abort_upload", "check", "sweep_tmp"}
+            "complete_upload", "abort_upload", "check", "describe", "sweep_tmp"}
 
 
 class GuardedStore:

@@ -1,12 +1,20 @@
 # The S3 driver deletes data. Deletes are idempotent (S3 answers a missing key as deleted); delete_many
-# sends batches of at most 1,000 keys and drains the lazy error iterator of remove_objects, or nothing would
-# be deleted at all; aborting an unknown multipart upload is success. Error messages carry the S3 error code
-# only: minio's own messages contain the object key, which must never reach a log (D15).
+# sends batches of at most 1,000 keys (DeleteObjects, read per key); aborting an unknown multipart upload is success. On a bucket that keeps versions
+# (versioning enabled or suspended, or not known) a delete lists the versions of that exact key only, never
+# the key space (K2), and deletes every version and delete marker by id (D16). A refusal for one key is
+# returned as a DeleteFailure so the purge isolates its file (D7); only a store-wide failure raises. Error
+# messages carry the S3 error code only: minio's own messages contain the object key, which must never
+# reach a log (D15).
 """S3 ObjectStore through the minio client."""
 
 from __future__ import annotations
 
 import io
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
 import urllib3
@@ -16,12 +24,19 @@ from minio.deleteobjects import DeleteObject
 from minio.error import MinioException, S3Error
 
 from app.domain.keys import KeyError_, validate_key
-from app.errors import InvalidKey, NotFound, StorageError
-from app.storage.base import ObjectInfo, UploadedPart
+from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
+from app.storage.base import DeleteFailure, ObjectInfo, UploadedPart
 
 DELETE_BATCH = 1000  # the S3 DeleteObjects limit
 CHUNK = 1024 * 1024
+VERSIONING_REFRESH_S = 60.0  # a bucket can turn versioning on at any time: read it again this often
+LIST_THREADS = 8  # concurrent ListObjectVersions calls of one delete_many on a versioned bucket
 _MISSING = {"NoSuchKey", "NoSuchObject", "NotFound"}
+# Codes that say the whole store is unwell (or misconfigured), not one object: the step stops (D8 d).
+_STORE_WIDE = {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "NoSuchBucket",
+               "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+               "RequestTimeTooSkewed", "AuthorizationHeaderMalformed"}
+_TRANSPORT = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
 def _key(key: str) -> str:
@@ -31,9 +46,45 @@ def _key(key: str) -> str:
         raise InvalidKey(str(exc)) from None
 
 
-def _fail(operation: str, exc: Exception) -> StorageError:
-    code = exc.code if isinstance(exc, S3Error) else type(exc).__name__
-    return StorageError(f"s3 {operation} failed: {code}")
+def _store_wide(code: str, status: int | None = None) -> bool:
+    return code in _STORE_WIDE or (status is not None and status >= 500)
+
+
+def _error(operation: str, exc: Exception) -> StorageError:
+    """The one mapping of a minio or transport error: the S3 code only, never minio's message (it quotes
+    the key). A refusal of one object is ObjectFailed; anything else is store-wide."""
+    if isinstance(exc, S3Error):
+        status = getattr(exc.response, "status", None)
+        if _store_wide(exc.code, status):
+            return StorageError(f"s3 {operation} failed: {exc.code}")
+        return ObjectFailed(f"s3 {operation} refused: {exc.code}", store_code=exc.code)
+    return StorageError(f"s3 {operation} failed: {type(exc).__name__}")
+
+
+@contextmanager
+def _mapped(operation: str, missing: type[Exception] | None = None, also_missing: Iterable[str] = ()):
+    """Run minio calls with their errors mapped; with `missing`, a missing object raises that instead."""
+    try:
+        yield
+    except S3Error as exc:
+        if missing is not None and (exc.code in _MISSING or exc.code in also_missing):
+            raise missing("object not found") from None
+        raise _error(operation, exc) from None
+    except _TRANSPORT as exc:
+        raise _error(operation, exc) from None
+
+
+class _Absent(Exception):
+    """A missing object, inside the driver (delete and abort treat it as success)."""
+
+
+@dataclass(frozen=True)
+class BucketFacts:
+    """What the driver read of its bucket: versioning `enabled`, `suspended`, `off` or `unknown`; object
+    lock `enabled`, `off` or `unknown`."""
+
+    versioning: str
+    object_lock: str
 
 
 class S3Store:
@@ -60,6 +111,9 @@ class S3Store:
                             region=region or None, secure=secure, http_client=http)
         self.bucket = bucket
         self._create_bucket = create_bucket
+        self._lock = threading.Lock()
+        self._versioning = "unknown"
+        self._versioning_read_at = float("-inf")
         if create_bucket:
             self.ensure_bucket()
 
@@ -69,33 +123,68 @@ class S3Store:
                 self.client.make_bucket(self.bucket)
         except S3Error as exc:
             if exc.code not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
-                raise _fail("make_bucket", exc) from None
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("make_bucket", exc) from None
+                raise _error("make_bucket", exc) from None
+        except _TRANSPORT as exc:
+            raise _error("make_bucket", exc) from None
+
+    # -- what the bucket keeps ------------------------------------------------------------------------------
+
+    def inspect(self) -> BucketFacts:
+        """Read the bucket's versioning and object lock configuration (D16). A permission refusal leaves a
+        fact `unknown`; an unreachable store raises StorageError."""
+        versioning = self._read_versioning()
+        try:
+            with _mapped("get_object_lock_config"):
+                self.client.get_object_lock_config(self.bucket)
+            object_lock = "enabled"  # only a bucket made with object lock has a configuration to read
+        except ObjectFailed as exc:
+            object_lock = "off" if exc.store_code == "ObjectLockConfigurationNotFoundError" else "unknown"
+        return BucketFacts(versioning=versioning, object_lock=object_lock)
+
+    def describe(self) -> dict[str, str]:
+        facts = self.inspect()
+        return {"driver": self.driver, "versioning": facts.versioning, "object_lock": facts.object_lock}
+
+    def _read_versioning(self) -> str:
+        try:
+            with _mapped("get_bucket_versioning"):
+                status = self.client.get_bucket_versioning(self.bucket).status
+            versioning = (status or "Off").lower()
+        except ObjectFailed:
+            versioning = "unknown"  # no permission to read it: delete as if versions were kept
+        with self._lock:
+            self._versioning, self._versioning_read_at = versioning, time.monotonic()
+        return versioning
+
+    def keeps_versions(self) -> bool:
+        """Whether a delete must remove versions by id: versioning enabled, suspended (versions written
+        before the suspension stay) or unknown. Read again every VERSIONING_REFRESH_S."""
+        with self._lock:
+            fresh = time.monotonic() - self._versioning_read_at < VERSIONING_REFRESH_S
+            versioning = self._versioning
+        if not fresh:
+            try:
+                versioning = self._read_versioning()
+            except StorageError:
+                versioning = "unknown"
+        return versioning != "off"
+
+    # -- objects --------------------------------------------------------------------------------------------
 
     def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
         stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
-        try:
+        with _mapped("put"):
             self.client.put_object(self.bucket, _key(key), stream, length, content_type=content_type,
                                    part_size=16 * 1024 * 1024 if length < 0 else 0)
-        except (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
-            raise _fail("put", exc) from None
 
     def open(self, key: str) -> Iterator[bytes]:
-        try:
+        with _mapped("get", missing=NotFound):
             response = self.client.get_object(self.bucket, _key(key))
-        except S3Error as exc:
-            if exc.code in _MISSING:
-                raise NotFound("object not found") from None
-            raise _fail("get", exc) from None
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("get", exc) from None
 
         def chunks() -> Iterator[bytes]:
             try:
-                yield from response.stream(CHUNK)
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                raise _fail("get", exc) from None
+                with _mapped("get"):
+                    yield from response.stream(CHUNK)
             finally:
                 response.close()
                 response.release_conn()
@@ -107,73 +196,95 @@ class S3Store:
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
-            stat = self.client.stat_object(self.bucket, _key(key))
-        except S3Error as exc:
-            if exc.code in _MISSING:
-                return None
-            raise _fail("head", exc) from None
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("head", exc) from None
+            with _mapped("head", missing=_Absent):
+                stat = self.client.stat_object(self.bucket, _key(key))
+        except _Absent:
+            return None
         return ObjectInfo(size_bytes=int(stat.size or 0))
 
     def delete(self, key: str) -> None:
-        try:
-            self.client.remove_object(self.bucket, _key(key))
-        except S3Error as exc:
-            if exc.code in _MISSING:
-                return
-            raise _fail("delete", exc) from None
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("delete", exc) from None
+        failures = self.delete_many([key])
+        if failures:
+            raise ObjectFailed(f"s3 delete refused: {failures[0].code}", store_code=failures[0].code)
 
-    def delete_many(self, keys: Iterable[str]) -> None:
-        batch: list[str] = []
-        for key in keys:
-            batch.append(_key(key))
-            if len(batch) == DELETE_BATCH:
-                self._delete_batch(batch)
-                batch = []
-        if batch:
-            self._delete_batch(batch)
+    def delete_many(self, keys: Iterable[str]) -> list[DeleteFailure]:
+        checked = [_key(key) for key in keys]  # every key is validated before anything is deleted
+        if not checked:
+            return []
+        if self.keeps_versions():
+            return self._delete_all_versions(checked)
+        failures: list[DeleteFailure] = []
+        marked: list[str] = []
+        for start in range(0, len(checked), DELETE_BATCH):
+            batch_failures, batch_marked = self._delete_batch([DeleteObject(key) for key in checked[start:start + DELETE_BATCH]])
+            failures += batch_failures
+            marked += batch_marked
+        if marked:
+            # S3 answered with delete markers: versioning was turned on since it was last read. What the
+            # plain delete hid is still there; delete every version of those keys (D16).
+            with self._lock:
+                self._versioning, self._versioning_read_at = "enabled", time.monotonic()
+            failures += self._delete_all_versions(marked)
+        return failures
 
-    def _delete_batch(self, keys: list[str]) -> None:
-        try:
-            # remove_objects is lazy: nothing is sent until its error iterator is consumed.
-            for error in self.client.remove_objects(self.bucket, [DeleteObject(key) for key in keys]):
-                if error.code not in _MISSING:
-                    raise StorageError(f"s3 delete_many failed: {error.code}")
-        except S3Error as exc:
-            raise _fail("delete_many", exc) from None
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("delete_many", exc) from None
+    def _delete_batch(self, objects: list[DeleteObject]) -> tuple[list[DeleteFailure], list[str]]:
+        """One DeleteObjects call (at most 1,000 objects). S3 answers per key: a store-wide code raises, a
+        refusal of one key is returned for that key. Also returns the keys for which S3 wrote a delete
+        marker instead of deleting (a bucket that keeps versions)."""
+        failures = []
+        with _mapped("delete_many"):
+            result = self.client._delete_objects(self.bucket, objects, quiet=False)
+        for error in result.error_list:
+            if error.code in _MISSING:
+                continue
+            if _store_wide(error.code):
+                raise StorageError(f"s3 delete_many failed: {error.code}")
+            failures.append(DeleteFailure(key=error.name, code=error.code))
+        marked = [deleted.name for deleted in result.object_list if deleted.delete_marker and not deleted.version_id]
+        return failures, marked
+
+    def _delete_all_versions(self, keys: list[str]) -> list[DeleteFailure]:
+        """Every version and delete marker of each key, found by listing that exact key's versions (a
+        prefix equal to the key, keeping only exact names: `orig-1` must not take `orig-10`)."""
+        failures: list[DeleteFailure] = []
+        objects: list[DeleteObject] = []
+
+        def versions_of(key: str) -> tuple[str, list[str] | DeleteFailure]:
+            try:
+                with _mapped("list_object_versions"):
+                    return key, [item.version_id for item in self.client.list_objects(
+                        self.bucket, prefix=key, recursive=True, include_version=True)
+                        if item.object_name == key and item.version_id]
+            except ObjectFailed as exc:
+                return key, DeleteFailure(key=key, code=exc.store_code)
+
+        with ThreadPoolExecutor(max_workers=min(LIST_THREADS, len(keys))) as pool:
+            for key, found in pool.map(versions_of, keys):
+                if isinstance(found, DeleteFailure):
+                    failures.append(found)
+                else:
+                    objects.extend(DeleteObject(key, version_id) for version_id in found)
+        for start in range(0, len(objects), DELETE_BATCH):
+            failures += self._delete_batch(objects[start:start + DELETE_BATCH])[0]
+        return failures
 
     # -- multipart on the original's key (D4). minio exposes these calls only as methods with a leading
     # underscore; they are stable across 7.x and are what its own put_object uses (docs/decisions.md).
 
     def begin_upload(self, file_id: str, key: str, content_type: str) -> str | None:
-        try:
+        with _mapped("create_multipart_upload"):
             return self.client._create_multipart_upload(self.bucket, _key(key), {"Content-Type": content_type})
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("create_multipart_upload", exc) from None
 
     def put_part(self, file_id: str, key: str, upload_id: str | None, part_number: int, data: bytes) -> UploadedPart:
-        try:
+        with _mapped("upload_part", missing=NotFound, also_missing=("NoSuchUpload",)):
             etag = self.client._upload_part(self.bucket, _key(key), data, None, upload_id, part_number)
-        except S3Error as exc:
-            if exc.code == "NoSuchUpload":
-                raise NotFound("upload not found") from None
-            raise _fail("upload_part", exc) from None
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("upload_part", exc) from None
         return UploadedPart(part_number=part_number, etag=etag)
 
     def complete_upload(self, file_id: str, key: str, upload_id: str | None,
                         parts: Sequence[UploadedPart]) -> ObjectInfo:
         ordered = [Part(part.part_number, part.etag) for part in sorted(parts, key=lambda p: p.part_number)]
-        try:
+        with _mapped("complete_multipart_upload", missing=NotFound, also_missing=("NoSuchUpload",)):
             self.client._complete_multipart_upload(self.bucket, _key(key), upload_id, ordered)
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("complete_multipart_upload", exc) from None
         info = self.head(key)
         if info is None:
             raise StorageError("s3 complete_multipart_upload left no object")
@@ -183,19 +294,14 @@ class S3Store:
         if not upload_id:
             return
         try:
-            self.client._abort_multipart_upload(self.bucket, _key(key), upload_id)
-        except S3Error as exc:
-            if exc.code in ("NoSuchUpload", *_MISSING):
-                return  # unknown or already finished: nothing left to abort
-            raise _fail("abort_multipart_upload", exc) from None
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("abort_multipart_upload", exc) from None
+            with _mapped("abort_multipart_upload", missing=_Absent, also_missing=("NoSuchUpload",)):
+                self.client._abort_multipart_upload(self.bucket, _key(key), upload_id)
+        except _Absent:
+            return  # unknown or already finished: nothing left to abort
 
     def check(self) -> None:
-        try:
+        with _mapped("bucket_exists"):
             exists = self.client.bucket_exists(self.bucket)
-        except (MinioException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise _fail("bucket_exists", exc) from None
         if not exists:
             raise StorageError("s3 bucket does not exist")
 

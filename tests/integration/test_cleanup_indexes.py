@@ -58,7 +58,9 @@ def plan(db, query) -> str:
     ("b", lambda conn: sql.unattached_candidates(conn, NOW, None, 500)),
     ("b+cursor", lambda conn: sql.unattached_candidates(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
     ("c", lambda conn: sql.failed_candidates(conn, NOW, None, 500)),
-    ("d", lambda conn: sql.deleted_rows(conn, None, 500)),
+    ("d", lambda conn: sql.deleted_rows(conn, NOW, None, 500)),
+    ("d+cursor", lambda conn: sql.deleted_rows(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
+    ("d refused", lambda conn: sql.due_refused_live(conn, NOW, None, 500)),
     ("f", lambda conn: [sql.backlog(conn)]),
 ])
 def test_candidate_queries_use_an_index(big_table, name, query):

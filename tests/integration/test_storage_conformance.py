@@ -11,7 +11,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from app.domain.keys import original_key, part_key, variant_key
-from app.errors import InvalidKey, NotFound, StorageError, StoreCallInTransaction
+from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, StoreCallInTransaction
+from tests.conftest import make_s3_store, versions_of
+from tests.support.faults import RefusingS3
 
 MiB = 1024 * 1024
 
@@ -248,3 +250,134 @@ def test_fs_sweep_tmp_removes_old_entries_and_never_follows_links(fs_store, outs
     assert removed == 2
     assert sorted(os.listdir(tmp)) == ["put-new"]
     assert sorted(os.listdir(outside)) == ["canary"]
+
+
+# -- deletes leave nothing, on plain and versioned buckets (issue 9 finding 1) ----------------------------------
+
+def file_keys(file_id) -> list[str]:
+    return [original_key(file_id, 1), original_key(file_id, 2), variant_key(file_id, "preview")]
+
+
+def test_delete_and_delete_many_leave_no_version(store, raw_store):
+    file_id = uuid.uuid4()
+    keys = file_keys(file_id)
+    for key in keys:
+        store.put(key, b"first", 5)
+    store.put(keys[0], b"second", 6)  # an overwrite: a noncurrent version on a versioned bucket
+    store.delete(keys[0])
+    assert versions_of(raw_store, keys[:1]) == []
+    assert store.delete_many(keys + [a_key()]) == []
+    assert versions_of(raw_store, keys) == []
+
+
+def test_orig_1_does_not_take_orig_10(store, raw_store):
+    file_id = uuid.uuid4()
+    store.put(original_key(file_id, 1), b"one", 3)
+    store.put(original_key(file_id, 10), b"ten", 3)
+    store.delete_many([original_key(file_id, 1)])
+    assert store.get(original_key(file_id, 10)) == b"ten"
+
+
+def test_abort_and_complete_leave_no_version_of_the_parts(store, raw_store):
+    file_id = uuid.uuid4()
+    key = original_key(file_id)
+    upload_id = store.begin_upload(str(file_id), key, "application/octet-stream")
+    store.put_part(str(file_id), key, upload_id, 1, b"part one")
+    store.abort_upload(str(file_id), key, upload_id, 1)
+    assert versions_of(raw_store, [key, part_key(file_id, 1)]) == []
+    other = uuid.uuid4()
+    key = original_key(other)
+    upload_id = store.begin_upload(str(other), key, "application/octet-stream")
+    part = store.put_part(str(other), key, upload_id, 1, b"whole")
+    store.complete_upload(str(other), key, upload_id, [part])
+    store.delete_many(file_keys(other))
+    assert versions_of(raw_store, file_keys(other) + [part_key(other, 1)]) == []
+
+
+def test_versioning_turned_on_while_running_is_met_by_the_next_delete(moto_server):
+    """The driver reads versioning at start and every minute; a delete in between that meets a delete
+    marker removes every version of those keys at once."""
+    from minio.versioningconfig import ENABLED, VersioningConfig
+
+    store = make_s3_store(moto_server)
+    assert store.describe()["versioning"] == "off" and not store.keeps_versions()
+    store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
+    keys = file_keys(uuid.uuid4())
+    for key in keys:
+        store.put(key, b"bytes", 5)
+        store.put(key, b"bytes2", 6)
+    assert store.delete_many(keys) == []
+    assert versions_of(store, keys) == []
+    assert store.keeps_versions()
+
+
+@pytest.mark.parametrize("versioning", ["Enabled", "Suspended"])
+def test_describe_reads_versioning_and_object_lock(moto_server, versioning):
+    from minio.versioningconfig import VersioningConfig
+
+    store = make_s3_store(moto_server)
+    store.client.set_bucket_versioning(store.bucket, VersioningConfig(versioning))
+    assert store.describe() == {"driver": "s3", "versioning": versioning.lower(), "object_lock": "off"}
+    assert store.keeps_versions()
+    locked = f"lethe-locked-{uuid.uuid4().hex[:8]}"
+    store.client.make_bucket(locked, object_lock=True)
+    assert make_s3_store(moto_server, bucket=locked).describe()["object_lock"] == "enabled"
+
+
+# -- one refused object fails only its keys (issue 9 finding 2) --------------------------------------------------
+
+def test_fs_a_file_whose_directory_is_a_plain_file_fails_alone(fs_store):
+    poisoned, healthy = uuid.uuid4(), uuid.uuid4()
+    for file_id in (poisoned, healthy):
+        fs_store.put(original_key(file_id), b"x", 1)
+    directory = os.path.join(fs_store.root, *original_key(poisoned).split("/")[:-1])
+    for name in os.listdir(directory):
+        os.unlink(os.path.join(directory, name))
+    os.rmdir(directory)
+    with open(directory, "wb") as handle:
+        handle.write(b"not a directory")
+    failures = fs_store.delete_many(file_keys(poisoned) + file_keys(healthy))
+    assert sorted(f.key for f in failures) == sorted(file_keys(poisoned))
+    assert {f.code for f in failures} == {"ENOTDIR"}
+    assert fs_store.head(original_key(healthy)) is None
+    with pytest.raises(ObjectFailed):
+        fs_store.delete(original_key(poisoned))
+
+
+def test_fs_a_store_wide_error_raises(fs_store, monkeypatch):
+    import errno as errno_module
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno_module.EROFS, "Read-only file system")
+
+    key = a_key()
+    fs_store.put(key, b"x", 1)
+    monkeypatch.setattr(os, "unlink", read_only)
+    with pytest.raises(StorageError) as raised:
+        fs_store.delete_many([key])
+    assert not isinstance(raised.value, ObjectFailed)
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_s3_access_denied_for_one_key_fails_that_key_only(moto_server, versioned):
+    store = make_s3_store(moto_server, versioned=versioned)
+    poisoned, healthy = uuid.uuid4(), uuid.uuid4()
+    for file_id in (poisoned, healthy):
+        store.put(original_key(file_id), b"x", 1)
+    fault = RefusingS3(store, {original_key(poisoned)})
+    failures = store.delete_many(file_keys(poisoned) + file_keys(healthy))
+    assert [(f.key, f.code) for f in failures] == [(original_key(poisoned), "AccessDenied")]
+    assert versions_of(store, file_keys(healthy)) == []
+    fault.heal()
+    assert store.delete_many(file_keys(poisoned)) == []
+    assert versions_of(store, file_keys(poisoned)) == []
+
+
+def test_s3_a_store_wide_code_raises(moto_server):
+    store = make_s3_store(moto_server)
+    key = a_key()
+    store.put(key, b"x", 1)
+    RefusingS3(store, {key}, code="InternalError")
+    with pytest.raises(StorageError) as raised:
+        store.delete_many([key])
+    assert not isinstance(raised.value, ObjectFailed)

@@ -200,3 +200,12 @@ def test_production_roles_need_a_broker_url(role):
     result = run_lethe(*role, env={"LETHE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"})
     assert result.returncode == 2
     assert "broker.url" in result.stderr and "nobody" not in result.stderr
+
+
+def test_the_purge_retry_base_may_not_exceed_its_max():
+    from app import config
+    from app.errors import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        config.load({"LETHE_FILE_PURGE_RETRY_BASE": "2h", "LETHE_FILE_PURGE_RETRY_MAX": "1h"})
+    assert "file.purge_retry_base" in raised.value.errors

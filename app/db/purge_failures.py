@@ -1,0 +1,52 @@
+"""SQL of purge_failures (D7): files whose objects the store refused, their attempts and next attempt."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Sequence
+from uuid import UUID
+
+import psycopg
+
+
+def attempts_of(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> dict[UUID, int]:
+    """Failed attempts so far, for the files that have failed before (locked: one purge counts at a time)."""
+    return {row.file_id: row.attempts for row in conn.execute(
+        "SELECT file_id, attempts FROM purge_failures WHERE file_id = ANY(%s) ORDER BY file_id FOR UPDATE",
+        (list(file_ids),))}
+
+
+def record(conn: psycopg.Connection, failures: Sequence[tuple[UUID, int, str, datetime]], now: datetime) -> list:
+    """Upsert (file id, attempts, store code, next attempt) of files that still exist; returns, per file,
+    when it started failing (its deletion mark, else its first failure) and whether it was warned of."""
+    if not failures:
+        return []
+    file_ids, attempts, codes, next_at = (list(column) for column in zip(*failures))
+    return conn.execute(
+        """
+        INSERT INTO purge_failures AS p (file_id, attempts, error_code, failing_since, last_attempt_at,
+                                         next_attempt_at)
+        SELECT c.file_id, c.attempts, c.code, coalesce(f.deleted_at, %(now)s), %(now)s, c.next_at
+        FROM unnest(%(ids)s::uuid[], %(attempts)s::int[], %(codes)s::text[], %(next_at)s::timestamptz[])
+             AS c(file_id, attempts, code, next_at)
+        JOIN files f ON f.id = c.file_id
+        ON CONFLICT (file_id) DO UPDATE SET attempts = EXCLUDED.attempts, error_code = EXCLUDED.error_code,
+            last_attempt_at = EXCLUDED.last_attempt_at, next_attempt_at = EXCLUDED.next_attempt_at
+        RETURNING p.file_id, p.failing_since, p.warned_at
+        """,
+        {"ids": file_ids, "attempts": attempts, "codes": codes, "next_at": next_at, "now": now},
+    ).fetchall()
+
+
+def set_warned(conn: psycopg.Connection, file_ids: Sequence[UUID], now: datetime) -> None:
+    conn.execute("UPDATE purge_failures SET warned_at = %s WHERE file_id = ANY(%s)", (now, list(file_ids)))
+
+
+def clear(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> None:
+    """Forget the failures of files whose objects are now gone (a removed row takes its own by cascade)."""
+    conn.execute("DELETE FROM purge_failures WHERE file_id = ANY(%s)", (list(file_ids),))
+
+
+def failing(conn: psycopg.Connection):
+    """How many files are failing, and the oldest since when (cleanup step f)."""
+    return conn.execute("SELECT count(*) AS n, min(failing_since) AS oldest FROM purge_failures").fetchone()
