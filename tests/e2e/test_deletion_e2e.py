@@ -16,6 +16,7 @@ import pytest
 
 from app.auth import mint_token
 from app.domain.keys import original_key
+from app.embedded_pg import free_port
 from tests.conftest import make_s3_store
 from tests.e2e.conftest import wait_for_http, wait_for_output
 
@@ -63,7 +64,7 @@ def test_delete_a_message_end_to_end(driver, role_env, start_role, db, tmp_path,
         env.update(LETHE_FILE_S3_ENDPOINT=endpoint, LETHE_FILE_S3_BUCKET=store.bucket,
                    LETHE_FILE_S3_ACCESS_KEY="testing", LETHE_FILE_S3_SECRET_KEY="testing",
                    LETHE_FILE_S3_REGION="us-east-1", LETHE_FILE_S3_SECURE="false")
-    metrics_ports = {"worker": env["LETHE_METRICS_PORT"], "scheduler": str(int(env["LETHE_METRICS_PORT"]) + 1)}
+    metrics_ports = {"worker": env["LETHE_METRICS_PORT"], "scheduler": str(free_port())}  # from the OS, never +1
     api = start_role(["api"], env)
     worker = start_role(["worker"], dict(env, LETHE_METRICS_PORT=metrics_ports["worker"],
                                           PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
