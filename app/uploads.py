@@ -16,7 +16,7 @@ from app.auth import Principal
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
 from app.domain import keys
-from app.domain.uploads import expected_part_size, part_count
+from app.domain.uploads import claim_held, expected_part_size, part_count
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.events import write_file_updated
 from app.jobs import enqueue_purge, enqueue_scan
@@ -103,8 +103,12 @@ def _view(conn, file_id: uuid.UUID) -> UploadView:
 
 
 def get_upload(rt, principal: Principal, file_id: uuid.UUID) -> UploadView:
+    """The caller's upload: 404 when not visible, then 403 without `files:read` (like every other read)."""
+
     def read(conn):
         _visible_upload(conn, principal, file_id)
+        if not principal.has("files:read"):
+            raise Forbidden()
         return _view(conn, file_id)
 
     return rt.db.read(read)
@@ -119,6 +123,12 @@ def _check_open(session, now) -> None:
         raise Conflict("upload_not_open")
 
 
+def _check_not_claimed(rt, session, now) -> None:
+    """A completion holds the upload: no part, abort or second complete interleaves with it (409)."""
+    if claim_held(session.completing_since, now, timedelta(seconds=rt.cfg.file.complete_timeout)):
+        raise Conflict("upload_completing", "A completion of this upload is in progress; retry shortly.")
+
+
 def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, body: BinaryIO,
              content_length: int | None) -> int:
     """Store part n of the caller's open upload. Its size must be exact: part_size, or the remainder for the
@@ -130,6 +140,7 @@ def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, bod
     file_row, session = rt.db.read(lambda conn: _visible_upload(conn, principal, file_id))
     _require_write(principal)
     _check_open(session, rt.clock.now())
+    _check_not_claimed(rt, session, rt.clock.now())
     if not 1 <= part_number <= session.part_count:
         raise Invalid("part_number_out_of_range")
     expected = expected_part_size(file_row.size_bytes, session.part_size, part_number)
@@ -138,50 +149,83 @@ def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, bod
     data = body.read(expected + 1)
     if len(data) != expected:
         raise Invalid("wrong_part_size")
-    part = rt.store.put_part(str(file_id), file_row.object_key, session.storage_upload_id, part_number, data)
+    try:
+        part = rt.store.put_part(str(file_id), file_row.object_key, session.storage_upload_id, part_number, data)
+    except (StorageError, NotFound):
+        # S3 refuses a part of a multipart upload that a completion or an abort just ended: answer what the
+        # row says now (409, 410), and 503 only when the upload is still open and unclaimed.
+        def answer(conn):
+            now_session = _visible_upload(conn, principal, file_id)[1]
+            _check_open(now_session, rt.clock.now())
+            _check_not_claimed(rt, now_session, rt.clock.now())
+
+        rt.db.read(answer)
+        raise StorageError("the part could not be stored") from None
 
     def record(uow):
-        _, locked = _visible_upload(uow.conn, principal, file_id, lock=True)
-        _check_open(locked, rt.clock.now())
+        try:
+            _, locked = _visible_upload(uow.conn, principal, file_id, lock=True)
+            _check_open(locked, rt.clock.now())
+        except (NotFound, Gone, Conflict):
+            return False  # the upload ended while the part was written
+        _check_not_claimed(rt, locked, rt.clock.now())  # a completion reads the parts: leave them be
         sessions_sql.upsert_part(uow.conn, file_id, part_number, len(data), part.etag, rt.clock.now())
+        return True
 
-    try:
-        rt.db.unit_of_work(record, name="upload.part")
-    except (NotFound, Gone, Conflict):
-        # The upload ended while the part was being written: remove what was written (fs; an S3 part
-        # belongs to the multipart upload, which its abort or purge removes).
+    if not rt.db.unit_of_work(record, name="upload.part"):
+        # No row references this part any more (aborted, expired, deleted or completed): remove what was
+        # written (fs; an S3 part belongs to the multipart upload, which its abort or purge removes), then
+        # answer what the row says.
         if rt.store.driver == "fs":
             rt.store.delete(keys.part_key(file_id, part_number))
-        raise
+        rt.db.read(lambda conn: _check_open(_visible_upload(conn, principal, file_id)[1], rt.clock.now()))
+        raise Conflict("upload_not_open")
     return len(data)
 
 
 def complete_upload(rt, principal: Principal, file_id: uuid.UUID) -> object:
     """Assemble the original, verify size and sha256, and start the scan.
 
+    A completion first claims the upload in a short transaction, so that no second complete, abort or
+    part upload interleaves with it; completing an upload that is already complete answers the same file
+    (a client retrying after a timeout succeeds). An object is removed on the way out only when no row can
+    reference it any more (the upload was aborted, expired or deleted meanwhile).
+
     Returns:
         The files row, complete.
 
     Raises:
-        Conflict(parts_missing), Conflict(upload_not_open), Gone(upload_expired), NotFound,
+        Conflict(parts_missing | upload_not_open | upload_completing), Gone(upload_expired), NotFound,
         Invalid(size_mismatch | checksum_mismatch): the file is now failed.
     """
-    view = rt.db.read(lambda conn: (_visible_upload(conn, principal, file_id), sessions_sql.parts_of(conn, file_id)))
-    (file_row, session), parts = view
-    _require_write(principal)
-    _check_open(session, rt.clock.now())
-    received = {part.part_number for part in parts}
-    if received != set(range(1, session.part_count + 1)):
-        raise Conflict("parts_missing")
-    uploaded = [UploadedPart(part.part_number, part.etag) for part in parts]
+
+    def claim(uow):
+        row, session = _visible_upload(uow.conn, principal, file_id, lock=True)
+        _require_write(principal)
+        if session.state == "completed":
+            return row, None, None, None  # completed before: the same file
+        now = rt.clock.now()
+        _check_open(session, now)
+        _check_not_claimed(rt, session, now)
+        parts = sessions_sql.parts_of(uow.conn, file_id)
+        if {part.part_number for part in parts} != set(range(1, session.part_count + 1)):
+            raise Conflict("parts_missing")
+        sessions_sql.claim_completion(uow.conn, file_id, now)
+        return row, session, parts, now
+
+    file_row, session, parts, claimed_at = rt.db.unit_of_work(claim, name="upload.claim")
+    if session is None:
+        return file_row
     try:
-        rt.store.complete_upload(str(file_id), file_row.object_key, session.storage_upload_id, uploaded)
-    except StorageError:
-        # A concurrent complete or abort may have finished the upload first: answer what the row says.
-        _, now_session = rt.db.read(lambda conn: _visible_upload(conn, principal, file_id))
-        _check_open(now_session, rt.clock.now())
-        raise
-    size, digest = _measure(rt.store, file_row.object_key)
+        rt.store.complete_upload(str(file_id), file_row.object_key, session.storage_upload_id,
+                                 [UploadedPart(part.part_number, part.etag) for part in parts])
+        size, digest = _measure(rt.store, file_row.object_key)
+    except (StorageError, NotFound):
+        rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_id, claimed_at),
+                           name="upload.release")
+        # The upload may have been aborted or deleted meanwhile: answer what the row says, else 503.
+        rt.db.read(lambda conn: _check_open(_visible_upload(conn, principal, file_id)[1], rt.clock.now()))
+        raise StorageError("the upload could not be assembled") from None
     reason = None
     if size != file_row.size_bytes:
         reason = "size_mismatch"
@@ -189,8 +233,16 @@ def complete_upload(rt, principal: Principal, file_id: uuid.UUID) -> object:
         reason = "checksum_mismatch"
 
     def record(uow):
-        row, locked = _visible_upload(uow.conn, principal, file_id, lock=True)
-        _check_open(locked, rt.clock.now())
+        try:
+            row, locked = _visible_upload(uow.conn, principal, file_id, lock=True)
+        except NotFound:
+            return "orphan", None  # deleted meanwhile: its purge may already have run
+        if locked.state == "completed":
+            return "done", row  # another completion (after our claim went stale) finished the same key
+        if locked.state != "open":
+            return "orphan", None  # aborted or expired meanwhile: the row is failed, the object unreferenced
+        if locked.completing_since != claimed_at:
+            raise Conflict("upload_completing")  # taken over: the other completion owns the key now
         now = rt.clock.now()
         sessions_sql.delete_parts(uow.conn, file_id)
         if reason is None:
@@ -203,13 +255,15 @@ def complete_upload(rt, principal: Principal, file_id: uuid.UUID) -> object:
             sessions_sql.set_state(uow.conn, file_id, "aborted")
             write_file_updated(uow, file_id, principal.id, now)
             enqueue_purge(uow, file_id)  # D7: final and not deliverable
-        return files_sql.file_by_id(uow.conn, file_id)
+        return "recorded", files_sql.file_by_id(uow.conn, file_id)
 
-    try:
-        row = rt.db.unit_of_work(record, name="upload.complete")
-    except (NotFound, Gone, Conflict):
-        rt.store.delete(file_row.object_key)  # recording failed: remove what was written
-        raise
+    outcome, row = rt.db.unit_of_work(record, name="upload.complete")
+    if outcome == "orphan":
+        rt.store.delete(file_row.object_key)  # no row references this object any more
+        rt.db.read(lambda conn: _check_open(_visible_upload(conn, principal, file_id)[1], rt.clock.now()))
+        raise Conflict("upload_not_open")
+    if outcome == "done":
+        return row
     if reason is not None:
         log.info("upload failed verification", extra={"event": "upload.failed", "file_id": str(file_id),
                                                       "reason": reason})
@@ -243,6 +297,7 @@ def abort_upload(rt, principal: Principal, file_id: uuid.UUID) -> None:
         if session.state != "open":
             raise Conflict("upload_not_open")
         now = rt.clock.now()
+        _check_not_claimed(rt, session, now)
         sessions_sql.set_state(uow.conn, file_id, "aborted")
         sessions_sql.delete_parts(uow.conn, file_id)
         files_sql.set_failed(uow.conn, file_id, now)

@@ -42,7 +42,7 @@ class Uploads(MethodView):
 @blp.route("/<uuid:file_id>")
 class UploadById(MethodView):
     @blp.response(200, UploadViewSchema)
-    @problems(blp, 404)
+    @problems(blp, 403, 404)
     def get(self, file_id):
         """Show the upload session and the parts received."""
         return shape(uploads.get_upload(runtime(), caller(), file_id))

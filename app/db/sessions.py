@@ -9,7 +9,7 @@ from uuid import UUID
 import psycopg
 
 SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "
-                   "expires_at, completed_at")
+                   "expires_at, completed_at, completing_since")
 
 
 def insert_session(conn: psycopg.Connection, row: dict[str, Any]) -> None:
@@ -57,12 +57,24 @@ def delete_parts(conn: psycopg.Connection, file_id: UUID) -> None:
 
 
 def set_completed(conn: psycopg.Connection, file_id: UUID, now: datetime) -> None:
-    conn.execute("UPDATE upload_sessions SET state = 'completed', completed_at = %s WHERE file_id = %s",
-                 (now, file_id))
+    conn.execute("UPDATE upload_sessions SET state = 'completed', completed_at = %s, completing_since = NULL "
+                 "WHERE file_id = %s", (now, file_id))
 
 
 def set_state(conn: psycopg.Connection, file_id: UUID, state: str) -> None:
-    conn.execute("UPDATE upload_sessions SET state = %s WHERE file_id = %s", (state, file_id))
+    conn.execute("UPDATE upload_sessions SET state = %s, completing_since = NULL WHERE file_id = %s",
+                 (state, file_id))
+
+
+def claim_completion(conn: psycopg.Connection, file_id: UUID, now: datetime) -> None:
+    """Mark the (locked, open) session as being completed since now: the claim of one completion."""
+    conn.execute("UPDATE upload_sessions SET completing_since = %s WHERE file_id = %s", (now, file_id))
+
+
+def release_claim(conn: psycopg.Connection, file_id: UUID, claimed_at: datetime) -> None:
+    """Give a claim back (the completion failed in the store), unless another completion took it over."""
+    conn.execute("UPDATE upload_sessions SET completing_since = NULL WHERE file_id = %s AND completing_since = %s",
+                 (file_id, claimed_at))
 
 
 def abort_open(conn: psycopg.Connection, file_ids) -> int:

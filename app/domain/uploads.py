@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta
 from urllib.parse import quote
 
 MAX_NAME_LENGTH = 255
@@ -24,6 +25,12 @@ def expected_part_size(size_bytes: int, part_size: int, part_number: int) -> int
     if part_number < count:
         return part_size
     return size_bytes - part_size * (count - 1)
+
+
+def claim_held(completing_since: datetime | None, now: datetime, timeout: timedelta) -> bool:
+    """Whether a completion holds its upload: claimed, and not for longer than timeout (a claim left by a
+    crashed process may then be taken over)."""
+    return completing_since is not None and now - completing_since < timeout
 
 
 def content_disposition(name: str) -> str:

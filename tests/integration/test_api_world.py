@@ -122,6 +122,11 @@ def test_reading_needs_files_read(lethe):
     file_id = lethe.upload(ALEX)
     writer_only = Person("Alex", "alex@example.com", ("files:write",))
     problem(lethe.call("GET", f"/api/v1/files/{file_id}", writer_only), 403, "forbidden")
+    # Issue 9 finding 5: the upload view carries the name and digest too, so it needs files:read as well.
+    body = problem(lethe.call("GET", f"/api/v1/uploads/{file_id}", writer_only), 403, "forbidden")
+    assert "file" not in body
+    problem(lethe.call("GET", f"/api/v1/uploads/{file_id}", Person("Sam", "sam@example.com", ("files:write",))),
+            404, "not_found")  # not visible: 404 first, as everywhere
 
 
 def test_content_of_a_file_not_deliverable_is_404(lethe):
@@ -175,10 +180,25 @@ def test_attach_rules_answer_409_and_attach_nothing(lethe, case):
     assert attached == 0
 
 
-def test_someone_elses_message_is_404(lethe):
-    lethe.call("PUT", "/api/v1/messages/alex-msg", ALEX, json={"file_ids": []})
-    sams = lethe.upload(SAM)
-    problem(lethe.call("PUT", "/api/v1/messages/alex-msg", SAM, json={"file_ids": [sams]}), 404, "not_found")
+def test_message_ids_are_scoped_by_author(lethe):
+    """Issue 9 finding 5: Sam using Alex's message id makes Sam's own message; Alex's is untouched, and
+    nothing Sam sees tells whether Alex's exists."""
+    alexs, sams = lethe.upload(ALEX), lethe.upload(SAM)
+    assert lethe.call("PUT", "/api/v1/messages/alex-msg", ALEX, json={"file_ids": [alexs]}).status_code == 200
+    claimed = lethe.call("PUT", "/api/v1/messages/alex-msg", SAM, json={"file_ids": [sams]})
+    never_used = lethe.call("PUT", "/api/v1/messages/fresh-msg", SAM, json={"file_ids": []})
+    assert (claimed.status_code, never_used.status_code) == (200, 200)
+    assert claimed.json["author_id"] == str(SAM.id) and claimed.json["file_ids"] == [sams]
+    # Alex still owns and uses the id; Sam deleting "alex-msg" deletes Sam's message only.
+    again = lethe.call("PUT", "/api/v1/messages/alex-msg", ALEX, json={"file_ids": []})
+    assert again.status_code == 200 and again.json["file_ids"] == [alexs]
+    assert lethe.call("DELETE", "/api/v1/messages/alex-msg", SAM).status_code == 204
+    assert lethe.row(sams).deleted_at is not None and lethe.row(alexs).deleted_at is None
+    # A probe of another author's id is the same 404 as an unknown id.
+    unknown = lethe.call("DELETE", "/api/v1/messages/nobody-msg", SAM)
+    foreign = lethe.call("DELETE", f"/api/v1/messages/alex-msg?author_id={ALEX.id}", SAM)
+    assert (unknown.status_code, unknown.get_data()) == (foreign.status_code, foreign.get_data())
+    assert foreign.status_code == 404 and lethe.row(alexs).deleted_at is None
 
 
 def test_at_most_max_attachments(make_lethe):
