@@ -1,6 +1,7 @@
 """Attaching files to messages (D13, D10).
 
-A message is recorded with the caller as author. Each file must be the caller's, deliverable, not deleted
+A message is recorded with the caller as author; message ids are scoped by author, so one user's id never
+meets another's. Each file must be the caller's, deliverable, not deleted
 and not attached elsewhere, else 409 file_not_attachable and nothing is attached. Locks: the message, then
 the files in ascending id order (D10); the deleting side locks the file row too, so a file ends attached or
 deleted, never both.
@@ -33,11 +34,12 @@ def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uu
     now = rt.clock.now()
 
     def attach(uow):
-        sql.ensure_message(uow.conn, message_id, principal.id, now)
-        message = sql.lock_message(uow.conn, message_id)
-        if message.author_id != principal.id or message.deleted_at is not None:
+        # Ids are scoped by author: this is always the caller's own message, never another's (D13).
+        sql.ensure_message(uow.conn, principal.id, message_id, now)
+        message = sql.lock_message(uow.conn, principal.id, message_id)
+        if message.deleted_at is not None:
             raise NotFound()
-        already = set(sql.attached_file_ids(uow.conn, message_id))
+        already = set(sql.attached_file_ids(uow.conn, principal.id, message_id))
         new_ids = [file_id for file_id in wanted if file_id not in already]
         if len(already) + len(new_ids) > rt.cfg.file.max_attachments:
             raise Invalid("too_many_attachments")
@@ -49,8 +51,8 @@ def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uu
                     or row.purpose != "attachment" or not is_deliverable(row.upload_state, row.scan_status)
                     or file_id in attached_elsewhere):
                 raise Conflict("file_not_attachable")
-        sql.insert_attachments(uow.conn, message_id, new_ids, now)
-        return message, sql.attached_file_ids(uow.conn, message_id)
+        sql.insert_attachments(uow.conn, principal.id, message_id, new_ids, now)
+        return message, sql.attached_file_ids(uow.conn, principal.id, message_id)
 
     message, attached = rt.db.unit_of_work(attach, name="message.attach")
     log.info("files attached", extra={"event": "message.attached", "count": len(attached)})

@@ -80,23 +80,28 @@ def delete_file(rt, principal: Principal, file_id: uuid.UUID) -> None:
         log.info("file deleted", extra={"event": "file.deleted", "file_id": str(file_id)})
 
 
-def delete_message(rt, principal: Principal, message_id: str) -> None:
+def delete_message(rt, principal: Principal, message_id: str, author_id: uuid.UUID | None = None) -> None:
     """Delete a message: its attachments go and every attached file is marked deleted, in one transaction
-    (lock order D10: message, files ascending, attachments)."""
+    (lock order D10: message, files ascending, attachments). Message ids are scoped by author: the caller's
+    own message, or with `manage` the message of `author_id`.
+    """
+    author = author_id or principal.id
+    if author != principal.id and not principal.is_manager:
+        raise NotFound()  # the same 404 as an unknown id: nobody probes another's ids
 
     def work(uow):
-        message = messages_sql.lock_message(uow.conn, message_id)
-        if message is None or (message.author_id != principal.id and not principal.is_manager):
+        message = messages_sql.lock_message(uow.conn, author, message_id)
+        if message is None:
             raise NotFound()
         if not principal.has("files:write"):
             raise Forbidden()
         if message.deleted_at is not None:
             return []
-        file_ids = messages_sql.attached_file_ids(uow.conn, message_id)
+        file_ids = messages_sql.attached_file_ids(uow.conn, author, message_id)
         files_sql.lock_files(uow.conn, file_ids)
-        messages_sql.delete_attachments(uow.conn, message_id)
+        messages_sql.delete_attachments(uow.conn, author, message_id)
         now = rt.clock.now()
-        messages_sql.set_message_deleted(uow.conn, message_id, now)
+        messages_sql.set_message_deleted(uow.conn, author, message_id, now)
         return mark_deleted(uow, file_ids, now, via="message")
 
     marked = rt.db.unit_of_work(work, name="message.delete")

@@ -64,7 +64,8 @@ def seed(db, files: int, candidates: int, now: datetime) -> None:
         "INSERT INTO messages (id, author_id, created_at) SELECT 'm-' || id, uploaded_by, created_at FROM files "
         "WHERE last_change_at > %s AND upload_state = 'complete' AND random() < 0.33", (old,)))
     db.read(lambda conn: conn.execute(
-        "INSERT INTO attachments (message_id, file_id, attached_at) SELECT id, substr(id, 3)::uuid, created_at FROM messages"))
+        "INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
+        "SELECT author_id, id, substr(id, 3)::uuid, created_at FROM messages"))
     # Two stored events for each candidate, to be redacted.
     db.read(lambda conn: conn.execute(
         """

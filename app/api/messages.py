@@ -7,7 +7,7 @@ from flask_smorest import Blueprint
 
 from app import attachments, deletion
 from app.api.common import caller, problems, runtime, segment
-from app.api.schemas import MessagePutSchema, MessageSchema
+from app.api.schemas import MessageDeleteQuerySchema, MessagePutSchema, MessageSchema
 
 blp = Blueprint("messages", __name__, url_prefix="/api/v1/messages", description="Messages and attachments")
 
@@ -18,17 +18,20 @@ class MessageById(MethodView):
     @blp.response(200, MessageSchema)
     @problems(blp, 403, 404, 409, 422)
     def put(self, body, message_id):
-        """Record the message (the caller is its author) and attach the files. Each must be the caller's,
+        """Record the message (the caller is its author; ids are scoped by author, so another user's message
+        with the same id is a different message) and attach the files. Each must be the caller's,
         deliverable, not deleted and not attached: else 409 `file_not_attachable` and nothing is attached."""
         segment(message_id, "invalid_message_id")
         message, attached = attachments.put_message(runtime(), caller(), message_id, body["file_ids"])
         return {"id": message.id, "author_id": message.author_id, "created_at": message.created_at,
                 "file_ids": attached}
 
+    @blp.arguments(MessageDeleteQuerySchema, location="query")
     @blp.response(204)
     @problems(blp, 403, 404, 422)
-    def delete(self, message_id):
-        """Delete the message (its author, or `manage`): its attachments go and every attached file is
-        deleted, then purged. Deleting it again answers 204."""
+    def delete(self, query, message_id):
+        """Delete the caller's message: its attachments go and every attached file is deleted, then purged.
+        Deleting it again answers 204. Message ids are scoped by author; `manage` names another author with
+        `author_id`."""
         segment(message_id, "invalid_message_id")
-        deletion.delete_message(runtime(), caller(), message_id)
+        deletion.delete_message(runtime(), caller(), message_id, query.get("author_id"))

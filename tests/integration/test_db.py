@@ -78,14 +78,17 @@ def test_deleting_a_file_cascades_to_its_session_and_parts(db):
     assert (counts.s, counts.p) == (0, 0)
 
 
+AUTHOR = uuid.uuid4()
+
+
 def test_an_attachment_restricts_the_file_and_a_file_is_attached_once(db):
     def setup(uow):
         file_id = insert_file(uow.conn)
         for message_id in ("m1", "m2"):
             uow.execute("INSERT INTO messages (id, author_id, created_at) VALUES (%s, %s, %s)",
-                        (message_id, uuid.uuid4(), NOW))
-        uow.execute("INSERT INTO attachments (message_id, file_id, attached_at) VALUES ('m1', %s, %s)",
-                    (file_id, NOW))
+                        (message_id, AUTHOR, NOW))
+        uow.execute("INSERT INTO attachments (author_id, message_id, file_id, attached_at) VALUES (%s, 'm1', %s, %s)",
+                    (AUTHOR, file_id, NOW))
         return file_id
 
     file_id = db.unit_of_work(setup, name="test")
@@ -94,7 +97,8 @@ def test_an_attachment_restricts_the_file_and_a_file_is_attached_once(db):
         db.unit_of_work(lambda uow: uow.execute("DELETE FROM files WHERE id = %s", (file_id,)), name="test")
     with pytest.raises(pg_errors.UniqueViolation):
         db.unit_of_work(lambda uow: uow.execute(
-            "INSERT INTO attachments (message_id, file_id, attached_at) VALUES ('m2', %s, %s)", (file_id, NOW)),
+            "INSERT INTO attachments (author_id, message_id, file_id, attached_at) VALUES (%s, 'm2', %s, %s)",
+            (AUTHOR, file_id, NOW)),
             name="test")
 
 

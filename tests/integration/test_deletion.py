@@ -169,10 +169,13 @@ def test_delete_a_message_deletes_every_attached_file(lethe):
     problem(lethe.call("PUT", "/api/v1/messages/m1", ALEX, json={"file_ids": [kept]}), 404, "not_found")
 
 
-def test_manage_may_delete_anyones_message(lethe):
+def test_manage_may_delete_anyones_message_by_naming_its_author(lethe):
     file_id = lethe.upload(ALEX)
     lethe.call("PUT", "/api/v1/messages/m2", ALEX, json={"file_ids": [file_id]})
-    assert lethe.call("DELETE", "/api/v1/messages/m2", OWNER).status_code == 204
+    # Ids are scoped by author: without author_id the manager names its own (absent) message m2.
+    problem(lethe.call("DELETE", "/api/v1/messages/m2", OWNER), 404, "not_found")
+    assert lethe.row(file_id).deleted_at is None
+    assert lethe.call("DELETE", f"/api/v1/messages/m2?author_id={ALEX.id}", OWNER).status_code == 204
     assert lethe.row(file_id).deleted_at is not None
 
 
