@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
@@ -44,8 +45,46 @@ class SensitiveFieldFilter(logging.Filter):
         return True
 
 
+def format_exception_safely(exc_info) -> str:
+    """A traceback with exception types and frames only, never an exception's message: a database error's
+    text carries its DETAIL (row values, "Failing row contains ..."), an OSError its path, a minio error its
+    key (D15). The chain of causes is kept, by type."""
+    _, value, _ = exc_info
+    chain = []
+    seen: set[int] = set()
+    while value is not None and id(value) not in seen:
+        seen.add(id(value))
+        chain.append(value)
+        value = value.__cause__ or (None if value.__suppress_context__ else value.__context__)
+    lines: list[str] = []
+    for exc in reversed(chain):
+        if lines:
+            lines.append("The above exception led to:")
+        lines.append("Traceback (most recent call last):")
+        for frame in traceback.extract_tb(exc.__traceback__):
+            lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
+        sqlstate = getattr(exc, "sqlstate", None)
+        lines.append(f"{type(exc).__module__}.{type(exc).__qualname__}"
+                     + (f" (sqlstate {sqlstate})" if isinstance(sqlstate, str) else "") + ": [message withheld]")
+    return "\n".join(lines)
+
+
+class SafeJsonFormatter(JsonFormatter):
+    """JSON lines whose exceptions are formatted by format_exception_safely."""
+
+    def formatException(self, ei) -> str:  # noqa: N802 - logging's name
+        return format_exception_safely(ei)
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.exc_text = None  # another handler's cached text could hold a message
+        return super().format(record)
+
+
 class ConsoleFormatter(logging.Formatter):
     """`12:00:01 INFO  lethe.outbox outbox relayed count=3` - readable, for lethe dev."""
+
+    def formatException(self, ei) -> str:  # noqa: N802 - logging's name
+        return format_exception_safely(ei)
 
     def format(self, record: logging.LogRecord) -> str:
         extras = {k: v for k, v in record.__dict__.items() if k not in _STANDARD and k != "role"}
@@ -61,7 +100,7 @@ def make_formatter(fmt: str = "json") -> logging.Formatter:
     """The formatter of log.format: one JSON object a line, or a readable console line."""
     if fmt == "console":
         return ConsoleFormatter()
-    return JsonFormatter(
+    return SafeJsonFormatter(
         "%(asctime)s %(levelname)s %(name)s %(message)s",
         rename_fields={"asctime": "ts", "levelname": "level", "name": "logger"},
         timestamp=False,
@@ -122,6 +161,7 @@ def scrub_event(event: dict[str, Any], hint: Any = None) -> dict[str, Any]:
     if isinstance(request, dict):
         clean["request"] = {"method": request.get("method"), "url": request.get("url", "").split("?")[0]}
     for exc in (clean.get("exception") or {}).get("values", []) or []:
+        exc["value"] = "[message withheld]"  # an exception's text may quote a row, a path or a key
         for frame in (exc.get("stacktrace") or {}).get("frames", []) or []:
             frame.pop("vars", None)
     return clean

@@ -22,7 +22,7 @@ def caller() -> Principal:
 
 def segment(value: str, reason: str) -> str:
     """A client-supplied id segment: `[A-Za-z0-9:_-]{1,128}`, else 422."""
-    if not SEGMENT_RE.match(value):
+    if not SEGMENT_RE.fullmatch(value):
         raise Invalid(reason)
     return value
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
 from flask import Response, json
+from psycopg import errors as pg_errors
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from app.errors import LetheError
@@ -48,18 +50,34 @@ def problem(status: int, code: str | None = None, title: str | None = None, *, r
     return response
 
 
+def _known_fields() -> frozenset[str]:
+    from marshmallow import Schema
+
+    from app.api import schemas
+
+    names = {"_schema"}
+    for value in vars(schemas).values():
+        if isinstance(value, type) and issubclass(value, Schema):
+            names.update(value._declared_fields)
+    return frozenset(names)
+
+
 def _field_errors(exc: HTTPException) -> dict | None:
-    # webargs puts marshmallow's messages under exc.data["messages"], keyed by location then field.
+    """marshmallow's messages by field, as webargs puts them under exc.data["messages"] (keyed by location,
+    then field). A field name the client made up is not echoed (it is text the client chose, D15): such
+    fields are reported together as `unknown_fields`."""
     data = getattr(exc, "data", None) or {}
     messages = data.get("messages")
     if not isinstance(messages, dict):
         return None
+    known = _known_fields()
     flat: dict = {}
     for location, fields in messages.items():
-        if isinstance(fields, dict):
-            flat.update(fields)
-        else:
-            flat[location] = fields
+        for name, field_messages in (fields.items() if isinstance(fields, dict) else [(location, fields)]):
+            if name in known:
+                flat[name] = field_messages
+            else:
+                flat["unknown_fields"] = ["Unknown field."]
     return flat
 
 
@@ -80,6 +98,29 @@ def from_lethe_error(exc: LetheError) -> Response:
         log.error("request failed", extra={"event": "api.error", "error": type(exc).__name__})
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return problem(exc.status, exc.code, exc.title, reason=getattr(exc, "reason", None), headers=headers)
+
+
+# A constraint the schema validation should have met first; answered as a client error, never a 500, and
+# logged by constraint name and SQLSTATE only: the error's text holds PostgreSQL's DETAIL with row values.
+_CONFLICTS = (pg_errors.UniqueViolation, pg_errors.ForeignKeyViolation, pg_errors.RestrictViolation,
+              pg_errors.ExclusionViolation)
+
+
+def from_database_error(exc: psycopg.Error) -> Response:
+    diag = getattr(exc, "diag", None)
+    fields = {"event": "api.constraint_violation", "sqlstate": exc.sqlstate,
+              "constraint": getattr(diag, "constraint_name", None), "error": type(exc).__name__}
+    if isinstance(exc, _CONFLICTS):
+        log.warning("a request met a database constraint", extra=fields)
+        return problem(409, reason="constraint_violation")
+    if isinstance(exc, (pg_errors.IntegrityError, pg_errors.DataError)):
+        log.warning("a request met a database constraint", extra=fields)
+        return problem(422, reason="constraint_violation")
+    if isinstance(exc, psycopg.OperationalError):
+        log.warning("the database is unavailable", extra={"event": "api.database_unavailable",
+                                                          "error": type(exc).__name__})
+        return problem(503, "service_unavailable", "Service unavailable", headers={"Retry-After": "5"})
+    return from_unexpected(exc)
 
 
 def from_unexpected(exc: Exception) -> Response:

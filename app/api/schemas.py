@@ -4,15 +4,44 @@ from __future__ import annotations
 
 import re
 
-from marshmallow import Schema, fields, post_dump, validate
+from marshmallow import Schema, ValidationError, fields, post_dump, validate
 
 from app.domain.states import PURPOSES, SCAN_STATUSES, SESSION_STATES, UPLOAD_STATES
 from app.domain.uploads import MAX_NAME_LENGTH, NAME_PATTERN
 
 SEGMENT = r"^[A-Za-z0-9:_-]{1,128}$"
-SEGMENT_RE = re.compile(SEGMENT)
+SEGMENT_RE = re.compile(SEGMENT)  # always used with fullmatch: `$` alone accepts a trailing newline
 MIME_RE = r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$"
 MAX_IDS = 1000
+
+
+class FullMatch(validate.Regexp):
+    """validate.Regexp that must match the whole value. Python's `$` also matches before a trailing newline,
+    so `re.match` let "id\n" through every pattern here (and into a CHECK that refused it with a 500). The
+    OpenAPI document still shows the pattern (apispec reads Regexp), which JSON Schema reads as whole."""
+
+    def __call__(self, value):
+        if self.regex.fullmatch(value) is None:
+            raise ValidationError(self._format_error(value))
+        return value
+
+    def _format_error(self, value) -> str:
+        return self.error  # never the value (D15)
+
+
+class SafeString(fields.String):
+    """A string PostgreSQL can store: no NUL and no unpaired surrogate (either made a request answer 500)."""
+
+    default_error_messages = {"unsafe": "Must not contain NUL or unpaired surrogate characters."}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if "\x00" in text or _SURROGATE.search(text):
+            raise self.make_error("unsafe")
+        return text
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class NoNulls(Schema):
@@ -46,21 +75,21 @@ class FileSchema(NoNulls):
     scan_status = fields.String(required=True, validate=validate.OneOf(SCAN_STATUSES))
     created_at = fields.DateTime(required=True)
     thumbnails = fields.List(fields.String(), required=True, dump_default=list)
-    sha256 = fields.String(validate=validate.Regexp(r"^[0-9a-f]{64}$"))
+    sha256 = fields.String(validate=FullMatch(r"^[0-9a-f]{64}$"))
     scope_id = fields.UUID()
     scanned_at = fields.DateTime()
 
 
 class UploadCreateSchema(Schema):
-    name = fields.String(
+    name = SafeString(
         required=True,
         validate=[validate.Length(min=1, max=MAX_NAME_LENGTH,
                                   error=f"The name must be 1 to {MAX_NAME_LENGTH} characters."),
-                  validate.Regexp(NAME_PATTERN, error="The name must not contain control characters.")],
+                  FullMatch(NAME_PATTERN, error="The name must not contain control characters.")],
         metadata={"description": "The file's name, stored as given; never used in a key."})
     size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=1))
-    mime_type = fields.String(required=True, validate=validate.Regexp(MIME_RE))
-    sha256 = fields.String(validate=validate.Regexp(r"^[0-9a-fA-F]{64}$"),
+    mime_type = SafeString(required=True, validate=FullMatch(MIME_RE, error="Not a media type such as text/plain."))
+    sha256 = SafeString(validate=FullMatch(r"^[0-9a-fA-F]{64}$", error="Not a hex sha256 digest."),
                            metadata={"description": "Optional hex sha256 checked at completion."})
     purpose = fields.String(load_default="attachment", validate=validate.OneOf(PURPOSES))
     scope_id = fields.UUID(metadata={"description": "Optional channel or room the file was uploaded into."})
@@ -90,6 +119,11 @@ class MessagePutSchema(Schema):
     file_ids = fields.List(fields.UUID(), required=True, validate=validate.Length(max=MAX_IDS))
 
 
+class MessageDeleteQuerySchema(Schema):
+    author_id = fields.UUID(metadata={"description": "With `manage`: the author whose message is deleted "
+                                                     "(default: the caller)."})
+
+
 class MessageSchema(Schema):
     id = fields.String(required=True)
     author_id = fields.UUID(required=True)
@@ -98,7 +132,7 @@ class MessageSchema(Schema):
 
 
 class DraftPutSchema(Schema):
-    text = fields.String(load_default="", validate=validate.Length(max=65536))
+    text = SafeString(load_default="", validate=validate.Length(max=65536))
     file_ids = fields.List(fields.UUID(), load_default=list, validate=validate.Length(max=MAX_IDS))
 
 

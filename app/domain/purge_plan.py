@@ -70,7 +70,7 @@ def object_keys_of(file_id: uuid.UUID | str, object_key: str | None) -> list[str
     if object_key is None:
         revision = 0
     else:
-        match = _ORIGINAL.match(object_key)
+        match = _ORIGINAL.fullmatch(object_key)
         if not match or match.group(3) != str(canonical) or not object_key.startswith(FILES_PREFIX):
             raise KeyError_("the stored key is not an original of this file")
         if (match.group(1), match.group(2)) != (canonical.hex[0:2], canonical.hex[2:4]):

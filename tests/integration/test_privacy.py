@@ -3,8 +3,11 @@ a remaining event payload or a Sentry event, through every path a file can take,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import uuid
+from urllib.parse import quote
 
 import pytest
 from prometheus_client import REGISTRY, generate_latest
@@ -85,33 +88,158 @@ def test_no_name_key_digest_or_token_leaves_the_service(make_lethe, clamd, every
             assert secret not in row.p
 
 
+def rendered(record: logging.LogRecord) -> str:
+    """What a record becomes on stdout, in both formats Lethe writes (exceptions included)."""
+    from app.observability import make_formatter
+
+    return make_formatter("json").format(record) + make_formatter("console").format(record)
+
+
+class SentryCapture:
+    """Installs Sentry with a transport that keeps what would be sent."""
+
+    def __init__(self):
+        from sentry_sdk.transport import Transport
+
+        from app.observability import setup_sentry
+
+        self.sent: list = []
+        sent = self.sent
+
+        class Capture(Transport):
+            def capture_envelope(self, envelope):
+                for item in envelope.items:
+                    if item.payload.json:
+                        sent.append(item.payload.json)
+
+        setup_sentry("https://public@sentry.invalid/1", "api", transport=Capture)
+
+    def close(self) -> str:
+        import sentry_sdk
+
+        sentry_sdk.flush()
+        sentry_sdk.init(dsn=None)
+        return json.dumps(self.sent)
+
+
+def a_check_violation(lethe, text: str):
+    """A real CheckViolation whose DETAIL quotes the failing row, text included."""
+    import psycopg
+
+    try:
+        lethe.rt.db.unit_of_work(lambda uow: uow.execute(
+            "INSERT INTO drafts (user_id, draft_key, body, updated_at) VALUES (%s, %s, %s, now())",
+            (ALEX.id, "bad key\n", text)), name="test.violation")
+    except psycopg.errors.CheckViolation as exc:
+        assert text in str(exc), "the DETAIL no longer quotes the row: the test would prove nothing"
+        return exc
+    raise AssertionError("no violation")
+
+
 def test_sentry_events_carry_no_canary(lethe):
     import sentry_sdk
-    from sentry_sdk.transport import Transport
 
-    from app.observability import setup_sentry
-
-    sent = []
-
-    class Capture(Transport):
-        def capture_envelope(self, envelope):
-            for item in envelope.items:
-                if item.payload.json:
-                    sent.append(item.payload.json)
-
-    setup_sentry("https://public@sentry.invalid/1", "api", transport=Capture)
+    capture = SentryCapture()
     try:
         file_id = lethe.upload(ALEX, b"bytes", name=f"{CANARY}.pdf")
         key = lethe.row(file_id).object_key
         logging.getLogger("lethe.test").error("failure near a file", extra={"file_id": file_id,
                                                                              "original_name": CANARY})
-        try:
-            raise RuntimeError("boom")
-        except RuntimeError:
-            sentry_sdk.capture_exception()
-        sentry_sdk.flush()
+        for error in (RuntimeError(f"boom {CANARY} {key}"), a_check_violation(lethe, CANARY)):
+            try:
+                raise error
+            except Exception:  # noqa: BLE001 - what an unhandled error would send
+                sentry_sdk.capture_exception()
     finally:
-        sentry_sdk.init(dsn=None)
-    assert sent, "no event reached the transport: the test would prove nothing"
-    text = json.dumps(sent)
+        text = capture.close()
+    assert '"RuntimeError"' in text and "CheckViolation" in text, "no event reached the transport"
     assert CANARY not in text and key not in text
+
+
+def test_a_database_detail_never_reaches_a_log_line(lethe, everything_logged):
+    """Issue 9 finding 4: a constraint violation is a 422 or 409 problem, logged by constraint name and
+    SQLSTATE; a traceback of it shows types and frames, never PostgreSQL's DETAIL."""
+    from app.api.problems import from_database_error
+
+    error = a_check_violation(lethe, CANARY)
+    with lethe.app.app_context():
+        response = from_database_error(error)
+    assert response.status_code == 422 and CANARY not in response.get_data(as_text=True)
+    try:
+        raise RuntimeError("wrapped") from error
+    except RuntimeError:
+        logging.getLogger("lethe.test").exception("unhandled error")
+    lines = [rendered(record) for record in everything_logged.records]
+    assert any("CheckViolation (sqlstate 23514)" in line for line in lines)
+    assert any("drafts_draft_key_check" in line for line in lines)
+    assert not any(CANARY in line for line in lines)
+
+
+# -- every field of every request carries the canary (issue 9 finding 4) ----------------------------------------
+
+C = CANARY
+DIGEST = hashlib.sha256(C.encode()).hexdigest()
+FILE_ID = str(uuid.uuid5(uuid.NAMESPACE_URL, C))
+VARIANTS = [C, C + "\n", C + "\x00", C + "\ud800", "\n" + C]
+SECRETS = (C, DIGEST, DIGEST.upper())
+
+
+def requests_with_the_canary(real_file: str, real_upload: str):
+    """(method, path, keyword arguments) for every route, with the canary in every field, good and bad."""
+    upload = {"name": C, "size_bytes": 5, "mime_type": "text/plain"}
+    for field, values in {"name": VARIANTS, "mime_type": [f"text/{v}" for v in VARIANTS] + VARIANTS,
+                          "sha256": [DIGEST, DIGEST + "\n", DIGEST.upper() + "\n", C], "purpose": VARIANTS,
+                          "scope_id": [C, FILE_ID, FILE_ID + "\n"], "size_bytes": [C, DIGEST]}.items():
+        for value in values:
+            yield "POST", "/api/v1/uploads", {"json": {**upload, field: value}}
+    yield "POST", "/api/v1/uploads", {"json": {**upload, C: C}}
+    yield "POST", "/api/v1/uploads", {"data": C, "headers": {"Content-Type": "application/json"}}
+    for file_id in (FILE_ID, real_upload):
+        yield "PUT", f"/api/v1/uploads/{file_id}/parts/1", {"data": C.encode()}
+        yield "GET", f"/api/v1/uploads/{file_id}", {}
+        yield "POST", f"/api/v1/uploads/{file_id}/complete", {}
+        yield "DELETE", f"/api/v1/uploads/{file_id}", {}
+    for path in (FILE_ID, real_file, C, quote(C + "\n")):
+        yield "GET", f"/api/v1/files/{path}", {}
+        yield "GET", f"/api/v1/files/{path}/content", {}
+        yield "DELETE", f"/api/v1/files/{path}", {}
+    for message_id in (C, quote(C + "\n"), quote(C + "\x00"), quote(C + "/x")):
+        yield "PUT", f"/api/v1/messages/{message_id}", {"json": {"file_ids": [FILE_ID]}}
+        yield "PUT", f"/api/v1/messages/{message_id}", {"json": {"file_ids": [C, real_file], C: C}}
+        yield "DELETE", f"/api/v1/messages/{message_id}", {"query_string": {"author_id": C}}
+    for key in (C, quote(C + "\n"), quote(C + "\x00")):
+        for text in VARIANTS:
+            yield "PUT", f"/api/v1/drafts/{key}", {"json": {"text": text, "file_ids": [FILE_ID]}}
+        yield "PUT", f"/api/v1/drafts/{key}", {"json": {"text": C, "file_ids": [C], C: C}}
+        yield "DELETE", f"/api/v1/drafts/{key}", {}
+    yield "GET", "/api/v1/events", {"query_string": {"after": C, "limit": C}}
+    yield "GET", "/api/v1/events", {"query_string": {"after": DIGEST}}
+    yield "GET", f"/api/v1/{C}", {}
+
+
+def test_every_field_of_every_request_keeps_the_canary_inside(make_lethe, clamd, everything_logged):
+    lethe = make_lethe(**{"scan.clamd_address": clamd.address})
+    capture = SentryCapture()
+    answers = []
+    try:
+        real_file = lethe.upload(ALEX, C.encode(), name=C)
+        real_upload = lethe.start_upload(ALEX, b"fives", name=C, sha256=DIGEST)["file"]["id"]
+        for method, path, kwargs in requests_with_the_canary(real_file, real_upload):
+            rest = {name: value for name, value in kwargs.items() if name != "headers"}
+            for token in (ALEX.headers["Authorization"], f"Bearer {C}"):
+                headers = {**kwargs.get("headers", {}), "Authorization": token}
+                answers.append((method, path, lethe.call(method, path, headers=headers, **rest)))
+        lethe.run_jobs()
+    finally:
+        sentry_text = capture.close()
+    assert len(answers) > 150
+    crashed = [(m, p, a.status_code) for m, p, a in answers if a.status_code >= 500]
+    assert crashed == [], crashed
+    problems = [a.get_data(as_text=True) for _, _, a in answers if a.status_code >= 400]
+    lines = [rendered(record) for record in everything_logged.records]
+    metrics = generate_latest(REGISTRY).decode()
+    assert problems and lines
+    for secret in SECRETS:
+        assert not [body for body in problems if secret in body]
+        assert not [line for line in lines if secret in line]
+        assert secret not in metrics and secret not in sentry_text
