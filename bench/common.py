@@ -92,10 +92,15 @@ def make_store(driver: str, endpoint: str | None, workdir: str):
         from app.storage.fs import FsStore
 
         return FsStore(os.path.join(workdir, f"objects-{uuid.uuid4().hex[:6]}"))
+    from minio.versioningconfig import ENABLED, VersioningConfig
+
     from app.storage.s3 import S3Store
 
-    return S3Store(endpoint, f"bench-{uuid.uuid4().hex[:10]}", "testing", "testing", region="us-east-1",
-                   secure=False, create_bucket=True, pool_size=32)
+    store = S3Store(endpoint, f"bench-{uuid.uuid4().hex[:10]}", "testing", "testing", region="us-east-1",
+                    secure=False, create_bucket=True, pool_size=32)
+    if driver == "s3-versioned":  # a bucket that keeps versions: every delete lists and deletes them by id
+        store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
+    return store
 
 
 def make_runtime(url: str, raw_store, **settings):

@@ -5,7 +5,7 @@ For each driver it marks N files deleted (default 10,000) and measures files/s o
 - baseline: one job per file, one transaction, one delete call per key;
 - raw limit: delete_many of the same keys plus one DELETE ... WHERE id = ANY(...) per 1,000 ids.
 
-    python bench/purge.py [--files 10000] [--drivers fs s3]
+    python bench/purge.py [--files 10000] [--drivers fs s3 s3-versioned]
 
 PostgreSQL from DATABASE_URL (else an embedded server); S3 is moto's server in a process of its own.
 """
