@@ -4,7 +4,13 @@
 # app/domain/ages.py before anything is marked. Deleting goes through mark_deleted (D5) only. One failing
 # candidate never undoes the others (a savepoint each when a batch fails); a database error ends only its
 # step, and the run reports the first error after the last step (D8).
-"""cleanup_pending (D8): steps a to f, and its dry run."""
+"""cleanup_pending (D8): steps a to f as values, one runner, and its dry run.
+
+A step over candidates is a small value: `page` reads a batch by (time, id) after a cursor, `decide` says
+which of a batch's ids the step acts on now (read-only, so the dry run calls it alone and cannot drift from
+the real path), and `act` does it; steps a to c act in one unit of work per batch, locking first and
+calling their own `decide` again under the lock. Steps e and f have no candidates: they run once.
+"""
 
 from __future__ import annotations
 
@@ -13,21 +19,44 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable, Iterator
+from typing import Any, Callable, Sequence
 
 import psycopg
 
 from app import metrics
 from app.db import cleanup as sql
 from app.db import purge_failures as failures_sql
+from app.db.core import UnitOfWork
 from app.deletion import mark_deleted
 from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired
-from app.errors import StorageError
+from app.domain.redaction import RedactionError
+from app.errors import LetheError, StorageError
 from app.events import write_files_updated
 from app.jobs import enqueue_purge
 from app.purge import purge_files
 
 log = logging.getLogger("lethe.cleanup")
+
+# What one candidate can cause: a database error of its own (a constraint, a lock), one of Lethe's errors, a
+# stored event without a redaction rule. Anything else is a bug and fails the run loudly.
+CANDIDATE_ERRORS = (psycopg.DatabaseError, LetheError, RedactionError)
+
+
+@dataclass(frozen=True)
+class CleanupPolicy:
+    """The limits the cleanup works by, built once from the configuration."""
+
+    batch_size: int
+    unattached_ttl: timedelta
+    failed_row_ttl: timedelta
+    tmp_ttl: timedelta
+    object_delete_delay: timedelta
+
+    @classmethod
+    def from_config(cls, cfg) -> "CleanupPolicy":
+        return cls(batch_size=cfg.file.gc_batch_size, unattached_ttl=cfg.file.unattached_ttl,
+                   failed_row_ttl=cfg.file.failed_row_ttl, tmp_ttl=cfg.file.upload_session_ttl,
+                   object_delete_delay=cfg.privacy.object_delete_delay)
 
 
 @dataclass
@@ -58,6 +87,36 @@ class CleanupReport:
         return next(s for s in self.steps if s.step == letter)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    acted: int = 0
+    kept: int = 0
+    failed: int = 0
+
+
+Page = Callable[[psycopg.Connection, Any, int], list]
+
+
+@dataclass(frozen=True)
+class CandidateStep:
+    """A step over candidates: page, decide (read-only), act (the real path)."""
+
+    letter: str
+    name: str
+    pages: Sequence[Page]
+    decide: Callable[[psycopg.Connection, list[uuid.UUID]], list[uuid.UUID]]
+    act: Callable[[list[uuid.UUID]], Outcome]
+
+
+@dataclass(frozen=True)
+class WholeStep:
+    """A step without candidates, run once: `run(report, dry_run)`."""
+
+    letter: str
+    name: str
+    run: Callable[[StepReport, bool], None]
+
+
 def _facts(row) -> CleanupFacts:
     return CleanupFacts(purpose=row.purpose, upload_state=row.upload_state, scan_status=row.scan_status,
                         created_at=row.created_at, deleted=row.deleted, attached=row.attached,
@@ -65,54 +124,45 @@ def _facts(row) -> CleanupFacts:
                         completed_at=row.completed_at, expires_at=row.expires_at)
 
 
-class _Run:
-    def __init__(self, rt, now: datetime, dry_run: bool):
-        self.rt = rt
-        self.now = now
-        self.dry_run = dry_run
-        self.batch_size = rt.cfg.file.gc_batch_size
-        self.ttl_unattached = timedelta(seconds=rt.cfg.file.unattached_ttl)
-        self.ttl_failed = timedelta(seconds=rt.cfg.file.failed_row_ttl)
+class Steps:
+    """Steps a to f for one run: the database, the store, the policy and the time of the run."""
 
-    def steps(self) -> list[tuple[str, str, Callable[[StepReport], None]]]:
+    def __init__(self, rt, policy: CleanupPolicy, now: datetime):
+        self.rt, self.db, self.store = rt, rt.db, rt.store
+        self.policy, self.now = policy, now
+
+    def all(self) -> list[CandidateStep | WholeStep]:
+        unattached_cutoff = self.now - self.policy.unattached_ttl
+        failed_cutoff = self.now - self.policy.failed_row_ttl
         return [
-            ("a", "expired_sessions", self.expired_sessions),
-            ("b", "never_attached", self.never_attached),
-            ("c", "failed_rows", self.failed_rows),
-            ("d", "catch_up", self.catch_up),
-            ("e", "temporary_files", self.temporary_files),
-            ("f", "backlog", self.backlog),
+            CandidateStep("a", "expired_sessions",
+                          [lambda conn, cursor, limit: sql.expired_sessions(conn, self.now, cursor, limit)],
+                          self._expiring, self._in_unit_of_work("a", self._expire)),
+            self._deleting("b", "never_attached",
+                           lambda conn, cursor, limit: sql.unattached_candidates(conn, unattached_cutoff, cursor, limit),
+                           lambda facts: unattached_expired(facts, self.now, self.policy.unattached_ttl),
+                           own_drafts_protect=True, via="cleanup_unattached"),
+            self._deleting("c", "failed_rows",
+                           lambda conn, cursor, limit: sql.failed_candidates(conn, failed_cutoff, cursor, limit),
+                           lambda facts: failed_row_expired(facts, self.now, self.policy.failed_row_ttl),
+                           own_drafts_protect=False, via="cleanup_failed"),
+            # d: deleted rows first, then live rows whose refused objects are due again (D7). Inline, no new
+            # job: an outage piles up no jobs. A store-wide error ends the step; a refused file is skipped.
+            CandidateStep("d", "catch_up",
+                          [lambda conn, cursor, limit: sql.deleted_rows(conn, self.now, cursor, limit),
+                           lambda conn, cursor, limit: sql.due_refused_live(conn, self.now, cursor, limit)],
+                          lambda conn, ids: list(ids), self._purge),
+            WholeStep("e", "temporary_files", self._temporary_files),
+            WholeStep("f", "backlog", self._backlog),
         ]
-
-    def _batches(self, report: StepReport, query) -> Iterator[list]:
-        """Candidates in batches by (time, id), until a batch comes back smaller than the batch size."""
-        cursor = None
-        while True:
-            rows = self.rt.db.read(lambda conn: query(conn, cursor, self.batch_size))
-            if not rows:
-                return
-            report.batches += 1
-            report.candidates += len(rows)
-            yield rows
-            if len(rows) < self.batch_size:
-                return
-            cursor = (rows[-1].at, rows[-1].id)
 
     # -- a: expired sessions ----------------------------------------------------------------------------------
 
-    def expired_sessions(self, report: StepReport) -> None:
-        for rows in self._batches(report, lambda conn, cursor, limit: sql.expired_sessions(conn, self.now, cursor, limit)):
-            ids = [row.id for row in rows]
-            if self.dry_run:
-                report.acted += len(ids)
-                continue
-            acted, failed = self.rt.db.unit_of_work(lambda uow: self._in_savepoints(uow, report, ids, self._expire),
-                                                    name="cleanup.a")
-            report.acted += acted
-            report.failed += failed
-            report.kept += len(ids) - acted - failed
+    def _expiring(self, conn: psycopg.Connection, file_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+        return [row.file_id for row in sql.open_sessions(conn, file_ids)
+                if session_expired(row.state, row.expires_at, self.now)]
 
-    def _expire(self, uow, file_ids: list[uuid.UUID]) -> int:
+    def _expire(self, uow: UnitOfWork, file_ids: list[uuid.UUID]) -> int:
         # D10 expiry lock order: the files (skipping rows another transaction holds), then their sessions.
         locked = sql.lock_skip_locked(uow.conn, file_ids)
         expired = [row.file_id for row in sql.lock_open_sessions(uow.conn, locked)
@@ -123,114 +173,110 @@ class _Run:
             enqueue_purge(uow, expired)  # D7: final and not deliverable; parts and the multipart upload go
         return len(expired)
 
-    def _in_savepoints(self, uow, report: StepReport, ids: list[uuid.UUID], work) -> tuple[int, int]:
-        """Run work(uow, ids) for the batch in one savepoint; if it fails, once per candidate, each in a
-        savepoint of its own, so that one failing candidate never undoes the others. Returns (acted, failed)."""
-        try:
-            with uow.savepoint():
-                return work(uow, ids), 0
-        except psycopg.OperationalError:
-            raise
-        except Exception:  # noqa: BLE001 - fall back to one candidate at a time
-            pass
-        acted = failed = 0
-        for file_id in ids:
-            try:
-                with uow.savepoint():
-                    acted += work(uow, [file_id])
-            except psycopg.OperationalError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - this candidate only
-                failed += 1
-                log.warning("cleanup candidate failed", extra={"event": "cleanup.candidate_failed",
-                                                               "step": report.step, "file_id": str(file_id),
-                                                               "error": type(exc).__name__})
-        return acted, failed
-
     # -- b and c: deleting never attached, failed and blocked files -------------------------------------------
 
-    def never_attached(self, report: StepReport) -> None:
-        cutoff = self.now - self.ttl_unattached
-        self._delete_step(report, lambda conn, cursor, limit: sql.unattached_candidates(conn, cutoff, cursor, limit),
-                          lambda facts: unattached_expired(facts, self.now, self.ttl_unattached),
-                          own_drafts_protect=True, via="cleanup_unattached")
+    def _deleting(self, letter: str, name: str, page: Page, rule: Callable[[CleanupFacts], bool],
+                  own_drafts_protect: bool, via: str) -> CandidateStep:
+        def decide(conn: psycopg.Connection, ids: list[uuid.UUID]) -> list[uuid.UUID]:
+            eligible = [row for row in sql.cleanup_facts(conn, ids) if rule(_facts(row))]
+            protected = sql.protected_by_own_drafts(conn, [(row.id, row.uploaded_by) for row in eligible]) \
+                if own_drafts_protect else set()
+            return [row.id for row in eligible if row.id not in protected]
 
-    def failed_rows(self, report: StepReport) -> None:
-        cutoff = self.now - self.ttl_failed
-        self._delete_step(report, lambda conn, cursor, limit: sql.failed_candidates(conn, cutoff, cursor, limit),
-                          lambda facts: failed_row_expired(facts, self.now, self.ttl_failed),
-                          own_drafts_protect=False, via="cleanup_failed")
+        def act(uow: UnitOfWork, ids: list[uuid.UUID]) -> int:
+            # Lock first (ascending id, skipping rows an attach or a delete holds), then re-check in fresh
+            # statements: an attachment committed before our lock is seen (D10).
+            doomed = decide(uow.conn, sql.lock_skip_locked(uow.conn, ids))
+            return len(mark_deleted(uow, doomed, self.now, via)) if doomed else 0
 
-    def _delete_step(self, report: StepReport, query, rule, own_drafts_protect: bool, via: str) -> None:
-        for rows in self._batches(report, query):
-            ids = [row.id for row in rows]
-            if self.dry_run:
-                doomed = self.rt.db.read(lambda conn: self._doomed(conn, ids, rule, own_drafts_protect))
-                report.acted += len(doomed)
-                report.kept += len(ids) - len(doomed)
-                continue
-            acted, failed = self.rt.db.unit_of_work(
-                lambda uow: self._delete_batch(uow, report, ids, rule, own_drafts_protect, via),
-                name=f"cleanup.{report.step}")
-            report.acted += acted
-            report.failed += failed
-            report.kept += len(ids) - acted - failed
+        return CandidateStep(letter, name, [page], decide, self._in_unit_of_work(letter, act))
 
-    def _doomed(self, conn, ids, rule, own_drafts_protect: bool) -> list[uuid.UUID]:
-        """Of candidate ids (locked, or read for a dry run), those the rule deletes now."""
-        eligible = [row for row in sql.cleanup_facts(conn, ids) if rule(_facts(row))]
-        protected = sql.protected_by_own_drafts(conn, [(row.id, row.uploaded_by) for row in eligible]) \
-            if own_drafts_protect else set()
-        return [row.id for row in eligible if row.id not in protected]
+    def _in_unit_of_work(self, letter: str, work: Callable[[UnitOfWork, list[uuid.UUID]], int]):
+        """act for a step that changes rows: the batch in one savepoint; if it fails, once per candidate,
+        each in a savepoint of its own, so that one failing candidate never undoes the others."""
 
-    def _delete_batch(self, uow, report: StepReport, ids, rule, own_drafts_protect: bool, via: str) -> tuple[int, int]:
-        # Lock first (ascending id, skipping rows an attach or a delete holds), then re-check in fresh
-        # statements: an attachment committed before our lock is seen (D10).
-        locked = sql.lock_skip_locked(uow.conn, ids)
-        doomed = self._doomed(uow.conn, locked, rule, own_drafts_protect)
-        if not doomed:
-            return 0, 0
-        return self._in_savepoints(uow, report, doomed,
-                                   lambda uow, file_ids: len(mark_deleted(uow, file_ids, self.now, via)))
+        def act(ids: list[uuid.UUID]) -> Outcome:
+            def batch(uow: UnitOfWork) -> tuple[int, int]:
+                try:
+                    with uow.savepoint():
+                        return work(uow, ids), 0
+                except psycopg.OperationalError:
+                    raise
+                except CANDIDATE_ERRORS:
+                    pass  # fall back to one candidate at a time
+                acted = failed = 0
+                for file_id in ids:
+                    try:
+                        with uow.savepoint():
+                            acted += work(uow, [file_id])
+                    except psycopg.OperationalError:
+                        raise
+                    except CANDIDATE_ERRORS as exc:
+                        failed += 1
+                        log.warning("cleanup candidate failed", extra={"event": "cleanup.candidate_failed",
+                                                                       "step": letter, "file_id": str(file_id),
+                                                                       "error": type(exc).__name__})
+                return acted, failed
+
+            acted, failed = self.db.unit_of_work(batch, name=f"cleanup.{letter}")
+            return Outcome(acted=acted, kept=len(ids) - acted - failed, failed=failed)
+
+        return act
 
     # -- d: catch-up of lost purges ---------------------------------------------------------------------------
 
-    def catch_up(self, report: StepReport) -> None:
-        # Deleted rows first, then live rows whose refused objects are due again (D7). Inline, no new job:
-        # an outage piles up no jobs. A store-wide error ends this step; a refused file is only skipped.
-        for query in (sql.deleted_rows, sql.due_refused_live):
-            for rows in self._batches(report, lambda conn, cursor, limit: query(conn, self.now, cursor, limit)):
-                if self.dry_run:
-                    report.acted += len(rows)
-                    continue
-                purged = purge_files(self.rt, [row.id for row in rows])
-                report.acted += purged.results["row"] + purged.results["objects"]
-                report.kept += purged.results["kept_attached"] + purged.results["bad_key"]
-                report.failed += purged.results["refused"]
+    def _purge(self, ids: list[uuid.UUID]) -> Outcome:
+        purged = purge_files(self.rt, ids)
+        return Outcome(acted=purged.results["row"] + purged.results["objects"],
+                       kept=purged.results["kept_attached"] + purged.results["bad_key"],
+                       failed=purged.results["refused"])
 
     # -- e: temporary files -----------------------------------------------------------------------------------
 
-    def temporary_files(self, report: StepReport) -> None:
-        older_than = self.now - timedelta(seconds=self.rt.cfg.file.upload_session_ttl)
-        removed = self.rt.store.sweep_tmp(older_than, dry_run=self.dry_run)
+    def _temporary_files(self, report: StepReport, dry_run: bool) -> None:
+        removed = self.store.sweep_tmp(self.now - self.policy.tmp_ttl, dry_run=dry_run)
         report.candidates = report.acted = removed
 
     # -- f: backlog -------------------------------------------------------------------------------------------
 
-    def backlog(self, report: StepReport) -> None:
-        row = self.rt.db.read(sql.backlog)
+    def _backlog(self, report: StepReport, dry_run: bool) -> None:
+        row = self.db.read(sql.backlog)
+        refused = self.db.read(failures_sql.failing)
         report.candidates = row.n
-        age_s = (self.now - row.oldest).total_seconds() if row.oldest is not None else 0.0
-        if not self.dry_run:
+        age = (self.now - row.oldest) if row.oldest is not None else timedelta(0)
+        if not dry_run:
             count_gauge, oldest_gauge = metrics.purge_backlog_gauges()
             count_gauge.set(row.n)
-            oldest_gauge.set(max(age_s, 0.0))
-        refused = self.rt.db.read(failures_sql.failing)
-        if not self.dry_run:
+            oldest_gauge.set(max(age.total_seconds(), 0.0))
             metrics.purge_failing_gauge().set(refused.n)
-        if row.oldest is not None and age_s > self.rt.cfg.privacy.object_delete_delay:
+        if row.oldest is not None and age > self.policy.object_delete_delay:
             log.warning("purge backlog older than privacy.object_delete_delay",
                         extra={"event": "cleanup.backlog_overdue", "count": row.n, "refused": refused.n})
+
+
+def _run_candidates(db, step: CandidateStep, report: StepReport, batch_size: int, dry_run: bool) -> None:
+    """The one runner of candidate steps: each page in batches by (time, id) until a batch comes back
+    smaller than the batch size; the dry run calls decide alone."""
+    for page in step.pages:
+        cursor = None
+        while True:
+            rows = db.read(lambda conn: page(conn, cursor, batch_size))
+            if not rows:
+                break
+            report.batches += 1
+            report.candidates += len(rows)
+            ids = [row.id for row in rows]
+            if dry_run:
+                chosen = db.read(lambda conn: step.decide(conn, ids))
+                outcome = Outcome(acted=len(chosen), kept=len(ids) - len(chosen))
+            else:
+                outcome = step.act(ids)
+            report.acted += outcome.acted
+            report.kept += outcome.kept
+            report.failed += outcome.failed
+            if len(rows) < batch_size:
+                break
+            cursor = (rows[-1].at, rows[-1].id)
 
 
 def run_cleanup(rt, dry_run: bool = False) -> CleanupReport:
@@ -245,32 +291,34 @@ def run_cleanup(rt, dry_run: bool = False) -> CleanupReport:
             metrics.CLEANUP_RUNS.labels("busy").inc()
             return CleanupReport(ran=False, dry_run=dry_run)
         try:
-            return _run_locked(rt, dry_run)
+            return _run_locked(rt, CleanupPolicy.from_config(rt.cfg), dry_run)
         finally:
             sql.unlock(lock_conn, sql.CLEANUP_LOCK_KEY)
 
 
-def _run_locked(rt, dry_run: bool) -> CleanupReport:
+def _run_locked(rt, policy: CleanupPolicy, dry_run: bool) -> CleanupReport:
     now = rt.clock.now()  # read once (D8)
-    run = _Run(rt, now, dry_run)
     report = CleanupReport(ran=True, dry_run=dry_run, now=now)
-    for letter, name, step in run.steps():
-        step_report = StepReport(letter, name)
+    for step in Steps(rt, policy, now).all():
+        step_report = StepReport(step.letter, step.name)
         started = time.monotonic()
         try:
-            step(step_report)
+            if isinstance(step, CandidateStep):
+                _run_candidates(rt.db, step, step_report, policy.batch_size, dry_run)
+            else:
+                step.run(step_report, dry_run)
         except (psycopg.Error, StorageError) as exc:
             step_report.error = type(exc).__name__
             report.first_error = report.first_error or exc
-            log.warning("cleanup step ended early", extra={"event": "cleanup.step_failed", "step": letter,
-                                                          "step_name": name, "error": type(exc).__name__})
+            log.warning("cleanup step ended early", extra={"event": "cleanup.step_failed", "step": step.letter,
+                                                          "step_name": step.name, "error": type(exc).__name__})
         step_report.duration_s = round(time.monotonic() - started, 4)
         report.steps.append(step_report)
         if not dry_run:
-            metrics.CLEANUP_STEP_DURATION.labels(letter).observe(step_report.duration_s)
+            metrics.CLEANUP_STEP_DURATION.labels(step.letter).observe(step_report.duration_s)
             for outcome in ("acted", "kept", "failed"):
-                metrics.CLEANUP_FILES.labels(letter, outcome).inc(getattr(step_report, outcome))
-        log.info("cleanup step", extra={"event": "cleanup.step", "step": letter, "step_name": name,
+                metrics.CLEANUP_FILES.labels(step.letter, outcome).inc(getattr(step_report, outcome))
+        log.info("cleanup step", extra={"event": "cleanup.step", "step": step.letter, "step_name": step.name,
                                         "dry_run": dry_run, "candidates": step_report.candidates,
                                         "acted": step_report.acted, "kept": step_report.kept,
                                         "failed": step_report.failed, "batches": step_report.batches,

@@ -104,8 +104,8 @@ def cmd_api(args) -> int:
             self.cfg.set("bind", f"{cfg.api.host}:{args.port or cfg.api.port}")
             self.cfg.set("workers", cfg.api.workers)
             self.cfg.set("worker_class", "gthread")
-            self.cfg.set("threads", 4)
-            self.cfg.set("timeout", 120)
+            self.cfg.set("threads", cfg.api.threads)  # D14: limits only through keys
+            self.cfg.set("timeout", int(cfg.api.timeout.total_seconds()))
             self.cfg.set("graceful_timeout", 20)
             self.cfg.set("accesslog", None)
             self.cfg.set("child_exit", _gunicorn_child_exit)

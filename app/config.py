@@ -14,8 +14,10 @@ import os
 import re
 import tomllib
 import zoneinfo
+import dataclasses
+import typing
 from dataclasses import dataclass
-from types import SimpleNamespace
+from datetime import timedelta
 from typing import Any, Mapping
 
 from marshmallow import Schema, ValidationError, fields, validate
@@ -32,7 +34,7 @@ _SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|TiB)?\s*$")
 _SIZE_UNITS = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
 
 
-def parse_duration(text: str | int | float) -> float:
+def parse_duration(text: str | int | float | timedelta) -> float:
     """Parse `90s`, `15m`, `24h`, `7d` (or `250ms`) into seconds.
 
     Raises:
@@ -40,6 +42,8 @@ def parse_duration(text: str | int | float) -> float:
     """
     if isinstance(text, bool):
         raise ValueError("not a duration")
+    if isinstance(text, timedelta):
+        return text.total_seconds()
     if isinstance(text, (int, float)):
         return float(text)
     match = _DURATION.fullmatch(text)
@@ -70,7 +74,8 @@ def parse_size(text: str | int) -> int:
 
 
 class Duration(fields.Field):
-    """A duration in seconds (float), written as `90s`, `15m`, `24h`, `7d`."""
+    """A duration, written as `90s`, `15m`, `24h`, `7d`; parsed to seconds for the cross-checks, and a
+    timedelta in the Config."""
 
     default_error_messages = {"invalid": "Not a duration (write it as 90s, 15m, 24h or 7d)."}
 
@@ -223,6 +228,9 @@ KEYS: tuple[Key, ...] = (
     Key("api.host", Text(), "127.0.0.1", "Address the api binds (0.0.0.0 in a container)."),
     Key("api.port", Number(validate=_no_value_range(1, 65535)), 8080, "Port of the api."),
     Key("api.workers", Number(validate=_no_value_range(1, 64)), 2, "gunicorn worker processes of the api."),
+    Key("api.threads", Number(validate=_no_value_range(1, 256)), 4, "Threads of each gunicorn worker process."),
+    Key("api.timeout", Duration(), "120s",
+        "gunicorn's worker timeout: a request running longer makes its worker restart."),
     # worker
     Key("worker.processes", Number(validate=_no_value_range(1, 64)), 2, "dramatiq worker processes."),
     Key("worker.threads", Number(validate=_no_value_range(1, 64)), 4, "Threads of each dramatiq process."),
@@ -260,8 +268,169 @@ def _schema() -> Schema:
     return Schema.from_dict(declared)()
 
 
-class Config(SimpleNamespace):
-    """The validated configuration: `cfg.file.unattached_ttl`, or `cfg.get("file.unattached_ttl")`."""
+@dataclass(frozen=True)
+class FileStorageConfig:
+    """Keys `file.storage.*`."""
+
+    driver: str
+
+
+@dataclass(frozen=True)
+class FileFsConfig:
+    """Keys `file.fs.*`."""
+
+    root: str
+
+
+@dataclass(frozen=True)
+class FileS3Config:
+    """Keys `file.s3.*`."""
+
+    endpoint: str
+    bucket: str
+    region: str
+    secure: bool
+    access_key: str
+    secret_key: str
+    create_bucket: bool
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    """Keys `file.*`."""
+
+    upload_session_ttl: timedelta
+    unattached_ttl: timedelta
+    failed_row_ttl: timedelta
+    gc_interval: timedelta
+    gc_batch_size: int
+    part_size: int
+    purge_retry_base: timedelta
+    purge_retry_max: timedelta
+    complete_timeout: timedelta
+    max_size: int
+    max_attachments: int
+    storage: FileStorageConfig
+    fs: FileFsConfig
+    s3: FileS3Config
+
+
+@dataclass(frozen=True)
+class PrivacyConfig:
+    """Keys `privacy.*`."""
+
+    object_delete_delay: timedelta
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    """Keys `database.*`."""
+
+    url: str
+    tx_retry_max: int
+    pool_size: int
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Keys `broker.*`."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class OutboxConfig:
+    """Keys `outbox.*`."""
+
+    relay_interval: timedelta
+    relay_age: timedelta
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """Keys `auth.*`."""
+
+    jwt_secret: str
+    jwt_public_key: str
+    issuer: str
+    audience: str
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    """Keys `api.*`."""
+
+    host: str
+    port: int
+    workers: int
+    threads: int
+    timeout: timedelta
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Keys `worker.*`."""
+
+    processes: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """Keys `metrics.*`."""
+
+    port: int
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    """Keys `scan.*`."""
+
+    clamd_address: str
+    timeout: timedelta
+
+
+@dataclass(frozen=True)
+class SentryConfig:
+    """Keys `sentry.*`."""
+
+    dsn: str
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Keys `log.*`."""
+
+    format: str
+    level: str
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Keys `schedule.*`."""
+
+    timezone: str
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated configuration, a tree of frozen dataclasses: `cfg.file.unattached_ttl` is a timedelta,
+    `cfg.get("file.unattached_ttl")` the same by name. tests/unit/test_config.py checks that the tree names
+    exactly the keys of KEYS, with the type each key's field parses to."""
+
+    file: FileConfig
+    privacy: PrivacyConfig
+    database: DatabaseConfig
+    broker: BrokerConfig
+    outbox: OutboxConfig
+    auth: AuthConfig
+    api: ApiConfig
+    worker: WorkerConfig
+    metrics: MetricsConfig
+    scan: ScanConfig
+    sentry: SentryConfig
+    log: LogConfig
+    schedule: ScheduleConfig
 
     def get(self, name: str) -> Any:
         node: Any = self
@@ -276,17 +445,19 @@ class Config(SimpleNamespace):
         return build(raw)
 
 
-def _nest(flat: Mapping[str, Any]) -> Config:
-    root = Config()
-    for name, value in flat.items():
-        node = root
-        *parents, leaf = name.split(".")
-        for part in parents:
-            if not hasattr(node, part):
-                setattr(node, part, Config())
-            node = getattr(node, part)
-        setattr(node, leaf, value)
-    return root
+def _nest(flat: Mapping[str, Any], cls: type = Config, prefix: str = "") -> Any:
+    """Build the dataclass tree from validated values by dotted name; durations become timedeltas."""
+    values = {}
+    for field_info in dataclasses.fields(cls):
+        name = prefix + field_info.name
+        hint = typing.get_type_hints(cls)[field_info.name]
+        if dataclasses.is_dataclass(hint):
+            values[field_info.name] = _nest(flat, hint, name + ".")
+        elif hint is timedelta:
+            values[field_info.name] = timedelta(seconds=flat[name])
+        else:
+            values[field_info.name] = flat[name]
+    return cls(**values)
 
 
 def _flatten_file(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -46,7 +46,7 @@ class Outbox:
         broker: the dramatiq broker.
     """
 
-    def __init__(self, db: Database, broker: dramatiq.Broker):
+    def __init__(self, db: Database, broker: Any):
         self.db = db
         self.broker = broker
 

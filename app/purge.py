@@ -12,7 +12,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Sequence
 
 from app import metrics
@@ -22,6 +22,7 @@ from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_key
 from app.db import purge_failures as failures_sql
 from app.domain.purge_retry import next_attempt_at, overdue
 from app.errors import ObjectFailed, StorageError
+from app.storage.base import MultipartRef
 
 log = logging.getLogger("lethe.purge")
 
@@ -87,8 +88,8 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
         for facts, _ in purgeable:
             if has_parts(facts) and facts.file_id not in refused:
                 try:
-                    rt.store.abort_upload(str(facts.file_id), facts.object_key, facts.storage_upload_id,
-                                          facts.part_count)
+                    rt.store.abort_upload(MultipartRef(str(facts.file_id), facts.object_key or "",
+                                                       facts.storage_upload_id), facts.part_count)
                 except ObjectFailed as exc:
                     refused[facts.file_id] = exc.store_code or "refused"
     except StorageError as exc:
@@ -137,9 +138,7 @@ def _settle(uow, cfg, row_ids: list[uuid.UUID], objects_only: list[uuid.UUID], r
         failures_sql.clear(uow.conn, objects_only)
     if not refused:
         return removed, kept, []
-    base = timedelta(seconds=cfg.file.purge_retry_base)
-    cap = timedelta(seconds=cfg.file.purge_retry_max)
-    delay = timedelta(seconds=cfg.privacy.object_delete_delay)
+    base, cap, delay = cfg.file.purge_retry_base, cfg.file.purge_retry_max, cfg.privacy.object_delete_delay
     previous = failures_sql.attempts_of(uow.conn, list(refused))
     rows = []
     for file_id, code in sorted(refused.items()):

@@ -1,18 +1,32 @@
 """The collaborators of one process, built once from the configuration and passed to services.
 
-Services take what they need from here as arguments; they never look anything up themselves (STYLE.md).
+Each member is typed by its port: the store by `ObjectStore` (the K1 guard implements it), the broker by
+`BrokerPort` (what the outbox needs of dramatiq's broker), the clock by `Clock`. Services take what they
+need from here as arguments; they never look anything up themselves (STYLE.md).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from app.clock import Clock, SystemClock
 from app.config import Config
 from app.db.core import Database
 from app.outbox import Outbox
+from app.storage.base import ObjectStore
 from app.storage.factory import build_store
+
+
+class BrokerPort(Protocol):
+    """What Lethe needs of a message broker: publish a message, and close. dramatiq's brokers and the tests'
+    RecordingBroker both are one."""
+
+    def enqueue(self, message: Any, *, delay: int | None = None) -> Any:
+        """Publish a message (with publisher confirms on RabbitMQ); raise when it was not taken."""
+
+    def close(self) -> None:
+        """Release connections."""
 
 
 @dataclass
@@ -20,8 +34,8 @@ class Runtime:
     cfg: Config
     clock: Clock
     db: Database
-    store: Any  # ObjectStore, wrapped in the K1 guard
-    broker: Any  # dramatiq.Broker
+    store: ObjectStore
+    broker: BrokerPort
     outbox: Outbox
     role: str
 
@@ -29,7 +43,8 @@ class Runtime:
         self.db.close()
 
 
-def build_runtime(cfg: Config, broker: Any, role: str, clock: Clock | None = None, store: Any = None) -> Runtime:
+def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | None = None,
+                  store: ObjectStore | None = None) -> Runtime:
     """Wire the database, the store, the broker and the outbox for one process."""
     db = Database(cfg.database.url, pool_size=cfg.database.pool_size, tx_retry_max=cfg.database.tx_retry_max)
     outbox = Outbox(db, broker)

@@ -40,7 +40,7 @@ def scan_file(rt, file_id: uuid.UUID) -> str | None:
     else:
         chunks = rt.store.open(row.object_key)
         try:
-            outcome = clamd.instream(address, chunks, rt.cfg.scan.timeout)
+            outcome = clamd.instream(address, chunks, rt.cfg.scan.timeout.total_seconds())
         finally:
             chunks.close()
 

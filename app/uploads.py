@@ -9,7 +9,6 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import BinaryIO
 
 from app.auth import Principal
@@ -20,7 +19,7 @@ from app.domain.uploads import claim_held, expected_part_size, part_count
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.events import write_file_updated
 from app.jobs import enqueue_purge, enqueue_scan
-from app.storage.base import UploadedPart
+from app.storage.base import MultipartRef, UploadedPart
 
 log = logging.getLogger("lethe.uploads")
 RESTRICTED_PURPOSES = ("branding", "gdpr_export")  # written by operators and the application, not users
@@ -55,6 +54,11 @@ def _visible_upload(conn, principal: Principal, file_id: uuid.UUID, lock: bool =
     return row, session
 
 
+def _ref(file_row, session) -> MultipartRef:
+    """The store's reference to the upload of a file, rebuilt from its rows."""
+    return MultipartRef(file_id=str(file_row.id), key=file_row.object_key, upload_id=session.storage_upload_id)
+
+
 def _require_write(principal: Principal) -> None:
     if not principal.has("files:write"):
         raise Forbidden()
@@ -71,7 +75,7 @@ def create_upload(rt, principal: Principal, new: NewUpload) -> UploadView:
     file_id = uuid.uuid4()
     object_key = keys.original_key(file_id, 1)
     part_size = rt.cfg.file.part_size
-    upload_id = rt.store.begin_upload(str(file_id), object_key, new.mime_type)
+    ref = rt.store.begin_upload(str(file_id), object_key, new.mime_type)
     now = rt.clock.now()
 
     def record(uow):
@@ -82,15 +86,15 @@ def create_upload(rt, principal: Principal, new: NewUpload) -> UploadView:
         })
         sessions_sql.insert_session(uow.conn, {
             "file_id": file_id, "part_size": part_size, "part_count": part_count(new.size_bytes, part_size),
-            "storage_upload_id": upload_id, "expected_sha256": new.sha256, "created_at": now,
-            "expires_at": now + timedelta(seconds=rt.cfg.file.upload_session_ttl),
+            "storage_upload_id": ref.upload_id, "expected_sha256": new.sha256, "created_at": now,
+            "expires_at": now + rt.cfg.file.upload_session_ttl,
         })
         return _view(uow.conn, file_id)
 
     try:
         view = rt.db.unit_of_work(record, name="upload.create")
     except Exception:
-        rt.store.abort_upload(str(file_id), object_key, upload_id, 0)
+        rt.store.abort_upload(ref, 0)
         raise
     log.info("upload created", extra={"event": "upload.created", "file_id": str(file_id),
                                       "part_count": view.session.part_count})
@@ -125,7 +129,7 @@ def _check_open(session, now) -> None:
 
 def _check_not_claimed(rt, session, now) -> None:
     """A completion holds the upload: no part, abort or second complete interleaves with it (409)."""
-    if claim_held(session.completing_since, now, timedelta(seconds=rt.cfg.file.complete_timeout)):
+    if claim_held(session.completing_since, now, rt.cfg.file.complete_timeout):
         raise Conflict("upload_completing", "A completion of this upload is in progress; retry shortly.")
 
 
@@ -150,7 +154,7 @@ def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, bod
     if len(data) != expected:
         raise Invalid("wrong_part_size")
     try:
-        part = rt.store.put_part(str(file_id), file_row.object_key, session.storage_upload_id, part_number, data)
+        part = rt.store.put_part(_ref(file_row, session), part_number, data)
     except (StorageError, NotFound):
         # S3 refuses a part of a multipart upload that a completion or an abort just ended: answer what the
         # row says now (409, 410), and 503 only when the upload is still open and unclaimed.
@@ -174,10 +178,8 @@ def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, bod
 
     if not rt.db.unit_of_work(record, name="upload.part"):
         # No row references this part any more (aborted, expired, deleted or completed): remove what was
-        # written (fs; an S3 part belongs to the multipart upload, which its abort or purge removes), then
-        # answer what the row says.
-        if rt.store.driver == "fs":
-            rt.store.delete(keys.part_key(file_id, part_number))
+        # written, then answer what the row says.
+        rt.store.discard_part(_ref(file_row, session), part_number)
         rt.db.read(lambda conn: _check_open(_visible_upload(conn, principal, file_id)[1], rt.clock.now()))
         raise Conflict("upload_not_open")
     return len(data)
@@ -217,8 +219,7 @@ def complete_upload(rt, principal: Principal, file_id: uuid.UUID) -> object:
     if session is None:
         return file_row
     try:
-        rt.store.complete_upload(str(file_id), file_row.object_key, session.storage_upload_id,
-                                 [UploadedPart(part.part_number, part.etag) for part in parts])
+        rt.store.complete_upload(_ref(file_row, session), [UploadedPart(part.part_number, part.etag) for part in parts])
         size, digest = _measure(rt.store, file_row.object_key)
     except (StorageError, NotFound):
         rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_id, claimed_at),
@@ -310,7 +311,7 @@ def abort_upload(rt, principal: Principal, file_id: uuid.UUID) -> None:
         return
     row, session = result
     try:
-        rt.store.abort_upload(str(file_id), row.object_key, session.storage_upload_id, session.part_count)
+        rt.store.abort_upload(_ref(row, session), session.part_count)
     except StorageError:
         log.warning("abort left parts for the purge job", extra={"event": "upload.abort_deferred",
                                                                  "file_id": str(file_id)})

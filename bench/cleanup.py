@@ -115,7 +115,7 @@ def main() -> None:
         rt.clock = FakeClock(now)
         try:
             seed(rt.db, args.files, args.candidates, now)
-            explain(rt.db, now, timedelta(seconds=rt.cfg.file.unattached_ttl))
+            explain(rt.db, now, rt.cfg.file.unattached_ttl)
             started = time.perf_counter()
             report = run_cleanup(rt)
             total = time.perf_counter() - started

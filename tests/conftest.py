@@ -201,3 +201,20 @@ def make_lethe(database_url, raw_store, clock):
 @pytest.fixture
 def lethe(make_lethe):
     return make_lethe()
+
+
+@pytest.fixture
+def swap_store(request):
+    """swap_store(lethe, store): put a wrapped store (a fault) in place of a Lethe's; the original comes back
+    when the test ends, whatever happens. Returns the original."""
+    swapped = []
+
+    def swap(lethe, store):
+        swapped.append((lethe, lethe.rt.store))
+        original = lethe.rt.store
+        lethe.rt.store = store
+        return original
+
+    yield swap
+    for lethe, original in reversed(swapped):
+        lethe.rt.store = original

@@ -141,15 +141,20 @@ def protected_by_own_drafts(conn: psycopg.Connection, pairs: Sequence[tuple[UUID
     )}
 
 
+_OPEN_SESSIONS = """
+    SELECT s.file_id, s.state, s.expires_at FROM upload_sessions s JOIN files f ON f.id = s.file_id
+    WHERE s.file_id = ANY(%s) AND s.state = 'open' AND f.deleted_at IS NULL
+    ORDER BY s.file_id"""
+
+
+def open_sessions(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+    """The open sessions of files not deleted, without a lock (step a's decision, and its dry run)."""
+    return conn.execute(_OPEN_SESSIONS, (list(file_ids),)).fetchall()
+
+
 def lock_open_sessions(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
     """Of files locked by the caller, lock the open sessions (after the files: D10) of files not deleted."""
-    return conn.execute(
-        """
-        SELECT s.file_id, s.state, s.expires_at FROM upload_sessions s JOIN files f ON f.id = s.file_id
-        WHERE s.file_id = ANY(%s) AND s.state = 'open' AND f.deleted_at IS NULL
-        ORDER BY s.file_id FOR UPDATE OF s
-        """,
-        (list(file_ids),)).fetchall()
+    return conn.execute(_OPEN_SESSIONS + " FOR UPDATE OF s", (list(file_ids),)).fetchall()
 
 
 def expire_sessions(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> None:

@@ -33,6 +33,16 @@ class DeleteFailure:
 
 
 @dataclass(frozen=True)
+class MultipartRef:
+    """A multipart upload as its driver understands it, rebuilt from the rows: the file id, the original's
+    key, and the driver's upload id (S3's, stored in upload_sessions.storage_upload_id; None with fs)."""
+
+    file_id: str
+    key: str
+    upload_id: str | None = None
+
+
+@dataclass(frozen=True)
 class UploadedPart:
     part_number: int
     etag: str
@@ -69,16 +79,20 @@ class ObjectStore(Protocol):
                 the keys not yet answered.
         """
 
-    def begin_upload(self, file_id: str, key: str, content_type: str) -> str | None:
-        """Start a multipart upload of the object `key`; returns the driver's upload id (None for fs)."""
+    def begin_upload(self, file_id: str, key: str, content_type: str) -> MultipartRef:
+        """Start a multipart upload of the object `key` of a file."""
 
-    def put_part(self, file_id: str, key: str, upload_id: str | None, part_number: int, data: bytes) -> UploadedPart:
-        """Store one part (overwrites a part with the same number)."""
+    def put_part(self, ref: MultipartRef, part_number: int, data: bytes) -> UploadedPart:
+        """Store one part (overwrites a part with the same number). Raises NotFound when the upload ended."""
 
-    def complete_upload(self, file_id: str, key: str, upload_id: str | None, parts: Sequence[UploadedPart]) -> ObjectInfo:
-        """Assemble the parts, in order, into the object `key` and drop the parts."""
+    def discard_part(self, ref: MultipartRef, part_number: int) -> None:
+        """Remove a part written for an upload that ended meanwhile (fs: its part object; S3: nothing, the
+        part belongs to the multipart upload, which its abort or purge removes). Idempotent."""
 
-    def abort_upload(self, file_id: str, key: str, upload_id: str | None, part_count: int) -> None:
+    def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
+        """Assemble the parts, in order, into the object `ref.key` and drop the parts."""
+
+    def abort_upload(self, ref: MultipartRef, part_count: int) -> None:
         """Drop every part of an upload (fs: part-1..part-N; s3: abort the multipart upload). Idempotent.
         Raises ObjectFailed when the store refused this upload's objects, StorageError when it failed."""
 

@@ -18,7 +18,7 @@ from typing import BinaryIO, Iterable, Iterator, Sequence
 
 from app.domain.keys import KeyError_, part_key, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
-from app.storage.base import DeleteFailure, ObjectInfo, UploadedPart, raise_on_failures
+from app.storage.base import DeleteFailure, MultipartRef, ObjectInfo, UploadedPart, raise_on_failures
 
 TMP_DIR = ".tmp"
 CHUNK = 1024 * 1024
@@ -275,35 +275,37 @@ class FsStore:
 
     # -- multipart: parts live under uploads/<file_id>/part-<n> (D4) ---------------------------------------
 
-    def begin_upload(self, file_id: str, key: str, content_type: str) -> str | None:
+    def begin_upload(self, file_id: str, key: str, content_type: str) -> MultipartRef:
         _segments(key)
-        return None
+        return MultipartRef(file_id=file_id, key=key)
 
-    def put_part(self, file_id: str, key: str, upload_id: str | None, part_number: int, data: bytes) -> UploadedPart:
-        self.put(part_key(file_id, part_number), data, len(data))
+    def put_part(self, ref: MultipartRef, part_number: int, data: bytes) -> UploadedPart:
+        self.put(part_key(ref.file_id, part_number), data, len(data))
         return UploadedPart(part_number=part_number, etag=hashlib.md5(data, usedforsecurity=False).hexdigest())
 
-    def complete_upload(self, file_id: str, key: str, upload_id: str | None,
-                        parts: Sequence[UploadedPart]) -> ObjectInfo:
-        segments = _segments(key)
+    def discard_part(self, ref: MultipartRef, part_number: int) -> None:
+        self.delete(part_key(ref.file_id, part_number))
+
+    def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
+        segments = _segments(ref.key)
         ordered = sorted(parts, key=lambda part: part.part_number)
 
         def stream() -> Iterator[bytes]:
             for part in ordered:
-                chunks = self.open(part_key(file_id, part.part_number))
+                chunks = self.open(part_key(ref.file_id, part.part_number))
                 try:
                     yield from chunks
                 finally:
-                    chunks.close()
+                    chunks.close()  # type: ignore[attr-defined]
 
         tmp_path, size = self._write_tmp(stream())
         self._publish(tmp_path, segments)
-        raise_on_failures(self.delete_many(part_key(file_id, part.part_number) for part in ordered))
+        raise_on_failures(self.delete_many(part_key(ref.file_id, part.part_number) for part in ordered))
         return ObjectInfo(size_bytes=size)
 
-    def abort_upload(self, file_id: str, key: str, upload_id: str | None, part_count: int) -> None:
+    def abort_upload(self, ref: MultipartRef, part_count: int) -> None:
         # D7: the fs driver deletes part-1..part-N by name; it never lists the upload's directory.
-        raise_on_failures(self.delete_many(part_key(file_id, n) for n in range(1, part_count + 1)))
+        raise_on_failures(self.delete_many(part_key(ref.file_id, n) for n in range(1, part_count + 1)))
 
     # -- operations -----------------------------------------------------------------------------------------
 

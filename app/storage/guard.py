@@ -1,38 +1,75 @@
 """D4 K1: no object store call runs inside a database transaction.
 
-GuardedStore wraps a driver and raises StoreCallInTransaction when a store call is made while the calling
-thread has a unit of work open. The factory applies it everywhere, so a violation fails loudly in tests and
-in production alike rather than holding row locks across a slow network call.
+GuardedStore implements the ObjectStore port method by method: each checks that the calling thread has no
+unit of work open (else StoreCallInTransaction) and delegates to the driver. The factory applies it
+everywhere, so a violation fails loudly in tests and in production alike rather than holding row locks
+across a slow network call. tests/unit/test_guard.py fails if a port method is left unguarded.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from datetime import datetime
+from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
 
 from app.errors import StoreCallInTransaction
-
-_GUARDED = {"put", "open", "get", "head", "delete", "delete_many", "begin_upload", "put_part",
-            "complete_upload", "abort_upload", "check", "describe", "sweep_tmp"}
+from app.storage.base import DeleteFailure, MultipartRef, ObjectInfo, ObjectStore, UploadedPart
 
 
 class GuardedStore:
-    def __init__(self, store: Any, in_transaction: Callable[[], bool]):
+    """An ObjectStore that refuses calls made inside a unit of work."""
+
+    def __init__(self, store: ObjectStore, in_transaction: Callable[[], bool]):
         self._store = store
         self._in_transaction = in_transaction
         self.driver = store.driver
 
     @property
-    def inner(self) -> Any:
+    def inner(self) -> ObjectStore:
         return self._store
 
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._store, name)
-        if name not in _GUARDED:
-            return attribute
+    def _checked(self, name: str) -> ObjectStore:
+        if self._in_transaction():
+            raise StoreCallInTransaction(f"object store call {name} inside a unit of work (D4 K1)")
+        return self._store
 
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            if self._in_transaction():
-                raise StoreCallInTransaction(f"object store call {name} inside a unit of work (D4 K1)")
-            return attribute(*args, **kwargs)
+    def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
+        self._checked("put").put(key, data, length, content_type)
 
-        return guarded
+    def open(self, key: str) -> Iterator[bytes]:
+        return self._checked("open").open(key)
+
+    def get(self, key: str) -> bytes:
+        return self._checked("get").get(key)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        return self._checked("head").head(key)
+
+    def delete(self, key: str) -> None:
+        self._checked("delete").delete(key)
+
+    def delete_many(self, keys: Iterable[str]) -> list[DeleteFailure]:
+        return self._checked("delete_many").delete_many(keys)
+
+    def begin_upload(self, file_id: str, key: str, content_type: str) -> MultipartRef:
+        return self._checked("begin_upload").begin_upload(file_id, key, content_type)
+
+    def put_part(self, ref: MultipartRef, part_number: int, data: bytes) -> UploadedPart:
+        return self._checked("put_part").put_part(ref, part_number, data)
+
+    def discard_part(self, ref: MultipartRef, part_number: int) -> None:
+        self._checked("discard_part").discard_part(ref, part_number)
+
+    def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
+        return self._checked("complete_upload").complete_upload(ref, parts)
+
+    def abort_upload(self, ref: MultipartRef, part_count: int) -> None:
+        self._checked("abort_upload").abort_upload(ref, part_count)
+
+    def check(self) -> None:
+        self._checked("check").check()
+
+    def describe(self) -> dict[str, str]:
+        return self._checked("describe").describe()
+
+    def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
+        return self._checked("sweep_tmp").sweep_tmp(older_than, dry_run)

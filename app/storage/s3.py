@@ -25,7 +25,7 @@ from minio.error import MinioException, S3Error
 
 from app.domain.keys import KeyError_, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
-from app.storage.base import DeleteFailure, ObjectInfo, UploadedPart
+from app.storage.base import DeleteFailure, MultipartRef, ObjectInfo, UploadedPart
 
 DELETE_BATCH = 1000  # the S3 DeleteObjects limit
 CHUNK = 1024 * 1024
@@ -271,31 +271,34 @@ class S3Store:
     # -- multipart on the original's key (D4). minio exposes these calls only as methods with a leading
     # underscore; they are stable across 7.x and are what its own put_object uses (docs/decisions.md).
 
-    def begin_upload(self, file_id: str, key: str, content_type: str) -> str | None:
+    def begin_upload(self, file_id: str, key: str, content_type: str) -> MultipartRef:
         with _mapped("create_multipart_upload"):
-            return self.client._create_multipart_upload(self.bucket, _key(key), {"Content-Type": content_type})
+            upload_id = self.client._create_multipart_upload(self.bucket, _key(key), {"Content-Type": content_type})
+        return MultipartRef(file_id=file_id, key=key, upload_id=upload_id)
 
-    def put_part(self, file_id: str, key: str, upload_id: str | None, part_number: int, data: bytes) -> UploadedPart:
+    def put_part(self, ref: MultipartRef, part_number: int, data: bytes) -> UploadedPart:
         with _mapped("upload_part", missing=NotFound, also_missing=("NoSuchUpload",)):
-            etag = self.client._upload_part(self.bucket, _key(key), data, None, upload_id, part_number)
+            etag = self.client._upload_part(self.bucket, _key(ref.key), data, None, ref.upload_id, part_number)
         return UploadedPart(part_number=part_number, etag=etag)
 
-    def complete_upload(self, file_id: str, key: str, upload_id: str | None,
-                        parts: Sequence[UploadedPart]) -> ObjectInfo:
+    def discard_part(self, ref: MultipartRef, part_number: int) -> None:
+        return None  # a part belongs to its multipart upload; the upload's abort or purge removes it
+
+    def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         ordered = [Part(part.part_number, part.etag) for part in sorted(parts, key=lambda p: p.part_number)]
         with _mapped("complete_multipart_upload", missing=NotFound, also_missing=("NoSuchUpload",)):
-            self.client._complete_multipart_upload(self.bucket, _key(key), upload_id, ordered)
-        info = self.head(key)
+            self.client._complete_multipart_upload(self.bucket, _key(ref.key), ref.upload_id, ordered)
+        info = self.head(ref.key)
         if info is None:
             raise StorageError("s3 complete_multipart_upload left no object")
         return info
 
-    def abort_upload(self, file_id: str, key: str, upload_id: str | None, part_count: int) -> None:
-        if not upload_id:
+    def abort_upload(self, ref: MultipartRef, part_count: int) -> None:
+        if not ref.upload_id:
             return
         try:
             with _mapped("abort_multipart_upload", missing=_Absent, also_missing=("NoSuchUpload",)):
-                self.client._abort_multipart_upload(self.bucket, _key(key), upload_id)
+                self.client._abort_multipart_upload(self.bucket, _key(ref.key), ref.upload_id)
         except _Absent:
             return  # unknown or already finished: nothing left to abort
 

@@ -11,18 +11,7 @@ import pytest
 from app.domain.keys import part_key
 from tests.support.lethe import ALEX, OWNER, SAM, sha256
 
-PROBLEM = "application/problem+json"
-
-
-def problem(response, status: int, code: str, reason: str | None = None):
-    assert response.status_code == status, response.get_data(as_text=True)
-    assert response.mimetype == PROBLEM
-    body = response.json
-    assert body["status"] == status and body["code"] == code
-    assert {"type", "title", "status", "code"} <= set(body)
-    if reason is not None:
-        assert body.get("reason") == reason
-    return body
+from tests.support.helpers import problem
 
 
 def test_a_full_upload_in_several_parts(lethe):
@@ -126,7 +115,7 @@ def test_a_body_larger_than_a_part_is_413(lethe):
 
 def test_a_part_after_expiry_is_410(lethe):
     file_id = lethe.start_upload(ALEX, b"abc")["file"]["id"]
-    lethe.clock.advance(timedelta(seconds=lethe.cfg.file.upload_session_ttl) - timedelta(microseconds=1))
+    lethe.clock.advance(lethe.cfg.file.upload_session_ttl - timedelta(microseconds=1))
     assert lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"abc").status_code == 200
     lethe.clock.advance(timedelta(microseconds=1))  # expired at expires_at exactly (D8)
     problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"abc"), 410, "gone", "upload_expired")

@@ -8,7 +8,7 @@ import pytest
 
 from app.api.schemas import FileSchema
 from app.events import file_document
-from tests.integration.test_api_uploads import problem
+from tests.support.helpers import problem
 from tests.support.lethe import ALEX, OWNER, ROBIN, SAM, Person
 
 

@@ -16,8 +16,8 @@ from app.cleanup import run_cleanup
 from app.db import cleanup as cleanup_sql
 from app.domain.keys import original_key, part_key
 from app.errors import StorageError
-from tests.integration.test_api_uploads import problem
-from tests.integration.test_deletion import FailOnce, keys_of, rows
+from tests.support.faults import Down, FailOnce
+from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
 
 DAY = timedelta(days=1)
@@ -25,7 +25,7 @@ SECOND = timedelta(seconds=1)
 
 
 def ttl(lethe, key):
-    return timedelta(seconds=lethe.cfg.get(key))
+    return lethe.cfg.get(key)
 
 
 def cleanup(lethe, **kwargs):
@@ -201,25 +201,13 @@ def test_catch_up_after_a_lost_purge_job(lethe):
     assert lethe.broker.take() == []  # inline: no new job
 
 
-def test_catch_up_stops_at_the_first_store_error_and_the_later_steps_still_run(make_lethe, caplog):
+def test_catch_up_stops_at_the_first_store_error_and_the_later_steps_still_run(make_lethe, caplog, swap_store):
     lethe = make_lethe(**{"file.gc_batch_size": 1, "privacy.object_delete_delay": "2h", "file.gc_interval": "1h"})
     ids = [lethe.upload(ALEX) for _ in range(2)]
     for file_id in ids:
         lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
     lethe.broker.take()
-    real = lethe.rt.store
-
-    class Down:
-        driver = real.driver
-
-        def __getattr__(self, name):
-            if name == "delete_many":
-                def fail(*args, **kwargs):
-                    raise StorageError("injected outage")
-                return fail
-            return getattr(real, name)
-
-    lethe.rt.store = Down()
+    real = swap_store(lethe, Down(lethe.rt.store, "delete_many"))
     lethe.clock.advance(timedelta(hours=3))
     with caplog.at_level(logging.WARNING, logger="lethe.cleanup"):
         report = cleanup(lethe)
@@ -279,14 +267,13 @@ def test_the_backlog_gauge_is_absent_before_the_first_run():
     assert "lethe_outbox_depth" in result.stdout
 
 
-def test_the_backlog_gauge_counts_deleted_rows(lethe):
+def test_the_backlog_gauge_counts_deleted_rows(lethe, swap_store):
     from prometheus_client import REGISTRY
 
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
     lethe.broker.take()
-    real = lethe.rt.store
-    lethe.rt.store = FailOnce(real, "delete_many")  # the catch-up fails: the row stays in the backlog
+    real = swap_store(lethe, FailOnce(lethe.rt.store, "delete_many"))  # the catch-up fails: the row stays in the backlog
     lethe.clock.advance(timedelta(hours=2))
     cleanup(lethe)
     assert REGISTRY.get_sample_value("lethe_file_purge_backlog") == 1

@@ -10,24 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from app.domain.keys import original_key, part_key, variant_key
+from app.domain.keys import original_key, part_key
 from app.errors import StorageError
-from tests.integration.test_api_uploads import problem
+from tests.support.faults import FailOnce
+from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM, Person
 
 ROOT = Path(__file__).resolve().parents[2]
 CANARY = "Canary-payroll-2026.xlsx"
-
-
-def keys_of(file_id, revision=1):
-    return [original_key(file_id, r) for r in range(1, revision + 2)] + \
-        [variant_key(file_id, v) for v in ("thumb-small", "thumb-large", "preview", "poster")]
-
-
-def rows(lethe, table, **where):
-    clause = " AND ".join(f"{name} = %s" for name in where) or "true"
-    return lethe.rt.db.read(lambda conn: conn.execute(f"SELECT * FROM {table} WHERE {clause}",
-                                                      tuple(where.values())).fetchall())
 
 
 def purge(lethe):
@@ -181,33 +171,11 @@ def test_manage_may_delete_anyones_message_by_naming_its_author(lethe):
 
 # -- failing transitions (D7) -----------------------------------------------------------------------------------
 
-class FailOnce:
-    """Wraps a store; the named call fails once, as a transient outage would."""
-
-    def __init__(self, store, method):
-        self._store, self._method, self.failed = store, method, False
-        self.driver = store.driver
-
-    def __getattr__(self, name):
-        attribute = getattr(self._store, name)
-        if name != self._method:
-            return attribute
-
-        def failing(*args, **kwargs):
-            if not self.failed:
-                self.failed = True
-                raise StorageError("injected outage")
-            return attribute(*args, **kwargs)
-
-        return failing
-
-
-def test_an_abort_whose_immediate_delete_fails_is_purged_by_its_job(lethe):
+def test_an_abort_whose_immediate_delete_fails_is_purged_by_its_job(lethe, swap_store):
     data = b"q" * (lethe.part_size + 1)
     file_id = lethe.start_upload(ALEX, data)["file"]["id"]
     lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:lethe.part_size])
-    real = lethe.rt.store
-    lethe.rt.store = FailOnce(real, "abort_upload")
+    real = swap_store(lethe, FailOnce(lethe.rt.store, "abort_upload"))
     assert lethe.call("DELETE", f"/api/v1/uploads/{file_id}", ALEX).status_code == 204
     assert lethe.rt.store.failed
     if lethe.driver == "fs":
@@ -223,15 +191,14 @@ def test_an_abort_whose_immediate_delete_fails_is_purged_by_its_job(lethe):
 
 
 @pytest.mark.parametrize("mode, outcome", [("eicar", "infected"), ("garbage", "error")])
-def test_blocked_files_lose_their_objects_and_keep_their_row(make_lethe, clamd, mode, outcome):
+def test_blocked_files_lose_their_objects_and_keep_their_row(make_lethe, clamd, mode, outcome, swap_store):
     lethe = make_lethe(**{"scan.clamd_address": clamd.address})
     clamd.mode = mode
     file_id = lethe.upload(ALEX, b"bad bytes")
     key = lethe.row(file_id).object_key
     assert lethe.store.get(key) == b"bad bytes"
     # A purge whose first store call fails retries; the second run finishes (crash midway, STYLE.md).
-    real = lethe.rt.store
-    lethe.rt.store = FailOnce(real, "delete_many")
+    real = swap_store(lethe, FailOnce(lethe.rt.store, "delete_many"))
     with pytest.raises(StorageError):
         purge(lethe)
     lethe.rt.store = real

@@ -4,6 +4,7 @@ a remaining event payload or a Sentry event, through every path a file can take,
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 import json
 import logging
 import uuid
@@ -61,7 +62,7 @@ def test_no_name_key_digest_or_token_leaves_the_service(make_lethe, clamd, every
     lethe.call("DELETE", f"/api/v1/uploads/{aborted}", ALEX)
     upload(b"sixth")
     lethe.run_jobs()
-    lethe.clock.advance(lethe.cfg.file.failed_row_ttl + 1)
+    lethe.clock.advance(lethe.cfg.file.failed_row_ttl + timedelta(seconds=1))
     run_cleanup(lethe.rt)
     lethe.run_jobs()
     bodies.append(lethe.call("POST", "/api/v1/uploads", ALEX, json={"name": CANARY + "\x00", "size_bytes": 1,

@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 
 from app.cleanup import run_cleanup
 from tests.conftest import versions_of
-from tests.integration.test_deletion import keys_of, rows
+from tests.support.helpers import keys_of, rows
 from tests.support.faults import RefusingS3
 from tests.support.lethe import ALEX
 
@@ -136,7 +136,7 @@ def test_a_blocked_file_whose_objects_are_refused_is_retried_by_the_catch_up(mak
     lethe.run_jobs("purge_objects")
     assert lethe.row(file_id).scan_status == "infected" and list(failures(lethe)) == [file_id]
     poison.heal()
-    lethe.clock.advance(timedelta(seconds=lethe.cfg.file.purge_retry_base))
+    lethe.clock.advance(lethe.cfg.file.purge_retry_base)
     report = run_cleanup(lethe.rt)
     assert report.step("d").acted == 1
     assert lethe.row(file_id) is not None and failures(lethe) == {}  # the row stays for its uploader

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from app.domain.keys import original_key, part_key, variant_key
+from app.storage.base import MultipartRef
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, StoreCallInTransaction
 from tests.conftest import make_s3_store, versions_of
 from tests.support.faults import RefusingS3
@@ -106,31 +107,31 @@ def test_multipart_upload_assembles_parts_in_order(store):
     file_id = uuid.uuid4()
     key = original_key(file_id)
     first, second = os.urandom(5 * MiB), b"tail"
-    upload_id = store.begin_upload(str(file_id), key, "application/octet-stream")
+    ref = store.begin_upload(str(file_id), key, "application/octet-stream")
     # Parts may arrive out of order.
-    part2 = store.put_part(str(file_id), key, upload_id, 2, second)
-    part1 = store.put_part(str(file_id), key, upload_id, 1, first)
-    info = store.complete_upload(str(file_id), key, upload_id, [part2, part1])
+    part2 = store.put_part(ref, 2, second)
+    part1 = store.put_part(ref, 1, first)
+    info = store.complete_upload(ref, [part2, part1])
     assert info.size_bytes == len(first) + len(second)
     assert store.get(key) == first + second
     assert store.head(part_key(file_id, 1)) is None
     # Aborting a finished upload is a no-op.
-    store.abort_upload(str(file_id), key, upload_id, 2)
+    store.abort_upload(ref, 2)
     assert store.get(key) == first + second
 
 
 def test_abort_upload_is_idempotent_and_drops_the_parts(store, raw_store):
     file_id = uuid.uuid4()
     key = original_key(file_id)
-    upload_id = store.begin_upload(str(file_id), key, "application/octet-stream")
-    store.put_part(str(file_id), key, upload_id, 1, b"part one")
+    ref = store.begin_upload(str(file_id), key, "application/octet-stream")
+    store.put_part(ref, 1, b"part one")
     if raw_store.driver == "fs":
         assert store.head(part_key(file_id, 1)).size_bytes == 8
     else:
         listed = raw_store.client._list_multipart_uploads(raw_store.bucket, prefix=key)
-        assert [upload.upload_id for upload in listed.uploads] == [upload_id]
-    store.abort_upload(str(file_id), key, upload_id, 3)
-    store.abort_upload(str(file_id), key, upload_id, 3)
+        assert [upload.upload_id for upload in listed.uploads] == [ref.upload_id]
+    store.abort_upload(ref, 3)
+    store.abort_upload(ref, 3)
     assert store.head(key) is None
     if raw_store.driver == "fs":
         assert store.head(part_key(file_id, 1)) is None
@@ -140,10 +141,20 @@ def test_abort_upload_is_idempotent_and_drops_the_parts(store, raw_store):
         assert [upload.upload_id for upload in result.uploads] == []
 
 
+def test_discard_part_removes_what_put_part_wrote_and_is_idempotent(store, raw_store):
+    file_id = uuid.uuid4()
+    ref = store.begin_upload(str(file_id), original_key(file_id), "application/octet-stream")
+    store.put_part(ref, 1, b"orphan part")
+    store.discard_part(ref, 1)
+    store.discard_part(ref, 1)
+    assert versions_of(raw_store, [part_key(file_id, 1)]) == []
+    store.abort_upload(ref, 1)
+
+
 def test_abort_of_an_unknown_upload_succeeds(store, raw_store):
     file_id = uuid.uuid4()
     unknown = None if raw_store.driver == "fs" else "bm90LWFuLXVwbG9hZA"
-    store.abort_upload(str(file_id), original_key(file_id), unknown, 4)
+    store.abort_upload(MultipartRef(str(file_id), original_key(file_id), unknown), 4)
 
 
 def test_store_calls_inside_a_unit_of_work_raise(store, db):
@@ -281,15 +292,15 @@ def test_orig_1_does_not_take_orig_10(store, raw_store):
 def test_abort_and_complete_leave_no_version_of_the_parts(store, raw_store):
     file_id = uuid.uuid4()
     key = original_key(file_id)
-    upload_id = store.begin_upload(str(file_id), key, "application/octet-stream")
-    store.put_part(str(file_id), key, upload_id, 1, b"part one")
-    store.abort_upload(str(file_id), key, upload_id, 1)
+    ref = store.begin_upload(str(file_id), key, "application/octet-stream")
+    store.put_part(ref, 1, b"part one")
+    store.abort_upload(ref, 1)
     assert versions_of(raw_store, [key, part_key(file_id, 1)]) == []
     other = uuid.uuid4()
     key = original_key(other)
-    upload_id = store.begin_upload(str(other), key, "application/octet-stream")
-    part = store.put_part(str(other), key, upload_id, 1, b"whole")
-    store.complete_upload(str(other), key, upload_id, [part])
+    ref = store.begin_upload(str(other), key, "application/octet-stream")
+    part = store.put_part(ref, 1, b"whole")
+    store.complete_upload(ref, [part])
     store.delete_many(file_keys(other))
     assert versions_of(raw_store, file_keys(other) + [part_key(other, 1)]) == []
 

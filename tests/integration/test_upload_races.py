@@ -9,8 +9,7 @@ import random
 import threading
 
 from tests.conftest import versions_of
-from tests.integration.test_api_uploads import problem
-from tests.integration.test_deletion import keys_of
+from tests.support.helpers import keys_of, problem
 from tests.support.faults import PausingStore
 from tests.support.lethe import ALEX
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+from app.errors import StorageError
+
 
 class PausingStore:
     """Wraps a store; the first call of `method` stops after the real call until release(), so a test can
@@ -58,3 +60,42 @@ class RefusingS3:
 
     def heal(self) -> None:
         del self.client._delete_objects
+
+
+class FailOnce:
+    """Wraps a store; the named call fails once with a store-wide error, as a transient outage would."""
+
+    def __init__(self, store, method):
+        self._store, self._method, self.failed = store, method, False
+        self.driver = store.driver
+
+    def __getattr__(self, name):
+        attribute = getattr(self._store, name)
+        if name != self._method:
+            return attribute
+
+        def failing(*args, **kwargs):
+            if not self.failed:
+                self.failed = True
+                raise StorageError("injected outage")
+            return attribute(*args, **kwargs)
+
+        return failing
+
+
+class Down:
+    """Wraps a store; the named call always fails with a store-wide error (the store is down for it)."""
+
+    def __init__(self, store, method):
+        self._store, self._method = store, method
+        self.driver = store.driver
+
+    def __getattr__(self, name):
+        attribute = getattr(self._store, name)
+        if name != self._method:
+            return attribute
+
+        def fail(*args, **kwargs):
+            raise StorageError("injected outage")
+
+        return fail

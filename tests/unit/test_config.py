@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from datetime import timedelta
 import sys
 
 import pytest
@@ -16,10 +17,10 @@ CANARY = "s3cr3t-Canary-7f1e"
 def test_defaults_load_and_are_typed():
     cfg = config.load({})
     assert cfg.file.gc_batch_size == 500
-    assert cfg.file.unattached_ttl == 86400
+    assert cfg.file.unattached_ttl == timedelta(days=1)
     assert cfg.file.storage.driver == "fs"
     assert cfg.file.part_size == 8 * 1024 * 1024
-    assert cfg.get("privacy.object_delete_delay") == 86400
+    assert cfg.get("privacy.object_delete_delay") == timedelta(days=1)
 
 
 def test_every_key_of_d14_exists():
@@ -46,7 +47,7 @@ def test_environment_variable_names():
                                            ("250ms", 0.25), (" 2h ", 7200)])
 def test_durations(text, seconds):
     assert config.parse_duration(text) == seconds
-    assert config.load({"LETHE_SCAN_TIMEOUT": text}).scan.timeout == seconds
+    assert config.load({"LETHE_SCAN_TIMEOUT": text}).scan.timeout == timedelta(seconds=seconds)
 
 
 @pytest.mark.parametrize("text", ["", "15", "1w", "-5m", "1.5h", "h", "15 minutes"])
@@ -70,7 +71,7 @@ def test_environment_overrides_the_file(tmp_path):
     path.write_text('[file]\ngc_batch_size = 7\nunattached_ttl = "2d"\n[file.storage]\ndriver = "fs"\n')
     cfg = config.load({"LETHE_CONFIG": str(path), "LETHE_FILE_GC_BATCH_SIZE": "9"})
     assert cfg.file.gc_batch_size == 9
-    assert cfg.file.unattached_ttl == 2 * 86400
+    assert cfg.file.unattached_ttl == timedelta(days=2)
 
 
 def test_unknown_key_in_the_file_is_an_error(tmp_path):
@@ -209,3 +210,29 @@ def test_the_purge_retry_base_may_not_exceed_its_max():
     with pytest.raises(ConfigError) as raised:
         config.load({"LETHE_FILE_PURGE_RETRY_BASE": "2h", "LETHE_FILE_PURGE_RETRY_MAX": "1h"})
     assert "file.purge_retry_base" in raised.value.errors
+
+
+def test_the_config_tree_names_exactly_the_keys_with_their_types():
+    """Config is a tree of frozen dataclasses written out by hand (for mypy and readers): it cannot drift
+    from KEYS, and each leaf has the type its key's field parses to (durations are timedeltas)."""
+    import dataclasses
+    import typing
+
+    from app import config
+
+    def leaves(cls, prefix=""):
+        for field in dataclasses.fields(cls):
+            hint = typing.get_type_hints(cls)[field.name]
+            if dataclasses.is_dataclass(hint):
+                yield from leaves(hint, prefix + field.name + ".")
+            else:
+                yield prefix + field.name, hint
+
+    expected = {config.Duration: timedelta, config.Size: int, config.Flag: bool, config.Number: int}
+    tree = dict(leaves(config.Config))
+    assert set(tree) == set(config.KEYS_BY_NAME)
+    for name, hint in tree.items():
+        assert hint is expected.get(type(config.KEYS_BY_NAME[name].field), str), name
+    cfg = config.load({})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.file.gc_batch_size = 1

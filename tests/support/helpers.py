@@ -1,0 +1,31 @@
+"""Helpers the integration tests share: problem answers, table rows, a file's keys."""
+
+from __future__ import annotations
+
+from app.domain.keys import original_key, variant_key
+
+PROBLEM = "application/problem+json"
+
+
+def problem(response, status: int, code: str, reason: str | None = None):
+    """Assert a problem+json answer (RFC 9457) of that status, code and reason; returns its body."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    assert response.mimetype == PROBLEM
+    body = response.json
+    assert body["status"] == status and body["code"] == code
+    assert {"type", "title", "status", "code"} <= set(body)
+    if reason is not None:
+        assert body.get("reason") == reason
+    return body
+
+
+def rows(lethe, table, **where):
+    clause = " AND ".join(f"{name} = %s" for name in where) or "true"
+    return lethe.rt.db.read(lambda conn: conn.execute(f"SELECT * FROM {table} WHERE {clause}",
+                                                      tuple(where.values())).fetchall())
+
+
+def keys_of(file_id, revision=1):
+    """Every key purge deletes for a file whose stored original is orig-<revision>."""
+    return [original_key(file_id, r) for r in range(1, revision + 2)] + \
+        [variant_key(file_id, v) for v in ("thumb-small", "thumb-large", "preview", "poster")]
