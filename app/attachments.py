@@ -16,6 +16,7 @@ from typing import Sequence
 from app.auth import Principal
 from app.db import files as files_sql
 from app.db import messages as sql
+from app.domain import access
 from app.domain.states import is_deliverable
 from app.errors import Conflict, Forbidden, Invalid, NotFound
 
@@ -28,7 +29,7 @@ def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uu
     Returns:
         (message row, every attached file id).
     """
-    if not principal.has("files:write"):
+    if not access.may_write(principal):
         raise Forbidden()
     wanted = sorted(set(file_ids))
     now = rt.clock.now()
@@ -47,7 +48,7 @@ def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uu
         attached_elsewhere = sql.attachments_of_files(uow.conn, new_ids)
         for file_id in new_ids:
             row = rows.get(file_id)
-            if (row is None or row.deleted_at is not None or row.uploaded_by != principal.id
+            if (row is None or row.deleted_at is not None or not access.may_attach(principal, row.uploaded_by)
                     or row.purpose != "attachment" or not is_deliverable(row.upload_state, row.scan_status)
                     or file_id in attached_elsewhere):
                 raise Conflict("file_not_attachable")

@@ -14,10 +14,10 @@ from datetime import datetime, timedelta
 
 import jwt
 
+from app.domain.access import MANAGE, SCOPES
 from app.errors import Unauthorized
 
 log = logging.getLogger("lethe.auth")
-SCOPES = ("files:read", "files:write", "manage")
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Principal:
 
     @property
     def is_manager(self) -> bool:
-        return "manage" in self.scopes
+        return MANAGE in self.scopes
 
     def has(self, scope: str) -> bool:
         return scope in self.scopes

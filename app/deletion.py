@@ -19,6 +19,7 @@ from app.db import files as files_sql
 from app.db import messages as messages_sql
 from app.db import sessions as sessions_sql
 from app.db.core import UnitOfWork
+from app.domain import access
 from app.domain.redaction import redact_file_event
 from app.errors import Conflict, Forbidden, NotFound
 from app.jobs import enqueue_purge
@@ -61,12 +62,12 @@ def delete_file(rt, principal: Principal, file_id: uuid.UUID) -> None:
         if row is None:
             raise NotFound()
         if row.deleted_at is not None:
-            if row.uploaded_by == principal.id:
+            if access.sees_deleted_file(principal, row.uploaded_by):
                 return False  # already deleted: 204 to its uploader, the same 404 to anyone else
             raise NotFound()
-        if row.uploaded_by != principal.id and not principal.is_manager:
+        if not access.sees_file(principal, row.uploaded_by):
             raise NotFound()
-        if not principal.has("files:write"):
+        if not access.may_write(principal):
             raise Forbidden()
         # D10: the attachment is checked after the file row's lock, so a concurrent attach either came
         # first (409 here) or will see deleted_at after its own lock.
@@ -86,14 +87,14 @@ def delete_message(rt, principal: Principal, message_id: str, author_id: uuid.UU
     own message, or with `manage` the message of `author_id`.
     """
     author = author_id or principal.id
-    if author != principal.id and not principal.is_manager:
+    if not access.sees_message(principal, author):
         raise NotFound()  # the same 404 as an unknown id: nobody probes another's ids
 
     def work(uow):
         message = messages_sql.lock_message(uow.conn, author, message_id)
         if message is None:
             raise NotFound()
-        if not principal.has("files:write"):
+        if not access.may_write(principal):
             raise Forbidden()
         if message.deleted_at is not None:
             return []

@@ -8,17 +8,18 @@ from typing import Sequence
 
 from app.auth import Principal
 from app.db import drafts as sql
+from app.domain import access
 from app.errors import Forbidden, Invalid
 
 
 def list_drafts(rt, principal: Principal) -> list:
-    if not principal.has("files:read"):
+    if not access.may_read(principal):
         raise Forbidden()
     return rt.db.read(lambda conn: sql.drafts_of(conn, principal.id))
 
 
 def put_draft(rt, principal: Principal, key: str, text: str, file_ids: Sequence[uuid.UUID]):
-    if not principal.has("files:write"):
+    if not access.may_write(principal):
         raise Forbidden()
     unique = list(dict.fromkeys(file_ids))
     if len(unique) > rt.cfg.file.max_attachments:
@@ -29,6 +30,6 @@ def put_draft(rt, principal: Principal, key: str, text: str, file_ids: Sequence[
 
 
 def delete_draft(rt, principal: Principal, key: str) -> None:
-    if not principal.has("files:write"):
+    if not access.may_write(principal):
         raise Forbidden()
     rt.db.unit_of_work(lambda uow: sql.delete_draft(uow.conn, principal.id, key), name="draft.delete")

@@ -10,20 +10,21 @@ from typing import Iterator
 
 from app.auth import Principal
 from app.db import files as files_sql
+from app.domain import access
 from app.domain.states import is_deliverable
 from app.errors import Forbidden, Gone, NotFound
 
 log = logging.getLogger("lethe.files")
 
 
-def visible_file(rt, principal: Principal, file_id: uuid.UUID, scope: str = "files:read"):
-    """The live file row if the caller may see it, else NotFound; Forbidden when visible without `scope`."""
+def visible_file(rt, principal: Principal, file_id: uuid.UUID):
+    """The live file row if the caller may see it, else NotFound; Forbidden when visible without files:read."""
     row = rt.db.read(lambda conn: files_sql.file_by_id(conn, file_id))
     if row is None or row.deleted_at is not None:
         raise NotFound()
-    if row.uploaded_by != principal.id and not principal.is_manager:
+    if not access.sees_file(principal, row.uploaded_by):
         raise NotFound()
-    if not principal.has(scope):
+    if not access.may_read(principal):
         raise Forbidden()
     return row
 

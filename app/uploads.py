@@ -14,7 +14,7 @@ from typing import BinaryIO
 from app.auth import Principal
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
-from app.domain import keys
+from app.domain import access, keys
 from app.domain.uploads import claim_held, expected_part_size, part_count
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.events import write_file_updated
@@ -22,7 +22,6 @@ from app.jobs import enqueue_purge, enqueue_scan
 from app.storage.base import MultipartRef, UploadedPart
 
 log = logging.getLogger("lethe.uploads")
-RESTRICTED_PURPOSES = ("branding", "gdpr_export")  # written by operators and the application, not users
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ def _visible_upload(conn, principal: Principal, file_id: uuid.UUID, lock: bool =
     """The file and session of the caller's own live upload, else NotFound (someone else's, unknown or
     deleted are the same 404)."""
     row = (files_sql.lock_file if lock else files_sql.file_by_id)(conn, file_id)
-    if row is None or row.deleted_at is not None or row.uploaded_by != principal.id:
+    if row is None or row.deleted_at is not None or not access.drives_upload(principal, row.uploaded_by):
         raise NotFound()
     session = (sessions_sql.lock_session if lock else sessions_sql.session_of)(conn, file_id)
     if session is None:
@@ -60,7 +59,7 @@ def _ref(file_row, session) -> MultipartRef:
 
 
 def _require_write(principal: Principal) -> None:
-    if not principal.has("files:write"):
+    if not access.may_write(principal):
         raise Forbidden()
 
 
@@ -68,7 +67,7 @@ def create_upload(rt, principal: Principal, new: NewUpload) -> UploadView:
     """Create a file and its session; the object store's multipart upload is begun first (S3), so that the
     row never names an upload that does not exist."""
     _require_write(principal)
-    if new.purpose in RESTRICTED_PURPOSES and not principal.is_manager:
+    if not access.may_upload_purpose(principal, new.purpose):
         raise Forbidden()
     if new.size_bytes > rt.cfg.file.max_size:
         raise TooLarge()
@@ -111,7 +110,7 @@ def get_upload(rt, principal: Principal, file_id: uuid.UUID) -> UploadView:
 
     def read(conn):
         _visible_upload(conn, principal, file_id)
-        if not principal.has("files:read"):
+        if not access.may_read(principal):
             raise Forbidden()
         return _view(conn, file_id)
 

@@ -8,6 +8,7 @@ from flask_smorest import Blueprint
 from app import events
 from app.api.common import caller, problems, runtime
 from app.api.schemas import EventListSchema, EventsQuerySchema
+from app.domain import access
 from app.errors import Forbidden
 
 blp = Blueprint("events", __name__, url_prefix="/api/v1/events", description="Events")
@@ -21,7 +22,7 @@ class Events(MethodView):
     def get(self, query):
         """The caller's events with id > after, oldest first. A deleted file's events stay, redacted."""
         principal = caller()
-        if not principal.has("files:read"):
+        if not access.may_read(principal):
             raise Forbidden()
         rows = events.list_events(runtime().db, principal.id, query["after"], query["limit"])
         items = [{"id": row.id, "type": row.type, "schema_version": row.schema_version,

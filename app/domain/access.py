@@ -1,0 +1,69 @@
+"""Who may do what (D11, D12, D13). Pure: rules take the caller's id and scopes and the owner of a thing.
+
+Two questions, always in this order, so that an answer never tells a stranger more than an unknown id:
+first **visibility** (not visible: the same 404 as an unknown id), then **scope** (visible without the
+scope: 403). The rules differ on purpose where a manager is concerned; each says why.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Protocol
+
+READ, WRITE, MANAGE = "files:read", "files:write", "manage"
+SCOPES = (READ, WRITE, MANAGE)
+RESTRICTED_PURPOSES = ("branding", "gdpr_export")  # written by operators and the application, not users
+
+
+class Caller(Protocol):
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def scopes(self) -> frozenset[str]: ...
+
+
+def may_read(caller: Caller) -> bool:
+    return READ in caller.scopes
+
+
+def may_write(caller: Caller) -> bool:
+    return WRITE in caller.scopes
+
+
+def is_manager(caller: Caller) -> bool:
+    return MANAGE in caller.scopes
+
+
+def sees_file(caller: Caller, uploaded_by: uuid.UUID) -> bool:
+    """A live file is visible to its uploader and to `manage` (D11)."""
+    return caller.id == uploaded_by or is_manager(caller)
+
+
+def sees_deleted_file(caller: Caller, uploaded_by: uuid.UUID) -> bool:
+    """A deleted file is visible to its uploader only (deleteFile answers it 204 again, D12). Not to a
+    manager: to everyone else a deleted id must look exactly like a purged or unknown one."""
+    return caller.id == uploaded_by
+
+
+def drives_upload(caller: Caller, uploaded_by: uuid.UUID) -> bool:
+    """An upload session (its parts, completion, abort, progress) belongs to its uploader alone. Not to a
+    manager: a manager sees the file through /files, but an upload is its uploader's resumable channel, and
+    another principal sending or completing parts would mix two clients' bytes."""
+    return caller.id == uploaded_by
+
+
+def may_attach(caller: Caller, uploaded_by: uuid.UUID) -> bool:
+    """Only the uploader attaches a file, to a message of their own. Not a manager: attaching publishes
+    the file under the caller's message, and a manager must not publish someone else's file."""
+    return caller.id == uploaded_by
+
+
+def sees_message(caller: Caller, author_id: uuid.UUID) -> bool:
+    """A message is its author's; `manage` may name another author's message (to delete it)."""
+    return caller.id == author_id or is_manager(caller)
+
+
+def may_upload_purpose(caller: Caller, purpose: str) -> bool:
+    """Users upload attachments and avatars; branding and GDPR exports come from operators (`manage`)."""
+    return purpose not in RESTRICTED_PURPOSES or is_manager(caller)

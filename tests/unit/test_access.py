@@ -1,0 +1,46 @@
+"""Access rules (app/domain/access.py). Pure, without fixtures."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from app.domain import access
+
+OWNER_ID, OTHER_ID = uuid.uuid4(), uuid.uuid4()
+
+
+@dataclass(frozen=True)
+class Who:
+    id: uuid.UUID
+    scopes: frozenset[str]
+
+
+UPLOADER = Who(OWNER_ID, frozenset({access.READ, access.WRITE}))
+STRANGER = Who(OTHER_ID, frozenset({access.READ, access.WRITE}))
+MANAGER = Who(OTHER_ID, frozenset({access.READ, access.WRITE, access.MANAGE}))
+READER = Who(OWNER_ID, frozenset({access.READ}))
+
+
+@pytest.mark.parametrize("rule, uploader, stranger, manager", [
+    (access.sees_file, True, False, True),
+    (access.sees_deleted_file, True, False, False),
+    (access.drives_upload, True, False, False),
+    (access.may_attach, True, False, False),
+    (access.sees_message, True, False, True),
+])
+def test_who_sees_and_acts_on_a_thing_of_OWNER(rule, uploader, stranger, manager):
+    assert (rule(UPLOADER, OWNER_ID), rule(STRANGER, OWNER_ID), rule(MANAGER, OWNER_ID)) == (uploader, stranger, manager)
+
+
+def test_scopes():
+    assert access.may_read(READER) and not access.may_write(READER) and not access.is_manager(READER)
+    assert access.may_write(STRANGER) and access.is_manager(MANAGER)
+
+
+@pytest.mark.parametrize("purpose, user, manager", [
+    ("attachment", True, True), ("avatar", True, True), ("branding", False, True), ("gdpr_export", False, True)])
+def test_who_may_upload_which_purpose(purpose, user, manager):
+    assert (access.may_upload_purpose(UPLOADER, purpose), access.may_upload_purpose(MANAGER, purpose)) == (user, manager)
