@@ -19,6 +19,7 @@ from app.db import messages as sql
 from app.domain import access
 from app.domain.states import is_deliverable
 from app.errors import Conflict, Forbidden, Invalid, NotFound
+from app.logs import log_event
 
 log = logging.getLogger("lethe.attachments")
 
@@ -56,5 +57,5 @@ def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uu
         return message, sql.attached_file_ids(uow.conn, principal.id, message_id)
 
     message, attached = rt.db.unit_of_work(attach, name="message.attach")
-    log.info("files attached", extra={"event": "message.attached", "count": len(attached)})
+    log_event(log, "info", "message.attached", "files attached", count=len(attached))
     return message, attached

@@ -16,6 +16,7 @@ import jwt
 
 from app.domain.access import MANAGE, SCOPES
 from app.errors import Unauthorized
+from app.logs import log_event
 
 log = logging.getLogger("lethe.auth")
 
@@ -65,7 +66,7 @@ class Authenticator:
                                 audience=self.audience, options=options, leeway=30)
             principal_id = uuid.UUID(str(claims["sub"]))
         except (jwt.InvalidTokenError, ValueError, TypeError) as exc:
-            log.info("token refused", extra={"event": "auth.refused", "error": type(exc).__name__})
+            log_event(log, "info", "auth.refused", "token refused", error=type(exc).__name__)
             raise Unauthorized("invalid token") from None
         scope = claims.get("scope", "")
         scopes = frozenset(scope.split()) if isinstance(scope, str) else frozenset()

@@ -34,6 +34,7 @@ from app.errors import LetheError, StorageError
 from app.events import write_files_updated
 from app.jobs import enqueue_purge
 from app.purge import purge_files
+from app.logs import log_event
 
 log = logging.getLogger("lethe.cleanup")
 
@@ -213,9 +214,9 @@ class Steps:
                         raise
                     except CANDIDATE_ERRORS as exc:
                         failed += 1
-                        log.warning("cleanup candidate failed", extra={"event": "cleanup.candidate_failed",
-                                                                       "step": letter, "file_id": str(file_id),
-                                                                       "error": type(exc).__name__})
+                        log_event(log, "warning", "cleanup.candidate_failed", "cleanup candidate failed",
+                                  step=letter, file_id=str(file_id),
+                                  error=type(exc).__name__)
                 return acted, failed
 
             acted, failed = self.db.unit_of_work(batch, name=f"cleanup.{letter}")
@@ -250,8 +251,8 @@ class Steps:
             oldest_gauge.set(max(age.total_seconds(), 0.0))
             metrics.purge_failing_gauge().set(refused.n)
         if row.oldest is not None and age > self.policy.object_delete_delay:
-            log.warning("purge backlog older than privacy.object_delete_delay",
-                        extra={"event": "cleanup.backlog_overdue", "count": row.n, "refused": refused.n})
+            log_event(log, "warning", "cleanup.backlog_overdue", "purge backlog older than privacy.object_delete_delay",
+                      count=row.n, refused=refused.n)
 
 
 def _run_candidates(db, step: CandidateStep, report: StepReport, batch_size: int, dry_run: bool) -> None:
@@ -287,7 +288,7 @@ def run_cleanup(rt, dry_run: bool = False) -> CleanupReport:
     """
     with rt.db.pool.connection() as lock_conn:
         if not sql.try_lock(lock_conn, sql.CLEANUP_LOCK_KEY):
-            log.info("cleanup already running elsewhere", extra={"event": "cleanup.busy"})
+            log_event(log, "info", "cleanup.busy", "cleanup already running elsewhere")
             metrics.CLEANUP_RUNS.labels("busy").inc()
             return CleanupReport(ran=False, dry_run=dry_run)
         try:
@@ -310,19 +311,18 @@ def _run_locked(rt, policy: CleanupPolicy, dry_run: bool) -> CleanupReport:
         except (psycopg.Error, StorageError) as exc:
             step_report.error = type(exc).__name__
             report.first_error = report.first_error or exc
-            log.warning("cleanup step ended early", extra={"event": "cleanup.step_failed", "step": step.letter,
-                                                          "step_name": step.name, "error": type(exc).__name__})
+            log_event(log, "warning", "cleanup.step_failed", "cleanup step ended early", step=step.letter,
+                      step_name=step.name, error=type(exc).__name__)
         step_report.duration_s = round(time.monotonic() - started, 4)
         report.steps.append(step_report)
         if not dry_run:
             metrics.CLEANUP_STEP_DURATION.labels(step.letter).observe(step_report.duration_s)
             for outcome in ("acted", "kept", "failed"):
                 metrics.CLEANUP_FILES.labels(step.letter, outcome).inc(getattr(step_report, outcome))
-        log.info("cleanup step", extra={"event": "cleanup.step", "step": step.letter, "step_name": step.name,
-                                        "dry_run": dry_run, "candidates": step_report.candidates,
-                                        "acted": step_report.acted, "kept": step_report.kept,
-                                        "failed": step_report.failed, "batches": step_report.batches,
-                                        "duration_s": step_report.duration_s})
+        log_event(log, "info", "cleanup.step", "cleanup step", step=step.letter, step_name=step.name,
+                  dry_run=dry_run, candidates=step_report.candidates, acted=step_report.acted,
+                  kept=step_report.kept, failed=step_report.failed, batches=step_report.batches,
+                  duration_s=step_report.duration_s)
     report.backlog = report.step("f").candidates
     if not dry_run:
         metrics.CLEANUP_RUNS.labels("failed" if report.first_error else "ok").inc()

@@ -7,6 +7,7 @@ from typing import Mapping
 
 from app import config
 from app.errors import ConfigError
+from app.logs import log_event
 
 EXIT_CONFIG = 2
 
@@ -48,10 +49,10 @@ def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
     try:
         facts = build_store(cfg).describe()
     except StorageError as exc:
-        log.warning("the store could not be inspected; deletes remove every version until it can",
-                    extra={"event": "storage.inspect_failed", "role": role, "error": str(exc)})
+        log_event(log, "warning", "storage.inspect_failed", "the store could not be inspected; deletes remove every version until it can",
+                  role=role, error=str(exc))
         return
-    log.info("store inspected", extra={"event": "storage.inspected", **facts})
+    log_event(log, "info", "storage.inspected", "store inspected", **facts)
     if facts["object_lock"] == "enabled":
         print_config_errors(ConfigError({"file.s3.bucket": [OBJECT_LOCK_MESSAGE]}))
         sys.exit(EXIT_CONFIG)

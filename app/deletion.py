@@ -23,6 +23,7 @@ from app.domain import access
 from app.domain.redaction import redact_file_event
 from app.errors import Conflict, Forbidden, NotFound
 from app.jobs import enqueue_purge
+from app.logs import log_event
 
 log = logging.getLogger("lethe.deletion")
 
@@ -78,7 +79,7 @@ def delete_file(rt, principal: Principal, file_id: uuid.UUID) -> None:
         return bool(mark_deleted(uow, [file_id], rt.clock.now(), via="file"))
 
     if rt.db.unit_of_work(work, name="file.delete"):
-        log.info("file deleted", extra={"event": "file.deleted", "file_id": str(file_id)})
+        log_event(log, "info", "file.deleted", "file deleted", file_id=str(file_id))
 
 
 def delete_message(rt, principal: Principal, message_id: str, author_id: uuid.UUID | None = None) -> None:
@@ -106,4 +107,4 @@ def delete_message(rt, principal: Principal, message_id: str, author_id: uuid.UU
         return mark_deleted(uow, file_ids, now, via="message")
 
     marked = rt.db.unit_of_work(work, name="message.delete")
-    log.info("message deleted", extra={"event": "message.deleted", "files": len(marked)})
+    log_event(log, "info", "message.deleted", "message deleted", files=len(marked))

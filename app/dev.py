@@ -16,6 +16,7 @@ import signal
 import threading
 import uuid
 from pathlib import Path
+from app.logs import log_event
 
 log = logging.getLogger("lethe.dev")
 
@@ -58,7 +59,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     if not cfg.database.url:
         embedded = EmbeddedPostgres(state / "pg")
         changes["database.url"] = embedded.start()
-        log.info("embedded PostgreSQL started", extra={"event": "dev.postgres_started", "port": embedded.port})
+        log_event(log, "info", "dev.postgres_started", "embedded PostgreSQL started", port=embedded.port)
     if not cfg.auth.jwt_secret and not cfg.auth.jwt_public_key:
         changes["auth.jwt_secret"] = _dev_secret(state)
     if port:
@@ -105,5 +106,5 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
             runtime.close()
         if embedded is not None:
             embedded.stop()
-        log.info("stopped", extra={"event": "dev.stopped"})
+        log_event(log, "info", "dev.stopped", "stopped")
     return 0

@@ -13,6 +13,7 @@ from app.db import files as files_sql
 from app.domain import access
 from app.domain.states import is_deliverable
 from app.errors import Forbidden, Gone, NotFound
+from app.logs import log_event
 
 log = logging.getLogger("lethe.files")
 
@@ -42,6 +43,6 @@ def open_content(rt, principal: Principal, file_id: uuid.UUID) -> tuple[object, 
     try:
         chunks = rt.store.open(row.object_key)  # opens eagerly: a missing object raises here
     except NotFound:
-        log.warning("content missing", extra={"event": "file.content_missing", "file_id": str(file_id)})
+        log_event(log, "warning", "file.content_missing", "content missing", file_id=str(file_id))
         raise Gone("content_missing") from None
     return row, row.size_bytes, chunks

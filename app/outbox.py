@@ -22,6 +22,7 @@ import dramatiq
 from app.db import outbox as sql
 from app.db.context import in_transaction
 from app.db.core import Database, Job
+from app.logs import log_event
 
 log = logging.getLogger("lethe.outbox")
 _NAMESPACE = uuid.UUID("6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11")
@@ -63,17 +64,16 @@ class Outbox:
             try:
                 self._publish(job.outbox_id, job.queue_name, job.actor_name, job.args)
             except Exception:  # noqa: BLE001 - the relay catches up; the committed change stands
-                log.warning("publish failed; the relay will retry",
-                            extra={"event": "outbox.publish_failed", "actor": job.actor_name,
-                                   "outbox_id": job.outbox_id})
+                log_event(log, "warning", "outbox.publish_failed", "publish failed; the relay will retry",
+                          actor=job.actor_name, outbox_id=job.outbox_id)
                 break
             published.append(job.outbox_id)
         if published:
             try:
                 self.db.read(lambda conn: sql.delete_published(conn, published))
             except Exception:  # noqa: BLE001 - at least once: the relay publishes them again
-                log.warning("published rows not deleted", extra={"event": "outbox.delete_failed",
-                                                                  "count": len(published)})
+                log_event(log, "warning", "outbox.delete_failed", "published rows not deleted",
+                          count=len(published))
 
     def relay(self, older_than_s: float, batch_size: int = 500) -> int:
         """Publish rows left behind, oldest first; returns how many were published.
@@ -87,8 +87,8 @@ class Outbox:
             count = self._relay_batch(older_than_s, batch_size)
             total += count
             if count:
-                log.info("outbox relayed", extra={"event": "outbox.relayed", "count": count,
-                                                  "duration_s": round(time.monotonic() - started, 3)})
+                log_event(log, "info", "outbox.relayed", "outbox relayed", count=count,
+                          duration_s=round(time.monotonic() - started, 3))
             if count < batch_size:
                 return total
 
@@ -103,8 +103,8 @@ class Outbox:
                     try:
                         self.broker.enqueue(message_for(row.id, row.queue_name, row.actor_name, row.args))
                     except Exception:  # noqa: BLE001 - the broker is down: keep the rest for the next run
-                        log.warning("relay publish failed", extra={"event": "outbox.publish_failed",
-                                                                   "actor": row.actor_name, "outbox_id": row.id})
+                        log_event(log, "warning", "outbox.publish_failed", "relay publish failed",
+                                  actor=row.actor_name, outbox_id=row.id)
                         break
                     done.append(row.id)
                 if done:

@@ -23,6 +23,7 @@ from app.db import purge_failures as failures_sql
 from app.domain.purge_retry import next_attempt_at, overdue
 from app.errors import ObjectFailed, StorageError
 from app.storage.base import MultipartRef
+from app.logs import log_event
 
 log = logging.getLogger("lethe.purge")
 
@@ -75,7 +76,7 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
             keys_of[facts.file_id] = object_keys_of(facts.file_id, facts.object_key)
         except KeyError_:
             # A stored key that is not this file's original: delete nothing on its strength (K3).
-            log.error("stored key refused; file kept", extra={"event": "purge.bad_key", "file_id": str(facts.file_id)})
+            log_event(log, "error", "purge.bad_key", "stored key refused; file kept", file_id=str(facts.file_id))
             report.results["bad_key"] += 1
             continue
         purgeable.append((facts, action))
@@ -96,8 +97,8 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
         if isinstance(exc, ObjectFailed):
             raise  # a driver's delete_many returns refusals; raising one is a driver bug
         metrics.PURGE_ERRORS.inc()
-        log.warning("purge met a store-wide error; it will retry",
-                    extra={"event": "purge.storage_error", "files": len(purgeable), "error": str(exc)})
+        log_event(log, "warning", "purge.storage_error", "purge met a store-wide error; it will retry",
+                  files=len(purgeable), error=exc)
         raise
     report.keys = len(owner)
     metrics.PURGE_KEYS.inc(len(owner))
@@ -114,8 +115,8 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
         report.results["row"] += removed
         for file_id in kept:
             # D7: an attached deleted row is an internal error: the row stays, the id is logged.
-            log.error("deleted file is still attached; row kept",
-                      extra={"event": "purge.kept_attached", "file_id": str(file_id)})
+            log_event(log, "error", "purge.kept_attached", "deleted file is still attached; row kept",
+                      file_id=str(file_id))
         report.results["kept_attached"] += len(kept)
         _log_refused(refused, overdue_ids)
 
@@ -123,9 +124,9 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
         metrics.PURGED_FILES.labels(result).inc(count)
     duration = time.monotonic() - started
     metrics.PURGE_DURATION.observe(duration)
-    log.info("purge done", extra={"event": "purge.done", "files": len(ids), "keys": report.keys,
-                                  "rows_removed": report.results["row"], "objects_only": report.results["objects"],
-                                  "refused": report.results["refused"], "duration_s": round(duration, 4)})
+    log_event(log, "info", "purge.done", "purge done", files=len(ids), key_count=report.keys,
+              rows_removed=report.results["row"], objects_only=report.results["objects"],
+              refused=report.results["refused"], duration_s=round(duration, 4))
     return report
 
 
@@ -156,13 +157,12 @@ def _log_refused(refused: dict[uuid.UUID, str], overdue_ids: list[uuid.UUID]) ->
     if not refused:
         return
     metrics.PURGE_REFUSED_FILES.inc(len(refused))
-    log.warning("the store refused the objects of some files; they are retried later, the others went on",
-                extra={"event": "purge.files_refused", "files": len(refused),
-                       "codes": sorted(set(refused.values()))})
+    log_event(log, "warning", "purge.files_refused", "the store refused the objects of some files; they are retried later, the others went on",
+              files=len(refused), codes=sorted(set(refused.values())))
     for file_id in overdue_ids:
         # The operator's cue: the store keeps refusing this file past the promised delay (D15: the id only).
-        log.warning("a deleted file's objects are still refused past privacy.object_delete_delay",
-                    extra={"event": "purge.file_overdue", "file_id": str(file_id), "error": refused[file_id]})
+        log_event(log, "warning", "purge.file_overdue", "a deleted file's objects are still refused past privacy.object_delete_delay",
+                  file_id=str(file_id), error=refused[file_id])
 
 
 def _remove_rows(uow, row_ids: list[uuid.UUID]) -> tuple[int, list[uuid.UUID]]:

@@ -13,6 +13,7 @@ from app import clamd
 from app.db import files as files_sql
 from app.events import write_file_updated
 from app.jobs import enqueue_purge
+from app.logs import log_event
 
 log = logging.getLogger("lethe.scan")
 
@@ -57,5 +58,5 @@ def scan_file(rt, file_id: uuid.UUID) -> str | None:
 
     written = rt.db.unit_of_work(record, name="scan.record")
     if written is not None:
-        log.info("file scanned", extra={"event": "scan.done", "file_id": str(file_id), "outcome": written})
+        log_event(log, "info", "scan.done", "file scanned", file_id=str(file_id), outcome=written)
     return written

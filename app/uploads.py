@@ -20,6 +20,7 @@ from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageErro
 from app.events import write_file_updated
 from app.jobs import enqueue_purge, enqueue_scan
 from app.storage.base import MultipartRef, UploadedPart
+from app.logs import log_event
 
 log = logging.getLogger("lethe.uploads")
 
@@ -95,8 +96,8 @@ def create_upload(rt, principal: Principal, new: NewUpload) -> UploadView:
     except Exception:
         rt.store.abort_upload(ref, 0)
         raise
-    log.info("upload created", extra={"event": "upload.created", "file_id": str(file_id),
-                                      "part_count": view.session.part_count})
+    log_event(log, "info", "upload.created", "upload created", file_id=str(file_id),
+              part_count=view.session.part_count)
     return view
 
 
@@ -265,10 +266,9 @@ def complete_upload(rt, principal: Principal, file_id: uuid.UUID) -> object:
     if outcome == "done":
         return row
     if reason is not None:
-        log.info("upload failed verification", extra={"event": "upload.failed", "file_id": str(file_id),
-                                                      "reason": reason})
+        log_event(log, "info", "upload.failed", "upload failed verification", file_id=str(file_id), reason=reason)
         raise Invalid(reason)
-    log.info("upload completed", extra={"event": "upload.completed", "file_id": str(file_id)})
+    log_event(log, "info", "upload.completed", "upload completed", file_id=str(file_id))
     return row
 
 
@@ -312,6 +312,6 @@ def abort_upload(rt, principal: Principal, file_id: uuid.UUID) -> None:
     try:
         rt.store.abort_upload(_ref(row, session), session.part_count)
     except StorageError:
-        log.warning("abort left parts for the purge job", extra={"event": "upload.abort_deferred",
-                                                                 "file_id": str(file_id)})
-    log.info("upload aborted", extra={"event": "upload.aborted", "file_id": str(file_id)})
+        log_event(log, "warning", "upload.abort_deferred", "abort left parts for the purge job",
+                  file_id=str(file_id))
+    log_event(log, "info", "upload.aborted", "upload aborted", file_id=str(file_id))

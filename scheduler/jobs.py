@@ -14,6 +14,7 @@ from apscheduler.schedulers.base import BaseScheduler
 
 from app import jobs, metrics
 from app.db import cleanup as cleanup_sql
+from app.logs import log_event
 
 log = logging.getLogger("lethe.scheduler")
 
@@ -37,7 +38,7 @@ class Leadership:
             conn = self.db.pool.getconn()
             if cleanup_sql.try_lock(conn, cleanup_sql.SCHEDULER_LOCK_KEY):
                 self._conn = conn
-                log.info("scheduler is the leader", extra={"event": "scheduler.leader"})
+                log_event(log, "info", "scheduler.leader", "scheduler is the leader")
                 return True
             self.db.pool.putconn(conn)
             return False
@@ -69,10 +70,9 @@ def trigger_cleanup(runtime, leadership: Leadership) -> bool:
         runtime.broker.enqueue(dramatiq.Message(queue_name=jobs.CLEANUP_QUEUE, actor_name=jobs.CLEANUP_ACTOR,
                                                 args=(), kwargs={}, options={}))
     except Exception as exc:  # noqa: BLE001 - the broker is down: the next interval tries again
-        log.warning("cleanup trigger not sent", extra={"event": "scheduler.trigger_failed",
-                                                       "error": type(exc).__name__})
+        log_event(log, "warning", "scheduler.trigger_failed", "cleanup trigger not sent", error=type(exc).__name__)
         return False
-    log.info("cleanup triggered", extra={"event": "scheduler.cleanup_triggered"})
+    log_event(log, "info", "scheduler.cleanup_triggered", "cleanup triggered")
     return True
 
 
@@ -80,7 +80,7 @@ def relay_outbox(runtime, leadership: Leadership | None = None) -> int:
     """Publish outbox rows left behind and report the outbox depth."""
     if leadership is not None and not leadership.is_leader():
         return 0
-    relayed = runtime.outbox.relay(older_than_s=runtime.cfg.outbox.relay_age)
+    relayed = runtime.outbox.relay(older_than_s=runtime.cfg.outbox.relay_age.total_seconds())
     if relayed:
         metrics.OUTBOX_RELAYED.inc(relayed)
     metrics.OUTBOX_DEPTH.set(runtime.outbox.depth())
@@ -93,11 +93,11 @@ def register_jobs(scheduler: BaseScheduler, runtime, leadership: Leadership | No
     start = runtime.clock.now()
     scheduler.add_job(
         relay_outbox, "interval", args=[runtime, leadership], id="outbox.relay",
-        seconds=runtime.cfg.outbox.relay_interval, max_instances=1, coalesce=True, next_run_time=start,
+        seconds=runtime.cfg.outbox.relay_interval.total_seconds(), max_instances=1, coalesce=True, next_run_time=start,
     )
     # D8: every file.gc_interval, and once at start.
     scheduler.add_job(
         trigger_cleanup, "interval", args=[runtime, leadership], id="cleanup.trigger",
-        seconds=runtime.cfg.file.gc_interval, max_instances=1, coalesce=True, next_run_time=start,
+        seconds=runtime.cfg.file.gc_interval.total_seconds(), max_instances=1, coalesce=True, next_run_time=start,
     )
     return leadership

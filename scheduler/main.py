@@ -11,6 +11,7 @@ from app.observability import metrics_registry
 from app.runtime import build_runtime
 from scheduler.jobs import register_jobs
 from workers.broker import build_broker
+from app.logs import log_event
 
 log = logging.getLogger("lethe.scheduler")
 
@@ -25,15 +26,15 @@ def run(cfg) -> int:
     leadership = register_jobs(scheduler, runtime)
 
     def stop(signum, frame):
-        log.info("scheduler stopping", extra={"event": "scheduler.stopping", "signal": signum})
+        log_event(log, "info", "scheduler.stopping", "scheduler stopping", signal=signum)
         scheduler.shutdown(wait=True)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    log.info("scheduler started", extra={"event": "scheduler.started"})
+    log_event(log, "info", "scheduler.started", "scheduler started")
     scheduler.start()
     leadership.release()
     runtime.close()
     broker.close()
-    log.info("scheduler stopped", extra={"event": "scheduler.stopped"})
+    log_event(log, "info", "scheduler.stopped", "scheduler stopped")
     return 0

@@ -15,6 +15,7 @@ from app.cli_support import load_config_or_exit
 from app.observability import setup_logging, setup_sentry
 from app.runtime import build_runtime
 from workers.actors import register
+from app.logs import log_event
 from workers.broker import build_broker
 
 cfg = load_config_or_exit(role="worker")
@@ -24,5 +25,5 @@ broker = build_broker(cfg.broker.url)
 dramatiq.set_broker(broker)
 runtime = build_runtime(cfg, broker, role="worker")
 actors = register(broker, runtime)
-logging.getLogger("lethe.worker").info("worker process started", extra={
-    "event": "worker.started", "pid": os.getpid(), "actors": sorted(actors)})
+log_event(logging.getLogger("lethe.worker"), "info", "worker.started", "worker process started", pid=os.getpid(),
+          actors=sorted(actors))

@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app.api.problems import problem
 from app.observability import metrics_registry
 from workers.broker import check_broker
+from app.logs import log_event
 
 log = logging.getLogger("lethe.api")
 blueprint = Blueprint("ops", __name__)
@@ -30,8 +31,8 @@ def readyz():
         try:
             check()
         except Exception as exc:  # noqa: BLE001 - readiness reports, it does not raise
-            log.warning("dependency not ready", extra={"event": "api.not_ready", "dependency": name,
-                                                       "error": type(exc).__name__})
+            log_event(log, "warning", "api.not_ready", "dependency not ready", dependency=name,
+                      error=type(exc).__name__)
             failed.append(name)
     if failed:
         return problem(503, "not_ready", "Not ready", detail="unreachable: " + ", ".join(failed))

@@ -15,6 +15,7 @@ from psycopg import errors as pg_errors
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from app.errors import LetheError
+from app.logs import log_event
 
 log = logging.getLogger("lethe.api")
 PROBLEM_TYPE = "https://lethe.invalid/problems/"
@@ -95,7 +96,7 @@ def from_http_exception(exc: HTTPException) -> Response:
 
 def from_lethe_error(exc: LetheError) -> Response:
     if exc.status >= 500:
-        log.error("request failed", extra={"event": "api.error", "error": type(exc).__name__})
+        log_event(log, "error", "api.error", "request failed", error=type(exc).__name__)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return problem(exc.status, exc.code, exc.title, reason=getattr(exc, "reason", None), headers=headers)
 
@@ -108,22 +109,18 @@ _CONFLICTS = (pg_errors.UniqueViolation, pg_errors.ForeignKeyViolation, pg_error
 
 def from_database_error(exc: psycopg.Error) -> Response:
     diag = getattr(exc, "diag", None)
-    fields = {"event": "api.constraint_violation", "sqlstate": exc.sqlstate,
-              "constraint": getattr(diag, "constraint_name", None), "error": type(exc).__name__}
-    if isinstance(exc, _CONFLICTS):
-        log.warning("a request met a database constraint", extra=fields)
-        return problem(409, reason="constraint_violation")
     if isinstance(exc, (pg_errors.IntegrityError, pg_errors.DataError)):
-        log.warning("a request met a database constraint", extra=fields)
-        return problem(422, reason="constraint_violation")
+        log_event(log, "warning", "api.constraint_violation", "a request met a database constraint",
+                  sqlstate=exc.sqlstate, constraint=getattr(diag, "constraint_name", None), error=exc)
+        return problem(409 if isinstance(exc, _CONFLICTS) else 422, reason="constraint_violation")
     if isinstance(exc, psycopg.OperationalError):
-        log.warning("the database is unavailable", extra={"event": "api.database_unavailable",
-                                                          "error": type(exc).__name__})
+        log_event(log, "warning", "api.database_unavailable", "the database is unavailable",
+                  error=type(exc).__name__)
         return problem(503, "service_unavailable", "Service unavailable", headers={"Retry-After": "5"})
     return from_unexpected(exc)
 
 
 def from_unexpected(exc: Exception) -> Response:
     # The type name only: an exception's message may quote data (D15).
-    log.exception("unhandled error", extra={"event": "api.unhandled", "error": type(exc).__name__})
+    log_event(log, "exception", "api.unhandled", "unhandled error", error=type(exc).__name__)
     return problem(500)

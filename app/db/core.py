@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from app.db.context import in_transaction, reset_in_transaction, set_in_transaction
+from app.logs import log_event
 
 log = logging.getLogger("lethe.db")
 T = TypeVar("T")
@@ -132,11 +133,11 @@ class Database:
             except RETRYABLE as exc:
                 attempt += 1
                 if attempt > self.tx_retry_max:
-                    log.warning("transaction gave up", extra={"event": "db.tx_gave_up", "tx": name,
-                                                               "attempts": attempt, "sqlstate": exc.sqlstate})
+                    log_event(log, "warning", "db.tx_gave_up", "transaction gave up", tx=name, attempts=attempt,
+                              sqlstate=exc.sqlstate)
                     raise
-                log.info("transaction retried", extra={"event": "db.tx_retry", "tx": name, "attempt": attempt,
-                                                       "sqlstate": exc.sqlstate})
+                log_event(log, "info", "db.tx_retry", "transaction retried", tx=name, attempt=attempt,
+                          sqlstate=exc.sqlstate)
                 time.sleep(min(0.01 * 2 ** attempt, 0.5))
                 continue
             finally:

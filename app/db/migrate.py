@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 from yoyo import get_backend, read_migrations
+from app.logs import log_event
 
 log = logging.getLogger("lethe.migrate")
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -30,5 +31,5 @@ def migrate(url: str) -> int:
     with backend.lock():
         pending = backend.to_apply(migrations)
         backend.apply_migrations(pending)
-    log.info("migrations applied", extra={"event": "db.migrated", "count": len(pending)})
+    log_event(log, "info", "db.migrated", "migrations applied", count=len(pending))
     return len(pending)

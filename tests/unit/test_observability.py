@@ -74,3 +74,35 @@ def test_filters_alone():
     assert SensitiveFieldFilter().filter(record) and record.token == "[redacted]"
     assert RoleFilter("api").filter(record) and record.role == "api"
     assert "m" in ConsoleFormatter().format(record)
+
+
+def test_log_event_keeps_counted_fields_and_withholds_the_rest(caplog):
+    """The one way to log an event (app/logs.py): a field named like a key or a name is blanked, an
+    exception becomes its type and code, a structure is withheld."""
+    import logging
+
+    from app.errors import ObjectFailed
+    from app.logs import log_event
+
+    canary = "Canary-logs-7731.pdf"
+    with caplog.at_level(logging.INFO, logger="lethe.test"):
+        log_event(logging.getLogger("lethe.test"), "info", "test.event", "something happened", files=3,
+                  original_name=canary, error=ObjectFailed(f"refused {canary}", "AccessDenied"),
+                  payload={"name": canary}, ids=["a", "b"])
+    (record,) = caplog.records
+    assert (record.event, record.files, record.ids) == ("test.event", 3, ["a", "b"])
+    assert record.error == "ObjectFailed:AccessDenied"
+    assert record.original_name == "[redacted]" and record.payload == "[withheld]"
+    assert canary not in record.getMessage() + str(record.__dict__)
+
+
+def test_every_event_goes_through_log_event():
+    """No module builds extra={"event": ...} by hand: the canary rules live in one place (app/logs.py)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offenders = [str(path.relative_to(root)) for folder in ("app", "workers", "scheduler")
+                 for path in (root / folder).rglob("*.py")
+                 if path.name != "logs.py" and re.search(r"extra\s*=", path.read_text())]
+    assert offenders == []
