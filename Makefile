@@ -24,8 +24,10 @@ $(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
 run: $(RUN_STAMP)
 	$(VENV)/bin/lethe dev
 
-## Run the whole test suite (PostgreSQL from DATABASE_URL or embedded; RabbitMQ from BROKER_URL).
+## Type-check (mypy: strict on app/domain, app/storage, app/db), then run the whole test suite
+## (PostgreSQL from DATABASE_URL or embedded; RabbitMQ from BROKER_URL).
 test: $(TEST_STAMP)
+	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## Regenerate docs/configuration.md from the configuration schema.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -60,7 +61,7 @@ class Authenticator:
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("no bearer token")
-        options = {"require": ["sub", "exp"]}
+        options: Any = {"require": ["sub", "exp"]}
         try:
             claims = jwt.decode(token.strip(), self.key, algorithms=self.algorithms, issuer=self.issuer,
                                 audience=self.audience, options=options, leeway=30)

@@ -451,7 +451,7 @@ def _nest(flat: Mapping[str, Any], cls: type = Config, prefix: str = "") -> Any:
     for field_info in dataclasses.fields(cls):
         name = prefix + field_info.name
         hint = typing.get_type_hints(cls)[field_info.name]
-        if dataclasses.is_dataclass(hint):
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             values[field_info.name] = _nest(flat, hint, name + ".")
         elif hint is timedelta:
             values[field_info.name] = timedelta(seconds=flat[name])

@@ -54,7 +54,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
 
-    changes = {}
+    changes: dict[str, object] = {}
     embedded = None
     if not cfg.database.url:
         embedded = EmbeddedPostgres(state / "pg")

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+from typing import Any
 from pathlib import Path
 
 import psycopg
@@ -49,7 +50,7 @@ class EmbeddedPostgres:
         self._user = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
 
     def _run(self, *args: str) -> subprocess.CompletedProcess:
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         if self._user is not None:
             kwargs = {"user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": []}
         return subprocess.run([str(self.bin / args[0]), *args[1:]], check=True, capture_output=True, text=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Iterator
+from typing import Any, Iterator
 
 from app.auth import Principal
 from app.db import files as files_sql
@@ -30,7 +30,7 @@ def visible_file(rt, principal: Principal, file_id: uuid.UUID):
     return row
 
 
-def open_content(rt, principal: Principal, file_id: uuid.UUID) -> tuple[object, int, Iterator[bytes]]:
+def open_content(rt, principal: Principal, file_id: uuid.UUID) -> tuple[Any, int, Iterator[bytes]]:
     """The row, the object's size and a stream of the original of a deliverable file. The size is the row's:
     completion verified that the object has exactly that size, and an original is never rewritten.
 

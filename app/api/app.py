@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http
 import time
+from typing import Any
 
 import psycopg
 from flask import Flask, g, request
@@ -24,7 +25,7 @@ API_PREFIX = "/api/v1/"
 class LetheApi(Api):
     """flask-smorest's Api with every error answered and documented as problem+json."""
 
-    ERROR_SCHEMA = ProblemSchema
+    ERROR_SCHEMA: Any = ProblemSchema
 
     def handle_http_exception(self, error: HTTPException):
         return problems.from_http_exception(error)

@@ -62,7 +62,8 @@ class UploadPart(MethodView):
     @problems(blp, 403, 404, 409, 410, 422)
     def put(self, file_id, part_number):
         """Send part n (raw bytes): exactly part_size bytes, or the remainder for the last part."""
-        size = uploads.put_part(runtime(), caller(), file_id, part_number, request.stream, request.content_length)
+        size = uploads.put_part(runtime(), caller(), file_id, part_number, request.stream,  # type: ignore[arg-type]
+                                request.content_length)
         return {"part_number": part_number, "size_bytes": size}
 
 

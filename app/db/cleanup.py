@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Sequence
 from uuid import UUID
 
 import psycopg
+
+from app.db.core import Conn, one
 
 CLEANUP_LOCK_KEY = 0x6C65746865_01  # "lethe" + 1: one cleanup run at a time in the cluster
 SCHEDULER_LOCK_KEY = 0x6C65746865_02  # the scheduler's leader lock
@@ -15,22 +17,22 @@ SCHEDULER_LOCK_KEY = 0x6C65746865_02  # the scheduler's leader lock
 Cursor = tuple[datetime, UUID] | None
 
 
-def try_lock(conn: psycopg.Connection, key: int) -> bool:
+def try_lock(conn: Conn, key: int) -> bool:
     """A session-level advisory lock, held until unlock() or the connection ends."""
-    return conn.execute("SELECT pg_try_advisory_lock(%s) AS locked", (key,)).fetchone().locked
+    return bool(one(conn.execute("SELECT pg_try_advisory_lock(%s) AS locked", (key,))).locked)
 
 
-def unlock(conn: psycopg.Connection, key: int) -> None:
+def unlock(conn: Conn, key: int) -> None:
     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
-def _after(cursor: Cursor, column: str) -> tuple[str, tuple]:
+def _after(cursor: Cursor, column: str) -> tuple[str, tuple[Any, ...]]:
     if cursor is None:
         return "", ()
     return f" AND ({column}, id) > (%s, %s)", cursor
 
 
-def expired_sessions(conn: psycopg.Connection, now: datetime, cursor: Cursor, limit: int) -> list:
+def expired_sessions(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Step a: open sessions with expires_at <= now (index upload_sessions_open_expiry)."""
     extra, params = ("", ()) if cursor is None else (" AND (expires_at, file_id) > (%s, %s)", cursor)
     return conn.execute(
@@ -43,7 +45,7 @@ def expired_sessions(conn: psycopg.Connection, now: datetime, cursor: Cursor, li
     ).fetchall()
 
 
-def unattached_candidates(conn: psycopg.Connection, cutoff: datetime, cursor: Cursor, limit: int) -> list:
+def unattached_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Step b: deliverable attachments, not deleted, not attached, last changed at or before cutoff
     (index files_unattached_candidates)."""
     extra, params = _after(cursor, "last_change_at")
@@ -59,7 +61,7 @@ def unattached_candidates(conn: psycopg.Connection, cutoff: datetime, cursor: Cu
     ).fetchall()
 
 
-def failed_candidates(conn: psycopg.Connection, cutoff: datetime, cursor: Cursor, limit: int) -> list:
+def failed_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Step c: failed or blocked attachments, not deleted, not attached, last changed at or before cutoff
     (index files_failed_candidates)."""
     extra, params = _after(cursor, "last_change_at")
@@ -76,7 +78,7 @@ def failed_candidates(conn: psycopg.Connection, cutoff: datetime, cursor: Cursor
     ).fetchall()
 
 
-def deleted_rows(conn: psycopg.Connection, now: datetime, cursor: Cursor, limit: int) -> list:
+def deleted_rows(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Step d: deleted rows, oldest mark first (index files_deleted), but for those the store refused
     whose next attempt is not due yet: a poisoned file never holds back the others (D7)."""
     extra, params = _after(cursor, "deleted_at")
@@ -90,7 +92,7 @@ def deleted_rows(conn: psycopg.Connection, now: datetime, cursor: Cursor, limit:
     ).fetchall()
 
 
-def due_refused_live(conn: psycopg.Connection, now: datetime, cursor: Cursor, limit: int) -> list:
+def due_refused_live(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Step d, second part: files not deleted (failed or blocked, objects only) whose objects the store
     refused and whose next attempt is due (index purge_failures_due)."""
     extra, params = ("", ()) if cursor is None else (" AND (p.next_attempt_at, p.file_id) > (%s, %s)", cursor)
@@ -104,14 +106,14 @@ def due_refused_live(conn: psycopg.Connection, now: datetime, cursor: Cursor, li
     ).fetchall()
 
 
-def lock_skip_locked(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list[UUID]:
+def lock_skip_locked(conn: Conn, file_ids: Sequence[UUID]) -> list[UUID]:
     """Lock the rows (ascending id); a row another transaction holds (an attach, a delete) is skipped and
     met again by the next run."""
     return [row.id for row in conn.execute(
         "SELECT id FROM files WHERE id = ANY(%s) ORDER BY id FOR UPDATE SKIP LOCKED", (list(file_ids),))]
 
 
-def cleanup_facts(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+def cleanup_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """The facts the pure rules re-check, read after the lock (a fresh statement sees committed attaches)."""
     return conn.execute(
         """
@@ -126,7 +128,7 @@ def cleanup_facts(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
     ).fetchall()
 
 
-def protected_by_own_drafts(conn: psycopg.Connection, pairs: Sequence[tuple[UUID, UUID]]) -> set[UUID]:
+def protected_by_own_drafts(conn: Conn, pairs: Sequence[tuple[UUID, UUID]]) -> set[UUID]:
     """Of (file id, uploader id) pairs, the files that a draft of their own uploader names (D8 b). One
     query for the whole batch; a file in somebody else's draft is not protected."""
     if not pairs:
@@ -147,17 +149,17 @@ _OPEN_SESSIONS = """
     ORDER BY s.file_id"""
 
 
-def open_sessions(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+def open_sessions(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """The open sessions of files not deleted, without a lock (step a's decision, and its dry run)."""
     return conn.execute(_OPEN_SESSIONS, (list(file_ids),)).fetchall()
 
 
-def lock_open_sessions(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+def lock_open_sessions(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """Of files locked by the caller, lock the open sessions (after the files: D10) of files not deleted."""
     return conn.execute(_OPEN_SESSIONS + " FOR UPDATE OF s", (list(file_ids),)).fetchall()
 
 
-def expire_sessions(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> None:
+def expire_sessions(conn: Conn, file_ids: Sequence[UUID]) -> None:
     """Sessions become expired, their part rows go, and their files fail as of expires_at (D8 a)."""
     ids = list(file_ids)
     conn.execute("UPDATE upload_sessions SET state = 'expired' WHERE file_id = ANY(%s)", (ids,))
@@ -170,7 +172,7 @@ def expire_sessions(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> None:
         (ids,))
 
 
-def backlog(conn: psycopg.Connection):
+def backlog(conn: Conn) -> Any:
     """Deleted rows and the oldest mark (step f)."""
     return conn.execute(
         "SELECT count(*) AS n, min(deleted_at) AS oldest FROM files WHERE deleted_at IS NOT NULL").fetchone()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
 _in_transaction: ContextVar[bool] = ContextVar("lethe_in_transaction", default=False)
 
@@ -12,9 +12,9 @@ def in_transaction() -> bool:
     return _in_transaction.get()
 
 
-def set_in_transaction(value: bool):
+def set_in_transaction(value: bool) -> Token[bool]:
     return _in_transaction.set(value)
 
 
-def reset_in_transaction(token) -> None:
+def reset_in_transaction(token: Token[bool]) -> None:
     _in_transaction.reset(token)

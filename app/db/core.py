@@ -12,7 +12,7 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -24,6 +24,16 @@ from app.db.context import in_transaction, reset_in_transaction, set_in_transact
 from app.logs import log_event
 
 log = logging.getLogger("lethe.db")
+# Connections use psycopg's namedtuple rows, whose attributes are known only at run time: a row is Any.
+Conn = psycopg.Connection[Any]
+
+
+def one(cursor: psycopg.Cursor[Any]) -> Any:
+    """The one row a statement always answers (an aggregate, a RETURNING of one insert)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("the statement answered no row")
+    return row
 T = TypeVar("T")
 RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
@@ -35,7 +45,7 @@ class Job:
     outbox_id: int
     queue_name: str
     actor_name: str
-    args: tuple
+    args: tuple[Any, ...]
 
 
 @dataclass
@@ -49,7 +59,7 @@ class UnitOfWork:
     on_commit: list[Callable[[], None]] = field(default_factory=list)
 
     @contextmanager
-    def savepoint(self):
+    def savepoint(self) -> Iterator["UnitOfWork"]:
         """A savepoint: on an error, its statements are rolled back, and so are the jobs and commit hooks
         it registered (their outbox rows went with the rollback). The error propagates."""
         jobs, hooks = len(self.jobs), len(self.on_commit)
@@ -70,10 +80,9 @@ class UnitOfWork:
 
     def enqueue(self, queue_name: str, actor_name: str, *args: Any) -> Job:
         """Write a job to the outbox in this transaction; it is published after the commit (D9)."""
-        row = self.conn.execute(
+        row = one(self.conn.execute(
             "INSERT INTO outbox (queue_name, actor_name, args) VALUES (%s, %s, %s) RETURNING id",
-            (queue_name, actor_name, Jsonb(list(args))),
-        ).fetchone()
+            (queue_name, actor_name, Jsonb(list(args)))))
         job = Job(outbox_id=row.id, queue_name=queue_name, actor_name=actor_name, args=tuple(args))
         self.jobs.append(job)
         return job
@@ -142,8 +151,8 @@ class Database:
                 continue
             finally:
                 reset_in_transaction(token)
-            for fn in uow.on_commit:
-                fn()
+            for hook in uow.on_commit:
+                hook()
             if uow.jobs and self.after_commit is not None:
                 self.after_commit(uow.jobs)
             return result

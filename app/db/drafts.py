@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Sequence
 from uuid import UUID
 
 import psycopg
 
+from app.db.core import Conn
 
-def upsert_draft(conn: psycopg.Connection, user_id: UUID, key: str, body: str, file_ids: Sequence[UUID],
-                 now: datetime):
+
+def upsert_draft(conn: Conn, user_id: UUID, key: str, body: str, file_ids: Sequence[UUID],
+                 now: datetime) -> Any:
     return conn.execute(
         """
         INSERT INTO drafts (user_id, draft_key, body, file_ids, updated_at) VALUES (%s, %s, %s, %s, %s)
@@ -22,10 +24,10 @@ def upsert_draft(conn: psycopg.Connection, user_id: UUID, key: str, body: str, f
     ).fetchone()
 
 
-def drafts_of(conn: psycopg.Connection, user_id: UUID) -> list:
+def drafts_of(conn: Conn, user_id: UUID) -> list[Any]:
     return conn.execute("SELECT draft_key, body, file_ids, updated_at FROM drafts WHERE user_id = %s "
                         "ORDER BY draft_key", (user_id,)).fetchall()
 
 
-def delete_draft(conn: psycopg.Connection, user_id: UUID, key: str) -> int:
+def delete_draft(conn: Conn, user_id: UUID, key: str) -> int:
     return conn.execute("DELETE FROM drafts WHERE user_id = %s AND draft_key = %s", (user_id, key)).rowcount

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 from uuid import UUID
 
 import psycopg
+
+from app.db.core import Conn
 from psycopg.types.json import Jsonb
 
 
-def insert_events(conn: psycopg.Connection, events: list[dict[str, Any]]) -> None:
+def insert_events(conn: Conn, events: list[dict[str, Any]]) -> None:
     """Insert events (keys: resource_kind, resource_id, type, schema_version, audience, actor, payload, now)."""
     with conn.cursor() as cur:
         cur.executemany(
@@ -24,7 +26,7 @@ def insert_events(conn: psycopg.Connection, events: list[dict[str, Any]]) -> Non
         )
 
 
-def events_for(conn: psycopg.Connection, audience: UUID, after: int, limit: int) -> list:
+def events_for(conn: Conn, audience: UUID, after: int, limit: int) -> list[Any]:
     """The audience's events with id > after, in order."""
     return conn.execute(
         """
@@ -35,7 +37,7 @@ def events_for(conn: psycopg.Connection, audience: UUID, after: int, limit: int)
     ).fetchall()
 
 
-def lock_unredacted_file_events(conn: psycopg.Connection, file_ids) -> list:
+def lock_unredacted_file_events(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """The stored events of these files not yet redacted, locked FOR UPDATE (D10: after the files)."""
     return conn.execute(
         """
@@ -47,7 +49,7 @@ def lock_unredacted_file_events(conn: psycopg.Connection, file_ids) -> list:
     ).fetchall()
 
 
-def set_redacted(conn: psycopg.Connection, redacted: list[tuple[int, dict]], now: datetime) -> None:
+def set_redacted(conn: Conn, redacted: list[tuple[int, dict[str, Any]]], now: datetime) -> None:
     """Store redacted payloads, many events in one statement."""
     if not redacted:
         return

@@ -8,11 +8,13 @@ from uuid import UUID
 
 import psycopg
 
+from app.db.core import Conn, one
+
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
            "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at")
 
 
-def insert_file(conn: psycopg.Connection, row: dict[str, Any]) -> None:
+def insert_file(conn: Conn, row: dict[str, Any]) -> None:
     conn.execute(
         """
         INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, scope_id, object_key,
@@ -24,46 +26,46 @@ def insert_file(conn: psycopg.Connection, row: dict[str, Any]) -> None:
     )
 
 
-def file_by_id(conn: psycopg.Connection, file_id: UUID):
+def file_by_id(conn: Conn, file_id: UUID) -> Any:
     """The row, or None; no lock."""
     return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s", (file_id,)).fetchone()
 
 
-def files_by_ids(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+def files_by_ids(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """The rows in ascending id order; no lock."""
     return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id", (list(file_ids),)).fetchall()
 
 
-def lock_file(conn: psycopg.Connection, file_id: UUID):
+def lock_file(conn: Conn, file_id: UUID) -> Any:
     """The row locked FOR UPDATE, or None."""
     return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s FOR UPDATE", (file_id,)).fetchone()
 
 
-def lock_files(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+def lock_files(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """The rows locked FOR UPDATE in ascending id order (D10)."""
     return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
                         (list(file_ids),)).fetchall()
 
 
-def set_complete(conn: psycopg.Connection, file_id: UUID, sha256: str, now: datetime) -> None:
+def set_complete(conn: Conn, file_id: UUID, sha256: str, now: datetime) -> None:
     conn.execute(
         "UPDATE files SET upload_state = 'complete', sha256 = %s, last_change_at = greatest(last_change_at, %s) "
         "WHERE id = %s", (sha256, now, file_id))
 
 
-def set_failed(conn: psycopg.Connection, file_id: UUID, changed_at: datetime) -> None:
+def set_failed(conn: Conn, file_id: UUID, changed_at: datetime) -> None:
     conn.execute(
         "UPDATE files SET upload_state = 'failed', last_change_at = greatest(last_change_at, %s) WHERE id = %s",
         (changed_at, file_id))
 
 
-def set_scan_status(conn: psycopg.Connection, file_id: UUID, status: str, now: datetime) -> None:
+def set_scan_status(conn: Conn, file_id: UUID, status: str, now: datetime) -> None:
     conn.execute(
         "UPDATE files SET scan_status = %s, scanned_at = %s, last_change_at = greatest(last_change_at, %s) "
         "WHERE id = %s", (status, now, now, file_id))
 
 
-def set_deleted(conn: psycopg.Connection, file_ids: Sequence[UUID], now: datetime) -> list[UUID]:
+def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> list[UUID]:
     """The one statement that writes files.deleted_at (D5); returns only the files it marked now, so a
     second call has no effect. Called by app.deletion.mark_deleted and nothing else."""
     return [row.id for row in conn.execute(
@@ -71,7 +73,7 @@ def set_deleted(conn: psycopg.Connection, file_ids: Sequence[UUID], now: datetim
         (now, list(file_ids)))]
 
 
-def purge_facts(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """The facts a purge plans from, for many files at once (no lock, no transaction)."""
     return conn.execute(
         """
@@ -84,7 +86,7 @@ def purge_facts(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
     ).fetchall()
 
 
-def lock_deleted_unattached(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> list:
+def lock_deleted_unattached(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """Lock the rows (ascending id) and tell, per row, whether it is still deleted and whether it is
     attached: the re-check before a row is removed (D7)."""
     return conn.execute(
@@ -97,11 +99,11 @@ def lock_deleted_unattached(conn: psycopg.Connection, file_ids: Sequence[UUID]) 
     ).fetchall()
 
 
-def delete_rows(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> int:
+def delete_rows(conn: Conn, file_ids: Sequence[UUID]) -> int:
     """Remove files rows; sessions and parts go by ON DELETE CASCADE."""
     return conn.execute("DELETE FROM files WHERE id = ANY(%s)", (list(file_ids),)).rowcount
 
 
-def is_attached(conn: psycopg.Connection, file_id: UUID) -> bool:
-    return conn.execute("SELECT EXISTS (SELECT 1 FROM attachments WHERE file_id = %s) AS attached",
-                        (file_id,)).fetchone().attached
+def is_attached(conn: Conn, file_id: UUID) -> bool:
+    return bool(one(conn.execute("SELECT EXISTS (SELECT 1 FROM attachments WHERE file_id = %s) AS attached",
+                                 (file_id,))).attached)

@@ -4,47 +4,49 @@ are scoped by author, so no user can claim, block or probe another's (docs/decis
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Sequence
 from uuid import UUID
 
 import psycopg
 
+from app.db.core import Conn
 
-def ensure_message(conn: psycopg.Connection, author_id: UUID, message_id: str, now: datetime) -> None:
+
+def ensure_message(conn: Conn, author_id: UUID, message_id: str, now: datetime) -> None:
     conn.execute("INSERT INTO messages (author_id, id, created_at) VALUES (%s, %s, %s) "
                  "ON CONFLICT (author_id, id) DO NOTHING", (author_id, message_id, now))
 
 
-def lock_message(conn: psycopg.Connection, author_id: UUID, message_id: str):
+def lock_message(conn: Conn, author_id: UUID, message_id: str) -> Any:
     return conn.execute("SELECT id, author_id, created_at, deleted_at FROM messages "
                         "WHERE author_id = %s AND id = %s FOR UPDATE", (author_id, message_id)).fetchone()
 
 
-def attached_file_ids(conn: psycopg.Connection, author_id: UUID, message_id: str) -> list[UUID]:
+def attached_file_ids(conn: Conn, author_id: UUID, message_id: str) -> list[UUID]:
     return [row.file_id for row in conn.execute(
         "SELECT file_id FROM attachments WHERE author_id = %s AND message_id = %s ORDER BY attached_at, file_id",
         (author_id, message_id))]
 
 
-def attachments_of_files(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> dict[UUID, str]:
+def attachments_of_files(conn: Conn, file_ids: Sequence[UUID]) -> dict[UUID, str]:
     """file id -> the message it is attached to, for those of file_ids that are attached."""
     return {row.file_id: row.message_id for row in conn.execute(
         "SELECT file_id, message_id FROM attachments WHERE file_id = ANY(%s)", (list(file_ids),))}
 
 
-def insert_attachments(conn: psycopg.Connection, author_id: UUID, message_id: str, file_ids: Sequence[UUID],
+def insert_attachments(conn: Conn, author_id: UUID, message_id: str, file_ids: Sequence[UUID],
                        now: datetime) -> None:
     with conn.cursor() as cur:
         cur.executemany("INSERT INTO attachments (author_id, message_id, file_id, attached_at) VALUES (%s, %s, %s, %s)",
                         [(author_id, message_id, file_id, now) for file_id in file_ids])
 
 
-def delete_attachments(conn: psycopg.Connection, author_id: UUID, message_id: str) -> int:
+def delete_attachments(conn: Conn, author_id: UUID, message_id: str) -> int:
     return conn.execute("DELETE FROM attachments WHERE author_id = %s AND message_id = %s",
                         (author_id, message_id)).rowcount
 
 
-def set_message_deleted(conn: psycopg.Connection, author_id: UUID, message_id: str, now: datetime) -> None:
+def set_message_deleted(conn: Conn, author_id: UUID, message_id: str, now: datetime) -> None:
     """A message keeps a tombstone, so that its author deleting it again gets 204."""
     conn.execute("UPDATE messages SET deleted_at = %s WHERE author_id = %s AND id = %s AND deleted_at IS NULL",
                  (now, author_id, message_id))

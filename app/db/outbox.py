@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import psycopg
 
+from app.db.core import Conn, one
 
-def delete_published(conn: psycopg.Connection, outbox_ids: Sequence[int]) -> int:
+
+def delete_published(conn: Conn, outbox_ids: Sequence[int]) -> int:
     """Delete rows whose jobs were published; returns how many were still there."""
     return conn.execute("DELETE FROM outbox WHERE id = ANY(%s)", (list(outbox_ids),)).rowcount
 
 
-def claim_left_behind(conn: psycopg.Connection, older_than_s: float, limit: int) -> list:
+def claim_left_behind(conn: Conn, older_than_s: float, limit: int) -> list[Any]:
     """Rows older than the relay age, locked so that a second relay skips them (FOR UPDATE SKIP LOCKED)."""
     return conn.execute(
         """
@@ -27,6 +29,6 @@ def claim_left_behind(conn: psycopg.Connection, older_than_s: float, limit: int)
     ).fetchall()
 
 
-def outbox_depth(conn: psycopg.Connection) -> int:
+def outbox_depth(conn: Conn) -> int:
     """How many jobs wait in the outbox (the gauge lethe_outbox_depth)."""
-    return conn.execute("SELECT count(*) AS n FROM outbox").fetchone().n
+    return int(one(conn.execute("SELECT count(*) AS n FROM outbox")).n)

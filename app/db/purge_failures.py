@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Sequence
 from uuid import UUID
 
 import psycopg
 
+from app.db.core import Conn
 
-def attempts_of(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> dict[UUID, int]:
+
+def attempts_of(conn: Conn, file_ids: Sequence[UUID]) -> dict[UUID, int]:
     """Failed attempts so far, for the files that have failed before (locked: one purge counts at a time)."""
     return {row.file_id: row.attempts for row in conn.execute(
         "SELECT file_id, attempts FROM purge_failures WHERE file_id = ANY(%s) ORDER BY file_id FOR UPDATE",
         (list(file_ids),))}
 
 
-def record(conn: psycopg.Connection, failures: Sequence[tuple[UUID, int, str, datetime]], now: datetime) -> list:
+def record(conn: Conn, failures: Sequence[tuple[UUID, int, str, datetime]], now: datetime) -> list[Any]:
     """Upsert (file id, attempts, store code, next attempt) of files that still exist; returns, per file,
     when it started failing (its deletion mark, else its first failure) and whether it was warned of."""
     if not failures:
@@ -38,15 +40,15 @@ def record(conn: psycopg.Connection, failures: Sequence[tuple[UUID, int, str, da
     ).fetchall()
 
 
-def set_warned(conn: psycopg.Connection, file_ids: Sequence[UUID], now: datetime) -> None:
+def set_warned(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:
     conn.execute("UPDATE purge_failures SET warned_at = %s WHERE file_id = ANY(%s)", (now, list(file_ids)))
 
 
-def clear(conn: psycopg.Connection, file_ids: Sequence[UUID]) -> None:
+def clear(conn: Conn, file_ids: Sequence[UUID]) -> None:
     """Forget the failures of files whose objects are now gone (a removed row takes its own by cascade)."""
     conn.execute("DELETE FROM purge_failures WHERE file_id = ANY(%s)", (list(file_ids),))
 
 
-def failing(conn: psycopg.Connection):
+def failing(conn: Conn) -> Any:
     """How many files are failing, and the oldest since when (cleanup step f)."""
     return conn.execute("SELECT count(*) AS n, min(failing_since) AS oldest FROM purge_failures").fetchone()

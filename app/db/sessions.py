@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 from uuid import UUID
 
 import psycopg
+
+from app.db.core import Conn
 
 SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "
                    "expires_at, completed_at, completing_since")
 
 
-def insert_session(conn: psycopg.Connection, row: dict[str, Any]) -> None:
+def insert_session(conn: Conn, row: dict[str, Any]) -> None:
     conn.execute(
         """
         INSERT INTO upload_sessions (file_id, state, part_size, part_count, storage_upload_id, expected_sha256,
@@ -24,22 +26,22 @@ def insert_session(conn: psycopg.Connection, row: dict[str, Any]) -> None:
     )
 
 
-def session_of(conn: psycopg.Connection, file_id: UUID):
+def session_of(conn: Conn, file_id: UUID) -> Any:
     return conn.execute(f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s", (file_id,)).fetchone()
 
 
-def lock_session(conn: psycopg.Connection, file_id: UUID):
+def lock_session(conn: Conn, file_id: UUID) -> Any:
     """The session locked FOR UPDATE (after its file row: D10)."""
     return conn.execute(f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s FOR UPDATE",
                         (file_id,)).fetchone()
 
 
-def parts_of(conn: psycopg.Connection, file_id: UUID) -> list:
+def parts_of(conn: Conn, file_id: UUID) -> list[Any]:
     return conn.execute("SELECT part_number, size_bytes, etag FROM upload_parts WHERE file_id = %s "
                         "ORDER BY part_number", (file_id,)).fetchall()
 
 
-def upsert_part(conn: psycopg.Connection, file_id: UUID, part_number: int, size_bytes: int, etag: str,
+def upsert_part(conn: Conn, file_id: UUID, part_number: int, size_bytes: int, etag: str,
                 now: datetime) -> None:
     conn.execute(
         """
@@ -52,32 +54,32 @@ def upsert_part(conn: psycopg.Connection, file_id: UUID, part_number: int, size_
     )
 
 
-def delete_parts(conn: psycopg.Connection, file_id: UUID) -> None:
+def delete_parts(conn: Conn, file_id: UUID) -> None:
     conn.execute("DELETE FROM upload_parts WHERE file_id = %s", (file_id,))
 
 
-def set_completed(conn: psycopg.Connection, file_id: UUID, now: datetime) -> None:
+def set_completed(conn: Conn, file_id: UUID, now: datetime) -> None:
     conn.execute("UPDATE upload_sessions SET state = 'completed', completed_at = %s, completing_since = NULL "
                  "WHERE file_id = %s", (now, file_id))
 
 
-def set_state(conn: psycopg.Connection, file_id: UUID, state: str) -> None:
+def set_state(conn: Conn, file_id: UUID, state: str) -> None:
     conn.execute("UPDATE upload_sessions SET state = %s, completing_since = NULL WHERE file_id = %s",
                  (state, file_id))
 
 
-def claim_completion(conn: psycopg.Connection, file_id: UUID, now: datetime) -> None:
+def claim_completion(conn: Conn, file_id: UUID, now: datetime) -> None:
     """Mark the (locked, open) session as being completed since now: the claim of one completion."""
     conn.execute("UPDATE upload_sessions SET completing_since = %s WHERE file_id = %s", (now, file_id))
 
 
-def release_claim(conn: psycopg.Connection, file_id: UUID, claimed_at: datetime) -> None:
+def release_claim(conn: Conn, file_id: UUID, claimed_at: datetime) -> None:
     """Give a claim back (the completion failed in the store), unless another completion took it over."""
     conn.execute("UPDATE upload_sessions SET completing_since = NULL WHERE file_id = %s AND completing_since = %s",
                  (file_id, claimed_at))
 
 
-def abort_open(conn: psycopg.Connection, file_ids) -> int:
+def abort_open(conn: Conn, file_ids: Sequence[UUID]) -> int:
     """Open sessions of these files become aborted (D5 step 2, no event)."""
     return conn.execute("UPDATE upload_sessions SET state = 'aborted' WHERE file_id = ANY(%s) AND state = 'open'",
                         (list(file_ids),)).rowcount

@@ -16,7 +16,8 @@ def retry_wait(attempts: int, base: timedelta, cap: timedelta) -> timedelta:
         raise ValueError("attempts counts failed attempts, from 1")
     if attempts > 62 or base.total_seconds() * 2 ** (attempts - 1) >= cap.total_seconds():
         return cap  # compared in seconds first: base * 2**60 overflows a timedelta
-    return base * (2 ** (attempts - 1))
+    wait: timedelta = base * (2 ** (attempts - 1))
+    return wait
 
 
 def next_attempt_at(attempts: int, now: datetime, base: timedelta, cap: timedelta) -> datetime:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from app.config import Config
 from app.db.context import in_transaction
+from app.storage.base import ObjectStore
 from app.storage.fs import FsStore
 from app.storage.guard import GuardedStore
 from app.storage.s3 import S3Store
 
 
-def build_store(cfg: Config):
+def build_store(cfg: Config) -> GuardedStore:
     """The driver named by `file.storage.driver`, wrapped in the K1 guard."""
+    store: ObjectStore
     if cfg.file.storage.driver == "s3":
         s3 = cfg.file.s3
         store = S3Store(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key, region=s3.region,

@@ -150,6 +150,7 @@ class FsStore:
         try:
             for attempt in range(3):
                 with self._walk(segments[:-1], create=True) as dirs:
+                    assert dirs is not None  # create=True makes every directory on the way
                     try:
                         os.rename(os.path.basename(tmp_path), segments[-1], src_dir_fd=tmp_dir_fd, dst_dir_fd=dirs.parent)
                         return

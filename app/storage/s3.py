@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
 import urllib3
@@ -46,7 +47,7 @@ def _key(key: str) -> str:
         raise InvalidKey(str(exc)) from None
 
 
-def _store_wide(code: str, status: int | None = None) -> bool:
+def _store_wide(code: str | None, status: int | None = None) -> bool:
     return code in _STORE_WIDE or (status is not None and status >= 500)
 
 
@@ -57,21 +58,28 @@ def _error(operation: str, exc: Exception) -> StorageError:
         status = getattr(exc.response, "status", None)
         if _store_wide(exc.code, status):
             return StorageError(f"s3 {operation} failed: {exc.code}")
-        return ObjectFailed(f"s3 {operation} refused: {exc.code}", store_code=exc.code)
+        return ObjectFailed(f"s3 {operation} refused: {exc.code}", store_code=exc.code or "")
     return StorageError(f"s3 {operation} failed: {type(exc).__name__}")
 
 
 @contextmanager
-def _mapped(operation: str, missing: type[Exception] | None = None, also_missing: Iterable[str] = ()):
+def _mapped(operation: str, missing: type[Exception] | None = None,
+            also_missing: Iterable[str] = ()) -> Iterator[None]:
     """Run minio calls with their errors mapped; with `missing`, a missing object raises that instead."""
     try:
         yield
     except S3Error as exc:
-        if missing is not None and (exc.code in _MISSING or exc.code in also_missing):
+        if missing is not None and (exc.code in _MISSING or (exc.code or "") in also_missing):
             raise missing("object not found") from None
         raise _error(operation, exc) from None
     except _TRANSPORT as exc:
         raise _error(operation, exc) from None
+
+
+def _upload_id(ref: MultipartRef) -> str:
+    if not ref.upload_id:
+        raise StorageError("s3 multipart reference without an upload id")
+    return ref.upload_id
 
 
 class _Absent(Exception):
@@ -239,7 +247,7 @@ class S3Store:
                 continue
             if _store_wide(error.code):
                 raise StorageError(f"s3 delete_many failed: {error.code}")
-            failures.append(DeleteFailure(key=error.name, code=error.code))
+            failures.append(DeleteFailure(key=error.name or "", code=error.code))
         marked = [deleted.name for deleted in result.object_list if deleted.delete_marker and not deleted.version_id]
         return failures, marked
 
@@ -278,7 +286,7 @@ class S3Store:
 
     def put_part(self, ref: MultipartRef, part_number: int, data: bytes) -> UploadedPart:
         with _mapped("upload_part", missing=NotFound, also_missing=("NoSuchUpload",)):
-            etag = self.client._upload_part(self.bucket, _key(ref.key), data, None, ref.upload_id, part_number)
+            etag = self.client._upload_part(self.bucket, _key(ref.key), data, None, _upload_id(ref), part_number)
         return UploadedPart(part_number=part_number, etag=etag)
 
     def discard_part(self, ref: MultipartRef, part_number: int) -> None:
@@ -287,7 +295,7 @@ class S3Store:
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         ordered = [Part(part.part_number, part.etag) for part in sorted(parts, key=lambda p: p.part_number)]
         with _mapped("complete_multipart_upload", missing=NotFound, also_missing=("NoSuchUpload",)):
-            self.client._complete_multipart_upload(self.bucket, _key(ref.key), ref.upload_id, ordered)
+            self.client._complete_multipart_upload(self.bucket, _key(ref.key), _upload_id(ref), ordered)
         info = self.head(ref.key)
         if info is None:
             raise StorageError("s3 complete_multipart_upload left no object")
@@ -308,5 +316,5 @@ class S3Store:
         if not exists:
             raise StorageError("s3 bucket does not exist")
 
-    def sweep_tmp(self, older_than, dry_run: bool = False) -> int:
+    def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         return 0  # S3 puts are atomic on the server; there is no temporary area of ours (D8 e).
