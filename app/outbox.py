@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from datetime import datetime, timedelta
 from typing import Any, Sequence
 
 import dramatiq
@@ -75,7 +76,7 @@ class Outbox:
                 log_event(log, "warning", "outbox.delete_failed", "published rows not deleted",
                           count=len(published))
 
-    def relay(self, older_than_s: float, batch_size: int = 500) -> int:
+    def relay(self, older_than: timedelta, batch_size: int = 500) -> int:
         """Publish rows left behind, oldest first; returns how many were published.
 
         Runs in the scheduler. Each batch is claimed with SKIP LOCKED and deleted in the same transaction,
@@ -84,7 +85,7 @@ class Outbox:
         total = 0
         while True:
             started = time.monotonic()
-            count = self._relay_batch(older_than_s, batch_size)
+            count = self._relay_batch(self.db.clock.now() - older_than, batch_size)
             total += count
             if count:
                 log_event(log, "info", "outbox.relayed", "outbox relayed", count=count,
@@ -92,12 +93,12 @@ class Outbox:
             if count < batch_size:
                 return total
 
-    def _relay_batch(self, older_than_s: float, batch_size: int) -> int:
+    def _relay_batch(self, created_before: datetime, batch_size: int) -> int:
         # The lock of the claim is held while publishing: these jobs were committed long ago, so this is
         # not the "publish before commit" that D9 forbids; the lock is what keeps two relays apart.
         with self.db.pool.connection() as conn:
             with conn.transaction():
-                rows = sql.claim_left_behind(conn, older_than_s, batch_size)
+                rows = sql.claim_left_behind(conn, created_before, batch_size)
                 done: list[int] = []
                 for row in rows:
                     try:

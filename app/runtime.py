@@ -46,8 +46,10 @@ class Runtime:
 def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | None = None,
                   store: ObjectStore | None = None) -> Runtime:
     """Wire the database, the store, the broker and the outbox for one process."""
-    db = Database(cfg.database.url, pool_size=cfg.database.pool_size, tx_retry_max=cfg.database.tx_retry_max)
+    clock = clock or SystemClock()
+    db = Database(cfg.database.url, pool_size=cfg.database.pool_size, tx_retry_max=cfg.database.tx_retry_max,
+                  clock=clock)
     outbox = Outbox(db, broker)
     db.after_commit = outbox.publish_committed
-    return Runtime(cfg=cfg, clock=clock or SystemClock(), db=db, store=store or build_store(cfg),
+    return Runtime(cfg=cfg, clock=clock, db=db, store=store or build_store(cfg),
                    broker=broker, outbox=outbox, role=role)

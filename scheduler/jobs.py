@@ -80,7 +80,7 @@ def relay_outbox(runtime, leadership: Leadership | None = None) -> int:
     """Publish outbox rows left behind and report the outbox depth."""
     if leadership is not None and not leadership.is_leader():
         return 0
-    relayed = runtime.outbox.relay(older_than_s=runtime.cfg.outbox.relay_age.total_seconds())
+    relayed = runtime.outbox.relay(older_than=runtime.cfg.outbox.relay_age)
     if relayed:
         metrics.OUTBOX_RELAYED.inc(relayed)
     metrics.OUTBOX_DEPTH.set(runtime.outbox.depth())

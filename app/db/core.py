@@ -20,6 +20,7 @@ from psycopg.rows import namedtuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from app.clock import Clock, SystemClock
 from app.db.context import in_transaction, reset_in_transaction, set_in_transaction
 from app.logs import log_event
 
@@ -55,6 +56,7 @@ class UnitOfWork:
 
     conn: psycopg.Connection
     name: str
+    clock: Clock = field(default_factory=SystemClock)
     jobs: list[Job] = field(default_factory=list)
     on_commit: list[Callable[[], None]] = field(default_factory=list)
 
@@ -80,9 +82,9 @@ class UnitOfWork:
 
     def enqueue(self, queue_name: str, actor_name: str, *args: Any) -> Job:
         """Write a job to the outbox in this transaction; it is published after the commit (D9)."""
-        row = one(self.conn.execute(
-            "INSERT INTO outbox (queue_name, actor_name, args) VALUES (%s, %s, %s) RETURNING id",
-            (queue_name, actor_name, Jsonb(list(args)))))
+        row = one(self.conn.execute(  # created_at from the project's clock, which the relay ages by (D17)
+            "INSERT INTO outbox (queue_name, actor_name, args, created_at) VALUES (%s, %s, %s, %s) RETURNING id",
+            (queue_name, actor_name, Jsonb(list(args)), self.clock.now())))
         job = Job(outbox_id=row.id, queue_name=queue_name, actor_name=actor_name, args=tuple(args))
         self.jobs.append(job)
         return job
@@ -96,13 +98,15 @@ class Database:
         pool_size: most connections.
         tx_retry_max: reruns of a unit of work after a deadlock or serialization failure.
         after_commit: called with the jobs of a committed unit of work (the outbox publisher).
+        clock: the project's clock (D17): the time an outbox row is written with.
     """
 
     def __init__(self, url: str, pool_size: int = 10, tx_retry_max: int = 5,
-                 after_commit: Callable[[Sequence[Job]], None] | None = None):
+                 after_commit: Callable[[Sequence[Job]], None] | None = None, clock: Clock | None = None):
         self.url = url
         self.tx_retry_max = tx_retry_max
         self.after_commit = after_commit
+        self.clock: Clock = clock or SystemClock()
         self.pool = ConnectionPool(
             url,
             min_size=1,
@@ -137,7 +141,7 @@ class Database:
             try:
                 with self.pool.connection() as conn:
                     with conn.transaction():
-                        uow = UnitOfWork(conn=conn, name=name)
+                        uow = UnitOfWork(conn=conn, name=name, clock=self.clock)
                         result = fn(uow)
             except RETRYABLE as exc:
                 attempt += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Sequence
 
 import psycopg
@@ -14,18 +15,19 @@ def delete_published(conn: Conn, outbox_ids: Sequence[int]) -> int:
     return conn.execute("DELETE FROM outbox WHERE id = ANY(%s)", (list(outbox_ids),)).rowcount
 
 
-def claim_left_behind(conn: Conn, older_than_s: float, limit: int) -> list[Any]:
-    """Rows older than the relay age, locked so that a second relay skips them (FOR UPDATE SKIP LOCKED)."""
+def claim_left_behind(conn: Conn, created_before: datetime, limit: int) -> list[Any]:
+    """Rows written before the cutoff (the project's clock minus the relay age), locked so that a second
+    relay skips them (FOR UPDATE SKIP LOCKED)."""
     return conn.execute(
         """
         SELECT id, queue_name, actor_name, args
         FROM outbox
-        WHERE created_at <= now() - make_interval(secs => %s)
+        WHERE created_at <= %s
         ORDER BY created_at, id
         LIMIT %s
         FOR UPDATE SKIP LOCKED
         """,
-        (older_than_s, limit),
+        (created_before, limit),
     ).fetchall()
 
 

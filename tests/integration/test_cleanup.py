@@ -231,10 +231,26 @@ def test_a_missing_row_and_a_purged_row_are_nothing_to_the_catch_up(lethe):
 
 # -- e: temporary files ----------------------------------------------------------------------------------------
 
+def test_the_temporary_sweep_on_s3_lists_nothing(lethe):
+    """S3 puts are atomic on the server, so there is no temporary area of Lethe's there: step e makes no
+    request that lists the bucket (K2), and reports nothing swept."""
+    if lethe.driver == "fs":
+        pytest.skip("the fs sweep is the next test")
+    listed = []
+    client = lethe.raw_store.client
+    original = client.list_objects
+    client.list_objects = lambda *args, **kwargs: listed.append(args) or original(*args, **kwargs)
+    try:
+        report = cleanup(lethe)
+    finally:
+        del client.list_objects
+    assert report.step("e").acted == 0 and report.step("e").error is None
+    assert listed == []
+
+
 def test_the_temporary_sweep_never_follows_a_link(lethe, tmp_path):
     if lethe.driver != "fs":
-        assert cleanup(lethe).step("e").acted == 0  # nothing to sweep on S3
-        return
+        pytest.skip("fs only: the S3 case is the test above")
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "canary").write_bytes(b"keep me")
@@ -284,6 +300,34 @@ def test_the_backlog_gauge_counts_deleted_rows(lethe, swap_store):
 
 
 # -- races and the cluster lock --------------------------------------------------------------------------------
+
+def test_an_attach_between_the_cleanups_read_and_its_lock_keeps_the_file(lethe, monkeypatch):
+    """Forced order: step b reads the file as a candidate, then an attach commits, then step b locks and
+    re-checks: the file is kept (D10). Then the other order: the cleanup deletes first, the attach is 409."""
+    file_id = lethe.upload(ALEX)
+    later = lethe.upload(ALEX)
+    lethe.clock.advance(ttl(lethe, "file.unattached_ttl"))
+    original = cleanup_sql.lock_skip_locked
+    attached = {}
+
+    def attach_before_the_lock(conn, ids):
+        if not attached and file_id in {str(i) for i in ids}:
+            thread = threading.Thread(target=lambda: attached.setdefault("status", lethe.app.test_client().put(
+                "/api/v1/messages/forced", headers=ALEX.headers, json={"file_ids": [file_id]}).status_code))
+            thread.start()
+            thread.join(10)
+        return original(conn, ids)
+
+    monkeypatch.setattr(cleanup_sql, "lock_skip_locked", attach_before_the_lock)
+    report = cleanup(lethe)
+    assert attached == {"status": 200}
+    b = report.step("b")
+    assert (b.candidates, b.acted, b.kept) == (2, 1, 1)
+    assert lethe.row(file_id).deleted_at is None and rows(lethe, "attachments", file_id=file_id)
+    assert lethe.row(later) is None or lethe.row(later).deleted_at is not None
+    problem(lethe.call("PUT", "/api/v1/messages/late", ALEX, json={"file_ids": [later]}), 409, "conflict",
+            "file_not_attachable")
+
 
 def test_a_cleanup_racing_an_attach_ends_attached_or_deleted_never_both(lethe):
     for round_ in range(10):

@@ -13,7 +13,7 @@ import pytest
 from app.domain.keys import original_key, part_key
 from app.errors import StorageError
 from tests.support.faults import FailOnce
-from tests.support.helpers import keys_of, problem, rows
+from tests.support.helpers import keys_of, problem, rows, wait_for_a_lock_waiter
 from tests.support.lethe import ALEX, OWNER, SAM, Person
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -305,6 +305,74 @@ def test_delete_and_attach_at_once_end_attached_or_deleted_never_both(lethe):
             assert answers == {"attach": 200, "delete": 409}
         else:
             assert row.deleted_at is not None and answers == {"attach": 409, "delete": 204}
+
+
+def test_an_attach_that_waits_for_a_delete_sees_it_and_answers_409(lethe):
+    """Forced order: the delete holds the file row (here the test runs mark_deleted itself, holding the
+    lock) while the attach waits for it; after the commit the attach sees deleted_at (D10)."""
+    from app.deletion import mark_deleted
+
+    file_id = lethe.upload(ALEX)
+    answers = {}
+    with lethe.rt.db.pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT id FROM files WHERE id = %s FOR UPDATE", (file_id,))
+        attach = threading.Thread(target=lambda: answers.setdefault("attach", lethe.app.test_client().put(
+            "/api/v1/messages/forced", headers=ALEX.headers, json={"file_ids": [file_id]}).status_code))
+        attach.start()
+        wait_for_a_lock_waiter(lethe.rt.db)
+        from app.db.core import UnitOfWork
+
+        mark_deleted(UnitOfWork(conn=conn, name="test.delete"), [uuid.UUID(file_id)], lethe.clock.now(), "file")
+    attach.join(10)
+    assert answers == {"attach": 409}
+    assert lethe.row(file_id).deleted_at is not None and not rows(lethe, "attachments", file_id=file_id)
+
+
+def test_a_delete_that_waits_for_an_attach_sees_it_and_answers_409(lethe):
+    """Forced order: the attach holds the file row and commits its attachment while deleteFile waits; after
+    the commit the delete sees the attachment (D10)."""
+    file_id = lethe.upload(ALEX)
+    answers = {}
+    with lethe.rt.db.pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT id FROM files WHERE id = %s FOR UPDATE", (file_id,))
+        delete = threading.Thread(target=lambda: answers.setdefault("delete", lethe.app.test_client().delete(
+            f"/api/v1/files/{file_id}", headers=ALEX.headers).get_json()))
+        delete.start()
+        wait_for_a_lock_waiter(lethe.rt.db)
+        conn.execute("INSERT INTO messages (author_id, id, created_at) VALUES (%s, 'forced', now())", (ALEX.id,))
+        conn.execute("INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
+                     "VALUES (%s, 'forced', %s, now())", (ALEX.id, file_id))
+    delete.join(10)
+    assert answers["delete"]["status"] == 409 and answers["delete"]["reason"] == "file_attached"
+    assert lethe.row(file_id).deleted_at is None
+
+
+def test_a_purge_that_waits_for_another_removes_no_row_twice(lethe, monkeypatch):
+    """Forced order: the first purge holds the row lock of its re-check while the second purge (objects
+    already gone) waits for it; the second then finds no row and removes nothing (D7)."""
+    from app import purge as purge_module
+    from app.purge import purge_files
+
+    file_id = lethe.upload(ALEX)
+    lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
+    lethe.broker.take()
+    original = purge_module.files_sql.lock_deleted_unattached
+    second: dict = {}
+
+    def first_holds_the_lock(conn, ids):
+        locked = original(conn, ids)
+        if not second:
+            second["thread"] = threading.Thread(
+                target=lambda: second.setdefault("removed", purge_files(lethe.rt, [file_id]).results["row"]))
+            second["thread"].start()
+            wait_for_a_lock_waiter(lethe.rt.db)
+        return locked
+
+    monkeypatch.setattr(purge_module.files_sql, "lock_deleted_unattached", first_holds_the_lock)
+    first = purge_files(lethe.rt, [file_id]).results["row"]
+    second["thread"].join(10)
+    assert (first, second["removed"]) == (1, 0)
+    assert lethe.row(file_id) is None and all(lethe.store.head(k) is None for k in keys_of(file_id))
 
 
 def test_two_purges_and_a_catch_up_of_one_file_at_once(lethe):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from datetime import timedelta
 
 import dramatiq
 import pytest
@@ -59,7 +60,7 @@ def rabbit(broker_url):
 
 
 def outbox_rows(db):
-    return db.read(lambda conn: conn.execute("SELECT id, actor_name, args FROM outbox ORDER BY id").fetchall())
+    return db.read(lambda conn: conn.execute("SELECT id, actor_name, args, created_at FROM outbox ORDER BY id").fetchall())
 
 
 def test_a_job_of_a_committed_transaction_runs_and_leaves_no_row(db, rabbit):
@@ -103,9 +104,9 @@ def test_a_row_left_behind_is_relayed_and_runs_once(db, rabbit):
     assert [(row.actor_name, row.args) for row in rows] == [("record", ["left-behind"])]
     relay = Outbox(db, broker)
     # When the relay runs: a row younger than the relay age is still its committer's business
-    assert relay.relay(older_than_s=3600) == 0
-    assert relay.relay(older_than_s=0) == 1
-    assert relay.relay(older_than_s=0) == 0
+    assert relay.relay(older_than=timedelta(hours=1)) == 0
+    assert relay.relay(older_than=timedelta(0)) == 1
+    assert relay.relay(older_than=timedelta(0)) == 0
     # Then the job runs once and the row is gone
     db.after_commit = relay.publish_committed
     db.unit_of_work(lambda uow: uow.enqueue(queue, "record", "sentinel"), name="test.commit")
@@ -124,8 +125,8 @@ def test_a_relay_skips_rows_another_relay_holds(db, rabbit):
     # Another relay holds the rows locked (FOR UPDATE SKIP LOCKED): this one publishes nothing.
     with db.pool.connection() as conn, conn.transaction():
         conn.execute("SELECT id FROM outbox FOR UPDATE")
-        assert relay.relay(older_than_s=0) == 0
-    assert relay.relay(older_than_s=0) == 2
+        assert relay.relay(older_than=timedelta(0)) == 0
+    assert relay.relay(older_than=timedelta(0)) == 2
     recorder.wait_for("two")
     assert sorted(recorder.seen) == ["one", "two"]
 
@@ -135,3 +136,20 @@ def test_publishing_inside_a_transaction_is_refused(db, rabbit):
     outbox = Outbox(db, broker)
     with pytest.raises(RuntimeError):
         db.unit_of_work(lambda uow: outbox._publish(1, queue, "record", ("x",)), name="test")
+
+
+def test_the_relay_ages_rows_by_the_projects_clock(db, clock):
+    """D17: an outbox row is written with the project's clock and the relay ages it by the same clock, not by
+    PostgreSQL's now(), so a test moves the fake clock instead of waiting."""
+    from tests.support.fakes import RecordingBroker
+
+    db.clock = clock
+    db.after_commit = Outbox(db, BrokenBroker()).publish_committed
+    db.unit_of_work(lambda uow: uow.enqueue("maintenance", "record", "left-behind"), name="test.commit")
+    assert [row.created_at for row in outbox_rows(db)] == [clock.now()]
+    broker = RecordingBroker()
+    relay = Outbox(db, broker)
+    assert relay.relay(older_than=timedelta(seconds=10)) == 0
+    clock.advance(timedelta(seconds=10))
+    assert relay.relay(older_than=timedelta(seconds=10)) == 1
+    assert [message.args for message in broker.messages] == [("left-behind",)]

@@ -67,12 +67,24 @@ def test_delete_many_with_missing_keys(store):
         assert store.head(key) is None
 
 
-def test_delete_many_crosses_the_batch_limit(store):
+def test_delete_many_crosses_the_batch_limit(store, raw_store):
     keys = [original_key(uuid.uuid4()) for _ in range(1005)]
     for key in keys[:3] + keys[-3:]:
         store.put(key, b"d", 1)
-    store.delete_many(iter(keys))  # a generator, as callers pass them
+    batches: list[int] = []
+    if raw_store.driver == "s3":  # record every DeleteObjects request the driver sends
+        original = raw_store.client._delete_objects
+        raw_store.client._delete_objects = lambda bucket, objects, **kw: batches.append(len(objects)) or \
+            original(bucket, objects, **kw)
+    try:
+        assert store.delete_many(iter(keys)) == []  # a generator, as callers pass them
+    finally:
+        vars(raw_store.client).pop("_delete_objects", None) if raw_store.driver == "s3" else None
     assert all(store.head(key) is None for key in keys[:3] + keys[-3:])
+    if raw_store.driver == "s3":
+        assert batches and max(batches) <= 1000  # the S3 DeleteObjects limit
+        if not raw_store.keeps_versions():
+            assert batches == [1000, 5]  # every key sent, none twice
 
 
 @pytest.mark.parametrize("bad", [

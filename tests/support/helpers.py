@@ -29,3 +29,19 @@ def keys_of(file_id, revision=1):
     """Every key purge deletes for a file whose stored original is orig-<revision>."""
     return [original_key(file_id, r) for r in range(1, revision + 2)] + \
         [variant_key(file_id, v) for v in ("thumb-small", "thumb-large", "preview", "poster")]
+
+
+def wait_for_a_lock_waiter(db, timeout_s: float = 10.0) -> None:
+    """Return once some session of this test database waits on a lock: how a test knows that the thread it
+    started reached the lock the test holds (a condition polled, never a window slept)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        waiting = db.read(lambda conn: conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock'").fetchone().n)
+        if waiting:
+            return
+        time.sleep(0.005)
+    raise AssertionError("no session came to wait on the lock")
