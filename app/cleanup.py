@@ -31,7 +31,7 @@ from app.deletion import mark_deleted
 from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired
 from app.domain.redaction import RedactionError
 from app.errors import LetheError, StorageError
-from app.events import write_files_updated
+from app.db.events import write_files_updated
 from app.jobs import enqueue_purge
 from app.purge import purge_files
 from app.logs import log_event

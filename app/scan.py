@@ -11,7 +11,7 @@ import uuid
 
 from app import clamd
 from app.db import files as files_sql
-from app.events import write_file_updated
+from app.db.events import write_file_updated
 from app.jobs import enqueue_purge
 from app.logs import log_event
 

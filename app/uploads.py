@@ -17,7 +17,7 @@ from app.db import sessions as sessions_sql
 from app.domain import access, keys
 from app.domain.uploads import claim_held, expected_part_size, part_count
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
-from app.events import write_file_updated
+from app.db.events import write_file_updated
 from app.jobs import enqueue_purge, enqueue_scan
 from app.storage.base import MultipartRef, UploadedPart
 from app.logs import log_event

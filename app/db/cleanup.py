@@ -7,8 +7,6 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-import psycopg
-
 from app.db.core import Conn, one
 
 CLEANUP_LOCK_KEY = 0x6C65746865_01  # "lethe" + 1: one cleanup run at a time in the cluster

@@ -6,8 +6,6 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-import psycopg
-
 from app.db.core import Conn
 
 

@@ -6,10 +6,11 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-import psycopg
-
-from app.db.core import Conn
 from psycopg.types.json import Jsonb
+
+from app.db import files as files_sql
+from app.db.core import Conn, UnitOfWork
+from app.domain.file_events import FILE_UPDATED, FILE_UPDATED_VERSION, file_document
 
 
 def insert_events(conn: Conn, events: list[dict[str, Any]]) -> None:
@@ -61,3 +62,17 @@ def set_redacted(conn: Conn, redacted: list[tuple[int, dict[str, Any]]], now: da
         # One JSON document for the whole batch: psycopg's per-element array escaping is far slower.
         (now, Jsonb([{"id": event_id, "payload": payload} for event_id, payload in redacted])),
     )
+
+
+def write_file_updated(uow: UnitOfWork, file_id: UUID, actor_id: UUID | None, now: datetime) -> None:
+    """Write the file.updated event of a change made earlier in this unit of work (reads the new row)."""
+    write_files_updated(uow, [file_id], actor_id, now)
+
+
+def write_files_updated(uow: UnitOfWork, file_ids: Sequence[UUID], actor_id: UUID | None, now: datetime) -> None:
+    """One file.updated event for each of many files changed alike in this unit of work, in two statements."""
+    rows = files_sql.files_by_ids(uow.conn, file_ids)
+    insert_events(uow.conn, [
+        dict(resource_kind="file", resource_id=row.id, type=FILE_UPDATED, schema_version=FILE_UPDATED_VERSION,
+             audience=row.uploaded_by, actor=actor_id, payload={"file": file_document(row)}, now=now)
+        for row in rows])

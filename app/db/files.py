@@ -6,8 +6,6 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-import psycopg
-
 from app.db.core import Conn, one
 
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "

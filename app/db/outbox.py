@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-import psycopg
-
 from app.db.core import Conn, one
 
 

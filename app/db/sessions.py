@@ -6,8 +6,6 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-import psycopg
-
 from app.db.core import Conn
 
 SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "

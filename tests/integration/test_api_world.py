@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from app.api.schemas import FileSchema
-from app.events import file_document
+from app.domain.file_events import file_document
 from tests.support.helpers import problem
 from tests.support.lethe import ALEX, OWNER, ROBIN, SAM, Person
 
