@@ -181,7 +181,7 @@ def cmd_cleanup(args) -> int:
     # The report goes to stdout; log lines to stderr.
     _setup("cleanup", cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
     inspect_store_or_exit(cfg, "cleanup")
-    from app.cleanup import run_cleanup
+    from app.lifecycle.cleanup import run_cleanup
     from app.runtime import build_runtime
     from workers.broker import build_broker
 

@@ -21,10 +21,10 @@ from datetime import datetime, timezone
 
 from common import bench_database, machine, make_runtime, make_store, moto_server
 
-from app.deletion import mark_deleted
+from app.lifecycle.deletion import mark_deleted
 from app.domain.keys import original_key
 from app.domain.purge_plan import object_keys_of
-from app.purge import purge_files, read_facts
+from app.lifecycle.purge import purge_files, read_facts
 
 BATCH = 1000
 

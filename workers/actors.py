@@ -13,7 +13,9 @@ from typing import Any, Callable
 
 import dramatiq
 
-from app import cleanup, jobs, purge, scan
+from app import jobs
+from app.content import scan
+from app.lifecycle import cleanup, purge
 
 
 @dataclass(frozen=True)

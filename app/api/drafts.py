@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app import drafts
+from app.content import drafts
 from app.api.common import caller, problems, runtime, segment
 from app.api.schemas import DraftListSchema, DraftPutSchema, DraftSchema
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app import events
+from app.content import events
 from app.api.common import caller, problems, runtime
 from app.api.schemas import EventListSchema, EventsQuerySchema
 from app.domain import access

@@ -6,7 +6,8 @@ from flask import Response
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app import deletion, files
+from app.content import files
+from app.lifecycle import deletion
 from app.api.common import caller, problems, runtime
 from app.api.schemas import FileSchema
 from app.domain.uploads import content_disposition

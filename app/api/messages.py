@@ -5,7 +5,8 @@ from __future__ import annotations
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app import attachments, deletion
+from app.content import attachments
+from app.lifecycle import deletion
 from app.api.common import caller, problems, runtime, segment
 from app.api.schemas import MessageDeleteQuerySchema, MessagePutSchema, MessageSchema
 

@@ -6,7 +6,7 @@ from flask import request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app import uploads
+from app.content import uploads
 from app.api.common import caller, problems, runtime
 from app.api.schemas import FileSchema, PartSchema, UploadCreateSchema, UploadViewSchema
 

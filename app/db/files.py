@@ -65,7 +65,7 @@ def set_scan_status(conn: Conn, file_id: UUID, status: str, now: datetime) -> No
 
 def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> list[UUID]:
     """The one statement that writes files.deleted_at (D5); returns only the files it marked now, so a
-    second call has no effect. Called by app.deletion.mark_deleted and nothing else."""
+    second call has no effect. Called by app.lifecycle.deletion.mark_deleted and nothing else."""
     return [row.id for row in conn.execute(
         "UPDATE files SET deleted_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL RETURNING id",
         (now, list(file_ids)))]

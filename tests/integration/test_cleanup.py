@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from app.cleanup import run_cleanup
+from app.lifecycle.cleanup import run_cleanup
 from app.db import cleanup as cleanup_sql
 from app.domain.keys import original_key, part_key
 from app.errors import StorageError

@@ -41,7 +41,7 @@ def test_exactly_one_statement_of_the_project_writes_files_deleted_at():
     assert writes == ["app/db/files.py"]
     callers = [path.relative_to(ROOT).as_posix() for path in (ROOT / "app").rglob("*.py")
                if "files_sql.set_deleted(" in path.read_text()]
-    assert callers == ["app/deletion.py"]
+    assert callers == ["app/lifecycle/deletion.py"]
 
 
 def test_delete_file_marks_redacts_and_purges(lethe):
@@ -235,7 +235,7 @@ def test_an_attached_deleted_row_is_kept_and_logged(lethe, caplog):
     file_id = lethe.upload(ALEX)
     lethe.call("PUT", "/api/v1/messages/m3", ALEX, json={"file_ids": [file_id]})
     # Simulate the internal error: a deleted row that is still attached (bypassing the services).
-    from app.deletion import mark_deleted
+    from app.lifecycle.deletion import mark_deleted
 
     lethe.rt.db.unit_of_work(lambda uow: mark_deleted(uow, [uuid.UUID(file_id)], lethe.clock.now(), via="test"),
                              name="test")
@@ -310,7 +310,7 @@ def test_delete_and_attach_at_once_end_attached_or_deleted_never_both(lethe):
 def test_an_attach_that_waits_for_a_delete_sees_it_and_answers_409(lethe):
     """Forced order: the delete holds the file row (here the test runs mark_deleted itself, holding the
     lock) while the attach waits for it; after the commit the attach sees deleted_at (D10)."""
-    from app.deletion import mark_deleted
+    from app.lifecycle.deletion import mark_deleted
 
     file_id = lethe.upload(ALEX)
     answers = {}
@@ -350,8 +350,8 @@ def test_a_delete_that_waits_for_an_attach_sees_it_and_answers_409(lethe):
 def test_a_purge_that_waits_for_another_removes_no_row_twice(lethe, monkeypatch):
     """Forced order: the first purge holds the row lock of its re-check while the second purge (objects
     already gone) waits for it; the second then finds no row and removes nothing (D7)."""
-    from app import purge as purge_module
-    from app.purge import purge_files
+    from app.lifecycle import purge as purge_module
+    from app.lifecycle.purge import purge_files
 
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
@@ -376,8 +376,8 @@ def test_a_purge_that_waits_for_another_removes_no_row_twice(lethe, monkeypatch)
 
 
 def test_two_purges_and_a_catch_up_of_one_file_at_once(lethe):
-    from app.cleanup import run_cleanup
-    from app.purge import purge_files
+    from app.lifecycle.cleanup import run_cleanup
+    from app.lifecycle.purge import purge_files
 
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)

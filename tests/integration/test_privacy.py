@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
-from app.cleanup import run_cleanup
+from app.lifecycle.cleanup import run_cleanup
 from tests.support.lethe import ALEX, sha256
 
 CANARY = "Canary-7731-diagnosis"

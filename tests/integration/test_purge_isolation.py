@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from prometheus_client import REGISTRY
 
-from app.cleanup import run_cleanup
+from app.lifecycle.cleanup import run_cleanup
 from tests.conftest import versions_of
 from tests.support.helpers import keys_of, rows
 from tests.support.faults import RefusingS3

@@ -27,13 +27,13 @@ from app import metrics
 from app.db import cleanup as sql
 from app.db import purge_failures as failures_sql
 from app.db.core import UnitOfWork
-from app.deletion import mark_deleted
+from app.lifecycle.deletion import mark_deleted
 from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired
 from app.domain.redaction import RedactionError
 from app.errors import LetheError, StorageError
 from app.db.events import write_files_updated
 from app.jobs import enqueue_purge
-from app.purge import purge_files
+from app.lifecycle.purge import purge_files
 from app.logs import log_event
 
 log = logging.getLogger("lethe.cleanup")

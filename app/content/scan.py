@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from app import clamd
+from app.content import clamd
 from app.db import files as files_sql
 from app.db.events import write_file_updated
 from app.jobs import enqueue_purge
