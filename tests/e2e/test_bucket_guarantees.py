@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.e2e.conftest import wait_for_output
+from tests.e2e.conftest import wait_for_http
 
 pytestmark = pytest.mark.e2e
 
@@ -52,7 +52,7 @@ def test_the_api_logs_what_the_bucket_keeps(role_env, start_role, moto_server):
     store = make_s3_store(moto_server)
     store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
     api = start_role(["api"], s3_env(role_env, moto_server, store.bucket))
-    wait_for_output(api, '"event": "storage.inspected"')
+    wait_for_http(f"http://127.0.0.1:{role_env['LETHE_API_PORT']}/readyz", api)  # up, signal handlers in place
     line = next(json.loads(line) for line in api.output().splitlines() if "storage.inspected" in line)
     assert (line["versioning"], line["object_lock"], line["role"]) == ("enabled", "off", "api")
     assert api.stop(signal.SIGTERM) == 0
