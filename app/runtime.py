@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from app.clock import Clock, SystemClock
 from app.config import Config
 from app.db.core import Database
+from app.domain.uploads import UploadLimits
 from app.outbox import Outbox
 from app.storage.base import ObjectStore
 from app.storage.factory import build_store
@@ -38,6 +39,7 @@ class Runtime:
     broker: BrokerPort
     outbox: Outbox
     role: str
+    limits: UploadLimits
 
     def close(self) -> None:
         self.db.close()
@@ -51,5 +53,8 @@ def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | Non
                   clock=clock)
     outbox = Outbox(db, broker)
     db.after_commit = outbox.publish_committed
+    limits = UploadLimits(part_size=cfg.file.part_size, max_size=cfg.file.max_size,
+                          max_attachments=cfg.file.max_attachments, session_ttl=cfg.file.upload_session_ttl,
+                          complete_timeout=cfg.file.complete_timeout)
     return Runtime(cfg=cfg, clock=clock, db=db, store=store or build_store(cfg),
-                   broker=broker, outbox=outbox, role=role)
+                   broker=broker, outbox=outbox, role=role, limits=limits)

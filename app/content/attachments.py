@@ -43,7 +43,7 @@ def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uu
             raise NotFound()
         already = set(sql.attached_file_ids(uow.conn, principal.id, message_id))
         new_ids = [file_id for file_id in wanted if file_id not in already]
-        if len(already) + len(new_ids) > rt.cfg.file.max_attachments:
+        if len(already) + len(new_ids) > rt.limits.max_attachments:
             raise Invalid("too_many_attachments")
         rows = {row.id: row for row in files_sql.lock_files(uow.conn, new_ids)}
         attached_elsewhere = sql.attachments_of_files(uow.conn, new_ids)

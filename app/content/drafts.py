@@ -22,7 +22,7 @@ def put_draft(rt, principal: Principal, key: str, text: str, file_ids: Sequence[
     if not access.may_write(principal):
         raise Forbidden()
     unique = list(dict.fromkeys(file_ids))
-    if len(unique) > rt.cfg.file.max_attachments:
+    if len(unique) > rt.limits.max_attachments:
         raise Invalid("too_many_attachments")
     now = rt.clock.now()
     return rt.db.unit_of_work(lambda uow: sql.upsert_draft(uow.conn, principal.id, key, text, unique, now),

@@ -70,11 +70,11 @@ def create_upload(rt, principal: Principal, new: NewUpload) -> UploadView:
     _require_write(principal)
     if not access.may_upload_purpose(principal, new.purpose):
         raise Forbidden()
-    if new.size_bytes > rt.cfg.file.max_size:
+    if new.size_bytes > rt.limits.max_size:
         raise TooLarge()
     file_id = uuid.uuid4()
     object_key = keys.original_key(file_id, 1)
-    part_size = rt.cfg.file.part_size
+    part_size = rt.limits.part_size
     ref = rt.store.begin_upload(str(file_id), object_key, new.mime_type)
     now = rt.clock.now()
 
@@ -87,7 +87,7 @@ def create_upload(rt, principal: Principal, new: NewUpload) -> UploadView:
         sessions_sql.insert_session(uow.conn, {
             "file_id": file_id, "part_size": part_size, "part_count": part_count(new.size_bytes, part_size),
             "storage_upload_id": ref.upload_id, "expected_sha256": new.sha256, "created_at": now,
-            "expires_at": now + rt.cfg.file.upload_session_ttl,
+            "expires_at": now + rt.limits.session_ttl,
         })
         return _view(uow.conn, file_id)
 
@@ -129,7 +129,7 @@ def _check_open(session, now) -> None:
 
 def _check_not_claimed(rt, session, now) -> None:
     """A completion holds the upload: no part, abort or second complete interleaves with it (409)."""
-    if claim_held(session.completing_since, now, rt.cfg.file.complete_timeout):
+    if claim_held(session.completing_since, now, rt.limits.complete_timeout):
         raise Conflict("upload_completing", "A completion of this upload is in progress; retry shortly.")
 
 

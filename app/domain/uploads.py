@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import quote
 
@@ -25,6 +26,17 @@ def expected_part_size(size_bytes: int, part_size: int, part_number: int) -> int
     if part_number < count:
         return part_size
     return size_bytes - part_size * (count - 1)
+
+
+@dataclass(frozen=True)
+class UploadLimits:
+    """The limits an upload works by, built once per process from the configuration (app.runtime)."""
+
+    part_size: int
+    max_size: int
+    max_attachments: int
+    session_ttl: timedelta
+    complete_timeout: timedelta
 
 
 def claim_held(completing_since: datetime | None, now: datetime, timeout: timedelta) -> bool:

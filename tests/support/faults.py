@@ -62,12 +62,14 @@ class RefusingS3:
         del self.client._delete_objects
 
 
-class FailOnce:
-    """Wraps a store; the named call fails once with a store-wide error, as a transient outage would."""
+class Failing:
+    """Wraps a store; the named call fails with a store-wide error `times` times (always when None), as an
+    outage would; every other call passes through. `failed` tells whether it failed at least once."""
 
-    def __init__(self, store, method):
-        self._store, self._method, self.failed = store, method, False
+    def __init__(self, store, method, times: int | None = None):
+        self._store, self._method, self._left = store, method, times
         self.driver = store.driver
+        self.failed = False
 
     def __getattr__(self, name):
         attribute = getattr(self._store, name)
@@ -75,7 +77,9 @@ class FailOnce:
             return attribute
 
         def failing(*args, **kwargs):
-            if not self.failed:
+            if self._left is None or self._left > 0:
+                if self._left is not None:
+                    self._left -= 1
                 self.failed = True
                 raise StorageError("injected outage")
             return attribute(*args, **kwargs)
@@ -83,19 +87,11 @@ class FailOnce:
         return failing
 
 
-class Down:
-    """Wraps a store; the named call always fails with a store-wide error (the store is down for it)."""
+def FailOnce(store, method):  # noqa: N802 - reads as the fault it makes
+    """The named call fails once (a transient outage), then passes through."""
+    return Failing(store, method, times=1)
 
-    def __init__(self, store, method):
-        self._store, self._method = store, method
-        self.driver = store.driver
 
-    def __getattr__(self, name):
-        attribute = getattr(self._store, name)
-        if name != self._method:
-            return attribute
-
-        def fail(*args, **kwargs):
-            raise StorageError("injected outage")
-
-        return fail
+def Down(store, method):  # noqa: N802 - reads as the fault it makes
+    """The named call always fails (the store is down for it)."""
+    return Failing(store, method)
