@@ -27,7 +27,21 @@ def build_broker(url: str) -> dramatiq.Broker:
 
 
 def check_broker(broker: dramatiq.Broker) -> None:
-    """Raise when the broker cannot be reached (readiness)."""
-    if isinstance(broker, RabbitmqBroker):
-        # Declaring an existing queue is a cheap round trip that proves the connection and the channel.
-        broker.channel.queue_declare(queue=QUEUES[0], durable=True, passive=True)
+    """Raise when the broker cannot be reached (readiness).
+
+    It opens and closes a channel of its own: a cheap round trip that proves the connection. It never
+    declares a queue passively on the thread's shared channel: RabbitMQ closes a channel on a missing queue,
+    and dramatiq kept that closed channel for the thread, so /readyz flapped (and that thread's publishes
+    failed) until a restart. A closed channel or connection of this thread is dropped so that the next use
+    opens a new one: recovery without a restart.
+    """
+    if not isinstance(broker, RabbitmqBroker):
+        return
+    channel = getattr(broker.state, "channel", None)
+    if channel is not None and channel.is_closed:
+        del broker.channel
+    try:
+        broker.connection.channel().close()
+    except Exception:
+        del broker.connection  # a broken connection: the next call (or publish) connects again
+        raise
