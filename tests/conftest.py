@@ -28,16 +28,43 @@ TABLES = ("attachments", "messages", "upload_parts", "upload_sessions", "purge_f
           "outbox")
 
 
-def service_missing(what: str) -> None:
+MISSING_SERVICES: dict[str, str] = {}  # service -> what failed, for the summary at the end of the run
+
+
+def service_missing(what: str, why: str = "not reachable") -> None:
     """Skip locally; fail loudly in CI (a skipped test must not hide a missing service there)."""
+    MISSING_SERVICES.setdefault(what, why)
     if IN_CI:
-        pytest.fail(f"{what} is not reachable, and CI must not skip: start it (see .ci/run)", pytrace=False)
-    pytest.skip(f"{what} is not reachable")
+        pytest.fail(f"{what}: {why}, and CI must not skip: start it (see .ci/run)", pytrace=False)
+    pytest.skip(f"{what}: {why}")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Outside CI a missing service skips its tests: end the run with a line nobody can miss."""
+    for what, why in MISSING_SERVICES.items():
+        terminalreporter.write_line(f"SERVICE MISSING: {what} ({why}); the tests that need it were SKIPPED, "
+                                    "not passed", red=True, bold=True)
 
 
 def _with_database(url: str, name: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(path="/" + name))
+
+
+def create_test_database(server_url: str, name: str) -> str:
+    """Create the session's database on the server of server_url; returns the URL it was created through.
+    The database named in the URL need not exist: the suite only needs the server, so when the URL's own
+    database cannot be reached it tries the server's `postgres` database (issue 14) before giving up."""
+    error: psycopg.OperationalError | None = None
+    for admin_url in (server_url, _with_database(server_url, "postgres")):
+        try:
+            with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+                return admin_url
+        except psycopg.OperationalError as exc:
+            error = exc
+    assert error is not None
+    raise error
 
 
 @pytest.fixture(scope="session")
@@ -56,14 +83,15 @@ def database_url():
         server_url = embedded.start()
     name = f"lethe_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
-        with psycopg.connect(server_url, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.OperationalError:
-        service_missing("PostgreSQL (DATABASE_URL)")
+        admin_url = create_test_database(server_url, name)
+    except psycopg.OperationalError as exc:
+        # Say what failed (refused, timed out, authentication), by type and SQLSTATE: never the URL.
+        service_missing("PostgreSQL (DATABASE_URL)",
+                        f"cannot connect to the server: {type(exc).__name__} {exc.sqlstate or ''}".strip())
     url = _with_database(server_url, name)
     migrate(url)
     yield url
-    with psycopg.connect(server_url, autocommit=True) as conn:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     if embedded is not None:
         embedded.stop()
