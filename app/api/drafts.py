@@ -18,6 +18,7 @@ def shape(row) -> dict:
 
 @blp.route("")
 class Drafts(MethodView):
+    @blp.doc(operationId="listDrafts")
     @blp.response(200, DraftListSchema)
     @problems(blp, 403)
     def get(self):
@@ -27,6 +28,7 @@ class Drafts(MethodView):
 
 @blp.route("/<segment:key>")
 class DraftByKey(MethodView):
+    @blp.doc(operationId="putDraft")
     @blp.arguments(DraftPutSchema)
     @blp.response(200, DraftSchema)
     @problems(blp, 403, 422)
@@ -35,6 +37,7 @@ class DraftByKey(MethodView):
         segment(key, "invalid_draft_key")
         return shape(drafts.put_draft(runtime(), caller(), key, body["text"], body["file_ids"]))
 
+    @blp.doc(operationId="deleteDraft")
     @blp.response(204)
     @problems(blp, 403, 422)
     def delete(self, key):

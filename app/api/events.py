@@ -16,6 +16,7 @@ blp = Blueprint("events", __name__, url_prefix="/api/v1/events", description="Ev
 
 @blp.route("")
 class Events(MethodView):
+    @blp.doc(operationId="listEvents")
     @blp.arguments(EventsQuerySchema, location="query")
     @blp.response(200, EventListSchema)
     @problems(blp, 403, 422)

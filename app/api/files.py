@@ -17,12 +17,14 @@ blp = Blueprint("files", __name__, url_prefix="/api/v1/files", description="File
 
 @blp.route("/<uuid:file_id>")
 class FileById(MethodView):
+    @blp.doc(operationId="getFile")
     @blp.response(200, FileSchema)
     @problems(blp, 403, 404)
     def get(self, file_id):
         """A file visible to the caller (its uploader, or `manage`)."""
         return files.visible_file(runtime(), caller(), file_id)
 
+    @blp.doc(operationId="deleteFile")
     @blp.response(204)
     @problems(blp, 403, 404, 409)
     def delete(self, file_id):
@@ -36,6 +38,7 @@ class FileById(MethodView):
 class FileContent(MethodView):
     @blp.doc(responses={"200": {"description": "The original, as an attachment.", "content": {
         "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
+    @blp.doc(operationId="getFileContent")
     @problems(blp, 403, 404, 410)
     def get(self, file_id):
         """Download the original of a deliverable file (complete, scanned clean or not scanned)."""

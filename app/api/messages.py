@@ -15,6 +15,7 @@ blp = Blueprint("messages", __name__, url_prefix="/api/v1/messages", description
 
 @blp.route("/<segment:message_id>")
 class MessageById(MethodView):
+    @blp.doc(operationId="putMessage")
     @blp.arguments(MessagePutSchema)
     @blp.response(200, MessageSchema)
     @problems(blp, 403, 404, 409, 422)
@@ -27,6 +28,7 @@ class MessageById(MethodView):
         return {"id": message.id, "author_id": message.author_id, "created_at": message.created_at,
                 "file_ids": attached}
 
+    @blp.doc(operationId="deleteMessage")
     @blp.arguments(MessageDeleteQuerySchema, location="query")
     @blp.response(204)
     @problems(blp, 403, 404, 422)

@@ -27,6 +27,7 @@ def shape(view) -> dict:
 
 @blp.route("")
 class Uploads(MethodView):
+    @blp.doc(operationId="createUpload")
     @blp.arguments(UploadCreateSchema)
     @blp.response(201, UploadViewSchema)
     @problems(blp, 403, 413, 422)
@@ -41,12 +42,14 @@ class Uploads(MethodView):
 
 @blp.route("/<uuid:file_id>")
 class UploadById(MethodView):
+    @blp.doc(operationId="getUpload")
     @blp.response(200, UploadViewSchema)
     @problems(blp, 403, 404)
     def get(self, file_id):
         """Show the upload session and the parts received."""
         return shape(uploads.get_upload(runtime(), caller(), file_id))
 
+    @blp.doc(operationId="abortUpload")
     @blp.response(204)
     @problems(blp, 403, 404, 409)
     def delete(self, file_id):
@@ -58,6 +61,7 @@ class UploadById(MethodView):
 class UploadPart(MethodView):
     @blp.doc(requestBody={"required": True, "content": {"application/octet-stream": {
         "schema": {"type": "string", "format": "binary"}}}})
+    @blp.doc(operationId="putUploadPart")
     @blp.response(200, PartSchema)
     @problems(blp, 403, 404, 409, 410, 422)
     def put(self, file_id, part_number):
@@ -69,6 +73,7 @@ class UploadPart(MethodView):
 
 @blp.route("/<uuid:file_id>/complete")
 class UploadComplete(MethodView):
+    @blp.doc(operationId="completeUpload")
     @blp.response(200, FileSchema)
     @problems(blp, 403, 404, 409, 410, 422)
     def post(self, file_id):

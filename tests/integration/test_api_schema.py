@@ -48,3 +48,18 @@ def test_every_route_answers_per_its_schema_and_never_5xx(lethe_fs):
         except Exception as exc:
             raise AssertionError(f"{operation.label}: {exc}") from exc
     assert len(labels) >= 11  # every route of /api/v1 was exercised
+
+
+def test_every_operation_has_a_stable_camel_case_operation_id(lethe):
+    """Clients generate code from /openapi.json and the docs name operations (deleteFile): every operation
+    has its own camelCase operationId (issue 14, point 5)."""
+    import re
+
+    spec = lethe.call("GET", "/openapi.json").json
+    found = {(method, path): operation.get("operationId") for path, item in spec["paths"].items()
+             for method, operation in item.items() if method in ("get", "put", "post", "delete", "patch")
+             and path.startswith("/api/v1/")}
+    assert found and all(op and re.fullmatch(r"[a-z][A-Za-z]+", op) for op in found.values()), found
+    assert len(set(found.values())) == len(found)
+    assert found[("delete", "/api/v1/files/{file_id}")] == "deleteFile"
+    assert found[("post", "/api/v1/uploads")] == "createUpload"
