@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 import jwt
 
-from app.domain.access import MANAGE, SCOPES
+from app.domain.access import SCOPES
 from app.errors import Unauthorized
 from app.logs import log_event
 
@@ -26,13 +26,6 @@ log = logging.getLogger("lethe.auth")
 class Principal:
     id: uuid.UUID
     scopes: frozenset[str]
-
-    @property
-    def is_manager(self) -> bool:
-        return MANAGE in self.scopes
-
-    def has(self, scope: str) -> bool:
-        return scope in self.scopes
 
 
 class Authenticator:

@@ -8,7 +8,6 @@ from typing import Any
 
 import psycopg
 from flask import Flask, g, request
-from psycopg_pool import PoolTimeout
 from flask_smorest import Api
 from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
@@ -94,8 +93,6 @@ def create_app(runtime) -> Flask:
 def _unexpected(error: Exception):
     if isinstance(error, HTTPException):
         return problems.from_http_exception(error)
-    if isinstance(error, psycopg.Error):
+    if isinstance(error, psycopg.Error):  # psycopg_pool's PoolTimeout is one too (an OperationalError)
         return problems.from_database_error(error)
-    if isinstance(error, PoolTimeout):
-        return problems.from_database_error(psycopg.OperationalError("pool timeout"))
     return problems.from_unexpected(error)

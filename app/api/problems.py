@@ -7,6 +7,7 @@ an object key, a digest or a token.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import psycopg
@@ -51,6 +52,7 @@ def problem(status: int, code: str | None = None, title: str | None = None, *, r
     return response
 
 
+@functools.cache
 def _known_fields() -> frozenset[str]:
     from marshmallow import Schema
 

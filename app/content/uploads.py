@@ -127,6 +127,18 @@ def _check_open(session, now) -> None:
         raise Conflict("upload_not_open")
 
 
+def _raise_what_the_row_says(rt, principal: Principal, file_id: uuid.UUID) -> None:
+    """After a store call or a record failed: raise what the upload's row says now (404, 410, 409 not open
+    or completing); return when it is still open and unclaimed."""
+
+    def check(conn) -> None:
+        session = _visible_upload(conn, principal, file_id)[1]
+        _check_open(session, rt.clock.now())
+        _check_not_claimed(rt, session, rt.clock.now())
+
+    rt.db.read(check)
+
+
 def _check_not_claimed(rt, session, now) -> None:
     """A completion holds the upload: no part, abort or second complete interleaves with it (409)."""
     if claim_held(session.completing_since, now, rt.limits.complete_timeout):
@@ -158,12 +170,7 @@ def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, bod
     except (StorageError, NotFound):
         # S3 refuses a part of a multipart upload that a completion or an abort just ended: answer what the
         # row says now (409, 410), and 503 only when the upload is still open and unclaimed.
-        def answer(conn):
-            now_session = _visible_upload(conn, principal, file_id)[1]
-            _check_open(now_session, rt.clock.now())
-            _check_not_claimed(rt, now_session, rt.clock.now())
-
-        rt.db.read(answer)
+        _raise_what_the_row_says(rt, principal, file_id)
         raise StorageError("the part could not be stored") from None
 
     def record(uow):
@@ -180,7 +187,7 @@ def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, bod
         # No row references this part any more (aborted, expired, deleted or completed): remove what was
         # written, then answer what the row says.
         rt.store.discard_part(_ref(file_row, session), part_number)
-        rt.db.read(lambda conn: _check_open(_visible_upload(conn, principal, file_id)[1], rt.clock.now()))
+        _raise_what_the_row_says(rt, principal, file_id)
         raise Conflict("upload_not_open")
     return len(data)
 
@@ -225,7 +232,7 @@ def complete_upload(rt, principal: Principal, file_id: uuid.UUID) -> object:
         rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_id, claimed_at),
                            name="upload.release")
         # The upload may have been aborted or deleted meanwhile: answer what the row says, else 503.
-        rt.db.read(lambda conn: _check_open(_visible_upload(conn, principal, file_id)[1], rt.clock.now()))
+        _raise_what_the_row_says(rt, principal, file_id)
         raise StorageError("the upload could not be assembled") from None
     reason = None
     if size != file_row.size_bytes:
@@ -261,7 +268,7 @@ def complete_upload(rt, principal: Principal, file_id: uuid.UUID) -> object:
     outcome, row = rt.db.unit_of_work(record, name="upload.complete")
     if outcome == "orphan":
         rt.store.delete(file_row.object_key)  # no row references this object any more
-        rt.db.read(lambda conn: _check_open(_visible_upload(conn, principal, file_id)[1], rt.clock.now()))
+        _raise_what_the_row_says(rt, principal, file_id)
         raise Conflict("upload_not_open")
     if outcome == "done":
         return row
