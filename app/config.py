@@ -191,6 +191,8 @@ KEYS: tuple[Key, ...] = (
         "Object store driver: fs (local file system) or s3 (any S3 API through the minio client)."),
     Key("file.fs.root", Text(validate=validate.Length(min=1, error="Must not be empty.")), "./.lethe/objects",
         "Root directory of the fs driver."),
+    Key("file.fs.min_free_bytes", Size(validate=_no_value_range(0)), "256MiB",
+        "Free space below which the fs root counts as full: /readyz answers 503 and uploads are refused."),
     Key("file.s3.endpoint", Text(), "",
         "S3 endpoint as host:port, without scheme (for example minio:9000 or s3.amazonaws.com)."),
     Key("file.s3.bucket", Text(), "lethe", "Bucket that holds every object of Lethe."),
@@ -211,6 +213,16 @@ KEYS: tuple[Key, ...] = (
         "Retries of a transaction that met a deadlock or a serialization failure."),
     Key("database.pool_size", Number(validate=_no_value_range(1, 1000)), 10,
         "Connections in each process's pool."),
+    Key("database.pool_timeout", Duration(), "3s",
+        "Longest wait for a pooled connection; past it a request answers 503 service_unavailable."),
+    Key("database.connect_timeout", Duration(), "3s",
+        "Longest wait to open a connection to PostgreSQL (at least 2s, libpq's smallest)."),
+    Key("database.statement_timeout", Duration(), "3s",
+        "Longest statement (set on the server); a connection whose server says nothing for this long "
+        "plus a second is dropped (a partition)."),
+    Key("database.keepalive", Duration(), "10s",
+        "Silence after which TCP keepalive probes start, on both ends of every connection; a peer that "
+        "does not answer 3 probes (one every third of this) is dropped."),
     # broker
     Key("broker.url", Text(validate=_url_scheme("amqp", "amqps")), "",
         "RabbitMQ URL (amqp://user:pass@host:5672/vhost). Empty: lethe dev uses an in-process broker.",
@@ -248,6 +260,9 @@ KEYS: tuple[Key, ...] = (
         "Lowest level logged."),
     # schedules
     Key("schedule.timezone", Text(validate=_timezone), "UTC", "Time zone of cron schedules (D16)."),
+    Key("schedule.leader_timeout", Duration(), "30s",
+        "The scheduler leader's session ends after this much silence (idle_session_timeout); the leader "
+        "pings every third of it, and a standby leads at most about this long after the leader is lost."),
 )
 
 KEYS_BY_NAME = {key.name: key for key in KEYS}
@@ -280,6 +295,7 @@ class FileFsConfig:
     """Keys `file.fs.*`."""
 
     root: str
+    min_free_bytes: int
 
 
 @dataclass(frozen=True)
@@ -329,6 +345,10 @@ class DatabaseConfig:
     url: str
     tx_retry_max: int
     pool_size: int
+    pool_timeout: timedelta
+    connect_timeout: timedelta
+    statement_timeout: timedelta
+    keepalive: timedelta
 
 
 @dataclass(frozen=True)
@@ -410,6 +430,7 @@ class ScheduleConfig:
     """Keys `schedule.*`."""
 
     timezone: str
+    leader_timeout: timedelta
 
 
 @dataclass(frozen=True)
@@ -497,6 +518,11 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         add("file.purge_retry_base", "Must be at least 1s and at most file.purge_retry_max.")
     if have("outbox.relay_age") and values["outbox.relay_age"] < 1:
         add("outbox.relay_age", "Must be at least 1s.")
+    for name, least in (("database.pool_timeout", 0.1), ("database.connect_timeout", 2),
+                        ("database.statement_timeout", 0.1), ("database.keepalive", 1),
+                        ("schedule.leader_timeout", 3)):
+        if have(name) and values[name] < least:
+            add(name, f"Must be at least {format_duration(least)}.")
     return errors
 
 

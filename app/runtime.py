@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from app.clock import Clock, SystemClock
 from app.config import Config
-from app.db.core import Database
+from app.db.core import Database, Timeouts
 from app.domain.uploads import UploadLimits
 from app.outbox import Outbox
 from app.storage.base import ObjectStore
@@ -45,12 +45,18 @@ class Runtime:
         self.db.close()
 
 
+def database_timeouts(cfg: Config) -> Timeouts:
+    d = cfg.database
+    return Timeouts(pool=d.pool_timeout.total_seconds(), connect=d.connect_timeout.total_seconds(),
+                    statement=d.statement_timeout.total_seconds(), keepalive=d.keepalive.total_seconds())
+
+
 def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | None = None,
                   store: ObjectStore | None = None) -> Runtime:
     """Wire the database, the store, the broker and the outbox for one process."""
     clock = clock or SystemClock()
     db = Database(cfg.database.url, pool_size=cfg.database.pool_size, tx_retry_max=cfg.database.tx_retry_max,
-                  clock=clock)
+                  clock=clock, timeouts=database_timeouts(cfg))
     outbox = Outbox(db, broker)
     db.after_commit = outbox.publish_committed
     limits = UploadLimits(part_size=cfg.file.part_size, max_size=cfg.file.max_size,

@@ -20,33 +20,58 @@ log = logging.getLogger("lethe.scheduler")
 
 
 class Leadership:
-    """The scheduler's leader lock: a session-level advisory lock on a connection kept for it."""
+    """The scheduler's leader lock: a session-level advisory lock on a connection of its own.
 
-    def __init__(self, db):
+    The session is bounded on the server: `idle_session_timeout` is `schedule.leader_timeout`, and the leader
+    pings every third of it (register_jobs). A leader that is partitioned from PostgreSQL, or killed while
+    partitioned, goes silent; the server ends its session, the lock goes with it, and a standby takes it at
+    its next try: a standby leads at most about leader_timeout + leader_timeout / 3 after the leader was lost,
+    not after the server's TCP keepalive (2 hours by default). The leader's own pings are bounded too
+    (database.statement_timeout): a partitioned leader stops leading on its side as well.
+    """
+
+    def __init__(self, db, timeout_s: float = 30.0):
         self.db = db
+        self.timeout_s = timeout_s
         self._conn = None
         self._lock = threading.Lock()
 
     def is_leader(self) -> bool:
+        """Ping the session when leading; otherwise try to take the lock. Never raises."""
         with self._lock:
-            try:
-                if self._conn is not None and not self._conn.closed:
+            if self._conn is not None:
+                try:
                     self._conn.execute("SELECT 1")
                     return True
-            except Exception:  # noqa: BLE001 - the connection died: the lock went with it
-                self._release()
-            conn = self.db.pool.getconn()
-            if cleanup_sql.try_lock(conn, cleanup_sql.SCHEDULER_LOCK_KEY):
-                self._conn = conn
-                log_event(log, "info", "scheduler.leader", "scheduler is the leader")
-                return True
-            self.db.pool.putconn(conn)
-            return False
+                except Exception as exc:  # noqa: BLE001 - the session died: the lock went with it
+                    log_event(log, "warning", "scheduler.leader_lost", "scheduler lost its leader session",
+                              error=type(exc).__name__)
+                    self._drop()
+            try:
+                conn = self.db.connect()
+            except Exception as exc:  # noqa: BLE001 - the database is down: try again at the next tick
+                log_event(log, "warning", "scheduler.database_unavailable", "scheduler cannot reach the database",
+                          error=type(exc).__name__)
+                return False
+            try:
+                conn.execute("SELECT set_config('idle_session_timeout', %s, false)",
+                             (f"{int(self.timeout_s * 1000)}ms",))
+                locked = cleanup_sql.try_lock(conn, cleanup_sql.SCHEDULER_LOCK_KEY)
+            except Exception as exc:  # noqa: BLE001
+                log_event(log, "warning", "scheduler.database_unavailable", "scheduler cannot reach the database",
+                          error=type(exc).__name__)
+                locked = False
+            if not locked:
+                conn.close()
+                return False
+            self._conn = conn
+            log_event(log, "info", "scheduler.leader", "scheduler is the leader")
+            return True
 
-    def _release(self) -> None:
+    def _drop(self) -> None:
         if self._conn is not None:
             try:
-                self.db.pool.putconn(self._conn)
+                self._conn.close()
             except Exception:  # noqa: BLE001
                 pass
             self._conn = None
@@ -58,7 +83,12 @@ class Leadership:
                     cleanup_sql.unlock(self._conn, cleanup_sql.SCHEDULER_LOCK_KEY)
                 except Exception:  # noqa: BLE001
                     pass
-            self._release()
+            self._drop()
+
+
+def keep_leadership(leadership: Leadership) -> bool:
+    """The leader's ping (inside idle_session_timeout), and a standby's try to lead."""
+    return leadership.is_leader()
 
 
 def trigger_cleanup(runtime, leadership: Leadership) -> bool:
@@ -89,8 +119,13 @@ def relay_outbox(runtime, leadership: Leadership | None = None) -> int:
 
 def register_jobs(scheduler: BaseScheduler, runtime, leadership: Leadership | None = None) -> Leadership:
     """Add every periodic job to an APScheduler scheduler; returns the leadership it uses."""
-    leadership = leadership or Leadership(runtime.db)
+    leader_timeout = runtime.cfg.schedule.leader_timeout.total_seconds()
+    leadership = leadership or Leadership(runtime.db, timeout_s=leader_timeout)
     start = runtime.clock.now()
+    scheduler.add_job(
+        keep_leadership, "interval", args=[leadership], id="leader.keepalive",
+        seconds=leader_timeout / 3, max_instances=1, coalesce=True, next_run_time=start,
+    )
     scheduler.add_job(
         relay_outbox, "interval", args=[runtime, leadership], id="outbox.relay",
         seconds=runtime.cfg.outbox.relay_interval.total_seconds(), max_instances=1, coalesce=True, next_run_time=start,

@@ -7,15 +7,21 @@ is chosen at import time.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import dramatiq
+import psycopg
 
 from app import jobs
 from app.content import scan
+from app.errors import ObjectFailed, StorageError
 from app.lifecycle import cleanup, purge
+from app.logs import log_event
+
+log = logging.getLogger("lethe.worker")
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,17 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
     """Bind the declared actors to a broker, each calling its function with the runtime first."""
     bound = {}
     for spec in (ACTORS if specs is None else specs).values():
-        def run(*args: Any, _fn=spec.fn) -> Any:
-            return _fn(runtime, *args)
+        def run(*args: Any, _fn=spec.fn, _name=spec.name) -> Any:
+            try:
+                return _fn(runtime, *args)
+            except (psycopg.OperationalError, StorageError) as exc:
+                if isinstance(exc, ObjectFailed):
+                    raise
+                # An outage is expected (D13): one warning line, no stack trace, and dramatiq's retry with
+                # backoff; the catch-up (D8 d) is the safety net when the retries run out.
+                log_event(log, "warning", "worker.dependency_unavailable", "a dependency is unavailable; "
+                          "the job will be retried", actor=_name, error=type(exc).__name__)
+                raise dramatiq.Retry() from None
 
         run.__name__ = spec.name
         run.__module__ = spec.fn.__module__

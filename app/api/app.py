@@ -59,6 +59,7 @@ def create_app(runtime) -> Flask:
     # No request body may exceed one part (plus room for headers of a multipart client): 413 beyond it.
     app.config["MAX_CONTENT_LENGTH"] = runtime.cfg.file.part_size + 64 * 1024
     app.extensions["lethe"] = runtime
+    app.extensions["lethe.readiness"] = ops.readiness_for(runtime)
     app.url_map.converters["segment"] = common.SegmentConverter
     authenticator = Authenticator.from_config(runtime.cfg)
     app.register_blueprint(ops.blueprint)

@@ -8,6 +8,7 @@ from flask import Blueprint, Response, current_app
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.problems import problem
+from app.readiness import Readiness
 from app.observability import metrics_registry
 from workers.broker import check_broker
 from app.logs import log_event
@@ -21,21 +22,21 @@ def healthz():
     return {"status": "ok"}
 
 
+def readiness_for(runtime) -> Readiness:
+    """The api's readiness checks: the database, the broker and the store, answered within 1.5 s (D13)."""
+    return Readiness({"database": runtime.db.ping, "broker": lambda: check_broker(runtime.broker),
+                      "store": runtime.store.check})
+
+
 @blueprint.get("/readyz")
 def readyz():
-    runtime = current_app.extensions["lethe"]
-    checks = {"database": runtime.db.ping, "broker": lambda: check_broker(runtime.broker),
-              "store": runtime.store.check}
-    failed = []
-    for name, check in checks.items():
-        try:
-            check()
-        except Exception as exc:  # noqa: BLE001 - readiness reports, it does not raise
-            log_event(log, "warning", "api.not_ready", "dependency not ready", dependency=name,
-                      error=type(exc).__name__)
-            failed.append(name)
+    readiness = current_app.extensions["lethe.readiness"]
+    failed = readiness.failures()
+    for name, error in failed.items():
+        log_event(log, "warning", "api.not_ready", "dependency not ready", dependency=name, error=error)
     if failed:
-        return problem(503, "not_ready", "Not ready", detail="unreachable: " + ", ".join(failed))
+        return problem(503, "not_ready", "Not ready", detail="unreachable: " + ", ".join(failed),
+                       headers={"Retry-After": "5"})
     return {"status": "ready"}
 
 

@@ -97,9 +97,16 @@ def from_http_exception(exc: HTTPException) -> Response:
 
 
 def from_lethe_error(exc: LetheError) -> Response:
-    if exc.status >= 500:
+    headers: dict[str, str] = {}
+    if exc.status == 503:
+        # An outage is expected: one warning line, no stack trace, and when to ask again (D13).
+        log_event(log, "warning", "api.unavailable", "a dependency is unavailable", code=exc.code,
+                  error=type(exc).__name__)
+        headers["Retry-After"] = "5"
+    elif exc.status >= 500:
         log_event(log, "error", "api.error", "request failed", error=type(exc).__name__)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
     return problem(exc.status, exc.code, exc.title, reason=getattr(exc, "reason", None), headers=headers)
 
 

@@ -9,6 +9,7 @@ database (it may not publish, and K1 forbids store calls in it anyway).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.abc import PQGen
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import namedtuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
@@ -36,6 +39,7 @@ def one(cursor: psycopg.Cursor[Any]) -> Any:
         raise RuntimeError("the statement answered no row")
     return row
 T = TypeVar("T")
+RV = TypeVar("RV")
 RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
 
 
@@ -90,6 +94,70 @@ class UnitOfWork:
         return job
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """How long Lethe waits for PostgreSQL (keys `database.*_timeout`, `database.keepalive`), in seconds.
+
+    An outage must answer fast (a 503 within 5 s, never a hang): a refused server fails at once, a silent one
+    (a partition, a stalled proxy) is caught by `answer`, the longest silence of the server while a statement
+    runs, after which the connection is dropped on the client side: a server-side statement_timeout cannot
+    fire for a query that never reached the server.
+    """
+
+    pool: float = 3.0
+    connect: float = 3.0
+    statement: float = 3.0
+    keepalive: float = 10.0
+    check: float = 1.0  # a pooled connection's liveness check
+
+    @property
+    def answer(self) -> float:
+        return self.statement + 1.0
+
+    def connect_kwargs(self, url: str) -> dict[str, Any]:
+        """libpq parameters: connect timeout, keepalives and a user timeout on our side, and the statement
+        timeout and keepalives of the server's side of the session (its `options`)."""
+        idle = max(1, math.ceil(self.keepalive))
+        interval = max(1, math.ceil(self.keepalive / 3))
+        server = (f"-c statement_timeout={int(self.statement * 1000)} -c tcp_keepalives_idle={idle} "
+                  f"-c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3")
+        given = conninfo_to_dict(url).get("options")
+        return {
+            "connect_timeout": max(2, math.ceil(self.connect)),
+            "keepalives": 1, "keepalives_idle": idle, "keepalives_interval": interval, "keepalives_count": 3,
+            "tcp_user_timeout": int((idle + 3 * interval) * 1000),
+            "options": f"{given} {server}" if given else server,
+        }
+
+
+class BoundedConnection(psycopg.Connection[Any]):
+    """A connection that never waits for its server longer than `answer_timeout` seconds.
+
+    psycopg routes every wait on the server (execute, fetch, commit) through Connection.wait, whose
+    `timeout` bounds it; past it the connection is closed (its state is unknown) and the error is an
+    OperationalError, which the api answers as 503 (D13) and the pool replaces.
+    """
+
+    answer_timeout: float | None = None
+
+    def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
+        try:
+            return super().wait(gen, interval, self.answer_timeout if timeout is None else timeout)
+        except pg_errors._WaitTimeout:
+            self.close()
+            raise psycopg.OperationalError("the database did not answer in time") from None
+
+    @contextmanager
+    def bounded(self, seconds: float) -> Iterator["BoundedConnection"]:
+        """Wait at most `seconds` for each answer inside the block (a readiness ping, a pool check)."""
+        before = self.answer_timeout
+        self.answer_timeout = seconds if before is None else min(before, seconds)
+        try:
+            yield self
+        finally:
+            self.answer_timeout = before
+
+
 class Database:
     """A psycopg pool with units of work.
 
@@ -99,24 +167,47 @@ class Database:
         tx_retry_max: reruns of a unit of work after a deadlock or serialization failure.
         after_commit: called with the jobs of a committed unit of work (the outbox publisher).
         clock: the project's clock (D17): the time an outbox row is written with.
+        timeouts: how long to wait for the server (D13: an outage answers fast).
     """
 
     def __init__(self, url: str, pool_size: int = 10, tx_retry_max: int = 5,
-                 after_commit: Callable[[Sequence[Job]], None] | None = None, clock: Clock | None = None):
+                 after_commit: Callable[[Sequence[Job]], None] | None = None, clock: Clock | None = None,
+                 timeouts: Timeouts | None = None):
         self.url = url
         self.tx_retry_max = tx_retry_max
         self.after_commit = after_commit
         self.clock: Clock = clock or SystemClock()
-        self.pool = ConnectionPool(
+        self.timeouts = timeouts or Timeouts()
+        self.pool: ConnectionPool[BoundedConnection] = ConnectionPool(
             url,
+            connection_class=BoundedConnection,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "row_factory": namedtuple_row},
-            check=ConnectionPool.check_connection,
-            timeout=15,
+            kwargs={"autocommit": True, "row_factory": namedtuple_row, **self.timeouts.connect_kwargs(url)},
+            configure=self._configure,
+            check=self._check,
+            timeout=self.timeouts.pool,
+            # Short reconnect rounds: once the server is back a waiting request gets a connection within
+            # about two seconds, however long the outage lasted (psycopg_pool's backoff doubles otherwise).
+            reconnect_timeout=max(5.0, 2 * self.timeouts.connect),
             name="lethe",
             open=True,
         )
+
+    def _configure(self, conn: BoundedConnection) -> None:
+        conn.answer_timeout = self.timeouts.answer
+
+    def _check(self, conn: BoundedConnection) -> None:
+        with conn.bounded(self.timeouts.check):
+            conn.execute("")
+
+    def connect(self) -> BoundedConnection:
+        """A connection of its own, outside the pool (the scheduler's leader session), with the same
+        timeouts; the caller closes it."""
+        conn = BoundedConnection.connect(self.url, autocommit=True, row_factory=namedtuple_row,
+                                         **self.timeouts.connect_kwargs(self.url))
+        self._configure(conn)
+        return conn
 
     def close(self) -> None:
         self.pool.close()
@@ -166,6 +257,7 @@ class Database:
         with self.pool.connection() as conn:
             return fn(conn)
 
-    def ping(self) -> None:
-        with self.pool.connection(timeout=3) as conn:
+    def ping(self, timeout: float = 1.0) -> None:
+        """Raise unless the server answers within about `timeout` seconds (readiness)."""
+        with self.pool.connection(timeout=timeout) as conn, conn.bounded(timeout):
             conn.execute("SELECT 1")

@@ -18,5 +18,5 @@ def build_store(cfg: Config) -> GuardedStore:
         store = S3Store(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key, region=s3.region,
                         secure=s3.secure, create_bucket=s3.create_bucket, pool_size=cfg.database.pool_size + 6)
     else:
-        store = FsStore(cfg.file.fs.root)
+        store = FsStore(cfg.file.fs.root, min_free_bytes=cfg.file.fs.min_free_bytes)
     return GuardedStore(store, in_transaction)

@@ -59,14 +59,34 @@ class FsStore:
 
     Args:
         root: the directory that holds every object; created when missing.
+        min_free_bytes: the free-space floor (`file.fs.min_free_bytes`): below it the root counts as full,
+            check() fails (readiness) and put() refuses with a StorageError (503 storage_unavailable) before
+            it writes, so that a full disk answers honestly instead of half-way through a file.
     """
 
     driver = "fs"
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, min_free_bytes: int = 0):
         os.makedirs(root, exist_ok=True)
         self.root = os.path.realpath(root)
-        os.makedirs(os.path.join(self.root, TMP_DIR), exist_ok=True)
+        self.min_free_bytes = min_free_bytes
+        try:
+            os.makedirs(os.path.join(self.root, TMP_DIR), exist_ok=True)
+        except OSError as exc:
+            if exc.errno != errno.EROFS:
+                raise
+            # A read-only root still starts: reads and deletes of what is there answer, readiness says no.
+
+    def free_bytes(self) -> int:
+        try:
+            st = os.statvfs(self.root)
+        except OSError as exc:
+            raise _os_error("read the free space", exc) from None
+        return st.f_bavail * st.f_frsize
+
+    def _ensure_room(self) -> None:
+        if self.min_free_bytes and self.free_bytes() < self.min_free_bytes:
+            raise StorageError("the fs root is below file.fs.min_free_bytes (ENOSPC)")
 
     # -- descriptor walking ---------------------------------------------------------------------------------
 
@@ -117,9 +137,13 @@ class FsStore:
     # -- objects --------------------------------------------------------------------------------------------
 
     def _write_tmp(self, data: BinaryIO | bytes | Iterable[bytes]) -> tuple[str, int]:
+        self._ensure_room()
         tmp_dir = os.path.join(self.root, TMP_DIR)
-        os.makedirs(tmp_dir, exist_ok=True)
-        fd, tmp_path = _mkstemp(tmp_dir)
+        try:
+            os.makedirs(tmp_dir, exist_ok=True)
+            fd, tmp_path = _mkstemp(tmp_dir)
+        except OSError as exc:
+            raise _os_error("write an object", exc) from None
         size = 0
         try:
             with os.fdopen(fd, "wb") as out:
@@ -146,7 +170,11 @@ class FsStore:
 
     def _publish(self, tmp_path: str, segments: list[str]) -> None:
         """Rename a finished temporary file into place, atomically."""
-        tmp_dir_fd = os.open(os.path.join(self.root, TMP_DIR), _DIR_FLAGS)
+        try:
+            tmp_dir_fd = os.open(os.path.join(self.root, TMP_DIR), _DIR_FLAGS)
+        except OSError as exc:
+            _unlink_quietly(tmp_path)
+            raise _os_error("publish an object", exc) from None
         try:
             for attempt in range(3):
                 with self._walk(segments[:-1], create=True) as dirs:
@@ -160,6 +188,8 @@ class FsStore:
                             raise StorageError("the target directory kept disappearing") from None
                     except IsADirectoryError:
                         raise StorageError("a directory stands at the object's key") from None
+                    except OSError as exc:
+                        raise _os_error("publish an object", exc) from None
         except BaseException:
             _unlink_quietly(tmp_path)
             raise
@@ -311,8 +341,15 @@ class FsStore:
     # -- operations -----------------------------------------------------------------------------------------
 
     def check(self) -> None:
-        if not os.access(self.root, os.W_OK):
-            raise StorageError("the fs root is not writable")
+        """Ready when a file can be created in the root's temporary area and the free space is above the
+        floor (D13: readiness says what a write would meet)."""
+        self._ensure_room()
+        try:
+            fd, probe = _mkstemp(os.path.join(self.root, TMP_DIR))
+        except OSError as exc:
+            raise _os_error("write in the fs root", exc) from None
+        os.close(fd)
+        _unlink_quietly(probe)
 
     def describe(self) -> dict[str, str]:
         return {"driver": self.driver, "versioning": "off", "object_lock": "off"}
@@ -363,7 +400,8 @@ def _mkstemp(directory: str) -> tuple[int, str]:
 
 
 def _unlink_quietly(path: str) -> None:
+    """Remove a temporary file; when even that fails (a root gone read-only), the tmp sweep takes it later."""
     try:
         os.unlink(path)
-    except FileNotFoundError:
+    except OSError:
         pass

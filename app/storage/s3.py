@@ -117,6 +117,12 @@ class S3Store:
         )
         self.client = Minio(endpoint, access_key=access_key or None, secret_key=secret_key or None,
                             region=region or None, secure=secure, http_client=http)
+        # Readiness asks through a client of its own that gives up within 2 s and never retries: a cut-off
+        # endpoint answers /readyz 503 at once instead of after the data path's timeouts and retries.
+        probe_http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=1, read=1), maxsize=2,
+                                         retries=urllib3.Retry(total=0, redirect=False))
+        self._probe = Minio(endpoint, access_key=access_key or None, secret_key=secret_key or None,
+                            region=region or None, secure=secure, http_client=probe_http)
         self.bucket = bucket
         self._create_bucket = create_bucket
         self._lock = threading.Lock()
@@ -312,7 +318,7 @@ class S3Store:
 
     def check(self) -> None:
         with _mapped("bucket_exists"):
-            exists = self.client.bucket_exists(self.bucket)
+            exists = self._probe.bucket_exists(self.bucket)
         if not exists:
             raise StorageError("s3 bucket does not exist")
 
