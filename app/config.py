@@ -200,6 +200,8 @@ KEYS: tuple[Key, ...] = (
     Key("file.s3.secure", Flag(), True, "Use HTTPS towards the S3 endpoint."),
     Key("file.s3.access_key", Text(), "", "S3 access key.", secret=True),
     Key("file.s3.secret_key", Text(), "", "S3 secret key.", secret=True),
+    Key("file.s3.timeout", Duration(), "15s",
+        "Longest silence of the S3 endpoint within one request (connect: at most 3s); a call is tried 3 times."),
     Key("file.s3.create_bucket", Flag(), False,
         "Create the bucket at start when it does not exist (development and tests)."),
     # privacy
@@ -308,6 +310,7 @@ class FileS3Config:
     secure: bool
     access_key: str
     secret_key: str
+    timeout: timedelta
     create_bucket: bool
 
 
@@ -518,7 +521,7 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         add("file.purge_retry_base", "Must be at least 1s and at most file.purge_retry_max.")
     if have("outbox.relay_age") and values["outbox.relay_age"] < 1:
         add("outbox.relay_age", "Must be at least 1s.")
-    for name, least in (("database.pool_timeout", 0.1), ("database.connect_timeout", 2),
+    for name, least in (("file.s3.timeout", 1), ("database.pool_timeout", 0.1), ("database.connect_timeout", 2),
                         ("database.statement_timeout", 0.1), ("database.keepalive", 1),
                         ("schedule.leader_timeout", 3)):
         if have(name) and values[name] < least:

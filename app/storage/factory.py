@@ -16,7 +16,8 @@ def build_store(cfg: Config) -> GuardedStore:
     if cfg.file.storage.driver == "s3":
         s3 = cfg.file.s3
         store = S3Store(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key, region=s3.region,
-                        secure=s3.secure, create_bucket=s3.create_bucket, pool_size=cfg.database.pool_size + 6)
+                        secure=s3.secure, create_bucket=s3.create_bucket, pool_size=cfg.database.pool_size + 6,
+                        timeout=s3.timeout.total_seconds())
     else:
         store = FsStore(cfg.file.fs.root, min_free_bytes=cfg.file.fs.min_free_bytes)
     return GuardedStore(store, in_transaction)

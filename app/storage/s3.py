@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO, Iterable, Iterator, Sequence
+from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
 
 import urllib3
 from minio import Minio
@@ -76,6 +76,32 @@ def _mapped(operation: str, missing: type[Exception] | None = None,
         raise _error(operation, exc) from None
 
 
+class Breaker:
+    """Holds calls back for `cooldown` seconds after a store-wide failure (D13: an outage answers fast).
+
+    A stalled endpoint costs every call the whole timeout, three times over: without this, a worker's
+    threads would sit on a dead store while the cleanup (the backlog gauge) and retries wait behind them.
+    Only transport failures open it (refused, reset, timed out): an S3 error answer means the endpoint is
+    there. After the cooldown the next call goes through and either closes the breaker or opens it again;
+    a readiness check that reaches the bucket closes it at once.
+    """
+
+    def __init__(self, cooldown: float = 5.0, now: Callable[[], float] = time.monotonic):
+        self.cooldown = cooldown
+        self._now = now
+        self._open_until = 0.0
+
+    def before(self, operation: str) -> None:
+        if self._now() < self._open_until:
+            raise StorageError(f"s3 {operation} held back: the store failed store-wide moments ago")
+
+    def failed(self) -> None:
+        self._open_until = self._now() + self.cooldown
+
+    def close(self) -> None:
+        self._open_until = 0.0
+
+
 def _upload_id(ref: MultipartRef) -> str:
     if not ref.upload_id:
         raise StorageError("s3 multipart reference without an upload id")
@@ -104,16 +130,18 @@ class S3Store:
         access_key, secret_key, region, secure: as for minio.Minio.
         create_bucket: create the bucket when missing (development and tests).
         pool_size: HTTP connections kept open.
+        timeout: the longest silence of the endpoint within one request (`file.s3.timeout`); a request is
+            tried 3 times, so a stalled endpoint fails a call within about 3 times this.
     """
 
     driver = "s3"
 
     def __init__(self, endpoint: str, bucket: str, access_key: str, secret_key: str, region: str = "",
-                 secure: bool = True, create_bucket: bool = False, pool_size: int = 16):
+                 secure: bool = True, create_bucket: bool = False, pool_size: int = 16, timeout: float = 15.0):
         http = urllib3.PoolManager(
-            timeout=urllib3.Timeout(connect=5, read=60),
+            timeout=urllib3.Timeout(connect=min(3.0, timeout), read=timeout),
             maxsize=pool_size,
-            retries=urllib3.Retry(total=3, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
+            retries=urllib3.Retry(total=2, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
         )
         self.client = Minio(endpoint, access_key=access_key or None, secret_key=secret_key or None,
                             region=region or None, secure=secure, http_client=http)
@@ -125,11 +153,28 @@ class S3Store:
                             region=region or None, secure=secure, http_client=probe_http)
         self.bucket = bucket
         self._create_bucket = create_bucket
+        self.breaker = Breaker()
         self._lock = threading.Lock()
         self._versioning = "unknown"
         self._versioning_read_at = float("-inf")
         if create_bucket:
             self.ensure_bucket()
+
+    @contextmanager
+    def _mapped(self, operation: str, missing: type[Exception] | None = None,
+                also_missing: Iterable[str] = ()) -> Iterator[None]:
+        """_mapped behind the breaker: an endpoint that cannot be reached or does not answer opens it (an
+        S3 error answer does not: the endpoint is there), and an open breaker fails at once."""
+        self.breaker.before(operation)
+        with _mapped(operation, missing, also_missing):
+            try:
+                yield
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                answered = isinstance(exc, urllib3.exceptions.MaxRetryError) and \
+                    isinstance(exc.reason, urllib3.exceptions.ResponseError)  # 5xx answers, retried out
+                if not answered:
+                    self.breaker.failed()
+                raise
 
     def ensure_bucket(self) -> None:
         try:
@@ -148,7 +193,7 @@ class S3Store:
         fact `unknown`; an unreachable store raises StorageError."""
         versioning = self._read_versioning()
         try:
-            with _mapped("get_object_lock_config"):
+            with self._mapped("get_object_lock_config"):
                 self.client.get_object_lock_config(self.bucket)
             object_lock = "enabled"  # only a bucket made with object lock has a configuration to read
         except ObjectFailed as exc:
@@ -161,7 +206,7 @@ class S3Store:
 
     def _read_versioning(self) -> str:
         try:
-            with _mapped("get_bucket_versioning"):
+            with self._mapped("get_bucket_versioning"):
                 status = self.client.get_bucket_versioning(self.bucket).status
             versioning = (status or "Off").lower()
         except ObjectFailed:
@@ -187,17 +232,17 @@ class S3Store:
 
     def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
         stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
-        with _mapped("put"):
+        with self._mapped("put"):
             self.client.put_object(self.bucket, _key(key), stream, length, content_type=content_type,
                                    part_size=16 * 1024 * 1024 if length < 0 else 0)
 
     def open(self, key: str) -> Iterator[bytes]:
-        with _mapped("get", missing=NotFound):
+        with self._mapped("get", missing=NotFound):
             response = self.client.get_object(self.bucket, _key(key))
 
         def chunks() -> Iterator[bytes]:
             try:
-                with _mapped("get"):
+                with self._mapped("get"):
                     yield from response.stream(CHUNK)
             finally:
                 response.close()
@@ -210,7 +255,7 @@ class S3Store:
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
-            with _mapped("head", missing=_Absent):
+            with self._mapped("head", missing=_Absent):
                 stat = self.client.stat_object(self.bucket, _key(key))
         except _Absent:
             return None
@@ -246,7 +291,7 @@ class S3Store:
         refusal of one key is returned for that key. Also returns the keys for which S3 wrote a delete
         marker instead of deleting (a bucket that keeps versions)."""
         failures = []
-        with _mapped("delete_many"):
+        with self._mapped("delete_many"):
             result = self.client._delete_objects(self.bucket, objects, quiet=False)
         for error in result.error_list:
             if error.code in _MISSING:
@@ -265,7 +310,7 @@ class S3Store:
 
         def versions_of(key: str) -> tuple[str, list[str] | DeleteFailure]:
             try:
-                with _mapped("list_object_versions"):
+                with self._mapped("list_object_versions"):
                     return key, [item.version_id for item in self.client.list_objects(
                         self.bucket, prefix=key, recursive=True, include_version=True)
                         if item.object_name == key and item.version_id]
@@ -286,12 +331,12 @@ class S3Store:
     # underscore; they are stable across 7.x and are what its own put_object uses (docs/decisions.md).
 
     def begin_upload(self, file_id: str, key: str, content_type: str) -> MultipartRef:
-        with _mapped("create_multipart_upload"):
+        with self._mapped("create_multipart_upload"):
             upload_id = self.client._create_multipart_upload(self.bucket, _key(key), {"Content-Type": content_type})
         return MultipartRef(file_id=file_id, key=key, upload_id=upload_id)
 
     def put_part(self, ref: MultipartRef, part_number: int, data: bytes) -> UploadedPart:
-        with _mapped("upload_part", missing=NotFound, also_missing=("NoSuchUpload",)):
+        with self._mapped("upload_part", missing=NotFound, also_missing=("NoSuchUpload",)):
             etag = self.client._upload_part(self.bucket, _key(ref.key), data, None, _upload_id(ref), part_number)
         return UploadedPart(part_number=part_number, etag=etag)
 
@@ -300,7 +345,7 @@ class S3Store:
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         ordered = [Part(part.part_number, part.etag) for part in sorted(parts, key=lambda p: p.part_number)]
-        with _mapped("complete_multipart_upload", missing=NotFound, also_missing=("NoSuchUpload",)):
+        with self._mapped("complete_multipart_upload", missing=NotFound, also_missing=("NoSuchUpload",)):
             self.client._complete_multipart_upload(self.bucket, _key(ref.key), _upload_id(ref), ordered)
         info = self.head(ref.key)
         if info is None:
@@ -311,16 +356,17 @@ class S3Store:
         if not ref.upload_id:
             return
         try:
-            with _mapped("abort_multipart_upload", missing=_Absent, also_missing=("NoSuchUpload",)):
+            with self._mapped("abort_multipart_upload", missing=_Absent, also_missing=("NoSuchUpload",)):
                 self.client._abort_multipart_upload(self.bucket, _key(ref.key), ref.upload_id)
         except _Absent:
             return  # unknown or already finished: nothing left to abort
 
     def check(self) -> None:
-        with _mapped("bucket_exists"):
+        with _mapped("bucket_exists"):  # not behind the breaker: readiness asks the endpoint itself
             exists = self._probe.bucket_exists(self.bucket)
         if not exists:
             raise StorageError("s3 bucket does not exist")
+        self.breaker.close()
 
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         return 0  # S3 puts are atomic on the server; there is no temporary area of ours (D8 e).

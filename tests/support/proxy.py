@@ -100,11 +100,9 @@ class TcpProxy:
         self._flowing.set()  # held pumps wake up and find their transports gone
 
     async def _shutdown(self) -> None:
-        await self._refuse()
+        await self._refuse()  # every transport aborted: the pumps and handlers end by themselves
         tasks = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.wait(tasks, timeout=2) if tasks else None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
