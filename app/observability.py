@@ -142,7 +142,7 @@ NOISY_LIBRARIES = ("pika", "urllib3", "minio", "werkzeug", "apscheduler", "yoyo"
 
 def quiet_libraries() -> None:
     """Libraries that log URLs (and so object keys) or connection strings at DEBUG and INFO stay at WARNING,
-    whatever log.level says (D15). urllib3 and psycopg_pool stay at ERROR: during an outage it warns at every reconnect
+    whatever log.level says (D15). urllib3 and psycopg_pool stay at ERROR, pika at CRITICAL: during an outage it warns at every reconnect
     attempt with libpq's multi-line text, and Lethe says the same once per request or tick by event name
     (api.database_unavailable, scheduler.database_unavailable, worker.database_unavailable)."""
     for noisy in NOISY_LIBRARIES:
@@ -151,6 +151,9 @@ def quiet_libraries() -> None:
     # urllib3 warns of each retry with the request's URL, which holds an object key: the S3 driver's own
     # errors say what failed by S3 code instead.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
+    # pika logs every failed connect at ERROR with a stack trace; an outage of RabbitMQ is reported by
+    # outbox.publish_failed, api.not_ready and dramatiq's consumer warnings.
+    logging.getLogger("pika").setLevel(logging.CRITICAL)
 
 
 # -- Sentry ----------------------------------------------------------------------------------------------------

@@ -116,6 +116,27 @@ def clock():
     return FakeClock()
 
 
+def _own_vhost(url: str):
+    """A RabbitMQ vhost of this test session's own, made with rabbitmqctl when it can be run (RabbitMQ on
+    this machine, as root or the rabbitmq user): RabbitMQ is shared by every run on the machine, and the
+    roles' queue names are fixed. Returns (url, name) or (url, None) when no vhost could be made."""
+    import shutil
+    import subprocess
+
+    parts = urlsplit(url)
+    if parts.hostname not in ("127.0.0.1", "localhost") or not shutil.which("rabbitmqctl"):
+        return url, None
+    name = f"lethe_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    user = parts.username or "guest"
+    try:
+        subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True, timeout=30)
+        subprocess.run(["rabbitmqctl", "set_permissions", "-p", name, user, ".*", ".*", ".*"], check=True,
+                       capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return url, None
+    return urlunsplit(parts._replace(path="/" + name)), name
+
+
 @pytest.fixture(scope="session")
 def broker_url():
     url = os.environ.get("BROKER_URL", DEFAULT_BROKER_URL)
@@ -124,7 +145,12 @@ def broker_url():
         socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5672), timeout=3).close()
     except OSError:
         service_missing("RabbitMQ (BROKER_URL)")
-    return url
+    own, vhost = _own_vhost(url)
+    yield own
+    if vhost is not None:
+        import subprocess
+
+        subprocess.run(["rabbitmqctl", "delete_vhost", vhost], capture_output=True, timeout=30)
 
 
 @pytest.fixture(scope="session")

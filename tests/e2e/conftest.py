@@ -19,10 +19,15 @@ class Role:
     """A `lethe <role>` process with its output captured to a file."""
 
     def __init__(self, args, env, log_path):
+        self.name = args[0]
         self.log_path = log_path
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+
+    def tail(self, chars: int = 4000) -> str:
+        """Which role, and the end of its output: what a failing assertion shows."""
+        return f"--- lethe {self.name} (pid {self.proc.pid}, exit {self.proc.poll()}) ---\n{self.output()[-chars:]}"
 
     def output(self) -> str:
         if not self.log.closed:
@@ -37,7 +42,7 @@ class Role:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
-                raise AssertionError(f"the role did not stop on {sig!r}:\n{self.output()}")
+                raise AssertionError(f"the role did not stop on {sig!r}:\n{self.tail()}")
         self.log.close()
         return self.proc.returncode
 
@@ -48,7 +53,7 @@ def wait_for_http(url: str, role: Role, timeout: float = 60, status: int = 200) 
     last = None
     while time.monotonic() < deadline:
         if role.proc.poll() is not None:
-            raise AssertionError(f"the role exited with {role.proc.returncode}:\n{role.output()}")
+            raise AssertionError(f"the role exited with {role.proc.returncode}:\n{role.tail()}")
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
                 if response.status == status:
@@ -56,7 +61,7 @@ def wait_for_http(url: str, role: Role, timeout: float = 60, status: int = 200) 
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             last = exc
         time.sleep(0.2)
-    raise AssertionError(f"{url} did not answer {status} in {timeout}s ({last}):\n{role.output()}")
+    raise AssertionError(f"{url} did not answer {status} in {timeout}s ({last}):\n{role.tail()}")
 
 
 def purge_queues(broker_url: str) -> None:
@@ -122,5 +127,5 @@ def wait_for_output(role: Role, text: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while text not in role.output():
         if role.proc.poll() is not None or time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} never appeared:\n{role.output()}")
+            raise AssertionError(f"{text!r} never appeared:\n{role.tail()}")
         time.sleep(0.2)

@@ -132,7 +132,7 @@ class Stage:
         """No role was restarted or died: recovery happens inside the processes."""
         for role in self.roles:
             if role.proc.poll() is not None and role.proc.returncode != -signal.SIGKILL:
-                raise AssertionError(f"a role exited with {role.proc.returncode}:\n{role.output()[-4000:]}")
+                raise AssertionError(f"a role exited with {role.proc.returncode}:\n{role.tail()}")
 
     def close(self) -> None:
         for role in self.roles:
@@ -188,7 +188,7 @@ class Stage:
                 return time.monotonic() - start
             if time.monotonic() - start > timeout:
                 raise AssertionError(f"{left} (rows, objects) still there after {timeout}s:\n" +
-                                     "\n".join(role.output()[-3000:] for role in self.roles))
+                                     "\n".join(role.tail(3000) for role in self.roles))
             time.sleep(0.2)
 
     # -- HTTP -----------------------------------------------------------------------------------------------
@@ -221,7 +221,7 @@ class Stage:
                 return answer, time.monotonic() - start
             if time.monotonic() - start > timeout:
                 raise AssertionError(f"not within {timeout}s:\n" +
-                                     "\n".join(role.output()[-3000:] for role in self.roles))
+                                     "\n".join(role.tail(3000) for role in self.roles))
             time.sleep(step)
 
 
