@@ -119,7 +119,8 @@ def cmd_api(args) -> int:
             from workers.broker import build_broker
 
             _setup("api", cfg)
-            return create_app(build_runtime(cfg, build_broker(cfg.broker.url), role="api"))
+            runtime = build_runtime(cfg, build_broker(cfg.broker.url), role="api", background_publish=True)
+            return create_app(runtime)
 
     GunicornApp().run()
     return 0

@@ -1,8 +1,11 @@
 """The outbox (D9): jobs commit with the change that needs them, and are published only after the commit.
 
 - UnitOfWork.enqueue() writes a row in the caller's transaction.
-- After the commit, Database calls Outbox.publish_committed(): the jobs are published at once and their
-  rows deleted. A failure leaves the rows for the relay.
+- After the commit, Database calls Outbox.publish_committed(). In the roles the jobs go to a publisher
+  thread of the process, which publishes them in batches and deletes their rows with one statement per
+  batch: a request never waits for RabbitMQ, and a broker that stops answering blocks that thread only.
+  Elsewhere (tests, one-shot commands) they are published at once. A failure, a full queue or a process
+  that ends first leave the rows for the relay.
 - The scheduler runs Outbox.relay(): rows older than `outbox.relay_age` are claimed with
   FOR UPDATE SKIP LOCKED (so two relays never publish the same row), published and deleted.
 
@@ -13,6 +16,9 @@ idempotent. The dramatiq message id is derived from the outbox id, so both copie
 from __future__ import annotations
 
 import logging
+import os
+import queue
+import threading
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -46,11 +52,24 @@ class Outbox:
     Args:
         db: the database (for deleting published rows and relaying).
         broker: the dramatiq broker.
+        background: publish committed jobs from a thread of this process (the roles) instead of the
+            committing thread (tests, one-shot commands).
+        capacity: jobs the thread's queue holds; beyond it, the relay publishes them.
+        batch_size: most jobs published and deleted together.
     """
 
-    def __init__(self, db: Database, broker: Any):
+    def __init__(self, db: Database, broker: Any, background: bool = False, capacity: int = 10_000,
+                 batch_size: int = 200):
         self.db = db
         self.broker = broker
+        self.background = background
+        self.capacity = capacity
+        self.batch_size = batch_size
+        self._queue: queue.Queue[Job | None] = queue.Queue(capacity)
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._start_lock = threading.Lock()
+        self._busy = threading.Event()  # set while the thread publishes a batch
 
     def _publish(self, outbox_id: int, queue_name: str, actor_name: str, args: Sequence[Any]) -> None:
         if in_transaction():
@@ -58,7 +77,78 @@ class Outbox:
         self.broker.enqueue(message_for(outbox_id, queue_name, actor_name, args))
 
     def publish_committed(self, jobs: Sequence[Job]) -> None:
-        """Publish the jobs of a committed unit of work, then delete their rows. Never raises: what could
+        """Hand over the jobs of a committed unit of work; never raises and, in the background mode, never
+        waits: what is not published stays in the outbox for the relay."""
+        if not self.background:
+            self.publish_now(jobs)
+            return
+        self._ensure_thread()
+        for index, job in enumerate(jobs):
+            try:
+                self._queue.put_nowait(job)
+            except queue.Full:  # the broker is slow or gone: the relay publishes the rest
+                log_event(log, "warning", "outbox.queue_full", "publisher queue full; the relay will publish",
+                          count=len(jobs) - index)
+                return
+
+    def _ensure_thread(self) -> None:
+        # A forked process (gunicorn, dramatiq) inherits no thread: each process starts its own on first use.
+        if self._thread is not None and self._pid == os.getpid() and self._thread.is_alive():
+            return
+        with self._start_lock:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                if self._pid != os.getpid():
+                    self._queue = queue.Queue(self.capacity)
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="outbox-publisher", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            self._busy.set()
+            batch = [first]
+            stop = False
+            while len(batch) < self.batch_size:
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:
+                    stop = True
+                    break
+                batch.append(job)
+            try:
+                self.publish_now(batch)
+            finally:
+                self._busy.clear()
+            if stop:
+                return
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every job handed over was published (or left to the relay); for tests and shutdown."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._queue.empty() and not self._busy.is_set():
+                return True
+            time.sleep(0.01)
+        return False
+
+    def close(self, timeout: float = 2.0) -> None:
+        """Publish what is queued (within `timeout`) and stop the thread; the rest stays for the relay."""
+        thread = self._thread
+        if thread is None or not thread.is_alive() or self._pid != os.getpid():
+            return
+        try:
+            self._queue.put(None, timeout=timeout)
+        except queue.Full:
+            return
+        thread.join(timeout)
+
+    def publish_now(self, jobs: Sequence[Job]) -> None:
+        """Publish jobs in this thread, then delete their rows in one statement. Never raises: what could
         not be published stays in the outbox for the relay."""
         published: list[int] = []
         for job in jobs:

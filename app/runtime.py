@@ -42,6 +42,7 @@ class Runtime:
     limits: UploadLimits
 
     def close(self) -> None:
+        self.outbox.close()
         self.db.close()
 
 
@@ -52,12 +53,16 @@ def database_timeouts(cfg: Config) -> Timeouts:
 
 
 def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | None = None,
-                  store: ObjectStore | None = None) -> Runtime:
-    """Wire the database, the store, the broker and the outbox for one process."""
+                  store: ObjectStore | None = None, background_publish: bool = False) -> Runtime:
+    """Wire the database, the store, the broker and the outbox for one process.
+
+    background_publish: publish committed jobs from a thread of the process (the api and the worker: a
+    request never waits for RabbitMQ, D9); off, the committing thread publishes (tests, one-shot commands).
+    """
     clock = clock or SystemClock()
     db = Database(cfg.database.url, pool_size=cfg.database.pool_size, tx_retry_max=cfg.database.tx_retry_max,
                   clock=clock, timeouts=database_timeouts(cfg))
-    outbox = Outbox(db, broker)
+    outbox = Outbox(db, broker, background=background_publish)
     db.after_commit = outbox.publish_committed
     limits = UploadLimits(part_size=cfg.file.part_size, max_size=cfg.file.max_size,
                           max_attachments=cfg.file.max_attachments, session_ttl=cfg.file.upload_session_ttl,

@@ -23,7 +23,7 @@ setup_logging("worker", cfg.log.format, cfg.log.level)
 setup_sentry(cfg.sentry.dsn, "worker")
 broker = build_broker(cfg.broker.url)
 dramatiq.set_broker(broker)
-runtime = build_runtime(cfg, broker, role="worker")
+runtime = build_runtime(cfg, broker, role="worker", background_publish=True)
 actors = register(broker, runtime)
 log_event(logging.getLogger("lethe.worker"), "info", "worker.started", "worker process started", pid=os.getpid(),
           actors=sorted(actors))

@@ -153,3 +153,70 @@ def test_the_relay_ages_rows_by_the_projects_clock(db, clock):
     clock.advance(timedelta(seconds=10))
     assert relay.relay(older_than=timedelta(seconds=10)) == 1
     assert [message.args for message in broker.messages] == [("left-behind",)]
+
+
+class HeldBroker:
+    """A broker whose publish waits until released, as a RabbitMQ that stopped answering (a partition)."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.messages = []
+
+    def enqueue(self, message, *, delay=None):
+        self.entered.set()
+        assert self.release.wait(30)
+        self.messages.append(message)
+        return message
+
+
+def test_in_the_background_a_commit_never_waits_for_the_broker(db):
+    broker = HeldBroker()
+    outbox = Outbox(db, broker, background=True)
+    db.after_commit = outbox.publish_committed
+    try:
+        started = time.monotonic()
+        for value in ("one", "two", "three"):
+            db.unit_of_work(lambda uow, v=value: uow.enqueue("maintenance", "record", v), name="test.commit")
+        assert time.monotonic() - started < 1  # the commits returned while the broker holds every publish
+        assert broker.entered.wait(5)
+        assert len(outbox_rows(db)) == 3  # not published yet: the rows stay, the relay's safety net
+        broker.release.set()
+        assert outbox.flush(10)
+        assert sorted(message.args[0] for message in broker.messages) == ["one", "three", "two"]
+        assert outbox_rows(db) == []
+    finally:
+        broker.release.set()
+        outbox.close()
+
+
+def test_a_full_publisher_queue_leaves_the_jobs_to_the_relay(db):
+    broker = HeldBroker()
+    outbox = Outbox(db, broker, background=True, capacity=1)
+    db.after_commit = outbox.publish_committed
+    try:
+        db.unit_of_work(lambda uow: uow.enqueue("maintenance", "record", "taken"), name="test.commit")
+        assert broker.entered.wait(5)  # the thread holds "taken"; the queue has room for one more
+        for value in ("queued", "overflow"):
+            db.unit_of_work(lambda uow, v=value: uow.enqueue("maintenance", "record", v), name="test.commit")
+        broker.release.set()
+        assert outbox.flush(10)
+        assert sorted(message.args[0] for message in broker.messages) == ["queued", "taken"]
+        assert [row.args for row in outbox_rows(db)] == [["overflow"]]  # the relay publishes it
+    finally:
+        broker.release.set()
+        outbox.close()
+
+
+def test_the_background_publisher_publishes_to_rabbitmq_and_deletes_the_rows(db, rabbit):
+    broker, queue, recorder = rabbit
+    outbox = Outbox(db, broker, background=True)
+    db.after_commit = outbox.publish_committed
+    try:
+        for value in range(20):
+            db.unit_of_work(lambda uow, v=value: uow.enqueue(queue, "record", f"job-{v}"), name="test.commit")
+        recorder.wait_for("job-19")
+        assert outbox.flush(10)
+        assert outbox_rows(db) == []
+    finally:
+        outbox.close()
