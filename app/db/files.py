@@ -65,9 +65,19 @@ def set_scan_status(conn: Conn, file_id: UUID, status: str, now: datetime) -> No
 
 def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> list[UUID]:
     """The one statement that writes files.deleted_at (D5); returns only the files it marked now, so a
-    second call has no effect. Called by app.lifecycle.deletion.mark_deleted and nothing else."""
+    second call has no effect. The open upload sessions of the files it marked become aborted in the same
+    statement (D5 step 2; files before sessions, as D10 orders the locks): one round trip, not two.
+    Called by app.lifecycle.deletion.mark_deleted and nothing else."""
     return [row.id for row in conn.execute(
-        "UPDATE files SET deleted_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL RETURNING id",
+        """
+        WITH marked AS (
+            UPDATE files SET deleted_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL RETURNING id
+        ), aborted AS (
+            UPDATE upload_sessions SET state = 'aborted'
+            WHERE file_id IN (SELECT id FROM marked) AND state = 'open'
+        )
+        SELECT id FROM marked
+        """,
         (now, list(file_ids)))]
 
 

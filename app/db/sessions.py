@@ -75,9 +75,3 @@ def release_claim(conn: Conn, file_id: UUID, claimed_at: datetime) -> None:
     """Give a claim back (the completion failed in the store), unless another completion took it over."""
     conn.execute("UPDATE upload_sessions SET completing_since = NULL WHERE file_id = %s AND completing_since = %s",
                  (file_id, claimed_at))
-
-
-def abort_open(conn: Conn, file_ids: Sequence[UUID]) -> int:
-    """Open sessions of these files become aborted (D5 step 2, no event)."""
-    return conn.execute("UPDATE upload_sessions SET state = 'aborted' WHERE file_id = ANY(%s) AND state = 'open'",
-                        (list(file_ids),)).rowcount

@@ -17,7 +17,6 @@ from app.auth import Principal
 from app.db import events as events_sql
 from app.db import files as files_sql
 from app.db import messages as messages_sql
-from app.db import sessions as sessions_sql
 from app.db.core import UnitOfWork
 from app.domain import access
 from app.domain.redaction import redact_file_event
@@ -43,10 +42,9 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
     Raises:
         RedactionError: a stored event on kind `file` that cannot be redacted; the transaction fails.
     """
-    marked = files_sql.set_deleted(uow.conn, file_ids, now)
+    marked = files_sql.set_deleted(uow.conn, file_ids, now)  # and aborts their open sessions
     if not marked:
         return []
-    sessions_sql.abort_open(uow.conn, marked)
     stored = events_sql.lock_unredacted_file_events(uow.conn, marked)
     redacted = [(event.id, redact_file_event(event.type, event.schema_version, event.payload)) for event in stored]
     events_sql.set_redacted(uow.conn, redacted, now)

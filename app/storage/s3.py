@@ -81,24 +81,32 @@ class Breaker:
 
     A stalled endpoint costs every call the whole timeout, three times over: without this, a worker's
     threads would sit on a dead store while the cleanup (the backlog gauge) and retries wait behind them.
-    Only transport failures open it (refused, reset, timed out): an S3 error answer means the endpoint is
-    there. After the cooldown the next call goes through and either closes the breaker or opens it again;
+    Only transport failures open it (refused, reset, timed out), and only `threshold` of them in a row: an
+    S3 error answer means the endpoint is there, and one reset connection under load is not an outage. After the cooldown the next call goes through and either closes the breaker or opens it again;
     a readiness check that reaches the bucket closes it at once.
     """
 
-    def __init__(self, cooldown: float = 5.0, now: Callable[[], float] = time.monotonic):
+    def __init__(self, cooldown: float = 5.0, threshold: int = 3, now: Callable[[], float] = time.monotonic):
         self.cooldown = cooldown
+        self.threshold = threshold
         self._now = now
         self._open_until = 0.0
+        self._failures = 0  # transport failures in a row, with no success between them
 
     def before(self, operation: str) -> None:
         if self._now() < self._open_until:
             raise StorageError(f"s3 {operation} held back: the store failed store-wide moments ago")
 
     def failed(self) -> None:
-        self._open_until = self._now() + self.cooldown
+        self._failures += 1
+        if self._failures >= self.threshold:
+            self._open_until = self._now() + self.cooldown
+
+    def succeeded(self) -> None:
+        self._failures = 0
 
     def close(self) -> None:
+        self._failures = 0
         self._open_until = 0.0
 
 
@@ -169,6 +177,7 @@ class S3Store:
         with _mapped(operation, missing, also_missing):
             try:
                 yield
+                self.breaker.succeeded()
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 answered = isinstance(exc, urllib3.exceptions.MaxRetryError) and \
                     isinstance(exc.reason, urllib3.exceptions.ResponseError)  # 5xx answers, retried out

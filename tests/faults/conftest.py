@@ -207,7 +207,8 @@ class Stage:
             return Answer(exc.code, json.loads(text) if text else None, exc.headers, time.monotonic() - start)
 
     def delete(self, file_id: uuid.UUID) -> Answer:
-        return self.call("DELETE", f"/api/v1/files/{file_id}")
+        """deleteFile; a request that takes over 10 s fails the drill (no answer may hang)."""
+        return self.call("DELETE", f"/api/v1/files/{file_id}", timeout=10)
 
     def readyz(self) -> Answer:
         return self.call("GET", "/readyz")

@@ -16,10 +16,13 @@ class Ticks:
         return self.now
 
 
-def test_a_store_wide_failure_holds_calls_back_for_the_cooldown_only():
+def test_failures_in_a_row_hold_calls_back_for_the_cooldown_only():
     ticks = Ticks()
-    breaker = Breaker(cooldown=5.0, now=ticks)
+    breaker = Breaker(cooldown=5.0, threshold=3, now=ticks)
     breaker.before("put")  # closed: goes through
+    breaker.failed()
+    breaker.failed()
+    breaker.before("put")  # two failures are not an outage yet
     breaker.failed()
     ticks.now += 4.9
     with pytest.raises(StorageError, match="held back"):
@@ -28,9 +31,18 @@ def test_a_store_wide_failure_holds_calls_back_for_the_cooldown_only():
     breaker.before("delete_many")  # the cooldown is over: the next call tries the store again
 
 
+def test_a_success_between_failures_keeps_it_closed():
+    breaker = Breaker(cooldown=5.0, threshold=3, now=Ticks())
+    for _ in range(5):
+        breaker.failed()
+        breaker.failed()
+        breaker.succeeded()
+    breaker.before("get")
+
+
 def test_a_successful_readiness_check_closes_it_at_once():
     ticks = Ticks()
-    breaker = Breaker(cooldown=5.0, now=ticks)
+    breaker = Breaker(cooldown=5.0, threshold=1, now=ticks)
     breaker.failed()
     breaker.close()
     breaker.before("head")

@@ -1,0 +1,250 @@
+"""HTTP benchmark of the api (issue 11). Not a test.
+
+It starts `lethe api` as a real process with its defaults (api.workers 2, api.threads 4) on RabbitMQ and a
+database of its own, seeds 40,000 complete, unattached files of one user, and drives it with wrk (2 threads,
+32 connections, 10 s) on:
+
+- GET /healthz
+- GET /api/v1/files/{id} (an authenticated read, ids at random)
+- DELETE /api/v1/files/{id} (deleteFile, a new id each request)
+
+With `--before REF` the same run first measures the api of an earlier commit (a git worktree of REF, on the
+same database schema, the same machine, the same minute), so the figures are side by side.
+
+    python bench/http.py [--before REF] [--files 40000] [--duration 10] [--connections 32]
+
+Needs wrk (Debian: `apt-get install wrk`), PostgreSQL from DATABASE_URL (else an embedded server) and
+RabbitMQ from BROKER_URL (default amqp://guest:guest@127.0.0.1:5672/); the api publishes into a RabbitMQ
+vhost of its own when rabbitmqctl can make one, else into the given vhost's queues, emptied at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from common import ROOT, bench_database, free_port, machine, make_runtime
+
+from app.auth import mint_token
+from app.domain.keys import original_key
+from app.storage.fs import FsStore
+
+SECRET = "bench-secret-of-sufficient-length-0123456789"
+OWNER = uuid.UUID("00000000-0000-4000-8000-0000000be4c5")
+
+LUA = r"""
+local ids = {}
+local i = 0
+local token = os.getenv("BENCH_TOKEN")
+local path = os.getenv("BENCH_IDS")
+local method = os.getenv("BENCH_METHOD")
+local suffix = os.getenv("BENCH_SUFFIX") or ""
+local threads = {}
+local counter = 0
+
+function setup(thread)
+  thread:set("tid", counter)
+  counter = counter + 1
+  table.insert(threads, thread)
+end
+
+function init(args)
+  local n = 0
+  for line in io.lines(path) do
+    if n % 2 == tid then table.insert(ids, line) end
+    n = n + 1
+  end
+  if method == "GET" then math.randomseed(os.time() + tid) end
+end
+
+function request()
+  local id
+  if method == "GET" then
+    id = ids[math.random(#ids)]
+  else
+    i = i + 1
+    id = ids[((i - 1) % #ids) + 1]
+  end
+  return wrk.format(method, "/api/v1/files/" .. id .. suffix, {["Authorization"] = "Bearer " .. token})
+end
+
+function done(summary, latency, requests)
+  io.write(string.format("RESULT {\"requests\": %d, \"duration_us\": %d, \"p50_us\": %d, \"p99_us\": %d, " ..
+    "\"non_2xx\": %d, \"socket_errors\": %d}\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write +
+    summary.errors.timeout))
+end
+"""
+
+HEALTH_LUA = r"""
+function done(summary, latency, requests)
+  io.write(string.format("RESULT {\"requests\": %d, \"duration_us\": %d, \"p50_us\": %d, \"p99_us\": %d, " ..
+    "\"non_2xx\": %d, \"socket_errors\": %d}\n",
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write +
+    summary.errors.timeout))
+end
+"""
+
+
+def own_vhost(url: str) -> tuple[str, str | None]:
+    parts = urlsplit(url)
+    if not shutil.which("rabbitmqctl"):
+        return url, None
+    name = f"lethe_bench_{os.getpid()}"
+    try:
+        subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True, timeout=30)
+        subprocess.run(["rabbitmqctl", "set_permissions", "-p", name, parts.username or "guest", ".*", ".*", ".*"],
+                       check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return url, None
+    return urlunsplit(parts._replace(path="/" + name)), name
+
+
+def seed(rt, store, n: int) -> list[uuid.UUID]:
+    ids = [uuid.uuid4() for _ in range(n)]
+    now = datetime.now(timezone.utc)
+    for file_id in ids:
+        store.put(original_key(file_id), b"x" * 16, 16)
+    for start in range(0, n, 5000):
+        chunk = ids[start:start + 5000]
+
+        def insert(uow, chunk=chunk):
+            with uow.conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, "
+                    "upload_state, scan_status, created_at, last_change_at) VALUES (%s, %s, 'attachment', "
+                    "'bench.bin', 'application/octet-stream', 16, %s, 'complete', 'skipped', %s, %s)",
+                    [(file_id, OWNER, original_key(file_id), now, now) for file_id in chunk])
+
+        rt.db.unit_of_work(insert, name="bench.seed")
+    return ids
+
+
+def start_api(source: Path, env: dict, log_path: Path) -> subprocess.Popen:
+    env = dict(env, PYTHONPATH=str(source))
+    return subprocess.Popen([sys.executable, "-m", "app.cli", "api"], cwd=source, env=env,
+                            stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the api exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("the api did not become ready")
+
+
+def wrk(base: str, script: str, env: dict, args) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
+        lua.write(script)
+    done = subprocess.run(["wrk", "-t", str(args.threads), "-c", str(args.connections), "-d", f"{args.duration}s",
+                           "-s", lua.name, base], env=dict(os.environ, **env), capture_output=True, text=True,
+                          check=True)
+    os.unlink(lua.name)
+    line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))
+    result = json.loads(line[len("RESULT "):])
+    result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
+    return result
+
+
+def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, args) -> dict:
+    objects = workdir / f"objects-{label}"
+    store = FsStore(str(objects))
+    rt = make_runtime(url, store)
+    rt.db.read(lambda conn: conn.execute("TRUNCATE files, outbox, events, upload_sessions CASCADE"))
+    ids = seed(rt, store, args.files)
+    rt.close()
+    reads, deletes = ids[: args.files // 4], ids[args.files // 4:]
+    ids_file = workdir / f"ids-{label}"
+    port = free_port()
+    env = {"PATH": os.environ["PATH"], "LETHE_DATABASE_URL": url, "LETHE_BROKER_URL": broker_url,
+           "LETHE_AUTH_JWT_SECRET": SECRET, "LETHE_FILE_FS_ROOT": str(objects), "LETHE_API_PORT": str(port),
+           "LETHE_LOG_LEVEL": "WARNING", "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{label}")}
+    proc = start_api(source, env, workdir / f"api-{label}.log")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base, proc)
+        token = mint_token(SECRET, OWNER, ("files:read", "files:write"))
+        results = {"healthz": wrk(base + "/healthz", HEALTH_LUA, {}, args)}
+        ids_file.write_text("\n".join(str(i) for i in reads) + "\n")
+        results["getFile"] = wrk(base, LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file),
+                                             "BENCH_METHOD": "GET"}, args)
+        ids_file.write_text("\n".join(str(i) for i in deletes) + "\n")
+        results["deleteFile"] = wrk(base, LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file),
+                                                "BENCH_METHOD": "DELETE"}, args)
+        if results["deleteFile"]["requests"] > len(deletes):
+            print(f"  note: {label}: more deletes than ids; raise --files", file=sys.stderr)
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(30)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--before", help="a git ref to measure first, side by side")
+    parser.add_argument("--files", type=int, default=40_000)
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
+    broker_url, vhost = own_vhost(os.environ.get("BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    workdir = Path(tempfile.mkdtemp(prefix="lethe-bench-http-"))
+    sources = []
+    if args.before:
+        tree = workdir / "before"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), args.before], check=True,
+                       capture_output=True)
+        sources.append((f"before ({args.before})", tree))
+    sources.append(("after (this tree)", ROOT))
+    print(f"machine: {machine()}; wrk -t{args.threads} -c{args.connections} -d{args.duration}s; "
+          f"{args.files:,} files of one user")
+    table = []
+    try:
+        with bench_database() as url:
+            for label, source in sources:
+                results = measure(label.split()[0], source, url, broker_url, workdir, args)
+                for name, result in results.items():
+                    table.append((label, name, result))
+    finally:
+        if args.before:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(workdir / "before")],
+                           capture_output=True)
+        if vhost:
+            subprocess.run(["rabbitmqctl", "delete_vhost", vhost], capture_output=True, timeout=30)
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\n| code | endpoint | requests/s | p50 | p99 | non-2xx | socket errors |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for label, name, r in table:
+        print(f"| {label} | {name} | {r['rps']:,.0f} | {r['p50_us'] / 1000:.1f} ms | {r['p99_us'] / 1000:.1f} ms "
+              f"| {r['non_2xx']} | {r['socket_errors']} |")
+    for label in dict.fromkeys(label for label, _, _ in table):
+        rows = {name: r for lab, name, r in table if lab == label}
+        print(f"{label}: deleteFile / getFile = {rows['deleteFile']['rps'] / rows['getFile']['rps']:.0%} "
+              f"(target >= 50%), deleteFile p99 {rows['deleteFile']['p99_us'] / 1000:.1f} ms (target < 50 ms)")
+
+
+if __name__ == "__main__":
+    main()
