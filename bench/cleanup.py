@@ -13,6 +13,10 @@ PostgreSQL from DATABASE_URL (else an embedded server); the fs driver in a tempo
 
 from __future__ import annotations
 
+import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+
+sys.path.append(sys.path.pop(0))
+
 import argparse
 import tempfile
 import time

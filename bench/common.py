@@ -8,8 +8,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import shutil
 import uuid
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,8 +24,13 @@ from app import config  # noqa: E402
 from app.clock import SystemClock  # noqa: E402
 from app.db.context import in_transaction  # noqa: E402
 from app.db.migrate import migrate  # noqa: E402
+from app.domain.keys import original_key  # noqa: E402
 from app.runtime import build_runtime  # noqa: E402
 from app.storage.guard import GuardedStore  # noqa: E402
+
+
+SECRET = "bench-secret-of-sufficient-length-0123456789"  # the benchmarks' bearer tokens
+OWNER = uuid.UUID("00000000-0000-4000-8000-0000000be4c5")  # the one user whose files they seed
 
 
 class NullBroker:
@@ -116,3 +123,37 @@ def machine() -> str:
     import platform
 
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def own_vhost(url: str) -> tuple[str, str | None]:
+    parts = urlsplit(url)
+    if not shutil.which("rabbitmqctl"):
+        return url, None
+    name = f"lethe_bench_{os.getpid()}"
+    try:
+        subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True, timeout=30)
+        subprocess.run(["rabbitmqctl", "set_permissions", "-p", name, parts.username or "guest", ".*", ".*", ".*"],
+                       check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return url, None
+    return urlunsplit(parts._replace(path="/" + name)), name
+
+
+def seed(rt, store, n: int) -> list[uuid.UUID]:
+    ids = [uuid.uuid4() for _ in range(n)]
+    now = datetime.now(timezone.utc)
+    for file_id in ids:
+        store.put(original_key(file_id), b"x" * 16, 16)
+    for start in range(0, n, 5000):
+        chunk = ids[start:start + 5000]
+
+        def insert(uow, chunk=chunk):
+            with uow.conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, "
+                    "upload_state, scan_status, created_at, last_change_at) VALUES (%s, %s, 'attachment', "
+                    "'bench.bin', 'application/octet-stream', 16, %s, 'complete', 'skipped', %s, %s)",
+                    [(file_id, OWNER, original_key(file_id), now, now) for file_id in chunk])
+
+        rt.db.unit_of_work(insert, name="bench.seed")
+    return ids

@@ -20,28 +20,25 @@ vhost of its own when rabbitmqctl can make one, else into the given vhost's queu
 
 from __future__ import annotations
 
+import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+
+sys.path.append(sys.path.pop(0))
+
 import argparse
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-from common import ROOT, bench_database, free_port, machine, make_runtime
+from common import OWNER, ROOT, SECRET, bench_database, free_port, machine, make_runtime, own_vhost, seed
 
 from app.auth import mint_token
-from app.domain.keys import original_key
 from app.storage.fs import FsStore
 
-SECRET = "bench-secret-of-sufficient-length-0123456789"
-OWNER = uuid.UUID("00000000-0000-4000-8000-0000000be4c5")
 
 LUA = r"""
 local ids = {}
@@ -97,40 +94,6 @@ function done(summary, latency, requests)
     summary.errors.timeout))
 end
 """
-
-
-def own_vhost(url: str) -> tuple[str, str | None]:
-    parts = urlsplit(url)
-    if not shutil.which("rabbitmqctl"):
-        return url, None
-    name = f"lethe_bench_{os.getpid()}"
-    try:
-        subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True, timeout=30)
-        subprocess.run(["rabbitmqctl", "set_permissions", "-p", name, parts.username or "guest", ".*", ".*", ".*"],
-                       check=True, capture_output=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return url, None
-    return urlunsplit(parts._replace(path="/" + name)), name
-
-
-def seed(rt, store, n: int) -> list[uuid.UUID]:
-    ids = [uuid.uuid4() for _ in range(n)]
-    now = datetime.now(timezone.utc)
-    for file_id in ids:
-        store.put(original_key(file_id), b"x" * 16, 16)
-    for start in range(0, n, 5000):
-        chunk = ids[start:start + 5000]
-
-        def insert(uow, chunk=chunk):
-            with uow.conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, "
-                    "upload_state, scan_status, created_at, last_change_at) VALUES (%s, %s, 'attachment', "
-                    "'bench.bin', 'application/octet-stream', 16, %s, 'complete', 'skipped', %s, %s)",
-                    [(file_id, OWNER, original_key(file_id), now, now) for file_id in chunk])
-
-        rt.db.unit_of_work(insert, name="bench.seed")
-    return ids
 
 
 def start_api(source: Path, env: dict, log_path: Path) -> subprocess.Popen:
@@ -235,7 +198,7 @@ def main() -> None:
         if vhost:
             subprocess.run(["rabbitmqctl", "delete_vhost", vhost], capture_output=True, timeout=30)
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\n| code | endpoint | requests/s | p50 | p99 | non-2xx | socket errors |")
+    print("\n| code | endpoint | requests/s | p50 | p99 | non-2xx | socket errors |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for label, name, r in table:
         print(f"| {label} | {name} | {r['rps']:,.0f} | {r['p50_us'] / 1000:.1f} ms | {r['p99_us'] / 1000:.1f} ms "

@@ -8,6 +8,10 @@ key purge names for them (originals orig-1..orig-2 and four variants: 6 keys a f
 
 from __future__ import annotations
 
+import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+
+sys.path.append(sys.path.pop(0))
+
 import argparse
 import tempfile
 import time
