@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import dramatiq
 
+from app import jobs as jobs_module
 from app.db import outbox as sql
 from app.db.context import in_transaction
 from app.db.core import Database, Job
@@ -44,6 +45,36 @@ def message_for(outbox_id: int, queue_name: str, actor_name: str, args: Sequence
         options={},
         message_id=str(uuid.uuid5(_NAMESPACE, str(outbox_id))),
     )
+
+
+# Actors whose one argument is a list of ids, so that jobs of several commits can travel as one message: a
+# purge of many files costs one job where it cost one per file (D7 batches; issue 11, delete-to-gone).
+MERGEABLE = frozenset({jobs_module.PURGE_ACTOR})
+MERGE_LIMIT = 1000  # ids in one merged message: the purge's batch
+
+
+def merge_jobs(jobs: Sequence[Job]) -> list[tuple[list[int], Job]]:
+    """Group mergeable jobs of the same queue and actor into messages of at most MERGE_LIMIT ids, in order of
+    their first job; returns (the outbox ids a message stands for, the message's job). A merged job takes
+    the first row's outbox id (its message id): were it published again by the relay, an actor is
+    idempotent and the ids are the same."""
+    merged: list[tuple[list[int], Job]] = []
+    open_groups: dict[tuple[str, str], int] = {}
+    for job in jobs:
+        key = (job.queue_name, job.actor_name)
+        mergeable = job.actor_name in MERGEABLE and len(job.args) == 1 and isinstance(job.args[0], list)
+        index = open_groups.get(key) if mergeable else None
+        if index is not None:
+            ids, head = merged[index]
+            if len(head.args[0]) + len(job.args[0]) <= MERGE_LIMIT:
+                ids.append(job.outbox_id)
+                merged[index] = (ids, Job(head.outbox_id, head.queue_name, head.actor_name,
+                                          (head.args[0] + job.args[0],)))
+                continue
+        merged.append(([job.outbox_id], job))
+        if mergeable:
+            open_groups[key] = len(merged) - 1
+    return merged
 
 
 class Outbox:
@@ -151,14 +182,14 @@ class Outbox:
         """Publish jobs in this thread, then delete their rows in one statement. Never raises: what could
         not be published stays in the outbox for the relay."""
         published: list[int] = []
-        for job in jobs:
+        for outbox_ids, job in merge_jobs(jobs):
             try:
                 self._publish(job.outbox_id, job.queue_name, job.actor_name, job.args)
             except Exception:  # noqa: BLE001 - the relay catches up; the committed change stands
                 log_event(log, "warning", "outbox.publish_failed", "publish failed; the relay will retry",
                           actor=job.actor_name, outbox_id=job.outbox_id)
                 break
-            published.append(job.outbox_id)
+            published.extend(outbox_ids)
         if published:
             try:
                 self.db.read(lambda conn: sql.delete_published(conn, published))
