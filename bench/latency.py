@@ -162,14 +162,17 @@ def run_driver(driver: str, url: str, broker_url: str, endpoint: str, workdir: P
         # At a rate, open loop
         watcher = Watcher(rt)
         started = time.monotonic()
+        def delete_and_watch(file_id):  # the watch starts at the 204, not when the run is over
+            watcher.deleted(file_id, delete(port, token, file_id, local))
+
         with ThreadPoolExecutor(16) as pool:
             futures = []
             for index, file_id in enumerate(ids[one_at_a_time:]):
                 due = started + index / args.rate
                 time.sleep(max(0.0, due - time.monotonic()))
-                futures.append((file_id, pool.submit(delete, port, token, file_id, local)))
-            for file_id, future in futures:
-                watcher.deleted(file_id, future.result())
+                futures.append(pool.submit(delete_and_watch, file_id))
+            for future in futures:
+                future.result()
         sent_rate = at_rate / (time.monotonic() - started)
         watcher.wait_all(120)
         results[f"{args.rate}/s (sent {sent_rate:.0f}/s)"] = watcher.latencies()
