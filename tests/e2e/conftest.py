@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -15,6 +16,31 @@ import pytest
 from app.embedded_pg import free_port
 
 
+_STARTED: list["Role"] = []
+
+
+def _kill_started_roles() -> None:
+    """Every role runs in a session of its own, so nothing else kills it when pytest dies before its
+    teardown (a Ctrl-C, a `timeout`): they would keep retrying against dead proxies and load the machine."""
+    for role in _STARTED:
+        if role.proc.poll() is None:
+            try:
+                os.killpg(role.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _on_sigterm(signum, frame) -> None:
+    _kill_started_roles()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+atexit.register(_kill_started_roles)
+if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 class Role:
     """A `lethe <role>` process with its output captured to a file."""
 
@@ -24,6 +50,7 @@ class Role:
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
+        _STARTED.append(self)
 
     def tail(self, chars: int = 4000) -> str:
         """Which role, and the end of its output: what a failing assertion shows."""
