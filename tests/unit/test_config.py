@@ -236,3 +236,30 @@ def test_the_config_tree_names_exactly_the_keys_with_their_types():
     cfg = config.load({})
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.file.gc_batch_size = 1
+
+
+@pytest.mark.parametrize("name, too_small, least", [
+    ("database.connect_timeout", "1s", "2s"),  # libpq's smallest
+    ("database.pool_timeout", "50ms", "100ms"),
+    ("database.statement_timeout", "50ms", "100ms"),
+    ("database.keepalive", "500ms", "1s"),
+    ("schedule.leader_timeout", "2s", "3s"),
+    ("file.s3.timeout", "500ms", "1s"),
+])
+def test_outage_bounds_have_a_floor(name, too_small, least):
+    env = config.KEYS_BY_NAME[name].env
+    with pytest.raises(ConfigError) as info:
+        config.load({env: too_small})
+    assert info.value.errors[name] == [f"Must be at least {least}."]
+    assert config.load({env: least}).get(name).total_seconds() > 0
+
+
+def test_the_database_timeouts_reach_libpq_and_the_server():
+    from app.runtime import database_timeouts
+
+    timeouts = database_timeouts(config.load({"LETHE_DATABASE_STATEMENT_TIMEOUT": "2s"}))
+    kwargs = timeouts.connect_kwargs("postgresql://u@h/db?options=-c%20search_path%3Dlethe")
+    assert kwargs["connect_timeout"] == 3 and kwargs["keepalives"] == 1 and kwargs["keepalives_idle"] == 10
+    assert "-c search_path=lethe" in kwargs["options"]  # an operator's own options are kept
+    assert "-c statement_timeout=2000" in kwargs["options"] and "tcp_keepalives_idle=10" in kwargs["options"]
+    assert timeouts.answer == 3.0  # the client gives up a second after the server would have
