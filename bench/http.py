@@ -75,7 +75,9 @@ function request()
   end
   return wrk.format(method, "/api/v1/files/" .. id .. suffix, {["Authorization"] = "Bearer " .. token})
 end
+"""
 
+DONE_LUA = r"""
 function done(summary, latency, requests)
   io.write(string.format("RESULT {\"requests\": %d, \"duration_us\": %d, \"p50_us\": %d, \"p99_us\": %d, " ..
     "\"non_2xx\": %d, \"socket_errors\": %d}\n",
@@ -84,16 +86,8 @@ function done(summary, latency, requests)
     summary.errors.timeout))
 end
 """
-
-HEALTH_LUA = r"""
-function done(summary, latency, requests)
-  io.write(string.format("RESULT {\"requests\": %d, \"duration_us\": %d, \"p50_us\": %d, \"p99_us\": %d, " ..
-    "\"non_2xx\": %d, \"socket_errors\": %d}\n",
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    summary.errors.status, summary.errors.connect + summary.errors.read + summary.errors.write +
-    summary.errors.timeout))
-end
-"""
+LUA += DONE_LUA
+HEALTH_LUA = DONE_LUA
 
 
 def start_api(source: Path, env: dict, log_path: Path) -> subprocess.Popen:

@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults.conftest import host_port
+from tests.faults.conftest import host_port, via
 from tests.support.proxy import TcpProxy
 
 pytestmark = pytest.mark.faults
+
+
+def stage_behind_a_rabbit_proxy(stage_factory, broker_url):
+    """A stage whose roles reach RabbitMQ through a proxy of their own (PostgreSQL's stays in pass)."""
+    rabbit = TcpProxy(*host_port(broker_url, 5672)).start()
+    stage = stage_factory(LETHE_BROKER_URL=via(broker_url, rabbit.address))
+    stage.proxies.append(rabbit)
+    return stage, rabbit
 
 
 def percentile(values, fraction):
@@ -20,11 +28,7 @@ def percentile(values, fraction):
 def test_a_broker_partition_never_blocks_a_delete(stage_factory, broker_url):
     """Issue 11: with publishing in the request thread, a delete that had committed waited 20 to 137 s for a
     RabbitMQ that accepted and never answered."""
-    rabbit = TcpProxy(*host_port(broker_url, 5672)).start()
-    proxied = broker_url.replace(f"{host_port(broker_url, 5672)[0]}:{host_port(broker_url, 5672)[1]}",
-                                 rabbit.address)
-    stage = stage_factory(LETHE_BROKER_URL=proxied)
-    stage.proxies.append(rabbit)
+    stage, rabbit = stage_behind_a_rabbit_proxy(stage_factory, broker_url)
     roles = stage.start_all()
     ids = stage.seed(30)
 
@@ -43,11 +47,7 @@ def test_a_broker_partition_never_blocks_a_delete(stage_factory, broker_url):
 
 
 def test_a_broker_outage_loses_no_deletion(stage_factory, broker_url):
-    rabbit = TcpProxy(*host_port(broker_url, 5672)).start()
-    proxied = broker_url.replace(f"{host_port(broker_url, 5672)[0]}:{host_port(broker_url, 5672)[1]}",
-                                 rabbit.address)
-    stage = stage_factory(LETHE_BROKER_URL=proxied)
-    stage.proxies.append(rabbit)
+    stage, rabbit = stage_behind_a_rabbit_proxy(stage_factory, broker_url)
     roles = stage.start_all()
     ids = stage.seed(10)
 
