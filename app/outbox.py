@@ -100,7 +100,6 @@ class Outbox:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._start_lock = threading.Lock()
-        self._busy = threading.Event()  # set while the thread publishes a batch
 
     def _publish(self, outbox_id: int, queue_name: str, actor_name: str, args: Sequence[Any]) -> None:
         if in_transaction():
@@ -135,34 +134,33 @@ class Outbox:
                 self._thread.start()
 
     def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            self._busy.set()
-            batch = [first]
-            stop = False
-            while len(batch) < self.batch_size:
+        stop = False
+        while not stop:
+            batch: list[Job] = []
+            item = self._queue.get()
+            taken = 1
+            while item is not None:
+                batch.append(item)
+                if len(batch) >= self.batch_size:
+                    break
                 try:
-                    job = self._queue.get_nowait()
+                    item = self._queue.get_nowait()
+                    taken += 1
                 except queue.Empty:
                     break
-                if job is None:
-                    stop = True
-                    break
-                batch.append(job)
+            stop = item is None
             try:
-                self.publish_now(batch)
+                if batch:
+                    self.publish_now(batch)
             finally:
-                self._busy.clear()
-            if stop:
-                return
+                for _ in range(taken):  # flush() waits on the queue's count of unfinished items
+                    self._queue.task_done()
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until every job handed over was published (or left to the relay); for tests and shutdown."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._queue.empty() and not self._busy.is_set():
+            if self._queue.unfinished_tasks == 0:
                 return True
             time.sleep(0.01)
         return False

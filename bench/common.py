@@ -8,7 +8,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import shutil
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -125,25 +124,39 @@ def machine() -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
-def own_vhost(url: str) -> tuple[str, str | None]:
+@contextmanager
+def bench_broker_url():
+    """BROKER_URL (default: guest on 127.0.0.1) with a RabbitMQ vhost of the benchmark's own when rabbitmqctl
+    can make one, dropped at the end; else the given vhost."""
+    url = os.environ.get("BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/")
     parts = urlsplit(url)
-    if not shutil.which("rabbitmqctl"):
-        return url, None
     name = f"lethe_bench_{os.getpid()}"
     try:
         subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True, timeout=30)
         subprocess.run(["rabbitmqctl", "set_permissions", "-p", name, parts.username or "guest", ".*", ".*", ".*"],
                        check=True, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
-        return url, None
-    return urlunsplit(parts._replace(path="/" + name)), name
+        yield url
+        return
+    try:
+        yield urlunsplit(parts._replace(path="/" + name))
+    finally:
+        subprocess.run(["rabbitmqctl", "delete_vhost", name], capture_output=True, timeout=30)
 
 
-def seed(rt, store, n: int) -> list[uuid.UUID]:
+def reset_tables(rt) -> None:
+    """Empty what a benchmark fills, so that each measurement starts from the same tables."""
+    rt.db.read(lambda conn: conn.execute("TRUNCATE files, outbox, events, upload_sessions CASCADE"))
+
+
+def seed(rt, store, n: int, size: int = 16) -> list[uuid.UUID]:
+    """n complete, unattached files of OWNER, each with its original in the store."""
+    from concurrent.futures import ThreadPoolExecutor
+
     ids = [uuid.uuid4() for _ in range(n)]
     now = datetime.now(timezone.utc)
-    for file_id in ids:
-        store.put(original_key(file_id), b"x" * 16, 16)
+    with ThreadPoolExecutor(16) as pool:  # S3 puts one at a time would dominate the seeding
+        list(pool.map(lambda file_id: store.put(original_key(file_id), b"x" * size, size), ids))
     for start in range(0, n, 5000):
         chunk = ids[start:start + 5000]
 
@@ -152,8 +165,18 @@ def seed(rt, store, n: int) -> list[uuid.UUID]:
                 cur.executemany(
                     "INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, "
                     "upload_state, scan_status, created_at, last_change_at) VALUES (%s, %s, 'attachment', "
-                    "'bench.bin', 'application/octet-stream', 16, %s, 'complete', 'skipped', %s, %s)",
-                    [(file_id, OWNER, original_key(file_id), now, now) for file_id in chunk])
+                    "'bench.bin', 'application/octet-stream', %s, %s, 'complete', 'skipped', %s, %s)",
+                    [(file_id, OWNER, size, original_key(file_id), now, now) for file_id in chunk])
 
         rt.db.unit_of_work(insert, name="bench.seed")
     return ids
+
+
+def mark_all_deleted(rt, ids: list[uuid.UUID]) -> None:
+    """Mark files deleted through mark_deleted (redaction, outbox row), 5,000 a transaction."""
+    from app.lifecycle.deletion import mark_deleted
+
+    now = datetime.now(timezone.utc)
+    for start in range(0, len(ids), 5000):
+        rt.db.unit_of_work(lambda uow, chunk=ids[start:start + 5000]: mark_deleted(uow, sorted(chunk), now, via="bench"),
+                           name="bench.mark")

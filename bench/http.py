@@ -15,7 +15,7 @@ same database schema, the same machine, the same minute), so the figures are sid
 
 Needs wrk (Debian: `apt-get install wrk`), PostgreSQL from DATABASE_URL (else an embedded server) and
 RabbitMQ from BROKER_URL (default amqp://guest:guest@127.0.0.1:5672/); the api publishes into a RabbitMQ
-vhost of its own when rabbitmqctl can make one, else into the given vhost's queues, emptied at the end.
+vhost of its own when rabbitmqctl can make one (dropped at the end), else into the given vhost.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from common import OWNER, ROOT, SECRET, bench_database, free_port, machine, make_runtime, own_vhost, seed
+from common import (OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, make_runtime,
+                    reset_tables, seed)
 
 from app.auth import mint_token
 from app.storage.fs import FsStore
@@ -128,7 +129,7 @@ def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, 
     objects = workdir / f"objects-{label}"
     store = FsStore(str(objects))
     rt = make_runtime(url, store)
-    rt.db.read(lambda conn: conn.execute("TRUNCATE files, outbox, events, upload_sessions CASCADE"))
+    reset_tables(rt)
     ids = seed(rt, store, args.files)
     rt.close()
     reads, deletes = ids[: args.files // 4], ids[args.files // 4:]
@@ -167,7 +168,6 @@ def main() -> None:
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
-    broker_url, vhost = own_vhost(os.environ.get("BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/"))
     workdir = Path(tempfile.mkdtemp(prefix="lethe-bench-http-"))
     sources = []
     if args.before:
@@ -180,7 +180,7 @@ def main() -> None:
           f"{args.files:,} files of one user")
     table = []
     try:
-        with bench_database() as url:
+        with bench_database() as url, bench_broker_url() as broker_url:
             for label, source in sources:
                 results = measure(label.split()[0], source, url, broker_url, workdir, args)
                 for name, result in results.items():
@@ -189,8 +189,6 @@ def main() -> None:
         if args.before:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(workdir / "before")],
                            capture_output=True)
-        if vhost:
-            subprocess.run(["rabbitmqctl", "delete_vhost", vhost], capture_output=True, timeout=30)
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n| code | endpoint | requests/s | p50 | p99 | non-2xx | socket errors |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

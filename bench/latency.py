@@ -34,8 +34,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from common import (OWNER, ROOT, SECRET, bench_database, free_port, machine, make_runtime, make_store, moto_server,
-                    own_vhost, seed)
+from common import (OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, make_runtime, make_store,
+                    moto_server, reset_tables, seed)
 
 from app.auth import mint_token
 from app.domain.keys import original_key
@@ -126,7 +126,7 @@ def delete(port: int, token: str, file_id: uuid.UUID, local: threading.local) ->
 def run_driver(driver: str, url: str, broker_url: str, endpoint: str, workdir: Path, args) -> dict:
     store = make_store(driver, endpoint, str(workdir))
     rt = make_runtime(url, store)
-    rt.db.read(lambda conn: conn.execute("TRUNCATE files, outbox, events, upload_sessions CASCADE"))
+    reset_tables(rt)
     one_at_a_time = 100
     at_rate = args.rate * args.seconds
     ids = seed(rt, store, one_at_a_time + at_rate)
@@ -197,20 +197,17 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=200)
     parser.add_argument("--seconds", type=int, default=5)
     args = parser.parse_args()
-    broker_url, vhost = own_vhost(os.environ.get("BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/"))
     workdir = Path(tempfile.mkdtemp(prefix="lethe-bench-latency-"))
     print(f"machine: {machine()}")
     print("| driver | load | deletes | p50 | p99 | max |")
     print("| --- | --- | --- | --- | --- | --- |")
     try:
-        with bench_database() as url, moto_server() as endpoint:
+        with bench_database() as url, moto_server() as endpoint, bench_broker_url() as broker_url:
             for driver in args.drivers:
                 for load, values in run_driver(driver, url, broker_url, endpoint, workdir, args).items():
                     print(f"| {driver} | {load} | {len(values)} | {percentile(values, 0.5) * 1000:.0f} ms | "
                           f"{percentile(values, 0.99) * 1000:.0f} ms | {values[-1] * 1000:.0f} ms |", flush=True)
     finally:
-        if vhost:
-            subprocess.run(["rabbitmqctl", "delete_vhost", vhost], capture_output=True, timeout=30)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

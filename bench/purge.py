@@ -22,14 +22,12 @@ import os
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 
 import psycopg
 
-from common import bench_database, machine, make_runtime, make_store, moto_server
+from common import bench_database, machine, make_runtime, make_store, mark_all_deleted, moto_server
+from common import seed as common_seed
 
-from app.lifecycle.deletion import mark_deleted
 from app.domain.keys import original_key
 from app.domain.purge_plan import object_keys_of
 from app.lifecycle.purge import purge_files, read_facts
@@ -39,23 +37,8 @@ BATCH = 1000
 
 def seed(rt, n: int) -> list[uuid.UUID]:
     """n complete files, each with its original in the store, then marked deleted through mark_deleted."""
-    ids = [uuid.uuid4() for _ in range(n)]
-    now = datetime.now(timezone.utc)
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda file_id: rt.store.put(original_key(file_id), b"x" * 64, 64), ids))
-    for start in range(0, n, BATCH):
-        chunk = ids[start:start + BATCH]
-
-        def insert(uow, chunk=chunk):
-            with uow.conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, "
-                    "upload_state, scan_status, created_at, last_change_at) VALUES "
-                    "(%s, %s, 'attachment', 'bench.bin', 'application/octet-stream', 64, %s, 'complete', 'skipped', %s, %s)",
-                    [(file_id, file_id, original_key(file_id), now, now) for file_id in chunk])
-            mark_deleted(uow, sorted(chunk), now, via="bench")
-
-        rt.db.unit_of_work(insert, name="bench.seed")
+    ids = common_seed(rt, rt.store, n, size=64)
+    mark_all_deleted(rt, ids)
     rt.db.read(lambda conn: conn.execute("DELETE FROM outbox"))
     return ids
 

@@ -20,13 +20,12 @@ import signal  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from common import ROOT, bench_database, free_port, machine, make_runtime, own_vhost, seed  # noqa: E402
+from common import (ROOT, bench_broker_url, bench_database, free_port, machine, make_runtime,  # noqa: E402
+                    mark_all_deleted, reset_tables, seed)
 
 from app import jobs  # noqa: E402
-from app.lifecycle.deletion import mark_deleted  # noqa: E402
 from app.outbox import message_for  # noqa: E402
 from app.storage.fs import FsStore  # noqa: E402
 from workers.broker import build_broker  # noqa: E402
@@ -37,12 +36,9 @@ BATCH = 1000
 def run(processes: int, url: str, broker_url: str, workdir: Path, n: int) -> float:
     store = FsStore(str(workdir / f"objects-{processes}"))
     rt = make_runtime(url, store)
-    rt.db.read(lambda conn: conn.execute("TRUNCATE files, outbox, events, upload_sessions CASCADE"))
+    reset_tables(rt)
     ids = seed(rt, store, n)
-    now = datetime.now(timezone.utc)
-    for start in range(0, n, 5000):
-        rt.db.unit_of_work(lambda uow, chunk=ids[start:start + 5000]: mark_deleted(uow, sorted(chunk), now, via="bench"),
-                           name="bench.mark")
+    mark_all_deleted(rt, ids)
     rt.db.read(lambda conn: conn.execute("DELETE FROM outbox"))  # the bench publishes its own jobs below
     broker = build_broker(broker_url)
     for index, start in enumerate(range(0, n, BATCH)):
@@ -74,17 +70,14 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=50_000)
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args()
-    broker_url, vhost = own_vhost(os.environ.get("BROKER_URL", "amqp://guest:guest@127.0.0.1:5672/"))
     workdir = Path(tempfile.mkdtemp(prefix="lethe-bench-scale-"))
     print(f"machine: {machine()}; {args.files:,} files marked deleted, purge jobs of {BATCH:,} ids (fs)")
     try:
-        with bench_database() as url:
+        with bench_database() as url, bench_broker_url() as broker_url:
             for processes in args.processes:
                 rate = run(processes, url, broker_url, workdir, args.files)
                 print(f"| {processes} worker process(es) x 4 threads | {rate:,.0f} files/s |", flush=True)
     finally:
-        if vhost:
-            subprocess.run(["rabbitmqctl", "delete_vhost", vhost], capture_output=True, timeout=30)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -23,11 +23,7 @@ def _kill_started_roles() -> None:
     """Every role runs in a session of its own, so nothing else kills it when pytest dies before its
     teardown (a Ctrl-C, a `timeout`): they would keep retrying against dead proxies and load the machine."""
     for role in _STARTED:
-        if role.proc.poll() is None:
-            try:
-                os.killpg(role.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        role.kill()
 
 
 def _on_sigterm(signum, frame) -> None:
@@ -60,6 +56,15 @@ class Role:
         if not self.log.closed:
             self.log.flush()
         return open(self.log_path, encoding="utf-8", errors="replace").read()
+
+    def kill(self) -> None:
+        """SIGKILL the role's whole session: its children (gunicorn and dramatiq workers) must not outlive it."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if self.proc.poll() is None:
+            self.proc.wait(10)
 
     def stop(self, sig=signal.SIGTERM, timeout=30) -> int:
         if self.proc.poll() is None:
@@ -140,13 +145,7 @@ def start_role(tmp_path):
 
     yield start
     for role in roles:
-        # The whole session: a role's children (gunicorn and dramatiq workers) must not outlive the test.
-        try:
-            os.killpg(role.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        if role.proc.poll() is None:
-            role.proc.wait(10)
+        role.kill()
 
 
 def wait_for_output(role: Role, text: str, timeout: float = 60) -> None:

@@ -136,12 +136,7 @@ class Stage:
 
     def close(self) -> None:
         for role in self.roles:
-            try:
-                os.killpg(role.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            if role.proc.poll() is None:
-                role.proc.wait(10)
+            role.kill()
         for proxy in self.proxies:
             proxy.close()
         self.rt.close()

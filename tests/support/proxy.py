@@ -75,18 +75,21 @@ class TcpProxy:
         self._server = await asyncio.start_server(self._handle, sock=sock)
 
     async def _pass(self) -> None:
-        if self._server is None:
-            await self._listen()
-        self.mode = "pass"
-        assert self._flowing is not None
-        self._flowing.set()
+        await self._open("pass")
 
     async def _blackhole(self) -> None:
+        await self._open("blackhole")
+
+    async def _open(self, mode: str) -> None:
+        """Listen (again, on the same port, after a refuse) and let bytes flow or hold them."""
         if self._server is None:
             await self._listen()
-        self.mode = "blackhole"
+        self.mode = mode
         assert self._flowing is not None
-        self._flowing.clear()
+        if mode == "pass":
+            self._flowing.set()
+        else:
+            self._flowing.clear()
 
     async def _refuse(self) -> None:
         self.mode = "refuse"
