@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable, Sequence
+from typing import Callable
 
 import psycopg
 
@@ -27,20 +27,16 @@ from app import metrics
 from app.db import cleanup as sql
 from app.db import purge_failures as failures_sql
 from app.db.core import UnitOfWork
+from app.lifecycle.batches import CandidateStep, Outcome, Page, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
 from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired
-from app.domain.redaction import RedactionError
-from app.errors import LetheError, StorageError
+from app.errors import StorageError
 from app.db.events import write_files_updated
 from app.jobs import enqueue_purge
 from app.lifecycle.purge import purge_files
 from app.logs import log_event
 
 log = logging.getLogger("lethe.cleanup")
-
-# What one candidate can cause: a database error of its own (a constraint, a lock), one of Lethe's errors, a
-# stored event without a redaction rule. Anything else is a bug and fails the run loudly.
-CANDIDATE_ERRORS = (psycopg.DatabaseError, LetheError, RedactionError)
 
 
 @dataclass(frozen=True)
@@ -61,21 +57,6 @@ class CleanupPolicy:
 
 
 @dataclass
-class StepReport:
-    """What one step did (or, in a dry run, would do), as counts."""
-
-    step: str
-    name: str
-    candidates: int = 0
-    acted: int = 0
-    kept: int = 0
-    failed: int = 0
-    batches: int = 0
-    error: str | None = None
-    duration_s: float = 0.0
-
-
-@dataclass
 class CleanupReport:
     ran: bool
     dry_run: bool = False
@@ -86,27 +67,6 @@ class CleanupReport:
 
     def step(self, letter: str) -> StepReport:
         return next(s for s in self.steps if s.step == letter)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    acted: int = 0
-    kept: int = 0
-    failed: int = 0
-
-
-Page = Callable[[psycopg.Connection, Any, int], list]
-
-
-@dataclass(frozen=True)
-class CandidateStep:
-    """A step over candidates: page, decide (read-only), act (the real path)."""
-
-    letter: str
-    name: str
-    pages: Sequence[Page]
-    decide: Callable[[psycopg.Connection, list[uuid.UUID]], list[uuid.UUID]]
-    act: Callable[[list[uuid.UUID]], Outcome]
 
 
 @dataclass(frozen=True)
@@ -193,36 +153,7 @@ class Steps:
         return CandidateStep(letter, name, [page], decide, self._in_unit_of_work(letter, act))
 
     def _in_unit_of_work(self, letter: str, work: Callable[[UnitOfWork, list[uuid.UUID]], int]):
-        """act for a step that changes rows: the batch in one savepoint; if it fails, once per candidate,
-        each in a savepoint of its own, so that one failing candidate never undoes the others."""
-
-        def act(ids: list[uuid.UUID]) -> Outcome:
-            def batch(uow: UnitOfWork) -> tuple[int, int]:
-                try:
-                    with uow.savepoint():
-                        return work(uow, ids), 0
-                except psycopg.OperationalError:
-                    raise
-                except CANDIDATE_ERRORS:
-                    pass  # fall back to one candidate at a time
-                acted = failed = 0
-                for file_id in ids:
-                    try:
-                        with uow.savepoint():
-                            acted += work(uow, [file_id])
-                    except psycopg.OperationalError:
-                        raise
-                    except CANDIDATE_ERRORS as exc:
-                        failed += 1
-                        log_event(log, "warning", "cleanup.candidate_failed", "cleanup candidate failed",
-                                  step=letter, file_id=str(file_id),
-                                  error=type(exc).__name__)
-                return acted, failed
-
-            acted, failed = self.db.unit_of_work(batch, name=f"cleanup.{letter}")
-            return Outcome(acted=acted, kept=len(ids) - acted - failed, failed=failed)
-
-        return act
+        return isolated(self.db, f"cleanup.{letter}", work, event="cleanup.candidate_failed", step=letter)
 
     # -- d: catch-up of lost purges ---------------------------------------------------------------------------
 
@@ -255,31 +186,6 @@ class Steps:
                       count=row.n, refused=refused.n)
 
 
-def _run_candidates(db, step: CandidateStep, report: StepReport, batch_size: int, dry_run: bool) -> None:
-    """The one runner of candidate steps: each page in batches by (time, id) until a batch comes back
-    smaller than the batch size; the dry run calls decide alone."""
-    for page in step.pages:
-        cursor = None
-        while True:
-            rows = db.read(lambda conn: page(conn, cursor, batch_size))
-            if not rows:
-                break
-            report.batches += 1
-            report.candidates += len(rows)
-            ids = [row.id for row in rows]
-            if dry_run:
-                chosen = db.read(lambda conn: step.decide(conn, ids))
-                outcome = Outcome(acted=len(chosen), kept=len(ids) - len(chosen))
-            else:
-                outcome = step.act(ids)
-            report.acted += outcome.acted
-            report.kept += outcome.kept
-            report.failed += outcome.failed
-            if len(rows) < batch_size:
-                break
-            cursor = (rows[-1].at, rows[-1].id)
-
-
 def run_cleanup(rt, dry_run: bool = False) -> CleanupReport:
     """Run the cleanup once, unless another run holds the cluster-wide lock.
 
@@ -305,7 +211,7 @@ def _run_locked(rt, policy: CleanupPolicy, dry_run: bool) -> CleanupReport:
         started = time.monotonic()
         try:
             if isinstance(step, CandidateStep):
-                _run_candidates(rt.db, step, step_report, policy.batch_size, dry_run)
+                run_candidates(rt.db, step, step_report, policy.batch_size, dry_run)
             else:
                 step.run(step_report, dry_run)
         except (psycopg.Error, StorageError) as exc:
