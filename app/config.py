@@ -22,43 +22,17 @@ from typing import Any, Mapping
 
 from marshmallow import Schema, ValidationError, fields, validate
 
+from app.domain.durations import format_duration as format_duration  # re-exported for the keys
+from app.domain.durations import parse_duration as parse_duration
+from app.domain.retention import EntryErrors, Policy, UnmanagedPrefix, parse_policies, parse_prefixes
 from app.errors import ConfigError
 
 ENV_PREFIX = "LETHE_"
 S3_MIN_PART_SIZE = 5 * 1024**2
 CONFIG_FILE_ENV = "LETHE_CONFIG"
 
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)\s*$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|TiB)?\s*$")
 _SIZE_UNITS = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
-
-
-def parse_duration(text: str | int | float | timedelta) -> float:
-    """Parse `90s`, `15m`, `24h`, `7d` (or `250ms`) into seconds.
-
-    Raises:
-        ValueError: the text is not a duration (the message never repeats it).
-    """
-    if isinstance(text, bool):
-        raise ValueError("not a duration")
-    if isinstance(text, timedelta):
-        return text.total_seconds()
-    if isinstance(text, (int, float)):
-        return float(text)
-    match = _DURATION.fullmatch(text)
-    if not match:
-        raise ValueError("not a duration")
-    return int(match.group(1)) * _DURATION_UNITS[match.group(2)]
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest exact spelling of a duration, for docs and `config show`."""
-    for unit in ("d", "h", "m", "s"):
-        size = _DURATION_UNITS[unit]
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds * 1000)}ms"
 
 
 def parse_size(text: str | int) -> int:
@@ -96,6 +70,23 @@ class Size(fields.Field):
             return parse_size(value)
         except (ValueError, TypeError):
             raise self.make_error("invalid") from None
+
+
+class EntryList(fields.Field):
+    """A list of objects as JSON text (or a list, from the TOML file), parsed by a function of the domain
+    that names each bad entry and field, never a value."""
+
+    def __init__(self, parse, item_type: type, **kwargs):
+        super().__init__(**kwargs)
+        self.parse, self.item_type = parse, item_type
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, tuple) and all(isinstance(item, self.item_type) for item in value):
+            return value  # already parsed (Config.replace)
+        try:
+            return self.parse(value)
+        except EntryErrors as exc:
+            raise ValidationError(exc.messages) from None
 
 
 class Flag(fields.Boolean):
@@ -161,6 +152,7 @@ class Key:
             Size: "size",
             Flag: "boolean",
             Number: "integer",
+            EntryList: "JSON list",
         }.get(type(self.field), "string")
 
 
@@ -260,8 +252,19 @@ KEYS: tuple[Key, ...] = (
         "json (one object a line) or console (readable, for lethe dev)."),
     Key("log.level", Text(validate=validate.OneOf(["DEBUG", "INFO", "WARNING", "ERROR"])), "INFO",
         "Lowest level logged."),
+    # retention and unmanaged prefixes (D16)
+    Key("retention.policies", EntryList(parse_policies, Policy), "[]",
+        "Retention by purpose: a JSON list of {name, purpose, max_age, grace, schedule, min_interval?, "
+        "include_attached?}; see docs/operations.md."),
+    Key("storage.unmanaged_prefixes", EntryList(parse_prefixes, UnmanagedPrefix), "[]",
+        "Prefixes other software writes into the store: a JSON list of {prefix, max_age?, schedule}; "
+        "see docs/operations.md."),
+    Key("storage.sweep_concurrency", Number(validate=_no_value_range(1, 64)), 4,
+        "Batch deletes (of at most 1,000 keys each) in flight at once in a sweep or an audit --delete."),
     # schedules
     Key("schedule.timezone", Text(validate=_timezone), "UTC", "Time zone of cron schedules (D16)."),
+    Key("schedule.dev_fast", Flag(), False,
+        "Development only: run every retention and sweep schedule every 5 minutes, ignoring cadence gates."),
     Key("schedule.leader_timeout", Duration(), "30s",
         "The scheduler leader's session ends after this much silence (idle_session_timeout); the leader "
         "pings every third of it, and a standby leads at most about this long after the leader is lost."),
@@ -434,6 +437,22 @@ class ScheduleConfig:
 
     timezone: str
     leader_timeout: timedelta
+    dev_fast: bool
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """Keys `retention.*`."""
+
+    policies: tuple[Policy, ...]
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """Keys `storage.*`."""
+
+    unmanaged_prefixes: tuple[UnmanagedPrefix, ...]
+    sweep_concurrency: int
 
 
 @dataclass(frozen=True)
@@ -455,6 +474,8 @@ class Config:
     sentry: SentryConfig
     log: LogConfig
     schedule: ScheduleConfig
+    retention: RetentionConfig
+    storage: StorageConfig
 
     def get(self, name: str) -> Any:
         node: Any = self

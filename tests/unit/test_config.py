@@ -228,11 +228,12 @@ def test_the_config_tree_names_exactly_the_keys_with_their_types():
             else:
                 yield prefix + field.name, hint
 
-    expected = {config.Duration: timedelta, config.Size: int, config.Flag: bool, config.Number: int}
+    expected = {config.Duration: timedelta, config.Size: int, config.Flag: bool, config.Number: int,
+                config.EntryList: tuple}
     tree = dict(leaves(config.Config))
     assert set(tree) == set(config.KEYS_BY_NAME)
     for name, hint in tree.items():
-        assert hint is expected.get(type(config.KEYS_BY_NAME[name].field), str), name
+        assert (typing.get_origin(hint) or hint) is expected.get(type(config.KEYS_BY_NAME[name].field), str), name
     cfg = config.load({})
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.file.gc_batch_size = 1
