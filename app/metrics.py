@@ -1,4 +1,5 @@
-"""Prometheus metrics (D15). Names only; no label ever holds a file name, key, digest or id."""
+"""Prometheus metrics (D15). Names only; no label ever holds a file name, key, digest or id (a policy name and
+an unmanaged prefix are the operator's configuration, not user data)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,20 @@ CLEANUP_FILES = Counter("lethe_cleanup_files_total", "Cleanup candidates by step
                         ["step", "outcome"])
 CLEANUP_STEP_DURATION = Histogram("lethe_cleanup_step_duration_seconds", "Duration of one cleanup step.", ["step"])
 CLEANUP_RUNS = Counter("lethe_cleanup_runs_total", "Cleanup runs by outcome (ok, failed, busy).", ["outcome"])
+
+RETENTION_FILES = Counter("lethe_retention_files_total", "Files retired and deleted by each retention policy.",
+                          ["policy", "action"])
+RETENTION_SKIPPED = Counter("lethe_retention_skipped_runs_total",
+                            "Retention runs skipped by their cadence gate (min_interval).", ["policy"])
+RETENTION_LAST_RUN = Gauge("lethe_retention_last_run_timestamp_seconds",
+                           "When each retention policy last really ran (Unix time).", ["policy"],
+                           multiprocess_mode="mostrecent")
+SWEEP_OBJECTS = Counter("lethe_sweep_objects_total", "Objects of unmanaged prefixes by sweep outcome (deleted, "
+                                                    "failed, newer: written after the run's bound, invalid: a "
+                                                    "key Lethe cannot address).", ["prefix", "outcome"])
+SWEEP_LAST_RUN = Gauge("lethe_sweep_last_run_timestamp_seconds", "When each unmanaged prefix was last swept "
+                                                                  "(Unix time).", ["prefix"],
+                       multiprocess_mode="mostrecent")
 
 _lazy: dict = {}
 

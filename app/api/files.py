@@ -1,4 +1,4 @@
-"""Files (D13): show a file and download its content."""
+"""Files (D13): show a file, download its content, delete it, and restore a retired one (D16)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from app.content import files
-from app.lifecycle import deletion
+from app.domain import access
+from app.errors import Forbidden
+from app.lifecycle import deletion, retention
 from app.api.common import caller, problems, runtime
 from app.api.schemas import FileSchema
 from app.domain.uploads import content_disposition
@@ -50,3 +52,17 @@ class FileContent(MethodView):
         response.headers["Cache-Control"] = "private, no-store"
         response.call_on_close(chunks.close)  # type: ignore[attr-defined]  # a generator: it has close()
         return response
+
+
+@blp.route("/<uuid:file_id>/restore")
+class FileRestore(MethodView):
+    @blp.doc(operationId="restoreFile")
+    @blp.response(200, FileSchema)
+    @problems(blp, 403, 404, 409)
+    def post(self, file_id):
+        """Bring back a file a retention policy retired (`manage` only); its age starts again now. A file
+        already deleted answers 409 `file_deleted`, a file that is not retired 409 `file_not_retired`."""
+        principal = caller()
+        if not access.is_manager(principal):
+            raise Forbidden()
+        return retention.restore_file(runtime(), file_id)

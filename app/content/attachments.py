@@ -2,7 +2,7 @@
 
 A message is recorded with the caller as author; message ids are scoped by author, so one user's id never
 meets another's. Each file must be the caller's, deliverable, not deleted
-and not attached elsewhere, else 409 file_not_attachable and nothing is attached. Locks: the message, then
+nor retired (D16), and not attached elsewhere, else 409 file_not_attachable and nothing is attached. Locks: the message, then
 the files in ascending id order (D10); the deleting side locks the file row too, so a file ends attached or
 deleted, never both.
 """
@@ -49,7 +49,8 @@ def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uu
         attached_elsewhere = sql.attachments_of_files(uow.conn, new_ids)
         for file_id in new_ids:
             row = rows.get(file_id)
-            if (row is None or row.deleted_at is not None or not access.may_attach(principal, row.uploaded_by)
+            if (row is None or row.deleted_at is not None or row.retired_at is not None
+                    or not access.may_attach(principal, row.uploaded_by)
                     or row.purpose != "attachment" or not is_deliverable(row.upload_state, row.scan_status)
                     or file_id in attached_elsewhere):
                 raise Conflict("file_not_attachable")

@@ -1,5 +1,5 @@
 """Reading files (D13, D16): a file is visible to its uploader and to `manage`; a deleted file is the same
-404 as an unknown id. Content is served only for a deliverable file; a visible deliverable file whose
+404 as an unknown id; a retired file answers 410 file_expired to its uploader and 404 to anyone else. Content is served only for a deliverable file; a visible deliverable file whose
 object is gone answers 410, never a 500."""
 
 from __future__ import annotations
@@ -24,6 +24,12 @@ def visible_file(rt, principal: Principal, file_id: uuid.UUID):
     if row is None or row.deleted_at is not None:
         raise NotFound()
     if not access.sees_file(principal, row.uploaded_by):
+        raise NotFound()
+    if row.retired_at is not None:
+        # D16: retired by a retention policy. Its uploader learns it expired; to everyone else, managers
+        # included, it is the same 404 as an unknown id (a manager restores it by id, without reading it).
+        if access.sees_deleted_file(principal, row.uploaded_by):
+            raise Gone("file_expired", "The file expired under a retention policy.")
         raise NotFound()
     if not access.may_read(principal):
         raise Forbidden()

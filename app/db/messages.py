@@ -48,3 +48,8 @@ def set_message_deleted(conn: Conn, author_id: UUID, message_id: str, now: datet
     """A message keeps a tombstone, so that its author deleting it again gets 204."""
     conn.execute("UPDATE messages SET deleted_at = %s WHERE author_id = %s AND id = %s AND deleted_at IS NULL",
                  (now, author_id, message_id))
+
+
+def detach_files(conn: Conn, file_ids: Sequence[UUID]) -> int:
+    """Remove the attachment rows of these files (retention with include_attached: the message stays)."""
+    return conn.execute("DELETE FROM attachments WHERE file_id = ANY(%s)", (list(file_ids),)).rowcount

@@ -1,0 +1,95 @@
+"""SQL of retention (D16): candidates by (time, id) through the partial indexes of migration 0005, the
+retirement and restore of files, and the last real run of each scheduled job (schedule_runs)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Sequence
+from uuid import UUID
+
+from app.db.core import Conn
+
+Cursor = tuple[datetime, UUID] | None
+
+
+def _after(cursor: Cursor, column: str) -> tuple[str, tuple[Any, ...]]:
+    if cursor is None:
+        return "", ()
+    return f" AND ({column}, id) > (%s, %s)", cursor
+
+
+def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
+    """Settled, live, not retired files of a purpose last changed at or before cutoff (index
+    files_retention_candidates)."""
+    extra, params = _after(cursor, "last_change_at")
+    return conn.execute(
+        f"""
+        SELECT id, last_change_at AS at FROM files
+        WHERE purpose = %s AND deleted_at IS NULL AND retired_at IS NULL AND upload_state <> 'uploading'
+          AND last_change_at <= %s{extra}
+        ORDER BY last_change_at, id LIMIT %s
+        """,
+        (purpose, cutoff, *params, limit),
+    ).fetchall()
+
+
+def retired_candidates(conn: Conn, purpose: str, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
+    """Retired, not deleted files of a purpose retired at or before cutoff (index files_retired)."""
+    extra, params = _after(cursor, "retired_at")
+    return conn.execute(
+        f"""
+        SELECT id, retired_at AS at FROM files
+        WHERE purpose = %s AND retired_at IS NOT NULL AND deleted_at IS NULL AND retired_at <= %s{extra}
+        ORDER BY retired_at, id LIMIT %s
+        """,
+        (purpose, cutoff, *params, limit),
+    ).fetchall()
+
+
+def retention_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
+    """What the pure rules decide on, read after the lock (a fresh statement sees committed attaches)."""
+    return conn.execute(
+        """
+        SELECT f.id, f.purpose, f.upload_state, f.deleted_at IS NOT NULL AS deleted, f.retired_at,
+               f.last_change_at, EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id) AS attached
+        FROM files f WHERE f.id = ANY(%s) ORDER BY f.id
+        """,
+        (list(file_ids),),
+    ).fetchall()
+
+
+def set_retired(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> int:
+    return conn.execute(
+        "UPDATE files SET retired_at = %s WHERE id = ANY(%s) AND retired_at IS NULL AND deleted_at IS NULL",
+        (now, list(file_ids))).rowcount
+
+
+def restore(conn: Conn, file_id: UUID, now: datetime) -> None:
+    """Bring a retired file back; its age starts again from now (last_change_at)."""
+    conn.execute("UPDATE files SET retired_at = NULL, last_change_at = GREATEST(last_change_at, %s) WHERE id = %s",
+                 (now, file_id))
+
+
+def claim_run(conn: Conn, name: str, now: datetime, min_interval: timedelta | None) -> bool:
+    """Record a real run of a scheduled job now, unless its last real run is within min_interval (the
+    cadence gate, seed 003 4.5). One statement: two schedulers or commands racing claim it once."""
+    if min_interval is None:
+        conn.execute(
+            """
+            INSERT INTO schedule_runs (name, last_run_at) VALUES (%s, %s)
+            ON CONFLICT (name) DO UPDATE SET last_run_at = EXCLUDED.last_run_at
+            """, (name, now))
+        return True
+    row = conn.execute(
+        """
+        INSERT INTO schedule_runs (name, last_run_at) VALUES (%s, %s)
+        ON CONFLICT (name) DO UPDATE SET last_run_at = EXCLUDED.last_run_at
+        WHERE schedule_runs.last_run_at <= EXCLUDED.last_run_at - %s
+        RETURNING name
+        """, (name, now, min_interval)).fetchone()
+    return row is not None
+
+
+def last_run(conn: Conn, name: str) -> datetime | None:
+    row = conn.execute("SELECT last_run_at FROM schedule_runs WHERE name = %s", (name,)).fetchone()
+    return row.last_run_at if row is not None else None

@@ -1,0 +1,181 @@
+"""Retention by purpose (D16, seed 003) against the real database and both storage drivers: retire, grace,
+purge, restore, the cadence gate across a restart and between two runners, dev_fast, attached files."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+
+from app.lifecycle.retention import run_policy
+from tests.support.helpers import keys_of, problem, rows
+from tests.support.lethe import ALEX, OWNER, SAM, Lethe
+
+DAY = timedelta(days=1)
+SECOND = timedelta(seconds=1)
+FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+
+
+def policies(*entries: dict) -> str:
+    return json.dumps(list(entries))
+
+
+EXPORTS = {"name": "exports", "purpose": "gdpr_export", "max_age": "7d", "grace": "14d",
+           "schedule": "0 23 * * sat", "min_interval": "13d"}
+ATTACHMENTS = {"name": "chat-files", "purpose": "attachment", "max_age": "30d", "grace": "0s",
+               "schedule": "0 3 * * *"}
+
+
+@pytest.fixture
+def exports(make_lethe):
+    return make_lethe(**{"retention.policies": policies(EXPORTS)})
+
+
+def run(lethe: Lethe, name: str = "exports", **kwargs):
+    policy = next(p for p in lethe.cfg.retention.policies if p.name == name)
+    return run_policy(lethe.rt, policy, **kwargs)
+
+
+def test_a_file_is_retired_after_max_age_then_deleted_and_purged_after_the_grace(exports):
+    # Given an export of Alex's, uploaded by the operator's application (manage)
+    lethe = exports
+    file_id = lethe.upload(OWNER, purpose="gdpr_export")
+    key = lethe.row(file_id).object_key
+    # When less than max_age has passed: nothing
+    lethe.clock.advance(7 * DAY - SECOND)
+    assert run(lethe).count("retired") == 0
+    assert lethe.call("GET", f"/api/v1/files/{file_id}", OWNER).status_code == 200
+    # When max_age has passed: retired, gone to its readers, its object kept, nothing redacted
+    lethe.clock.advance(SECOND)
+    report = run(lethe, force=True)
+    assert report.count("retired") == 1 and report.count("deleted") == 0
+    problem(lethe.call("GET", f"/api/v1/files/{file_id}", OWNER), 410, "gone", "file_expired")
+    problem(lethe.call("GET", f"/api/v1/files/{file_id}/content", OWNER), 410, "gone", "file_expired")
+    problem(lethe.call("GET", f"/api/v1/files/{file_id}", SAM), 404, "not_found")
+    assert lethe.row(file_id).deleted_at is None and lethe.store.head(key) is not None
+    assert all(row.redacted_at is None for row in rows(lethe, "events", resource_id=file_id))
+    # When the grace is not over: still retired
+    lethe.clock.advance(14 * DAY - SECOND)
+    assert run(lethe, force=True).count("deleted") == 0
+    # When it is: deleted through mark_deleted (redacted, purge job) and purged
+    lethe.clock.advance(SECOND)
+    assert run(lethe, force=True).count("deleted") == 1
+    assert lethe.row(file_id).deleted_at is not None
+    assert all(row.redacted_at is not None for row in rows(lethe, "events", resource_id=file_id))
+    lethe.run_jobs("purge_objects")
+    assert lethe.row(file_id) is None
+    assert all(lethe.store.head(k) is None for k in keys_of(file_id))
+
+
+@FS_ONLY
+def test_grace_zero_goes_the_whole_way_in_one_run_and_other_purposes_stay(make_lethe):
+    lethe = make_lethe(**{"retention.policies": policies(ATTACHMENTS)})
+    old = lethe.upload(ALEX)
+    avatar = lethe.upload(ALEX, purpose="avatar")
+    lethe.clock.advance(29 * DAY)
+    young = lethe.upload(ALEX)
+    lethe.clock.advance(DAY)
+    report = run(lethe, "chat-files")
+    assert (report.count("retired"), report.count("deleted")) == (1, 1)
+    assert lethe.row(old).deleted_at is not None
+    assert lethe.row(young).retired_at is None and lethe.row(avatar).retired_at is None
+
+
+@FS_ONLY
+def test_attached_files_are_skipped_unless_the_policy_includes_them(make_lethe):
+    lethe = make_lethe(**{"retention.policies": policies(ATTACHMENTS)})
+    attached = lethe.upload(ALEX)
+    assert lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [attached]}).status_code in (200, 201)
+    lethe.clock.advance(31 * DAY)
+    assert run(lethe, "chat-files").count("retired") == 0
+    # With include_attached the attachment row goes in the same transaction; the message stays.
+    including = make_lethe(**{"retention.policies": policies({**ATTACHMENTS, "include_attached": True})})
+    report = run(including, "chat-files")
+    assert (report.count("retired"), report.count("deleted")) == (1, 1)
+    assert rows(lethe, "attachments") == [] and len(rows(lethe, "messages")) == 1
+    assert lethe.row(attached).deleted_at is not None
+
+
+@FS_ONLY
+def test_a_retired_file_cannot_be_attached(make_lethe):
+    lethe = make_lethe(**{"retention.policies": policies({**ATTACHMENTS, "grace": "1d"})})
+    file_id = lethe.upload(ALEX)
+    lethe.clock.advance(31 * DAY)
+    assert run(lethe, "chat-files").count("retired") == 1
+    problem(lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [file_id]}), 409, "conflict",
+            "file_not_attachable")
+
+
+def test_restore_brings_a_retired_file_back_and_restarts_its_age(exports):
+    lethe = exports
+    file_id = lethe.upload(OWNER, purpose="gdpr_export")
+    lethe.clock.advance(8 * DAY)
+    run(lethe)
+    # Only manage restores; the uploader's own token without manage is refused
+    problem(lethe.call("POST", f"/api/v1/files/{file_id}/restore", ALEX), 403, "forbidden")
+    response = lethe.call("POST", f"/api/v1/files/{file_id}/restore", OWNER)
+    assert response.status_code == 200 and response.json["id"] == file_id
+    assert lethe.call("GET", f"/api/v1/files/{file_id}", OWNER).status_code == 200
+    problem(lethe.call("POST", f"/api/v1/files/{file_id}/restore", OWNER), 409, "conflict", "file_not_retired")
+    # Its age starts again from the restore
+    lethe.clock.advance(7 * DAY - SECOND)
+    assert run(lethe, force=True).count("retired") == 0
+    lethe.clock.advance(SECOND)
+    assert run(lethe, force=True).count("retired") == 1
+    # A file already marked deleted cannot come back
+    lethe.clock.advance(14 * DAY)
+    run(lethe, force=True)
+    problem(lethe.call("POST", f"/api/v1/files/{file_id}/restore", OWNER), 409, "conflict", "file_deleted")
+
+
+@FS_ONLY
+def test_the_cadence_gate_holds_across_a_restart_and_force_and_dev_fast_bypass_it(database_url, raw_store, clock,
+                                                                                 make_lethe):
+    settings = {"retention.policies": policies(EXPORTS)}
+    first = make_lethe(**settings)
+    assert run(first).ran
+    first.close()
+    # A new process (a restart, or the other scheduler replica) sees the stored last run
+    second = make_lethe(**settings)
+    second.clock.advance(13 * DAY - SECOND)
+    skipped = run(second)
+    assert not skipped.ran and skipped.skipped_reason == "min_interval"
+    assert run(second, dry_run=True).ran is False
+    assert run(second, force=True).ran
+    second.clock.advance(13 * DAY)
+    assert run(second).ran
+    # schedule.dev_fast bypasses the gate
+    fast = make_lethe(**settings, **{"schedule.dev_fast": "true"})
+    assert run(fast).ran and run(fast).ran
+
+
+@FS_ONLY
+def test_two_runners_racing_claim_a_gated_run_once(make_lethe):
+    runners = [make_lethe(**{"retention.policies": policies(EXPORTS)}) for _ in range(2)]
+    for _ in range(5):
+        runners[0].clock.advance(14 * DAY)
+        barrier = threading.Barrier(2)
+        results = []
+
+        def go(lethe):
+            barrier.wait(timeout=10)
+            results.append(run(lethe).ran)
+
+        threads = [threading.Thread(target=go, args=(lethe,)) for lethe in runners]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+        assert sorted(results) == [False, True]
+
+
+@FS_ONLY
+def test_a_dry_run_counts_and_changes_nothing(exports):
+    lethe = exports
+    file_id = lethe.upload(OWNER, purpose="gdpr_export")
+    lethe.clock.advance(8 * DAY)
+    report = run(lethe, dry_run=True)
+    assert report.count("retired") == 1
+    assert lethe.row(file_id).retired_at is None and rows(lethe, "schedule_runs") == []
