@@ -11,6 +11,8 @@ from app.db.core import UnitOfWork
 PURGE_QUEUE, PURGE_ACTOR = "maintenance", "purge_objects"
 SCAN_QUEUE, SCAN_ACTOR = "scan", "scan_file"
 CLEANUP_QUEUE, CLEANUP_ACTOR = "maintenance", "cleanup_pending"
+RETENTION_QUEUE, RETENTION_ACTOR = "maintenance", "retention_run"
+SWEEP_QUEUE, SWEEP_ACTOR = "maintenance", "sweep_prefix"
 
 
 def enqueue_purge(uow: UnitOfWork, *file_ids: UUID | Iterable[UUID]) -> None:

@@ -1,7 +1,7 @@
 """Every schedule of the scheduler role, in one place (D1, D9; STYLE.md: one register_jobs()).
 
 Two scheduler replicas are safe: only the holder of a PostgreSQL advisory lock (the leader) emits the
-cleanup trigger and relays the outbox; the other tries to take the lock at every tick.
+cleanup, retention and sweep triggers and relays the outbox; the other tries to take the lock at every tick.
 """
 
 from __future__ import annotations
@@ -9,11 +9,15 @@ from __future__ import annotations
 import logging
 import threading
 
+from zoneinfo import ZoneInfo
+
 import dramatiq
 from apscheduler.schedulers.base import BaseScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 
 from app import jobs, metrics
 from app.db import cleanup as cleanup_sql
+from app.domain.retention import DEV_FAST_INTERVAL, cron_trigger
 from app.logs import log_event
 
 log = logging.getLogger("lethe.scheduler")
@@ -91,19 +95,33 @@ def keep_leadership(leadership: Leadership) -> bool:
     return leadership.is_leader()
 
 
-def trigger_cleanup(runtime, leadership: Leadership) -> bool:
-    """Send one cleanup_pending message (the worker's advisory lock keeps runs apart)."""
+def send_job(runtime, leadership: Leadership, queue_name: str, actor_name: str, *args: str) -> bool:
+    """Send one message to the workers when this scheduler leads. A trigger commits with no change, so it
+    goes straight to the broker, not through the outbox; a lost trigger is made good by the next one."""
     if not leadership.is_leader():
         return False
-    # A trigger commits with no change, so it goes straight to the broker, not through the outbox.
     try:
-        runtime.broker.enqueue(dramatiq.Message(queue_name=jobs.CLEANUP_QUEUE, actor_name=jobs.CLEANUP_ACTOR,
-                                                args=(), kwargs={}, options={}))
-    except Exception as exc:  # noqa: BLE001 - the broker is down: the next interval tries again
-        log_event(log, "warning", "scheduler.trigger_failed", "cleanup trigger not sent", error=type(exc).__name__)
+        runtime.broker.enqueue(dramatiq.Message(queue_name=queue_name, actor_name=actor_name, args=args,
+                                                kwargs={}, options={}))
+    except Exception as exc:  # noqa: BLE001 - the broker is down: the next tick tries again
+        log_event(log, "warning", "scheduler.trigger_failed", "trigger not sent", actor=actor_name,
+                  error=type(exc).__name__)
         return False
-    log_event(log, "info", "scheduler.cleanup_triggered", "cleanup triggered")
+    log_event(log, "info", "scheduler.triggered", "job triggered", actor=actor_name)
     return True
+
+
+def trigger_cleanup(runtime, leadership: Leadership) -> bool:
+    """Send one cleanup_pending message (the worker's advisory lock keeps runs apart)."""
+    return send_job(runtime, leadership, jobs.CLEANUP_QUEUE, jobs.CLEANUP_ACTOR)
+
+
+def schedule_trigger(cfg, cron: str):
+    """The trigger of a retention policy or a sweep: its cron in schedule.timezone, or every 5 minutes
+    under schedule.dev_fast (seed 003 5.3)."""
+    if cfg.schedule.dev_fast:
+        return IntervalTrigger(seconds=DEV_FAST_INTERVAL.total_seconds(), timezone=ZoneInfo(cfg.schedule.timezone))
+    return cron_trigger(cron, ZoneInfo(cfg.schedule.timezone))
 
 
 def relay_outbox(runtime, leadership: Leadership | None = None) -> int:
@@ -135,4 +153,18 @@ def register_jobs(scheduler: BaseScheduler, runtime, leadership: Leadership | No
         trigger_cleanup, "interval", args=[runtime, leadership], id="cleanup.trigger",
         seconds=runtime.cfg.file.gc_interval.total_seconds(), max_instances=1, coalesce=True, next_run_time=start,
     )
+    # D16: each retention policy and each unmanaged prefix on its own schedule, sent to the workers by the
+    # leader only; the cadence gate lives in PostgreSQL (schedule_runs), not here.
+    for policy in runtime.cfg.retention.policies:
+        scheduler.add_job(
+            send_job, schedule_trigger(runtime.cfg, policy.schedule),
+            args=[runtime, leadership, jobs.RETENTION_QUEUE, jobs.RETENTION_ACTOR, policy.name],
+            id=f"retention.{policy.name}", max_instances=1, coalesce=True,
+        )
+    for unmanaged in runtime.cfg.storage.unmanaged_prefixes:
+        scheduler.add_job(
+            send_job, schedule_trigger(runtime.cfg, unmanaged.schedule),
+            args=[runtime, leadership, jobs.SWEEP_QUEUE, jobs.SWEEP_ACTOR, unmanaged.prefix],
+            id=f"sweep.{unmanaged.prefix}", max_instances=1, coalesce=True,
+        )
     return leadership

@@ -17,8 +17,8 @@ import psycopg
 
 from app import jobs
 from app.content import scan
-from app.errors import ObjectFailed, StorageError
-from app.lifecycle import cleanup, purge
+from app.errors import NotFound, ObjectFailed, StorageError
+from app.lifecycle import cleanup, purge, retention, sweeps
 from app.logs import log_event
 
 log = logging.getLogger("lethe.worker")
@@ -86,3 +86,25 @@ def cleanup_pending(rt) -> None:
     report = cleanup.run_cleanup(rt)
     if report.first_error is not None:
         raise report.first_error
+
+
+@actor(jobs.RETENTION_QUEUE, max_retries=3, min_backoff=10_000, time_limit=60 * 60_000)
+def retention_run(rt, policy_name: str) -> None:
+    """A scheduled run of one retention policy (D16); its cadence gate is checked in PostgreSQL."""
+    try:
+        policy = retention.policy_named(rt, policy_name)
+    except NotFound:  # removed from the configuration since the trigger was sent
+        log_event(log, "warning", "retention.unknown_policy", "no retention policy of that name; run dropped")
+        return
+    retention.run_policy(rt, policy)
+
+
+@actor(jobs.SWEEP_QUEUE, max_retries=3, min_backoff=10_000, time_limit=60 * 60_000)
+def sweep_prefix(rt, prefix: str) -> None:
+    """A scheduled sweep of one unmanaged prefix (D16)."""
+    try:
+        unmanaged = sweeps.prefix_named(rt, prefix)
+    except NotFound:
+        log_event(log, "warning", "sweep.unknown_prefix", "no unmanaged prefix of that name; sweep dropped")
+        return
+    sweeps.run_sweep(rt, unmanaged)

@@ -8,7 +8,8 @@ Rules every driver keeps:
 - delete_many isolates one refused object (it returns it as a DeleteFailure) and raises StorageError only
   when the store as a whole failed, so one poisoned file never holds back the others (D7);
 - abort_upload is idempotent: aborting an unknown or finished upload succeeds;
-- nothing lists the key space (K2), except the fs driver's sweep of its own `.tmp`.
+- nothing lists the key space (K2) on the normal path: only the fs driver's sweep of its own `.tmp`, the
+  sweep of a declared unmanaged prefix and the operator's audit (D16) call list_prefix.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ from typing import BinaryIO, Iterable, Iterator, Protocol, Sequence
 @dataclass(frozen=True)
 class ObjectInfo:
     size_bytes: int
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """One object found by list_prefix: its key and when it was last written (timezone-aware; whole seconds
+    on S3). A symbolic link on fs is an object of its own (never followed)."""
+
+    key: str
+    modified_at: datetime
 
 
 @dataclass(frozen=True)
@@ -105,6 +115,15 @@ class ObjectStore(Protocol):
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         """Remove the driver's own temporary entries older than `older_than` (only count them with
         dry_run); returns how many (fs only)."""
+
+    def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
+        """Every object under `prefix` (which ends with `/`), in ascending key order, page by page: never
+        the whole listing in memory. Only for D16's sweeps and audit (K2). A key that cannot be addressed
+        (a control character) is listed as it is; the caller filters it."""
+
+    def prune_dirs(self, prefix: str) -> int:
+        """Remove the empty directories below `prefix`, deepest first, never following a link, keeping the
+        prefix's own directory; returns how many (fs; S3 has none)."""
 
 
 def raise_on_failures(failures: Sequence[DeleteFailure]) -> None:

@@ -1,7 +1,7 @@
 # The file system driver deletes data. It resolves every key one directory at a time with O_NOFOLLOW, so a
 # symbolic link placed anywhere under the root is never followed out of it (D4); a missing object counts as
 # deleted; it removes directories that a delete emptied; and it never lists the key space, except its own
-# `.tmp` in sweep_tmp (D4 K2).
+# `.tmp` in sweep_tmp and, for D16's sweeps and audit, list_prefix (D4 K2).
 """Local file system ObjectStore (the default driver)."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import shutil
 import stat
 import tempfile
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import BinaryIO, Iterable, Iterator, Sequence
 
 from app.domain.keys import KeyError_, part_key, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
-from app.storage.base import DeleteFailure, MultipartRef, ObjectInfo, UploadedPart, raise_on_failures
+from app.storage.base import DeleteFailure, ListedObject, MultipartRef, ObjectInfo, UploadedPart, raise_on_failures
 
 TMP_DIR = ".tmp"
 CHUNK = 1024 * 1024
@@ -372,6 +372,74 @@ class FsStore:
                     shutil.rmtree(entry.path, ignore_errors=True)  # rmtree does not follow links (Linux)
                 else:
                     _unlink_quietly(entry.path)
+        return removed
+
+
+    # -- listing: D16's sweeps and audit only (K2) --------------------------------------------------------------
+
+    def _prefix_dirs(self, prefix: str, create: bool = False):
+        segments = _segments(prefix.rstrip("/"))
+        return self._walk(segments, create=create)
+
+    def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
+        """Depth first, names sorted in each directory (for `f/` that is ascending key order: its directory
+        names have fixed lengths). A link is listed as an object and never entered; nothing outside the
+        prefix is opened."""
+        with self._prefix_dirs(prefix) as dirs:
+            if dirs is None:
+                return
+            yield from self._list_dir(dirs.parent, prefix)
+
+    def _list_dir(self, fd: int, base: str) -> Iterator[ListedObject]:
+        try:
+            with os.scandir(fd) as scan:
+                entries = sorted((entry.name, entry.is_dir(follow_symlinks=False)) for entry in scan)
+        except OSError as exc:
+            raise _os_error("list a directory", exc) from None
+        for name, is_dir in entries:
+            if is_dir:
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    continue  # gone meanwhile
+                except OSError as exc:
+                    raise _os_error("open a directory", exc) from None
+                try:
+                    yield from self._list_dir(child, f"{base}{name}/")
+                finally:
+                    os.close(child)
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            yield ListedObject(key=base + name, modified_at=datetime.fromtimestamp(st.st_mtime, tz=timezone.utc))
+
+    def prune_dirs(self, prefix: str) -> int:
+        """Deepest first. The prefix's own directory stays, and is made again if the deletes emptied and
+        removed it (the other program writes into it)."""
+        with self._prefix_dirs(prefix, create=True) as dirs:
+            assert dirs is not None
+            return self._prune(dirs.parent)
+
+    def _prune(self, fd: int) -> int:
+        removed = 0
+        with os.scandir(fd) as scan:
+            names = [entry.name for entry in scan if entry.is_dir(follow_symlinks=False)]
+        for name in names:
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue
+            try:
+                removed += self._prune(child)
+            finally:
+                os.close(child)
+            try:
+                os.rmdir(name, dir_fd=fd)
+                removed += 1
+            except OSError:
+                pass  # not empty, or gone
         return removed
 
 

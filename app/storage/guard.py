@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
 
 from app.errors import StoreCallInTransaction
-from app.storage.base import DeleteFailure, MultipartRef, ObjectInfo, ObjectStore, UploadedPart
+from app.storage.base import DeleteFailure, ListedObject, MultipartRef, ObjectInfo, ObjectStore, UploadedPart
 
 
 class GuardedStore:
@@ -73,3 +73,9 @@ class GuardedStore:
 
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         return self._checked("sweep_tmp").sweep_tmp(older_than, dry_run)
+
+    def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
+        return self._checked("list_prefix").list_prefix(prefix)
+
+    def prune_dirs(self, prefix: str) -> int:
+        return self._checked("prune_dirs").prune_dirs(prefix)

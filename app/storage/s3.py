@@ -26,7 +26,7 @@ from minio.error import MinioException, S3Error
 
 from app.domain.keys import KeyError_, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
-from app.storage.base import DeleteFailure, MultipartRef, ObjectInfo, UploadedPart
+from app.storage.base import DeleteFailure, ListedObject, MultipartRef, ObjectInfo, UploadedPart
 
 DELETE_BATCH = 1000  # the S3 DeleteObjects limit
 CHUNK = 1024 * 1024
@@ -379,3 +379,13 @@ class S3Store:
 
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         return 0  # S3 puts are atomic on the server; there is no temporary area of ours (D8 e).
+
+    def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
+        """ListObjectsV2 page by page (1,000 keys a page), current objects only, in key order."""
+        with self._mapped("list_objects"):
+            for item in self.client.list_objects(self.bucket, prefix=prefix, recursive=True):
+                if item.object_name and not item.is_dir and item.last_modified is not None:
+                    yield ListedObject(key=item.object_name, modified_at=item.last_modified)
+
+    def prune_dirs(self, prefix: str) -> int:
+        return 0  # S3 has no directories

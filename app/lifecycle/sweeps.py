@@ -1,0 +1,91 @@
+# A sweep deletes what another program wrote under a declared prefix (D16, seed 003 4.6). It is bounded
+# twice (seed 002): in time, by a created-before bound taken when the run starts (an object written after it
+# is never touched, so a slow or replayed run cannot delete a newer object), and in width, by waves of batch
+# deletes (lifecycle/waves.py). It never touches f/, uploads/ or .tmp/: config refuses a prefix that
+# overlaps them, and every listed key is checked to lie under the prefix. On fs a link is deleted as an
+# entry and never followed, and emptied directories go.
+"""Sweeps of unmanaged prefixes: a run and its dry run."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Iterator
+
+from app import metrics
+from app.db import retention as runs_sql
+from app.domain.retention import UnmanagedPrefix, sweepable
+from app.errors import NotFound
+from app.lifecycle.waves import delete_in_waves
+from app.logs import log_event
+
+log = logging.getLogger("lethe.sweep")
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did (or would do), as counts."""
+
+    prefix: str
+    dry_run: bool
+    created_before: datetime
+    listed: int = 0
+    deleted: int = 0
+    newer: int = 0
+    invalid: int = 0
+    failed: int = 0
+    batches: int = 0
+    directories: int = 0
+    duration_s: float = 0.0
+
+
+def prefix_named(rt, prefix: str) -> UnmanagedPrefix:
+    """The declared unmanaged prefix.
+
+    Raises:
+        NotFound: it is not declared (any more).
+    """
+    for unmanaged in rt.cfg.storage.unmanaged_prefixes:
+        if unmanaged.prefix == prefix:
+            return unmanaged
+    raise NotFound("no unmanaged prefix of that name")
+
+
+def run_sweep(rt, unmanaged: UnmanagedPrefix, dry_run: bool = False) -> SweepReport:
+    """Sweep one unmanaged prefix now.
+
+    Raises:
+        StorageError: the store failed; what was deleted stays deleted, and the next run goes on.
+    """
+    started_at = rt.clock.now()
+    started = time.monotonic()
+    report = SweepReport(prefix=unmanaged.prefix, dry_run=dry_run, created_before=unmanaged.created_before(started_at))
+
+    def doomed() -> Iterator[str]:
+        for listed in rt.store.list_prefix(unmanaged.prefix):
+            report.listed += 1
+            if listed.modified_at >= report.created_before:
+                report.newer += 1
+            elif not sweepable(listed.key, listed.modified_at, unmanaged.prefix, report.created_before):
+                report.invalid += 1
+            else:
+                yield listed.key
+
+    if dry_run:
+        report.deleted = sum(1 for _ in doomed())
+    else:
+        waves = delete_in_waves(rt.store, doomed(), rt.cfg.storage.sweep_concurrency)
+        report.deleted, report.failed, report.batches = waves.deleted, waves.failed, waves.batches
+        report.directories = rt.store.prune_dirs(unmanaged.prefix)
+        rt.db.unit_of_work(lambda uow: runs_sql.claim_run(uow.conn, unmanaged.run_name, started_at, None),
+                           name="sweep.record")
+        for outcome in ("deleted", "failed", "newer", "invalid"):
+            metrics.SWEEP_OBJECTS.labels(unmanaged.prefix, outcome).inc(getattr(report, outcome))
+        metrics.SWEEP_LAST_RUN.labels(unmanaged.prefix).set(started_at.timestamp())
+    report.duration_s = round(time.monotonic() - started, 4)
+    log_event(log, "info", "sweep.ran", "unmanaged prefix swept", prefix=unmanaged.prefix, dry_run=dry_run,
+              listed=report.listed, deleted=report.deleted, newer=report.newer, invalid=report.invalid,
+              failed=report.failed, batches=report.batches, duration_s=report.duration_s)
+    return report
