@@ -1,0 +1,209 @@
+# The audit is the operator's safety net, never part of the normal path (D16). It is the only listing of
+# Lethe's own key space (f/ and uploads/), and it is read-only unless asked to delete. With --delete it removes
+# orphans only: objects whose file id has no row, last written before the grace, re-checked against the
+# table just before their wave goes out; never an object a row explains. It holds neither listing nor table
+# in memory: f/ is listed in ascending file id order (fixed-length directory names) and merged with the rows
+# read in id order, page by page.
+"""`lethe audit`: objects no row explains, objects of deleted rows still present, deliverable rows whose
+original is missing."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from itertools import groupby
+from typing import Callable, Iterable, Iterator
+
+from app.db import files as files_sql
+from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
+from app.domain.states import is_deliverable
+from app.lifecycle.waves import delete_in_waves
+from app.logs import log_event
+from app.storage.base import ListedObject
+
+log = logging.getLogger("lethe.audit")
+ROWS_PAGE = 1000
+IDS_SHOWN = 1000  # ids kept per finding; the counts are always exact
+
+
+@dataclass
+class Finding:
+    count: int = 0
+    file_ids: list[str] = field(default_factory=list)
+
+    def add(self, file_id: uuid.UUID, objects: int = 1) -> None:
+        self.count += objects
+        if len(self.file_ids) < IDS_SHOWN:
+            self.file_ids.append(str(file_id))
+
+
+@dataclass
+class AuditReport:
+    """Counts (objects for the first two findings, rows for the third) and file ids, never a key."""
+
+    started_at: datetime
+    listed: int = 0
+    orphans: Finding = field(default_factory=Finding)
+    deleted_present: Finding = field(default_factory=Finding)
+    missing_originals: Finding = field(default_factory=Finding)
+    unrecognized: int = 0
+    delete: bool = False
+    orphans_deleted: int = 0
+    orphans_failed: int = 0
+    orphans_too_young: int = 0
+
+    def as_dict(self) -> dict:
+        def finding(f: Finding) -> dict:
+            return {"count": f.count, "file_ids": f.file_ids, "file_ids_truncated": f.count > len(f.file_ids)}
+
+        return {"started_at": self.started_at.isoformat(), "listed": self.listed,
+                "orphans": finding(self.orphans), "deleted_present": finding(self.deleted_present),
+                "missing_originals": finding(self.missing_originals), "unrecognized": self.unrecognized,
+                "delete": self.delete, "orphans_deleted": self.orphans_deleted,
+                "orphans_failed": self.orphans_failed, "orphans_too_young": self.orphans_too_young}
+
+
+def file_id_of(key: str) -> uuid.UUID | None:
+    """The file id a key of Lethe's schema belongs to (`f/<aa>/<bb>/<id>/<name>`, `uploads/<id>/<name>`),
+    or None for a key outside the schema."""
+    parts = key.split("/")
+    try:
+        if parts[0] == "f" and len(parts) == 5:
+            file_id = uuid.UUID(parts[3])
+            return file_id if str(file_id) == parts[3] and file_id.hex[:2] == parts[1] and \
+                file_id.hex[2:4] == parts[2] else None
+        if parts[0] == "uploads" and len(parts) == 3:
+            file_id = uuid.UUID(parts[1])
+            return file_id if str(file_id) == parts[1] else None
+    except ValueError:
+        return None
+    return None
+
+
+def _rows_in_id_order(db) -> Iterator:
+    after = uuid.UUID(int=0)
+    while True:
+        page = db.read(lambda conn: conn.execute(
+            f"SELECT {files_sql.COLUMNS} FROM files WHERE id > %s ORDER BY id LIMIT %s", (after, ROWS_PAGE)).fetchall())
+        yield from page
+        if len(page) < ROWS_PAGE:
+            return
+        after = page[-1].id
+
+
+def run_audit(rt, delete: bool = False, grace: timedelta = timedelta(hours=24),
+              progress: Callable[[int], None] | None = None) -> AuditReport:
+    """List f/ and uploads/ and report what no row explains (both drivers; S3 page by page).
+
+    Args:
+        delete: remove orphans last written before now - grace, in waves.
+        progress: called with the number of objects listed so far, every 1,000 objects.
+    """
+    report = AuditReport(started_at=rt.clock.now(), delete=delete)
+    cutoff = report.started_at - grace
+
+    def counted(listing: Iterable[ListedObject]) -> Iterator[ListedObject]:
+        for listed in listing:
+            report.listed += 1
+            if progress is not None and report.listed % 1000 == 0:
+                progress(report.listed)
+            yield listed
+
+    def grouped(prefix: str) -> Iterator[tuple[uuid.UUID, list[ListedObject]]]:
+        known = ((file_id_of(obj.key), obj) for obj in counted(rt.store.list_prefix(prefix)))
+        for file_id, items in groupby(known, key=lambda pair: pair[0]):
+            objects = [obj for _, obj in items]
+            if file_id is None:
+                report.unrecognized += len(objects)
+            else:
+                yield file_id, objects
+
+    def row_says_original_missing(row, objects: list[ListedObject]) -> bool:
+        return (row.deleted_at is None and is_deliverable(row.upload_state, row.scan_status)
+                and row.last_change_at < report.started_at and row.object_key not in {o.key for o in objects})
+
+    def orphan(file_id: uuid.UUID, objects: list[ListedObject]) -> Iterator[tuple[uuid.UUID, list[str]]]:
+        report.orphans.add(file_id, len(objects))
+        old = [obj.key for obj in objects if obj.modified_at < cutoff]
+        report.orphans_too_young += len(objects) - len(old)
+        if old:
+            yield file_id, old
+
+    def files_pass() -> Iterator[tuple[uuid.UUID, list[str]]]:
+        rows = _rows_in_id_order(rt.db)
+        row = next(rows, None)
+        for file_id, objects in grouped(FILES_PREFIX):
+            while row is not None and row.id < file_id:
+                if row_says_original_missing(row, []):
+                    report.missing_originals.add(row.id)
+                row = next(rows, None)
+            if row is not None and row.id == file_id:
+                if row.deleted_at is not None:
+                    report.deleted_present.add(file_id, len(objects))
+                elif row_says_original_missing(row, objects):
+                    report.missing_originals.add(row.id)
+                row = next(rows, None)
+            else:
+                yield from orphan(file_id, objects)
+        while row is not None:
+            if row_says_original_missing(row, []):
+                report.missing_originals.add(row.id)
+            row = next(rows, None)
+
+    def uploads_pass() -> Iterator[tuple[uuid.UUID, list[str]]]:
+        chunk: list[tuple[uuid.UUID, list[ListedObject]]] = []
+        for group in grouped(UPLOADS_PREFIX):
+            chunk.append(group)
+            if len(chunk) == ROWS_PAGE:
+                yield from _uploads_chunk(chunk)
+                chunk = []
+        yield from _uploads_chunk(chunk)
+
+    def _uploads_chunk(chunk):
+        if not chunk:
+            return
+        found = {r.id: r for r in rt.db.read(lambda conn: files_sql.files_by_ids(conn, [i for i, _ in chunk]))}
+        for file_id, objects in chunk:
+            row = found.get(file_id)
+            if row is None:
+                yield from orphan(file_id, objects)
+            elif row.deleted_at is not None:
+                report.deleted_present.add(file_id, len(objects))
+
+    def still_orphans(candidates: Iterator[tuple[uuid.UUID, list[str]]]) -> Iterator[str]:
+        """Re-check against the table just before deleting: a row that appeared meanwhile explains its
+        objects, and they stay."""
+        pending: list[tuple[uuid.UUID, list[str]]] = []
+
+        def flush() -> Iterator[str]:
+            ids = [file_id for file_id, _ in pending]
+            existing = {r.id for r in rt.db.read(lambda conn: files_sql.files_by_ids(conn, ids))}
+            for file_id, keys in pending:
+                if file_id not in existing:
+                    yield from keys
+
+        for candidate in candidates:
+            pending.append(candidate)
+            if len(pending) == ROWS_PAGE:
+                yield from flush()
+                pending = []
+        if pending:
+            yield from flush()
+
+    def both_passes() -> Iterator[tuple[uuid.UUID, list[str]]]:
+        yield from files_pass()
+        yield from uploads_pass()
+
+    if delete:
+        waves = delete_in_waves(rt.store, still_orphans(both_passes()), rt.cfg.storage.sweep_concurrency)
+        report.orphans_deleted, report.orphans_failed = waves.deleted, waves.failed
+    else:
+        for _ in both_passes():
+            pass
+    log_event(log, "info", "audit.ran", "audit finished", listed=report.listed, orphans=report.orphans.count,
+              deleted_present=report.deleted_present.count, missing_originals=report.missing_originals.count,
+              unrecognized=report.unrecognized, delete=delete, orphans_deleted=report.orphans_deleted,
+              orphans_failed=report.orphans_failed)
+    return report
