@@ -8,6 +8,10 @@
     lethe dev [--port N]   api + worker + scheduler in one process, on embedded defaults
     lethe token --sub UUID mint a development bearer token (HS256, auth.jwt_secret)
     lethe cleanup [--dry-run]  run one cleanup now (or show what it would do), as counts per step
+    lethe retention run [--policy NAME] [--dry-run] [--force]   run retention policies now (D16)
+    lethe retention restore FILE_ID                              bring a retired file back
+    lethe sweep run [--prefix P] [--dry-run]                     sweep unmanaged prefixes now (D16)
+    lethe audit [--json] [--delete --grace 24h]                  what no row explains in the store (D16)
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -58,6 +62,9 @@ def cmd_config_check(args) -> int:
     except ConfigError as exc:
         print_config_errors(exc, sys.stdout)
         return EXIT_CONFIG
+    if cfg.schedule.dev_fast:
+        print("warning: schedule.dev_fast is on: every retention and sweep schedule runs every 5 minutes and "
+              "cadence gates are ignored (development only)")
     if cfg.file.storage.driver == "s3":
         from app.errors import StorageError
         from app.storage.factory import build_store
@@ -177,16 +184,9 @@ def cmd_dev(args) -> int:
 
 def cmd_cleanup(args) -> int:
     """Run one cleanup in the foreground and print what each step did (or, with --dry-run, would do)."""
-    cfg = load_config_or_exit("cleanup")
-    _require_database(cfg)
-    # The report goes to stdout; log lines to stderr.
-    _setup("cleanup", cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
-    inspect_store_or_exit(cfg, "cleanup")
+    runtime = _one_shot_runtime("cleanup")
     from app.lifecycle.cleanup import run_cleanup
-    from app.runtime import build_runtime
-    from workers.broker import build_broker
 
-    runtime = build_runtime(cfg, build_broker(cfg.broker.url), role="cleanup")
     try:
         report = run_cleanup(runtime, dry_run=args.dry_run)
     finally:
@@ -203,6 +203,161 @@ def cmd_cleanup(args) -> int:
             line += f"  (ended early: {step.error})"
         print(line)
     return 1 if report.first_error else 0
+
+
+def _one_shot_runtime(name: str, needs_store: bool = True):
+    """The runtime of an operator command: configuration, database, logs on stderr (console on a terminal),
+    the report on stdout."""
+    cfg = load_config_or_exit(name)
+    _require_database(cfg)
+    _setup(name, cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
+    if needs_store:
+        inspect_store_or_exit(cfg, name)
+    from app.runtime import build_runtime
+    from workers.broker import build_broker
+
+    return build_runtime(cfg, build_broker(cfg.broker.url), role=name)
+
+
+def _chosen(items, wanted: str | None, attribute: str, what: str):
+    if wanted is None:
+        return list(items)
+    chosen = [item for item in items if getattr(item, attribute) == wanted]
+    if not chosen:
+        print(f"lethe: no {what} of that name is configured", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    return chosen
+
+
+def cmd_retention_run(args) -> int:
+    """Run retention policies now (their schedules aside; the cadence gate holds unless --force)."""
+    runtime = _one_shot_runtime("retention", needs_store=False)
+    from app.lifecycle.retention import run_policy
+
+    failed = False
+    try:
+        policies = _chosen(runtime.cfg.retention.policies, args.policy, "name", "retention policy")
+        if not policies:
+            print("no retention policies are configured (retention.policies)")
+        for policy in policies:
+            report = run_policy(runtime, policy, dry_run=args.dry_run, force=args.force)
+            if not report.ran:
+                last = report.last_run_at.isoformat() if report.last_run_at else "never"
+                print(f"{policy.name}: skipped (within min_interval of the last run, {last}; --force runs it)")
+                continue
+            verb = "would retire" if args.dry_run else "retired"
+            verb2 = "would delete" if args.dry_run else "deleted"
+            failed_count = sum(step.failed for step in report.steps)
+            print(f"{policy.name}{' (dry run: nothing changed)' if args.dry_run else ''}: {verb} "
+                  f"{report.count('retired')}, {verb2} {report.count('deleted')}, failed {failed_count}"
+                  + (f" (ended early: {report.error})" if report.error else ""))
+            failed = failed or bool(report.error) or failed_count > 0
+    finally:
+        runtime.close()
+    return 1 if failed else 0
+
+
+def cmd_retention_restore(args) -> int:
+    import uuid
+
+    from app.errors import Conflict, NotFound
+
+    try:
+        file_id = uuid.UUID(args.file_id)
+    except ValueError:
+        print("lethe retention restore: FILE_ID must be a UUID", file=sys.stderr)
+        return 2
+    runtime = _one_shot_runtime("retention", needs_store=False)
+    from app.lifecycle.retention import restore_file
+
+    try:
+        restore_file(runtime, file_id)
+    except NotFound:
+        print("no such file", file=sys.stderr)
+        return 1
+    except Conflict as exc:
+        print(f"not restored: {exc.reason}", file=sys.stderr)
+        return 1
+    finally:
+        runtime.close()
+    print("restored; its age starts again now")
+    return 0
+
+
+def cmd_sweep_run(args) -> int:
+    runtime = _one_shot_runtime("sweep")
+    from app.errors import StorageError
+    from app.lifecycle.sweeps import run_sweep
+
+    failed = False
+    try:
+        prefixes = _chosen(runtime.cfg.storage.unmanaged_prefixes, args.prefix, "prefix", "unmanaged prefix")
+        if not prefixes:
+            print("no unmanaged prefixes are configured (storage.unmanaged_prefixes)")
+        for unmanaged in prefixes:
+            try:
+                report = run_sweep(runtime, unmanaged, dry_run=args.dry_run)
+            except StorageError as exc:
+                print(f"{unmanaged.prefix}: the store failed ({exc}); run it again", file=sys.stderr)
+                failed = True
+                continue
+            verb = "would delete" if args.dry_run else "deleted"
+            print(f"{unmanaged.prefix}{' (dry run: nothing changed)' if args.dry_run else ''}: listed "
+                  f"{report.listed}, {verb} {report.deleted}, kept {report.newer} written after "
+                  f"{report.created_before.isoformat()}, skipped {report.invalid} unaddressable, failed "
+                  f"{report.failed}, {report.batches} batches, {report.directories} directories removed")
+            failed = failed or report.failed > 0
+    finally:
+        runtime.close()
+    return 1 if failed else 0
+
+
+def cmd_audit(args) -> int:
+    import json
+    from datetime import timedelta
+
+    from app.config import parse_duration
+
+    try:
+        grace = timedelta(seconds=parse_duration(args.grace))
+    except ValueError:
+        print("lethe audit: --grace must be a duration such as 24h or 7d", file=sys.stderr)
+        return 2
+    runtime = _one_shot_runtime("audit")
+    from app.lifecycle.audit import run_audit
+
+    bar = None
+    if sys.stderr.isatty() and not args.json:
+        from tqdm import tqdm
+
+        bar = tqdm(unit=" objects", desc="listing", file=sys.stderr)
+    seen = [0]
+
+    def progress(listed: int) -> None:
+        if bar is not None:
+            bar.update(listed - seen[0])
+            seen[0] = listed
+
+    try:
+        report = run_audit(runtime, delete=args.delete, grace=grace, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+        runtime.close()
+    if args.json:
+        print(json.dumps(report.as_dict()))
+        return 0
+    print(f"audit of f/ and uploads/: {report.listed} objects listed")
+    for label, finding in (("orphans (objects, no row)", report.orphans),
+                           ("objects of deleted rows", report.deleted_present),
+                           ("deliverable rows, original missing", report.missing_originals)):
+        shown = ", ".join(finding.file_ids[:10]) + (" ..." if finding.count > 10 else "")
+        print(f"  {label:<36} {finding.count:>8}  {shown}")
+    print(f"  {'keys outside the schema':<36} {report.unrecognized:>8}")
+    if args.delete:
+        print(f"  orphans deleted {report.orphans_deleted}, younger than the grace {report.orphans_too_young}, "
+              f"failed {report.orphans_failed}")
+    return 0
 
 
 def cmd_token(args) -> int:
@@ -261,6 +416,30 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup = commands.add_parser("cleanup", help="run one cleanup now and print what each step did")
     cleanup.add_argument("--dry-run", action="store_true", help="print what each step would do; change nothing")
     cleanup.set_defaults(func=cmd_cleanup)
+
+    retention = commands.add_parser("retention", help="retention policies (D16)")
+    retention_commands = retention.add_subparsers(dest="retention_command", required=True)
+    retention_run = retention_commands.add_parser("run", help="run retention policies now and print counts")
+    retention_run.add_argument("--policy", help="only this policy")
+    retention_run.add_argument("--dry-run", action="store_true", help="print what would happen; change nothing")
+    retention_run.add_argument("--force", action="store_true", help="ignore the cadence gate (min_interval)")
+    retention_run.set_defaults(func=cmd_retention_run)
+    restore = retention_commands.add_parser("restore", help="bring a retired file back")
+    restore.add_argument("file_id")
+    restore.set_defaults(func=cmd_retention_restore)
+
+    sweep = commands.add_parser("sweep", help="sweeps of unmanaged prefixes (D16)")
+    sweep_commands = sweep.add_subparsers(dest="sweep_command", required=True)
+    sweep_run = sweep_commands.add_parser("run", help="sweep unmanaged prefixes now and print counts")
+    sweep_run.add_argument("--prefix", help="only this declared prefix")
+    sweep_run.add_argument("--dry-run", action="store_true", help="print what would happen; change nothing")
+    sweep_run.set_defaults(func=cmd_sweep_run)
+
+    audit = commands.add_parser("audit", help="report what no row explains in f/ and uploads/ (read-only)")
+    audit.add_argument("--json", action="store_true", help="print one JSON summary object")
+    audit.add_argument("--delete", action="store_true", help="delete orphans older than --grace")
+    audit.add_argument("--grace", default="24h", help="with --delete: only orphans older than this (24h)")
+    audit.set_defaults(func=cmd_audit)
 
     token = commands.add_parser("token", help="mint an HS256 bearer token for development")
     token.add_argument("--sub", required=True, help="the principal, a UUID")

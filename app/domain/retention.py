@@ -172,7 +172,7 @@ def _duration(value: Any) -> timedelta:
 
 def _cron(value: Any) -> str:
     cron_trigger(value, "UTC")
-    return value
+    return str(value)
 
 
 def _boolean(value: Any) -> bool:
@@ -185,7 +185,7 @@ def _one_of(choices: Sequence[str]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if value not in choices:
             raise ValueError(f"Must be one of {', '.join(choices)}.")
-        return value
+        return str(value)
 
     return parse
 
@@ -214,8 +214,9 @@ def parse_policies(raw: Any) -> tuple[Policy, ...]:
         if not isinstance(entry, Mapping):
             errors.append(f"policy {_ordinal(index)}: must be an object.")
             continue
-        name = entry.get("name")
-        valid_name = isinstance(name, str) and bool(_NAME.match(name))
+        raw_name = entry.get("name")
+        valid_name = isinstance(raw_name, str) and bool(_NAME.match(raw_name))
+        name = str(raw_name) if valid_name else ""
         label = f"policy {name}" if valid_name else f"policy {_ordinal(index)}"
         before = len(errors)
         if not valid_name:

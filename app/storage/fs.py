@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import tempfile
+import contextlib
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import BinaryIO, Iterable, Iterator, Sequence
@@ -377,7 +378,7 @@ class FsStore:
 
     # -- listing: D16's sweeps and audit only (K2) --------------------------------------------------------------
 
-    def _prefix_dirs(self, prefix: str, create: bool = False):
+    def _prefix_dirs(self, prefix: str, create: bool = False) -> "contextlib.AbstractContextManager[_Dirs | None]":
         segments = _segments(prefix.rstrip("/"))
         return self._walk(segments, create=create)
 
