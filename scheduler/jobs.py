@@ -95,7 +95,8 @@ def keep_leadership(leadership: Leadership) -> bool:
     return leadership.is_leader()
 
 
-def send_job(runtime, leadership: Leadership, queue_name: str, actor_name: str, *args: str) -> bool:
+def send_job(runtime, leadership: Leadership, queue_name: str, actor_name: str, *args: str,
+             event: str = "scheduler.triggered") -> bool:
     """Send one message to the workers when this scheduler leads. A trigger commits with no change, so it
     goes straight to the broker, not through the outbox; a lost trigger is made good by the next one."""
     if not leadership.is_leader():
@@ -107,13 +108,13 @@ def send_job(runtime, leadership: Leadership, queue_name: str, actor_name: str, 
         log_event(log, "warning", "scheduler.trigger_failed", "trigger not sent", actor=actor_name,
                   error=type(exc).__name__)
         return False
-    log_event(log, "info", "scheduler.triggered", "job triggered", actor=actor_name)
+    log_event(log, "info", event, "job triggered", actor=actor_name)
     return True
 
 
 def trigger_cleanup(runtime, leadership: Leadership) -> bool:
     """Send one cleanup_pending message (the worker's advisory lock keeps runs apart)."""
-    return send_job(runtime, leadership, jobs.CLEANUP_QUEUE, jobs.CLEANUP_ACTOR)
+    return send_job(runtime, leadership, jobs.CLEANUP_QUEUE, jobs.CLEANUP_ACTOR, event="scheduler.cleanup_triggered")
 
 
 def schedule_trigger(cfg, cron: str):
@@ -155,16 +156,18 @@ def register_jobs(scheduler: BaseScheduler, runtime, leadership: Leadership | No
     )
     # D16: each retention policy and each unmanaged prefix on its own schedule, sent to the workers by the
     # leader only; the cadence gate lives in PostgreSQL (schedule_runs), not here.
+    # Under dev_fast they also run once at start, so a developer sees them work at once.
+    first = {"next_run_time": start} if runtime.cfg.schedule.dev_fast else {}
     for policy in runtime.cfg.retention.policies:
         scheduler.add_job(
             send_job, schedule_trigger(runtime.cfg, policy.schedule),
             args=[runtime, leadership, jobs.RETENTION_QUEUE, jobs.RETENTION_ACTOR, policy.name],
-            id=f"retention.{policy.name}", max_instances=1, coalesce=True,
+            id=f"retention.{policy.name}", max_instances=1, coalesce=True, **first,
         )
     for unmanaged in runtime.cfg.storage.unmanaged_prefixes:
         scheduler.add_job(
             send_job, schedule_trigger(runtime.cfg, unmanaged.schedule),
             args=[runtime, leadership, jobs.SWEEP_QUEUE, jobs.SWEEP_ACTOR, unmanaged.prefix],
-            id=f"sweep.{unmanaged.prefix}", max_instances=1, coalesce=True,
+            id=f"sweep.{unmanaged.prefix}", max_instances=1, coalesce=True, **first,
         )
     return leadership
