@@ -179,3 +179,23 @@ def test_a_dry_run_counts_and_changes_nothing(exports):
     report = run(lethe, dry_run=True)
     assert report.count("retired") == 1
     assert lethe.row(file_id).retired_at is None and rows(lethe, "schedule_runs") == []
+
+
+@FS_ONLY
+def test_metrics_count_retired_deleted_and_skipped_runs_per_policy(make_lethe):
+    from prometheus_client import REGISTRY
+
+    def sample(name, **labels):
+        return REGISTRY.get_sample_value(name, {"policy": "exports", **labels}) or 0
+
+    lethe = make_lethe(**{"retention.policies": policies({**EXPORTS, "grace": "0s"})})
+    before = (sample("lethe_retention_files_total", action="retired"),
+              sample("lethe_retention_files_total", action="deleted"), sample("lethe_retention_skipped_runs_total"))
+    lethe.upload(OWNER, purpose="gdpr_export")
+    lethe.clock.advance(8 * DAY)
+    run(lethe)
+    run(lethe)  # within min_interval: skipped
+    assert sample("lethe_retention_files_total", action="retired") == before[0] + 1
+    assert sample("lethe_retention_files_total", action="deleted") == before[1] + 1
+    assert sample("lethe_retention_skipped_runs_total") == before[2] + 1
+    assert sample("lethe_retention_last_run_timestamp_seconds") == lethe.clock.now().timestamp()
