@@ -12,6 +12,7 @@
     lethe retention restore FILE_ID                              bring a retired file back
     lethe sweep run [--prefix P] [--dry-run]                     sweep unmanaged prefixes now (D16)
     lethe audit [--json] [--delete --grace 24h]                  what no row explains in the store (D16)
+    lethe receipt FILE_ID [--json]                               the receipt of a purged file (D16)
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -360,6 +361,38 @@ def cmd_audit(args) -> int:
     return 0
 
 
+def cmd_receipt(args) -> int:
+    """Print a purged file's receipt (D16), as `field: value` lines or one JSON object."""
+    import json
+    import uuid
+
+    from app.errors import NotFound
+
+    try:
+        file_id = uuid.UUID(args.file_id)
+    except ValueError:
+        print("lethe receipt: FILE_ID must be a UUID", file=sys.stderr)
+        return 2
+    runtime = _one_shot_runtime("receipt", needs_store=False)
+    from app.lifecycle.receipts import receipt_of
+
+    try:
+        row = receipt_of(runtime, None, file_id)
+    except NotFound:
+        print("no receipt: the file is not purged yet, unknown, or its receipt expired", file=sys.stderr)
+        return 1
+    finally:
+        runtime.close()
+    fields = {name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if name == "file_id" else value)
+              for name, value in row._asdict().items()}
+    if args.json:
+        print(json.dumps(fields))
+    else:
+        for name, value in fields.items():
+            print(f"{name + ':':<23} {value}")
+    return 0
+
+
 def cmd_token(args) -> int:
     """Mint an HS256 token with auth.jwt_secret (development; production tokens come from your IdP)."""
     import uuid
@@ -440,6 +473,11 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--delete", action="store_true", help="delete orphans older than --grace")
     audit.add_argument("--grace", default="24h", help="with --delete: only orphans older than this (24h)")
     audit.set_defaults(func=cmd_audit)
+
+    receipt = commands.add_parser("receipt", help="the name-free receipt of a purged file (D16)")
+    receipt.add_argument("file_id")
+    receipt.add_argument("--json", action="store_true", help="print one JSON object")
+    receipt.set_defaults(func=cmd_receipt)
 
     token = commands.add_parser("token", help="mint an HS256 bearer token for development")
     token.add_argument("--sub", required=True, help="the principal, a UUID")

@@ -199,6 +199,8 @@ KEYS: tuple[Key, ...] = (
     # privacy
     Key("privacy.object_delete_delay", Duration(), "1d",
         "Longest time an object of a deleted file may stay in the store; the backlog warns past it."),
+    Key("privacy.receipt_ttl", Duration(), "400d",
+        "How long the name-free receipt of a purged file is kept; the cleanup removes older ones."),
     # database
     Key("database.url", Text(validate=_url_scheme("postgresql", "postgres")), "",
         "PostgreSQL URL (postgresql://user:pass@host:5432/db). Empty: lethe dev starts an embedded server.",
@@ -342,6 +344,7 @@ class PrivacyConfig:
     """Keys `privacy.*`."""
 
     object_delete_delay: timedelta
+    receipt_ttl: timedelta
 
 
 @dataclass(frozen=True)

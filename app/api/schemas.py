@@ -168,3 +168,17 @@ class EventSchema(NoNulls):
 class EventListSchema(Schema):
     events = fields.List(fields.Nested(EventSchema), required=True)
     next_after = fields.Integer(required=True, metadata={"description": "Pass as `after` for the next page."})
+
+
+class ReceiptSchema(NoNulls):
+    """A deletion receipt (D16): how and when a file was deleted and purged, and how many of its keys were
+    deleted and confirmed absent by a read of the store. Nothing else: no uploader, name, size or digest."""
+
+    file_id = fields.UUID(required=True)
+    via = fields.String(required=True, metadata={"description": "file, message, cleanup_unattached, "
+                                                               "cleanup_failed, cleanup_unheld, retention, slot, "
+                                                               "erasure"})
+    marked_at = fields.DateTime(required=True)
+    purged_at = fields.DateTime(required=True)
+    keys_deleted = fields.Integer(required=True)
+    keys_confirmed_absent = fields.Integer(required=True)

@@ -63,7 +63,7 @@ def set_scan_status(conn: Conn, file_id: UUID, status: str, now: datetime) -> No
         "WHERE id = %s", (status, now, now, file_id))
 
 
-def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> list[UUID]:
+def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str) -> list[UUID]:
     """The one statement that writes files.deleted_at (D5); returns only the files it marked now, so a
     second call has no effect. The open upload sessions of the files it marked become aborted in the same
     statement (D5 step 2; files before sessions, as D10 orders the locks): one round trip, not two.
@@ -71,14 +71,14 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> list[UUI
     return [row.id for row in conn.execute(
         """
         WITH marked AS (
-            UPDATE files SET deleted_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL RETURNING id
+            UPDATE files SET deleted_at = %s, deleted_via = %s WHERE id = ANY(%s) AND deleted_at IS NULL RETURNING id
         ), aborted AS (
             UPDATE upload_sessions SET state = 'aborted'
             WHERE file_id IN (SELECT id FROM marked) AND state = 'open'
         )
         SELECT id FROM marked
         """,
-        (now, list(file_ids)))]
+        (now, via, list(file_ids)))]
 
 
 def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
@@ -107,9 +107,20 @@ def lock_deleted_unattached(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     ).fetchall()
 
 
-def delete_rows(conn: Conn, file_ids: Sequence[UUID]) -> int:
-    """Remove files rows; sessions and parts go by ON DELETE CASCADE."""
-    return conn.execute("DELETE FROM files WHERE id = ANY(%s)", (list(file_ids),)).rowcount
+def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_deleted: dict[UUID, int]) -> int:
+    """Remove files rows, leaving a name-free receipt of each (D16); sessions and parts go by ON DELETE
+    CASCADE."""
+    ids = list(file_ids)
+    conn.execute(
+        """
+        INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted)
+        SELECT f.id, coalesce(f.deleted_via, 'unknown'), f.deleted_at, greatest(%s, f.deleted_at), k.n
+        FROM files f JOIN unnest(%s::uuid[], %s::int[]) AS k(id, n) ON k.id = f.id
+        WHERE f.deleted_at IS NOT NULL
+        ON CONFLICT (file_id) DO NOTHING
+        """,
+        (now, ids, [keys_deleted.get(file_id, 0) for file_id in ids]))
+    return conn.execute("DELETE FROM files WHERE id = ANY(%s)", (ids,)).rowcount
 
 
 def is_attached(conn: Conn, file_id: UUID) -> bool:

@@ -4,12 +4,12 @@
 # app/domain/ages.py before anything is marked. Deleting goes through mark_deleted (D5) only. One failing
 # candidate never undoes the others (a savepoint each when a batch fails); a database error ends only its
 # step, and the run reports the first error after the last step (D8).
-"""cleanup_pending (D8): steps a to f as values, one runner, and its dry run.
+"""cleanup_pending (D8): steps a to g as values, one runner, and its dry run.
 
 A step over candidates is a small value: `page` reads a batch by (time, id) after a cursor, `decide` says
 which of a batch's ids the step acts on now (read-only, so the dry run calls it alone and cannot drift from
 the real path), and `act` does it; steps a to c act in one unit of work per batch, locking first and
-calling their own `decide` again under the lock. Steps e and f have no candidates: they run once.
+calling their own `decide` again under the lock. Steps e to g have no candidates: they run once.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import psycopg
 from app import metrics
 from app.db import cleanup as sql
 from app.db import purge_failures as failures_sql
+from app.db import receipts as receipts_sql
 from app.db.core import UnitOfWork
 from app.lifecycle.batches import CandidateStep, Outcome, Page, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
@@ -48,12 +49,13 @@ class CleanupPolicy:
     failed_row_ttl: timedelta
     tmp_ttl: timedelta
     object_delete_delay: timedelta
+    receipt_ttl: timedelta
 
     @classmethod
     def from_config(cls, cfg) -> "CleanupPolicy":
         return cls(batch_size=cfg.file.gc_batch_size, unattached_ttl=cfg.file.unattached_ttl,
                    failed_row_ttl=cfg.file.failed_row_ttl, tmp_ttl=cfg.file.upload_session_ttl,
-                   object_delete_delay=cfg.privacy.object_delete_delay)
+                   object_delete_delay=cfg.privacy.object_delete_delay, receipt_ttl=cfg.privacy.receipt_ttl)
 
 
 @dataclass
@@ -115,6 +117,7 @@ class Steps:
                           lambda conn, ids: list(ids), self._purge),
             WholeStep("e", "temporary_files", self._temporary_files),
             WholeStep("f", "backlog", self._backlog),
+            WholeStep("g", "old_receipts", self._old_receipts),
         ]
 
     # -- a: expired sessions ----------------------------------------------------------------------------------
@@ -168,6 +171,25 @@ class Steps:
     def _temporary_files(self, report: StepReport, dry_run: bool) -> None:
         removed = self.store.sweep_tmp(self.now - self.policy.tmp_ttl, dry_run=dry_run)
         report.candidates = report.acted = removed
+
+    # -- g: receipts past privacy.receipt_ttl (D16) ----------------------------------------------------------
+
+    def _old_receipts(self, report: StepReport, dry_run: bool) -> None:
+        cutoff = self.now - self.policy.receipt_ttl
+        if dry_run:
+            report.candidates = report.acted = self.db.read(
+                lambda conn: conn.execute("SELECT count(*) AS n FROM receipts WHERE purged_at < %s",
+                                          (cutoff,)).fetchone().n)
+            return
+        while True:
+            removed = self.db.unit_of_work(
+                lambda uow: receipts_sql.delete_expired(uow.conn, cutoff, self.policy.batch_size),
+                name="cleanup.g")
+            report.candidates += removed
+            report.acted += removed
+            report.batches += 1
+            if removed < self.policy.batch_size:
+                return
 
     # -- f: backlog -------------------------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
         uow: the caller's unit of work; the caller has locked the files rows (ascending id).
         file_ids: the files to delete.
         now: the time of the mark.
-        via: what deleted them, for the metric (`file`, `message`, `cleanup_unattached`, ...).
+        via: what deleted them (`file`, `message`, `cleanup_unattached`, `cleanup_failed`, `retention`,
+            `slot`, `erasure`, ...): kept on the row for its receipt (D16), and the metric's label.
 
     Returns:
         The files marked now; files already deleted take no further step.
@@ -42,7 +43,7 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
     Raises:
         RedactionError: a stored event on kind `file` that cannot be redacted; the transaction fails.
     """
-    marked = files_sql.set_deleted(uow.conn, file_ids, now)  # and aborts their open sessions
+    marked = files_sql.set_deleted(uow.conn, file_ids, now, via)  # and aborts their open sessions
     if not marked:
         return []
     stored = events_sql.lock_unredacted_file_events(uow.conn, marked)

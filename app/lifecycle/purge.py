@@ -110,8 +110,10 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
     report.results["refused"] += len(refused)
     if row_ids or objects_only or refused:
         now = rt.clock.now()
+        keys_deleted = {facts.file_id: len(keys_of[facts.file_id]) + (facts.part_count if has_parts(facts) else 0)
+                        for facts, _ in done}
         removed, kept, overdue_ids = rt.db.unit_of_work(
-            lambda uow: _settle(uow, rt.cfg, row_ids, objects_only, refused, now), name="purge.rows")
+            lambda uow: _settle(uow, rt.cfg, row_ids, objects_only, refused, now, keys_deleted), name="purge.rows")
         report.results["row"] += removed
         for file_id in kept:
             # D7: an attached deleted row is an internal error: the row stays, the id is logged.
@@ -131,10 +133,11 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
 
 
 def _settle(uow, cfg, row_ids: list[uuid.UUID], objects_only: list[uuid.UUID], refused: dict[uuid.UUID, str],
-            now: datetime) -> tuple[int, list[uuid.UUID], list[uuid.UUID]]:
-    """Remove the rows of the purged deleted files, forget past failures of purged files, and record the
-    refused ones with their next attempt. Returns (rows removed, attached rows kept, files newly overdue)."""
-    removed, kept = _remove_rows(uow, row_ids) if row_ids else (0, [])
+            now: datetime, keys_deleted: dict[uuid.UUID, int]) -> tuple[int, list[uuid.UUID], list[uuid.UUID]]:
+    """Remove the rows of the purged deleted files (each leaves a receipt), forget past failures of purged
+    files, and record the refused ones with their next attempt. Returns (rows removed, attached rows kept,
+    files newly overdue)."""
+    removed, kept = _remove_rows(uow, row_ids, now, keys_deleted) if row_ids else (0, [])
     if objects_only:
         failures_sql.clear(uow.conn, objects_only)
     if not refused:
@@ -165,9 +168,10 @@ def _log_refused(refused: dict[uuid.UUID, str], overdue_ids: list[uuid.UUID]) ->
                   file_id=str(file_id), error=refused[file_id])
 
 
-def _remove_rows(uow, row_ids: list[uuid.UUID]) -> tuple[int, list[uuid.UUID]]:
+def _remove_rows(uow, row_ids: list[uuid.UUID], now: datetime,
+                 keys_deleted: dict[uuid.UUID, int]) -> tuple[int, list[uuid.UUID]]:
     checked = files_sql.lock_deleted_unattached(uow.conn, row_ids)
     removable = [row.id for row in checked if row.deleted and not row.attached]
     kept = [row.id for row in checked if row.deleted and row.attached]
-    removed = files_sql.delete_rows(uow.conn, removable) if removable else 0
+    removed = files_sql.delete_rows(uow.conn, removable, now, keys_deleted) if removable else 0
     return removed, kept

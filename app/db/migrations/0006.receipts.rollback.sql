@@ -1,0 +1,2 @@
+DROP TABLE receipts;
+ALTER TABLE files DROP COLUMN deleted_via;

@@ -1,0 +1,24 @@
+"""Deletion receipts (D16): read by `manage`. They are written by the purge with the row delete."""
+
+from __future__ import annotations
+
+import uuid
+
+from app.auth import Principal
+from app.db import receipts as sql
+from app.domain import access
+from app.errors import Forbidden, NotFound
+
+
+def receipt_of(rt, principal: Principal | None, file_id: uuid.UUID):
+    """The receipt of a purged file (`manage`; principal None: an operator's command).
+
+    Raises:
+        Forbidden: the caller lacks `manage`. NotFound: no receipt (not purged yet, unknown, or expired).
+    """
+    if principal is not None and not access.is_manager(principal):
+        raise Forbidden()
+    row = rt.db.read(lambda conn: sql.receipt_of(conn, file_id))
+    if row is None:
+        raise NotFound()
+    return row
