@@ -182,3 +182,12 @@ class ReceiptSchema(NoNulls):
     purged_at = fields.DateTime(required=True)
     keys_deleted = fields.Integer(required=True)
     keys_confirmed_absent = fields.Integer(required=True)
+
+
+class SlotPutSchema(Schema):
+    file_id = fields.UUID(required=True, metadata={"description": "A complete, deliverable file of the slot's "
+                                                                  "purpose (avatar or branding), the holder's own."})
+
+
+class SlotSchema(Schema):
+    file_id = fields.UUID(required=True)

@@ -47,11 +47,14 @@ def retired_candidates(conn: Conn, purpose: str, cutoff: datetime, cursor: Curso
 
 
 def retention_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
-    """What the pure rules decide on, read after the lock (a fresh statement sees committed attaches)."""
+    """What the pure rules decide on, read after the lock (a fresh statement sees committed attaches). A file
+    in a slot counts as attached: it is in use, and only its slot releases it."""
     return conn.execute(
         """
         SELECT f.id, f.purpose, f.upload_state, f.deleted_at IS NOT NULL AS deleted, f.retired_at,
-               f.last_change_at, EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id) AS attached
+               f.last_change_at,
+               EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id)
+               OR EXISTS (SELECT 1 FROM slots s WHERE s.file_id = f.id) AS attached
         FROM files f WHERE f.id = ANY(%s) ORDER BY f.id
         """,
         (list(file_ids),),

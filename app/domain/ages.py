@@ -53,3 +53,10 @@ def failed_row_expired(facts: CleanupFacts, now: datetime, ttl: timedelta) -> bo
     failed_or_blocked = facts.upload_state == "failed" or is_blocked(facts.upload_state, facts.scan_status)
     return (facts.purpose == "attachment" and not facts.deleted and not facts.attached and failed_or_blocked
             and now - last_change(facts) >= ttl)
+
+
+def unheld_expired(purpose: str, deleted: bool, held: bool, last_change_at: datetime, now: datetime,
+                   ttl: timedelta) -> bool:
+    """Cleanup h (D16, beyond the brief): an avatar or logo file that no slot holds, not deleted, last changed
+    at least `ttl` ago, is released."""
+    return purpose in ("avatar", "branding") and not deleted and not held and last_change_at <= now - ttl

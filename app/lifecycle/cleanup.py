@@ -4,7 +4,7 @@
 # app/domain/ages.py before anything is marked. Deleting goes through mark_deleted (D5) only. One failing
 # candidate never undoes the others (a savepoint each when a batch fails); a database error ends only its
 # step, and the run reports the first error after the last step (D8).
-"""cleanup_pending (D8): steps a to g as values, one runner, and its dry run.
+"""cleanup_pending (D8): steps a to h as values, one runner, and its dry run.
 
 A step over candidates is a small value: `page` reads a batch by (time, id) after a cursor, `decide` says
 which of a batch's ids the step acts on now (read-only, so the dry run calls it alone and cannot drift from
@@ -26,11 +26,13 @@ import psycopg
 from app import metrics
 from app.db import cleanup as sql
 from app.db import purge_failures as failures_sql
+from app.db import files as files_sql
 from app.db import receipts as receipts_sql
+from app.db import slots as slots_sql
 from app.db.core import UnitOfWork
 from app.lifecycle.batches import CandidateStep, Outcome, Page, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
-from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired
+from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired, unheld_expired
 from app.errors import StorageError
 from app.db.events import write_files_updated
 from app.jobs import enqueue_purge
@@ -118,6 +120,10 @@ class Steps:
             WholeStep("e", "temporary_files", self._temporary_files),
             WholeStep("f", "backlog", self._backlog),
             WholeStep("g", "old_receipts", self._old_receipts),
+            CandidateStep("h", "unheld_slot_files",
+                          [lambda conn, cursor, limit: slots_sql.unheld_candidates(conn, unattached_cutoff, cursor,
+                                                                                  limit)],
+                          self._unheld, self._in_unit_of_work("h", self._release_unheld)),
         ]
 
     # -- a: expired sessions ----------------------------------------------------------------------------------
@@ -171,6 +177,20 @@ class Steps:
     def _temporary_files(self, report: StepReport, dry_run: bool) -> None:
         removed = self.store.sweep_tmp(self.now - self.policy.tmp_ttl, dry_run=dry_run)
         report.candidates = report.acted = removed
+
+    # -- h: avatars and logos no slot holds (D16) -------------------------------------------------------------
+
+    def _unheld(self, conn: psycopg.Connection, file_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+        held = slots_sql.held(conn, file_ids)
+        return [row.id for row in files_sql.files_by_ids(conn, file_ids)
+                if unheld_expired(row.purpose, row.deleted_at is not None, row.id in held, row.last_change_at,
+                                  self.now, self.policy.unattached_ttl)]
+
+    def _release_unheld(self, uow: UnitOfWork, file_ids: list[uuid.UUID]) -> int:
+        # Lock the files first (skipping rows a slot change holds), then read the slots afresh: a file set into
+        # a slot before our lock is seen held and kept.
+        doomed = self._unheld(uow.conn, sql.lock_skip_locked(uow.conn, file_ids))
+        return len(mark_deleted(uow, doomed, self.now, "cleanup_unheld")) if doomed else 0
 
     # -- g: receipts past privacy.receipt_ttl (D16) ----------------------------------------------------------
 

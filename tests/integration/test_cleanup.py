@@ -41,7 +41,7 @@ def test_steps_run_in_order_in_batches(make_lethe):
     ids = [lethe.upload(ALEX) for _ in range(5)]
     lethe.clock.advance(ttl(lethe, "file.unattached_ttl"))
     report = cleanup(lethe)
-    assert [s.step for s in report.steps] == ["a", "b", "c", "d", "e", "f", "g"]
+    assert [s.step for s in report.steps] == ["a", "b", "c", "d", "e", "f", "g", "h"]
     b = report.step("b")
     assert (b.candidates, b.batches, b.acted, b.failed) == (5, 3, 5, 0)
     assert report.step("d").acted == 5  # the catch-up purged them inline
@@ -116,15 +116,31 @@ def test_a_foreign_draft_protects_nothing(lethe):
             "file_not_attachable")
 
 
-def test_attached_files_and_other_purposes_are_never_candidates(lethe):
+def test_attached_files_and_other_purposes_are_never_candidates_of_b_and_c(lethe):
     attached = lethe.upload(ALEX)
     lethe.call("PUT", "/api/v1/messages/m", ALEX, json={"file_ids": [attached]})
-    others = [lethe.upload(ALEX, purpose="avatar"), lethe.upload(OWNER, purpose="branding"),
-              lethe.upload(OWNER, purpose="gdpr_export")]
+    avatar, logo = lethe.upload(ALEX, purpose="avatar"), lethe.upload(OWNER, purpose="branding")
+    assert lethe.call("PUT", f"/api/v1/principals/{ALEX.id}/avatar", ALEX, json={"file_id": avatar}).status_code == 200
+    assert lethe.call("PUT", "/api/v1/branding/logo", OWNER, json={"file_id": logo}).status_code == 200
+    export = lethe.upload(OWNER, purpose="gdpr_export")
     lethe.clock.advance(ttl(lethe, "file.failed_row_ttl") * 10)
     report = cleanup(lethe)
     assert report.step("b").candidates == 0 and report.step("c").candidates == 0
-    assert all(lethe.row(f).deleted_at is None for f in [attached, *others])
+    assert report.step("h").acted == 0  # held by their slots
+    assert all(lethe.row(f).deleted_at is None for f in [attached, avatar, logo, export])
+
+
+def test_h_releases_avatars_and_logos_that_no_slot_holds_after_the_ttl(lethe):
+    unheld = [lethe.upload(ALEX, purpose="avatar"), lethe.upload(OWNER, purpose="branding")]
+    held = lethe.upload(SAM, purpose="avatar")
+    assert lethe.call("PUT", f"/api/v1/principals/{SAM.id}/avatar", SAM, json={"file_id": held}).status_code == 200
+    lethe.clock.advance(ttl(lethe, "file.unattached_ttl") - SECOND)
+    assert cleanup(lethe).step("h").acted == 0
+    lethe.clock.advance(SECOND)
+    assert cleanup(lethe).step("h").acted == 2
+    lethe.run_jobs("purge_objects")
+    assert all(lethe.row(f) is None for f in unheld) and lethe.row(held).deleted_at is None
+    assert [row.via for row in rows(lethe, "receipts")] == ["cleanup_unheld", "cleanup_unheld"]
 
 
 # -- a: expired sessions ---------------------------------------------------------------------------------------
@@ -405,7 +421,7 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
                                 timeout=60)
         assert result.returncode == 0, result.stderr
         lines = [line.strip() for line in result.stdout.splitlines()]
-        assert [line.split(".")[0] for line in lines[1:]] == ["a", "b", "c", "d", "e", "f", "g"]
+        assert [line.split(".")[0] for line in lines[1:]] == ["a", "b", "c", "d", "e", "f", "g", "h"]
     assert "dry run" in subprocess.run([sys.executable, "-m", "app.cli", "cleanup", "--dry-run"], capture_output=True,
                                        text=True, env=env, timeout=60).stdout
 

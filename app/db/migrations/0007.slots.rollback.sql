@@ -1,0 +1,2 @@
+DROP INDEX files_slot_candidates;
+DROP TABLE slots;

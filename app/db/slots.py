@@ -1,0 +1,63 @@
+"""SQL of slots (D16): the avatar of a principal, the branding logo. Lock order (D10): the slot row, then the
+files rows in ascending id order, then what mark_deleted locks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+from uuid import UUID
+
+from app.db.core import Conn
+
+LOGO_HOLDER = UUID(int=0)
+
+
+def lock_slot(conn: Conn, kind: str, holder_id: UUID, now: datetime) -> Any:
+    """The slot row locked FOR UPDATE, made empty first if it never existed (so two first sets meet on one
+    row lock instead of racing two inserts)."""
+    conn.execute("INSERT INTO slots (kind, holder_id, file_id, set_at) VALUES (%s, %s, NULL, %s) "
+                 "ON CONFLICT (kind, holder_id) DO NOTHING", (kind, holder_id, now))
+    return conn.execute("SELECT kind, holder_id, file_id, set_at FROM slots WHERE kind = %s AND holder_id = %s "
+                        "FOR UPDATE", (kind, holder_id)).fetchone()
+
+
+def slot(conn: Conn, kind: str, holder_id: UUID) -> Any:
+    return conn.execute("SELECT kind, holder_id, file_id, set_at FROM slots WHERE kind = %s AND holder_id = %s",
+                        (kind, holder_id)).fetchone()
+
+
+def set_file(conn: Conn, kind: str, holder_id: UUID, file_id: UUID | None, now: datetime) -> None:
+    conn.execute("UPDATE slots SET file_id = %s, set_at = %s WHERE kind = %s AND holder_id = %s",
+                 (file_id, now, kind, holder_id))
+
+
+def held(conn: Conn, file_ids: Sequence[UUID]) -> set[UUID]:
+    """Of these files, those a slot holds."""
+    return {row.file_id for row in conn.execute("SELECT file_id FROM slots WHERE file_id = ANY(%s)",
+                                                (list(file_ids),))}
+
+
+def clear_holder(conn: Conn, holder_id: UUID) -> list[Any]:
+    """Empty every slot held by a principal or holding one of their files (erasure); returns the rows as they
+    were, locked."""
+    return conn.execute(
+        """
+        SELECT kind, holder_id, file_id FROM slots
+        WHERE holder_id = %s OR file_id IN (SELECT id FROM files WHERE uploaded_by = %s)
+        ORDER BY kind, holder_id FOR UPDATE
+        """, (holder_id, holder_id)).fetchall()
+
+
+def unheld_candidates(conn: Conn, cutoff: datetime, cursor: tuple[datetime, UUID] | None, limit: int) -> list[Any]:
+    """Avatars and logos, not deleted, that no slot holds, last changed at or before cutoff (index
+    files_slot_candidates)."""
+    extra, params = ("", ()) if cursor is None else (" AND (last_change_at, id) > (%s, %s)", cursor)
+    return conn.execute(
+        f"""
+        SELECT id, last_change_at AS at FROM files f
+        WHERE purpose IN ('avatar', 'branding') AND deleted_at IS NULL AND last_change_at <= %s{extra}
+          AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.file_id = f.id)
+        ORDER BY last_change_at, id LIMIT %s
+        """,
+        (cutoff, *params, limit),
+    ).fetchall()
