@@ -13,6 +13,7 @@
     lethe sweep run [--prefix P] [--dry-run]                     sweep unmanaged prefixes now (D16)
     lethe audit [--json] [--delete --grace 24h]                  what no row explains in the store (D16)
     lethe receipt FILE_ID [--json]                               the receipt of a purged file (D16)
+    lethe erase --subject UUID [--wait]                          erase everything of a person (D16)
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -393,6 +394,42 @@ def cmd_receipt(args) -> int:
     return 0
 
 
+def cmd_erase(args) -> int:
+    """Erase a subject (D16): start (or join) the erasure; with --wait, run its rounds here until it ends,
+    with progress on a terminal."""
+    import time
+    import uuid
+
+    try:
+        subject = uuid.UUID(args.subject)
+    except ValueError:
+        print("lethe erase: --subject must be a UUID", file=sys.stderr)
+        return 2
+    runtime = _one_shot_runtime("erase")
+    from app.lifecycle.erasure import erase_round, erasure_of, request_erasure
+
+    try:
+        row = request_erasure(runtime, None, subject)
+        print(f"erasure {row.id}: {row.state}")
+        if not args.wait:
+            print("a worker runs it; follow it with GET /api/v1/erasures/{id} or lethe erase --wait")
+            return 0
+        state = row.state
+        while state == "running":
+            state = erase_round(runtime, row.id)
+            current, receipts = erasure_of(runtime, None, row.id)
+            print(f"  {state}: files marked {current.files_marked}, purged {current.files_purged}, keys confirmed "
+                  f"absent {current.keys_confirmed_absent}, messages removed {current.messages_removed}, drafts "
+                  f"removed {current.drafts_removed}", file=sys.stderr if sys.stderr.isatty() else sys.stdout)
+            if state == "running":
+                time.sleep(2)  # the store refused a key or a purge is under way: the next round in a moment
+        current, _ = erasure_of(runtime, None, row.id)
+    finally:
+        runtime.close()
+    print(f"erasure {current.id}: {current.state}" + (f" ({current.reason})" if current.reason else ""))
+    return 0 if current.state == "complete" else 1
+
+
 def cmd_token(args) -> int:
     """Mint an HS256 token with auth.jwt_secret (development; production tokens come from your IdP)."""
     import uuid
@@ -473,6 +510,11 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--delete", action="store_true", help="delete orphans older than --grace")
     audit.add_argument("--grace", default="24h", help="with --delete: only orphans older than this (24h)")
     audit.set_defaults(func=cmd_audit)
+
+    erase = commands.add_parser("erase", help="erase everything Lethe holds of a person (D16)")
+    erase.add_argument("--subject", required=True, help="the principal, a UUID")
+    erase.add_argument("--wait", action="store_true", help="run the erasure here until it ends")
+    erase.set_defaults(func=cmd_erase)
 
     receipt = commands.add_parser("receipt", help="the name-free receipt of a purged file (D16)")
     receipt.add_argument("file_id")

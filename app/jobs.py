@@ -13,6 +13,7 @@ SCAN_QUEUE, SCAN_ACTOR = "scan", "scan_file"
 CLEANUP_QUEUE, CLEANUP_ACTOR = "maintenance", "cleanup_pending"
 RETENTION_QUEUE, RETENTION_ACTOR = "maintenance", "retention_run"
 SWEEP_QUEUE, SWEEP_ACTOR = "maintenance", "sweep_prefix"
+ERASE_QUEUE, ERASE_ACTOR = "maintenance", "erase_subject"
 
 
 def enqueue_purge(uow: UnitOfWork, *file_ids: UUID | Iterable[UUID]) -> None:

@@ -24,7 +24,7 @@ from app.db.migrate import migrate
 
 IN_CI = bool(os.environ.get("CI"))
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
-TABLES = ("slots", "receipts", "schedule_runs", "attachments", "messages", "upload_parts", "upload_sessions", "purge_failures", "files", "drafts", "events",
+TABLES = ("erasure_files", "erasures", "slots", "receipts", "schedule_runs", "attachments", "messages", "upload_parts", "upload_sessions", "purge_failures", "files", "drafts", "events",
           "outbox")
 
 

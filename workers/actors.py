@@ -18,7 +18,7 @@ import psycopg
 from app import jobs
 from app.content import scan
 from app.errors import NotFound, ObjectFailed, StorageError
-from app.lifecycle import cleanup, purge, retention, sweeps
+from app.lifecycle import cleanup, erasure, purge, retention, sweeps
 from app.logs import log_event
 
 log = logging.getLogger("lethe.worker")
@@ -108,3 +108,11 @@ def sweep_prefix(rt, prefix: str) -> None:
         log_event(log, "warning", "sweep.unknown_prefix", "no unmanaged prefix of that name; sweep dropped")
         return
     sweeps.run_sweep(rt, unmanaged)
+
+
+@actor(jobs.ERASE_QUEUE, max_retries=100, time_limit=60 * 60_000)
+def erase_subject(rt, erasure_id: str) -> None:
+    """Rounds of an erasure (D16) until it completes or fails; each round is resumable and idempotent. When
+    the retries run out, the cleanup's step i runs the rounds of every running erasure."""
+    if erasure.erase_round(rt, uuid.UUID(erasure_id)) == "running":
+        raise dramatiq.Retry(delay=5_000)  # not an error: another round in 5 s

@@ -13,7 +13,7 @@ from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from app import metrics
-from app.api import common, drafts, events, files, messages, ops, problems, receipts, slots, uploads
+from app.api import common, drafts, erasures, events, files, messages, ops, problems, receipts, slots, uploads
 from app.api.schemas import ProblemSchema
 from app.auth import Authenticator
 from app.errors import LetheError
@@ -66,7 +66,7 @@ def create_app(runtime) -> Flask:
     api = LetheApi(app)
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
     api.register_converter(common.SegmentConverter, common.segment_schema)
-    for module in (uploads, files, messages, drafts, events, receipts, slots):
+    for module in (uploads, files, messages, drafts, events, receipts, slots, erasures):
         api.register_blueprint(module.blp)
     app.register_error_handler(LetheError, problems.from_lethe_error)
     app.register_error_handler(Exception, _unexpected)

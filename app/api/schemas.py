@@ -191,3 +191,25 @@ class SlotPutSchema(Schema):
 
 class SlotSchema(Schema):
     file_id = fields.UUID(required=True)
+
+
+class ErasureRequestSchema(Schema):
+    subject_id = fields.UUID(required=True, metadata={"description": "The principal whose data is erased."})
+
+
+class ErasureSchema(NoNulls):
+    """An erasure (D16): its state and counts, and the receipts of the files it purged. The subject is shown
+    while it runs and forgotten once it is complete."""
+
+    id = fields.UUID(required=True)
+    state = fields.String(required=True, validate=validate.OneOf(["running", "complete", "failed"]))
+    reason = fields.String()
+    subject_id = fields.UUID()
+    created_at = fields.DateTime(required=True)
+    finished_at = fields.DateTime()
+    files_marked = fields.Integer(required=True)
+    files_purged = fields.Integer(required=True)
+    keys_confirmed_absent = fields.Integer(required=True)
+    messages_removed = fields.Integer(required=True)
+    drafts_removed = fields.Integer(required=True)
+    receipts = fields.List(fields.Nested(ReceiptSchema), required=True, dump_default=list)

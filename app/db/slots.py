@@ -61,3 +61,7 @@ def unheld_candidates(conn: Conn, cutoff: datetime, cursor: tuple[datetime, UUID
         """,
         (cutoff, *params, limit),
     ).fetchall()
+
+
+def delete_slot(conn: Conn, kind: str, holder_id: UUID) -> None:
+    conn.execute("DELETE FROM slots WHERE kind = %s AND holder_id = %s", (kind, holder_id))

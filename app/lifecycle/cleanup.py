@@ -4,7 +4,7 @@
 # app/domain/ages.py before anything is marked. Deleting goes through mark_deleted (D5) only. One failing
 # candidate never undoes the others (a savepoint each when a batch fails); a database error ends only its
 # step, and the run reports the first error after the last step (D8).
-"""cleanup_pending (D8): steps a to h as values, one runner, and its dry run.
+"""cleanup_pending (D8): steps a to i as values, one runner, and its dry run.
 
 A step over candidates is a small value: `page` reads a batch by (time, id) after a cursor, `decide` says
 which of a batch's ids the step acts on now (read-only, so the dry run calls it alone and cannot drift from
@@ -26,12 +26,14 @@ import psycopg
 from app import metrics
 from app.db import cleanup as sql
 from app.db import purge_failures as failures_sql
+from app.db import erasures as erasures_sql
 from app.db import files as files_sql
 from app.db import receipts as receipts_sql
 from app.db import slots as slots_sql
 from app.db.core import UnitOfWork
 from app.lifecycle.batches import CandidateStep, Outcome, Page, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
+from app.lifecycle.erasure import erase_round
 from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired, unheld_expired
 from app.errors import StorageError
 from app.db.events import write_files_updated
@@ -124,6 +126,7 @@ class Steps:
                           [lambda conn, cursor, limit: slots_sql.unheld_candidates(conn, unattached_cutoff, cursor,
                                                                                   limit)],
                           self._unheld, self._in_unit_of_work("h", self._release_unheld)),
+            WholeStep("i", "running_erasures", self._running_erasures),
         ]
 
     # -- a: expired sessions ----------------------------------------------------------------------------------
@@ -177,6 +180,17 @@ class Steps:
     def _temporary_files(self, report: StepReport, dry_run: bool) -> None:
         removed = self.store.sweep_tmp(self.now - self.policy.tmp_ttl, dry_run=dry_run)
         report.candidates = report.acted = removed
+
+    # -- i: erasures whose jobs ran out of retries (D16) ------------------------------------------------------
+
+    def _running_erasures(self, report: StepReport, dry_run: bool) -> None:
+        running = self.db.read(erasures_sql.running_ids)
+        report.candidates = len(running)
+        if dry_run:
+            return
+        for erasure_id in running:
+            if erase_round(self.rt, erasure_id) != "running":
+                report.acted += 1
 
     # -- h: avatars and logos no slot holds (D16) -------------------------------------------------------------
 

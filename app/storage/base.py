@@ -116,6 +116,10 @@ class ObjectStore(Protocol):
         """Remove the driver's own temporary entries older than `older_than` (only count them with
         dry_run); returns how many (fs only)."""
 
+    def remains(self, keys: Sequence[str]) -> list[str]:
+        """Of these keys, those of which the store still holds anything, found by reading it: the object (a
+        head), and on a bucket that keeps versions any version or delete marker. The erasure's proof (D16)."""
+
     def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
         """Every object under `prefix` (which ends with `/`), in ascending key order, page by page: never
         the whole listing in memory. Only for D16's sweeps and audit (K2). A key that cannot be addressed

@@ -376,6 +376,9 @@ class FsStore:
         return removed
 
 
+    def remains(self, keys: Sequence[str]) -> list[str]:
+        return [key for key in keys if self.head(key) is not None]
+
     # -- listing: D16's sweeps and audit only (K2) --------------------------------------------------------------
 
     def _prefix_dirs(self, prefix: str, create: bool = False) -> "contextlib.AbstractContextManager[_Dirs | None]":

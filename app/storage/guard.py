@@ -79,3 +79,6 @@ class GuardedStore:
 
     def prune_dirs(self, prefix: str) -> int:
         return self._checked("prune_dirs").prune_dirs(prefix)
+
+    def remains(self, keys: Sequence[str]) -> list[str]:
+        return self._checked("remains").remains(keys)

@@ -380,6 +380,20 @@ class S3Store:
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         return 0  # S3 puts are atomic on the server; there is no temporary area of ours (D8 e).
 
+    def remains(self, keys: Sequence[str]) -> list[str]:
+        """A head per key; on a bucket that keeps versions, the versions of that exact key are listed too."""
+        versioned = self.keeps_versions()
+        found = []
+        for key in keys:
+            if self.head(key) is not None:
+                found.append(key)
+            elif versioned:
+                with self._mapped("list_object_versions"):
+                    if any(item.object_name == key for item in self.client.list_objects(
+                            self.bucket, prefix=_key(key), recursive=True, include_version=True)):
+                        found.append(key)
+        return found
+
     def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
         """ListObjectsV2 page by page (1,000 keys a page), current objects only, in key order."""
         with self._mapped("list_objects"):

@@ -41,7 +41,7 @@ def test_steps_run_in_order_in_batches(make_lethe):
     ids = [lethe.upload(ALEX) for _ in range(5)]
     lethe.clock.advance(ttl(lethe, "file.unattached_ttl"))
     report = cleanup(lethe)
-    assert [s.step for s in report.steps] == ["a", "b", "c", "d", "e", "f", "g", "h"]
+    assert [s.step for s in report.steps] == ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
     b = report.step("b")
     assert (b.candidates, b.batches, b.acted, b.failed) == (5, 3, 5, 0)
     assert report.step("d").acted == 5  # the catch-up purged them inline
@@ -421,7 +421,7 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
                                 timeout=60)
         assert result.returncode == 0, result.stderr
         lines = [line.strip() for line in result.stdout.splitlines()]
-        assert [line.split(".")[0] for line in lines[1:]] == ["a", "b", "c", "d", "e", "f", "g", "h"]
+        assert [line.split(".")[0] for line in lines[1:]] == ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
     assert "dry run" in subprocess.run([sys.executable, "-m", "app.cli", "cleanup", "--dry-run"], capture_output=True,
                                        text=True, env=env, timeout=60).stdout
 

@@ -1,0 +1,43 @@
+"""Erasure of a person (D16), `manage` only."""
+
+from __future__ import annotations
+
+from flask.views import MethodView
+from flask_smorest import Blueprint
+
+from app.api.common import caller, problems, runtime
+from app.api.schemas import ErasureRequestSchema, ErasureSchema
+from app.lifecycle import erasure
+
+blp = Blueprint("erasures", __name__, url_prefix="/api/v1/erasures", description="Erasure of a person")
+
+
+def _shape(row, receipts) -> dict:
+    return {**row._asdict(), "receipts": [receipt._asdict() for receipt in receipts]}
+
+
+@blp.route("")
+class Erasures(MethodView):
+    @blp.doc(operationId="createErasure")
+    @blp.arguments(ErasureRequestSchema)
+    @blp.response(202, ErasureSchema)
+    @problems(blp, 403, 422)
+    def post(self, body):
+        """Erase everything Lethe holds of a subject: their files (attached ones too), messages, drafts,
+        slots, upload sessions and events. Answers at once; follow the state with getErasure. A second
+        request for the same subject while one runs answers the running one."""
+        rt = runtime()
+        row = erasure.request_erasure(rt, caller(), body["subject_id"])
+        return _shape(*erasure.erasure_of(rt, caller(), row.id))
+
+
+@blp.route("/<uuid:erasure_id>")
+class ErasureById(MethodView):
+    @blp.doc(operationId="getErasure")
+    @blp.response(200, ErasureSchema)
+    @problems(blp, 403, 404)
+    def get(self, erasure_id):
+        """The erasure's state (`running`, `complete`, or `failed` with a reason), its counts, and the
+        receipts of the files it purged. `complete` only when no row of the subject is left and every key of
+        every file was confirmed absent by a read of the store."""
+        return _shape(*erasure.erasure_of(runtime(), caller(), erasure_id))

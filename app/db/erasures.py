@@ -1,0 +1,156 @@
+"""SQL of the erasure of a person (D16). Lock order (D10): slots, then messages (by id), then files ascending,
+then attachments, then what mark_deleted locks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+from uuid import UUID
+
+from app.db.core import Conn
+
+COLUMNS = ("id, subject_id, state, reason, created_at, finished_at, files_marked, files_purged, "
+           "keys_confirmed_absent, messages_removed, drafts_removed")
+
+
+def start(conn: Conn, erasure_id: UUID, subject_id: UUID, now: datetime) -> Any:
+    """The running erasure of the subject: a new one, or the one already running (one statement, so two
+    requests racing get one erasure)."""
+    conn.execute(
+        """
+        INSERT INTO erasures (id, subject_id, state, created_at) VALUES (%s, %s, 'running', %s)
+        ON CONFLICT (subject_id) WHERE state = 'running' DO NOTHING
+        """, (erasure_id, subject_id, now))
+    return conn.execute(f"SELECT {COLUMNS} FROM erasures WHERE subject_id = %s AND state = 'running'",
+                        (subject_id,)).fetchone()
+
+
+def erasure(conn: Conn, erasure_id: UUID) -> Any:
+    return conn.execute(f"SELECT {COLUMNS} FROM erasures WHERE id = %s", (erasure_id,)).fetchone()
+
+
+def lock_erasure(conn: Conn, erasure_id: UUID) -> Any:
+    return conn.execute(f"SELECT {COLUMNS} FROM erasures WHERE id = %s FOR UPDATE", (erasure_id,)).fetchone()
+
+
+def add_counts(conn: Conn, erasure_id: UUID, **counts: int) -> None:
+    assignments = ", ".join(f"{name} = {name} + %s" for name in counts)
+    conn.execute(f"UPDATE erasures SET {assignments} WHERE id = %s", (*counts.values(), erasure_id))
+
+
+def finish(conn: Conn, erasure_id: UUID, state: str, reason: str | None, now: datetime) -> None:
+    """End an erasure. A complete one forgets its subject."""
+    conn.execute(
+        """
+        UPDATE erasures SET state = %s, reason = %s, finished_at = %s,
+               subject_id = CASE WHEN %s = 'complete' THEN NULL ELSE subject_id END
+        WHERE id = %s AND state = 'running'
+        """, (state, reason, now, state, erasure_id))
+
+
+# -- what the subject still has ------------------------------------------------------------------------------
+
+
+def lock_messages_of(conn: Conn, subject_id: UUID, limit: int) -> list[Any]:
+    return conn.execute("SELECT author_id, id FROM messages WHERE author_id = %s ORDER BY id LIMIT %s FOR UPDATE",
+                        (subject_id, limit)).fetchall()
+
+
+def files_of_messages(conn: Conn, subject_id: UUID, message_ids: Sequence[str]) -> list[UUID]:
+    return [row.file_id for row in conn.execute(
+        "SELECT file_id FROM attachments WHERE author_id = %s AND message_id = ANY(%s) ORDER BY file_id",
+        (subject_id, list(message_ids)))]
+
+
+def delete_messages(conn: Conn, subject_id: UUID, message_ids: Sequence[str]) -> int:
+    """Remove the messages (their attachment rows go by ON DELETE CASCADE)."""
+    return conn.execute("DELETE FROM messages WHERE author_id = %s AND id = ANY(%s)",
+                        (subject_id, list(message_ids))).rowcount
+
+
+def lock_files_of(conn: Conn, subject_id: UUID, limit: int, after: UUID) -> list[Any]:
+    """The subject's files rows (deleted or not), ascending id after a cursor, locked."""
+    return conn.execute(
+        """
+        SELECT f.id, f.deleted_at, f.object_key, coalesce(s.part_count, 0) AS part_count
+        FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
+        WHERE f.uploaded_by = %s AND f.id > %s ORDER BY f.id LIMIT %s FOR UPDATE OF f
+        """, (subject_id, after, limit)).fetchall()
+
+
+def record_files(conn: Conn, erasure_id: UUID, rows: Sequence[Any]) -> None:
+    with conn.cursor() as cur:
+        cur.executemany(
+            """
+            INSERT INTO erasure_files (erasure_id, file_id, object_key, part_count) VALUES (%s, %s, %s, %s)
+            ON CONFLICT (erasure_id, file_id) DO UPDATE
+            SET object_key = coalesce(EXCLUDED.object_key, erasure_files.object_key),
+                part_count = greatest(EXCLUDED.part_count, erasure_files.part_count)
+            """, [(erasure_id, row.id, row.object_key, row.part_count) for row in rows])
+
+
+def delete_drafts_of(conn: Conn, subject_id: UUID) -> int:
+    return conn.execute("DELETE FROM drafts WHERE user_id = %s", (subject_id,)).rowcount
+
+
+def forget_events_of(conn: Conn, subject_id: UUID, erasure_id: UUID) -> int:
+    """Remove every event addressed to the subject or about one of their files, and the subject as the
+    actor of anyone else's events."""
+    removed = conn.execute(
+        """
+        DELETE FROM events WHERE audience_principal_id = %s
+           OR (resource_kind = 'file' AND resource_id IN (SELECT file_id FROM erasure_files WHERE erasure_id = %s))
+        """, (subject_id, erasure_id)).rowcount
+    conn.execute("UPDATE events SET actor_id = NULL WHERE actor_id = %s", (subject_id,))
+    return removed
+
+
+def remaining(conn: Conn, subject_id: UUID, erasure_id: UUID) -> Any:
+    """What is left of the subject: rows of theirs, and files of the erasure not yet confirmed absent."""
+    return conn.execute(
+        """
+        SELECT (SELECT count(*) FROM files WHERE uploaded_by = %(s)s) AS files,
+               (SELECT count(*) FROM messages WHERE author_id = %(s)s) AS messages,
+               (SELECT count(*) FROM drafts WHERE user_id = %(s)s) AS drafts,
+               (SELECT count(*) FROM slots WHERE holder_id = %(s)s) AS slots,
+               (SELECT count(*) FROM events WHERE audience_principal_id = %(s)s OR actor_id = %(s)s) AS events,
+               (SELECT count(*) FROM erasure_files WHERE erasure_id = %(e)s AND confirmed_at IS NULL)
+                   AS unconfirmed
+        """, {"s": subject_id, "e": erasure_id}).fetchone()
+
+
+def unconfirmed_purged(conn: Conn, erasure_id: UUID, limit: int, after: UUID) -> list[Any]:
+    """Files of the erasure whose rows are gone and whose keys are not confirmed absent yet, by file id."""
+    return conn.execute(
+        """
+        SELECT ef.file_id, ef.object_key, ef.part_count FROM erasure_files ef
+        WHERE ef.erasure_id = %s AND ef.confirmed_at IS NULL AND ef.file_id > %s
+          AND NOT EXISTS (SELECT 1 FROM files f WHERE f.id = ef.file_id)
+        ORDER BY ef.file_id LIMIT %s
+        """, (erasure_id, after, limit)).fetchall()
+
+
+def deleted_files_of(conn: Conn, erasure_id: UUID, limit: int, after: UUID) -> list[UUID]:
+    """Files of the erasure whose rows are still there (marked deleted): the purge's work, by file id."""
+    return [row.file_id for row in conn.execute(
+        """
+        SELECT ef.file_id FROM erasure_files ef JOIN files f ON f.id = ef.file_id
+        WHERE ef.erasure_id = %s AND f.deleted_at IS NOT NULL AND ef.file_id > %s ORDER BY ef.file_id LIMIT %s
+        """, (erasure_id, after, limit))]
+
+
+def set_confirmed(conn: Conn, erasure_id: UUID, counts: dict[UUID, int], now: datetime) -> None:
+    conn.execute(
+        """
+        UPDATE erasure_files ef SET confirmed_at = %s, keys_absent = c.n
+        FROM unnest(%s::uuid[], %s::int[]) AS c(id, n) WHERE ef.erasure_id = %s AND ef.file_id = c.id
+        """, (now, list(counts), list(counts.values()), erasure_id))
+
+
+def file_ids_of(conn: Conn, erasure_id: UUID) -> list[UUID]:
+    return [row.file_id for row in conn.execute(
+        "SELECT file_id FROM erasure_files WHERE erasure_id = %s ORDER BY file_id", (erasure_id,))]
+
+
+def running_ids(conn: Conn) -> list[UUID]:
+    return [row.id for row in conn.execute("SELECT id FROM erasures WHERE state = 'running' ORDER BY created_at")]

@@ -1,0 +1,2 @@
+DROP TABLE erasure_files;
+DROP TABLE erasures;

@@ -1,0 +1,204 @@
+# Erasure removes everything Lethe holds of a person (D16, GDPR article 17): their slots, messages, files
+# (attached ones too), upload sessions, drafts and the events addressed to them or about their files. It
+# works in rounds, each resumable and idempotent: mark (every file through mark_deleted, in batches, lock
+# order slots, messages, files, attachments: D10), purge (inline, outside every transaction: K1), confirm
+# (a read of the store for every key of every purged file), then complete only when no row of the subject is
+# left and every key was confirmed absent. A complete erasure forgets its subject: what stays is its counts
+# and the files' name-free receipts.
+"""Erasure of a person: request, one round, and its state."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from app.auth import Principal
+from app.db import erasures as sql
+from app.db import messages as messages_sql
+from app.db import receipts as receipts_sql
+from app.db import slots as slots_sql
+from app.db.files import lock_files
+from app.domain import access
+from app.domain.keys import KeyError_, part_key
+from app.domain.purge_plan import object_keys_of
+from app.errors import Forbidden, NotFound
+from app.jobs import ERASE_ACTOR, ERASE_QUEUE
+from app.lifecycle.deletion import mark_deleted
+from app.lifecycle.purge import purge_files
+from app.logs import log_event
+
+log = logging.getLogger("lethe.erasure")
+
+
+def _manager(principal: Principal | None) -> None:
+    if principal is not None and not access.is_manager(principal):
+        raise Forbidden()
+
+
+def request_erasure(rt, principal: Principal | None, subject_id: uuid.UUID) -> Any:
+    """Start erasing a subject (`manage`; principal None: an operator's command), or answer the erasure
+    already running for them.
+
+    Returns:
+        The erasure's row.
+    """
+    _manager(principal)
+    new_id = uuid.uuid4()
+
+    def work(uow):
+        row = sql.start(uow.conn, new_id, subject_id, rt.clock.now())
+        if row.id == new_id:
+            uow.enqueue(ERASE_QUEUE, ERASE_ACTOR, str(new_id))
+        return row
+
+    row = rt.db.unit_of_work(work, name="erasure.request")
+    log_event(log, "info", "erasure.requested", "erasure requested", erasure_id=str(row.id),
+              new=row.id == new_id)
+    return row
+
+
+def erasure_of(rt, principal: Principal | None, erasure_id: uuid.UUID) -> tuple[Any, list[Any]]:
+    """The erasure and the receipts of its files."""
+    _manager(principal)
+    row = rt.db.read(lambda conn: sql.erasure(conn, erasure_id))
+    if row is None:
+        raise NotFound()
+    receipts = rt.db.read(lambda conn: receipts_sql.receipts_of(conn, sql.file_ids_of(conn, erasure_id)))
+    return row, receipts
+
+
+def erase_round(rt, erasure_id: uuid.UUID) -> str:
+    """One round: mark, purge, confirm, and complete when nothing is left.
+
+    Returns:
+        The state after the round: `running` (another round is needed), `complete` or `failed`.
+
+    Raises:
+        StorageError: the store failed; the next round goes on from where this one stopped.
+    """
+    row = rt.db.read(lambda conn: sql.erasure(conn, erasure_id))
+    if row is None:
+        raise NotFound()
+    if row.state != "running":
+        return str(row.state)
+    subject, batch = row.subject_id, rt.cfg.file.gc_batch_size
+    _mark(rt, erasure_id, subject, batch)
+    _purge(rt, erasure_id, batch)
+    _confirm(rt, erasure_id, batch)
+    return _finish(rt, row, subject)
+
+
+def _mark(rt, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) -> None:
+    def slots(uow) -> None:
+        for slot in slots_sql.clear_holder(uow.conn, subject):
+            if slot.holder_id == subject:
+                slots_sql.delete_slot(uow.conn, slot.kind, slot.holder_id)  # the subject's own slot goes
+            else:
+                slots_sql.set_file(uow.conn, slot.kind, slot.holder_id, None, rt.clock.now())  # the logo empties
+
+    rt.db.unit_of_work(slots, name="erasure.slots")
+
+    def messages(uow) -> int:
+        found = sql.lock_messages_of(uow.conn, subject, batch)
+        if not found:
+            return 0
+        ids = [message.id for message in found]
+        file_ids = sql.files_of_messages(uow.conn, subject, ids)
+        lock_files(uow.conn, file_ids)
+        removed = sql.delete_messages(uow.conn, subject, ids)  # their attachment rows go with them
+        marked = mark_deleted(uow, file_ids, rt.clock.now(), via="erasure")
+        sql.add_counts(uow.conn, erasure_id, messages_removed=removed, files_marked=len(marked))
+        return len(found)
+
+    while rt.db.unit_of_work(messages, name="erasure.messages") == batch:
+        pass
+
+    after = uuid.UUID(int=0)
+    while True:
+        def files(uow) -> list[Any]:
+            rows = sql.lock_files_of(uow.conn, subject, batch, after)
+            if rows:
+                sql.record_files(uow.conn, erasure_id, rows)
+                ids = [r.id for r in rows]
+                messages_sql.detach_files(uow.conn, ids)
+                marked = mark_deleted(uow, [r.id for r in rows if r.deleted_at is None], rt.clock.now(),
+                                      via="erasure")
+                sql.add_counts(uow.conn, erasure_id, files_marked=len(marked))
+            return rows
+
+        rows = rt.db.unit_of_work(files, name="erasure.files")
+        if len(rows) < batch:
+            break
+        after = rows[-1].id
+
+    def rest(uow) -> None:
+        drafts = sql.delete_drafts_of(uow.conn, subject)
+        sql.forget_events_of(uow.conn, subject, erasure_id)
+        sql.add_counts(uow.conn, erasure_id, drafts_removed=drafts)
+
+    rt.db.unit_of_work(rest, name="erasure.rest")
+
+
+def _purge(rt, erasure_id: uuid.UUID, batch: int) -> None:
+    after = uuid.UUID(int=0)
+    while True:
+        ids = rt.db.read(lambda conn: sql.deleted_files_of(conn, erasure_id, batch, after))
+        if ids:
+            purge_files(rt, ids)  # a refused file stays; the next round tries it again
+        if len(ids) < batch:
+            return
+        after = ids[-1]
+
+
+def _keys(rt, file_id: uuid.UUID, object_key: str | None, part_count: int) -> list[str]:
+    keys = object_keys_of(file_id, object_key)
+    if rt.store.driver == "fs":
+        keys += [part_key(file_id, n) for n in range(1, part_count + 1)]
+    return keys
+
+
+def _confirm(rt, erasure_id: uuid.UUID, batch: int) -> None:
+    after = uuid.UUID(int=0)
+    while True:
+        rows = rt.db.read(lambda conn: sql.unconfirmed_purged(conn, erasure_id, batch, after))
+        absent: dict[uuid.UUID, int] = {}
+        for row in rows:
+            try:
+                keys = _keys(rt, row.file_id, row.object_key, row.part_count)
+            except KeyError_:
+                log_event(log, "error", "erasure.bad_key", "stored key refused; not confirmed", file_id=str(row.file_id))
+                continue
+            if not rt.store.remains(keys):  # a read of the store, key by key (K1: outside any transaction)
+                absent[row.file_id] = len(keys)
+
+        def record(uow) -> None:
+            now = rt.clock.now()
+            sql.set_confirmed(uow.conn, erasure_id, absent, now)
+            receipts_sql.set_confirmed_absent(uow.conn, absent)
+            sql.add_counts(uow.conn, erasure_id, files_purged=len(absent),
+                           keys_confirmed_absent=sum(absent.values()))
+
+        if absent:
+            rt.db.unit_of_work(record, name="erasure.confirm")
+        if len(rows) < batch:
+            return
+        after = rows[-1].file_id
+
+
+def _finish(rt, row: Any, subject: uuid.UUID) -> str:
+    left = rt.db.read(lambda conn: sql.remaining(conn, subject, row.id))
+    now = rt.clock.now()
+    if not any(left):
+        rt.db.unit_of_work(lambda uow: sql.finish(uow.conn, row.id, "complete", None, now), name="erasure.finish")
+        log_event(log, "info", "erasure.complete", "erasure complete", erasure_id=str(row.id))
+        return "complete"
+    if now - row.created_at > rt.cfg.privacy.object_delete_delay:
+        rt.db.unit_of_work(lambda uow: sql.finish(uow.conn, row.id, "failed", "not_done_within_delay", now),
+                           name="erasure.finish")
+        log_event(log, "warning", "erasure.failed", "erasure not complete within privacy.object_delete_delay",
+                  erasure_id=str(row.id), **left._asdict())
+        return "failed"
+    log_event(log, "info", "erasure.pending", "erasure round done; more to do", erasure_id=str(row.id),
+              **left._asdict())
+    return "running"

@@ -1,0 +1,167 @@
+"""Erasure of a person (D16) on both drivers: everything of the subject goes (files attached or not, messages,
+drafts, slots, sessions, events), every key is confirmed absent by a read, the erasure forgets the subject,
+its receipts are reachable from it; idempotent, resumable, and safe against a concurrent deleteFile."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+
+import pytest
+
+from app.errors import StorageError
+from app.lifecycle.erasure import erase_round
+from tests.support.helpers import keys_of, problem, rows
+from tests.support.lethe import ALEX, OWNER, SAM
+
+CANARY = "Canary-Er42-divorce-papers"
+FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+
+
+def everything_of_alex(lethe) -> dict:
+    """Alex's world: an attached file, an unattached one, an avatar in its slot, a draft, an open upload, a
+    file deleted but not purged yet. Sam has a file that must survive."""
+    attached = lethe.upload(ALEX, name=f"{CANARY}-1.pdf")
+    assert lethe.call("PUT", "/api/v1/messages/thread-1", ALEX, json={"file_ids": [attached]}).status_code == 200
+    loose = lethe.upload(ALEX, name=f"{CANARY}-2.pdf")
+    avatar = lethe.upload(ALEX, name=f"{CANARY}-face.png", purpose="avatar")
+    assert lethe.call("PUT", f"/api/v1/principals/{ALEX.id}/avatar", ALEX, json={"file_id": avatar}).status_code == 200
+    assert lethe.call("PUT", "/api/v1/drafts/d-1", ALEX, json={"text": CANARY, "file_ids": [loose]}).status_code == 200
+    open_upload = lethe.start_upload(ALEX, b"half", name=f"{CANARY}-3.pdf")["file"]["id"]
+    deleted = lethe.upload(ALEX, name=f"{CANARY}-4.pdf")
+    assert lethe.call("DELETE", f"/api/v1/files/{deleted}", ALEX).status_code == 204
+    lethe.broker.take()  # the purge jobs of these deletes are lost: the erasure must not rely on them
+    sams = lethe.upload(SAM, name="sams-notes.txt")
+    return {"files": [attached, loose, avatar, open_upload, deleted], "sams": sams}
+
+
+def nothing_of_alex_in_the_database(lethe) -> None:
+    alex = str(ALEX.id)
+    for table in ("files", "messages", "drafts", "events", "slots", "upload_sessions", "attachments",
+                  "erasures", "erasure_files", "receipts", "outbox"):
+        dump = json.dumps([row._asdict() for row in rows(lethe, table)], default=str)
+        assert CANARY not in dump, table
+        if table not in ("erasure_files",):
+            assert alex not in dump, table
+
+
+def test_an_erasure_removes_everything_and_proves_it(lethe):
+    world = everything_of_alex(lethe)
+    keys = {file_id: lethe.row(file_id).object_key for file_id in world["files"]}
+    response = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)})
+    assert response.status_code == 202 and response.json["state"] == "running"
+    erasure_id = response.json["id"]
+    # A second request while it runs answers the running one
+    again = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)})
+    assert again.status_code == 202 and again.json["id"] == erasure_id
+
+    assert erase_round(lethe.rt, uuid.UUID(erasure_id)) == "complete"
+
+    body = lethe.call("GET", f"/api/v1/erasures/{erasure_id}", OWNER).json
+    assert body["state"] == "complete" and "subject_id" not in body
+    assert body["files_marked"] == 4 and body["files_purged"] == 5 and body["messages_removed"] == 1
+    assert body["drafts_removed"] == 1 and body["keys_confirmed_absent"] >= 5 * 6
+    vias = sorted(receipt["via"] for receipt in body["receipts"])
+    assert vias == ["erasure"] * 4 + ["file"]
+    assert all(receipt["keys_confirmed_absent"] >= receipt["keys_deleted"] > 0 for receipt in body["receipts"]), body["receipts"]
+    nothing_of_alex_in_the_database(lethe)
+    for file_id in world["files"]:
+        assert lethe.raw_store.remains(keys_of(file_id)) == []
+        assert keys[file_id] is None or lethe.raw_store.head(keys[file_id]) is None
+    assert lethe.call("GET", f"/api/v1/files/{world['sams']}", SAM).status_code == 200
+    # After it completed, a new request is a new erasure, with nothing left to do
+    fresh = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json
+    assert fresh["id"] != erasure_id
+    assert erase_round(lethe.rt, uuid.UUID(fresh["id"])) == "complete"
+
+
+@FS_ONLY
+def test_only_manage_erases_and_bad_input_is_refused(lethe):
+    problem(lethe.call("POST", "/api/v1/erasures", ALEX, json={"subject_id": str(ALEX.id)}), 403, "forbidden")
+    problem(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": "alex"}), 422, "invalid_request")
+    problem(lethe.call("GET", f"/api/v1/erasures/{uuid.uuid4()}", OWNER), 404, "not_found")
+    erasure_id = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(SAM.id)}).json["id"]
+    problem(lethe.call("GET", f"/api/v1/erasures/{erasure_id}", SAM), 403, "forbidden")
+
+
+@FS_ONLY
+def test_a_crash_mid_way_continues_and_nothing_is_done_twice(lethe, monkeypatch):
+    world = everything_of_alex(lethe)
+    erasure_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"])
+    from app.lifecycle import erasure
+
+    def store_down(rt, ids):
+        raise StorageError("the store is unreachable")
+
+    monkeypatch.setattr(erasure, "purge_files", store_down)
+    with pytest.raises(StorageError):
+        erase_round(lethe.rt, erasure_id)  # marked, not purged
+    monkeypatch.undo()
+    assert erase_round(lethe.rt, erasure_id) == "complete"
+    body = lethe.call("GET", f"/api/v1/erasures/{erasure_id}", OWNER).json
+    assert body["files_marked"] == 4 and body["files_purged"] == len(world["files"])
+    nothing_of_alex_in_the_database(lethe)
+
+
+def test_a_refused_key_keeps_the_erasure_running_until_it_is_gone(lethe, swap_store):
+    world = everything_of_alex(lethe)
+    erasure_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"])
+
+    class Refusing:
+        def __init__(self, inner):
+            self.inner, self.driver = inner, inner.driver
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def delete_many(self, keys):
+            from app.storage.base import DeleteFailure
+
+            keys = list(keys)
+            refused = [k for k in keys if world["files"][0] in k]
+            return self.inner.delete_many([k for k in keys if k not in refused]) + \
+                [DeleteFailure(k, "AccessDenied") for k in refused]
+
+    original = swap_store(lethe, Refusing(lethe.rt.store))
+    assert erase_round(lethe.rt, erasure_id) == "running"
+    assert lethe.call("GET", f"/api/v1/erasures/{erasure_id}", OWNER).json["state"] == "running"
+    lethe.rt.store = original
+    assert erase_round(lethe.rt, erasure_id) == "complete"
+
+
+@FS_ONLY
+def test_delete_versus_erase_ends_with_every_file_gone_once(lethe):
+    for _ in range(3):
+        files = [lethe.upload(ALEX) for _ in range(6)]
+        erasure_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER,
+                                          json={"subject_id": str(ALEX.id)}).json["id"])
+        barrier = threading.Barrier(2)
+        errors = []
+
+        def delete_all():
+            barrier.wait(timeout=30)
+            for file_id in files:
+                status = lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code
+                if status not in (204, 404):
+                    errors.append(status)
+
+        def erase():
+            barrier.wait(timeout=30)
+            try:
+                while erase_round(lethe.rt, erasure_id) == "running":
+                    pass
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=delete_all), threading.Thread(target=erase)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not errors
+        lethe.run_jobs("purge_objects")
+        assert all(lethe.row(file_id) is None for file_id in files)
+        receipts = {str(r.file_id): r.via for r in rows(lethe, "receipts") if str(r.file_id) in files}
+        assert set(receipts) == set(files) and set(receipts.values()) <= {"file", "erasure"}
+        assert lethe.call("GET", f"/api/v1/erasures/{erasure_id}", OWNER).json["state"] == "complete"
