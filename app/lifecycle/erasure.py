@@ -169,8 +169,15 @@ def _confirm(rt, erasure_id: uuid.UUID, batch: int) -> None:
             except KeyError_:
                 log_event(log, "error", "erasure.bad_key", "stored key refused; not confirmed", file_id=str(row.file_id))
                 continue
-            if not rt.store.remains(keys):  # a read of the store, key by key (K1: outside any transaction)
+            left = rt.store.remains(keys)  # a read of the store, key by key (K1: outside any transaction)
+            if not left:
                 absent[row.file_id] = len(keys)
+            else:
+                # The row went but the store still holds a key (a delete it acknowledged and did not do):
+                # delete it again; the next round reads again.
+                log_event(log, "warning", "erasure.key_remains", "a purged file's key is still in the store; "
+                          "deleting it again", file_id=str(row.file_id), keys=len(left))
+                rt.store.delete_many(left)
 
         def record(uow) -> None:
             now = rt.clock.now()

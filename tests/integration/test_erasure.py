@@ -165,3 +165,29 @@ def test_delete_versus_erase_ends_with_every_file_gone_once(lethe):
         receipts = {str(r.file_id): r.via for r in rows(lethe, "receipts") if str(r.file_id) in files}
         assert set(receipts) == set(files) and set(receipts.values()) <= {"file", "erasure"}
         assert lethe.call("GET", f"/api/v1/erasures/{erasure_id}", OWNER).json["state"] == "complete"
+
+
+def test_a_key_the_store_acknowledged_but_kept_is_found_by_the_read_and_deleted_again(lethe, swap_store):
+    world = everything_of_alex(lethe)
+    erasure_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"])
+    kept_file = world["files"][1]
+
+    class Lying:
+        """Acknowledges every delete, but keeps one file's original (as a misbehaving store would)."""
+
+        def __init__(self, inner):
+            self.inner, self.driver = inner, inner.driver
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def delete_many(self, keys):
+            return self.inner.delete_many([k for k in keys if not (kept_file in k and "orig-1" in k)])
+
+    original = swap_store(lethe, Lying(lethe.rt.store))
+    assert erase_round(lethe.rt, erasure_id) == "running"  # the row went, the read found the key
+    assert lethe.row(kept_file) is None and lethe.raw_store.remains(keys_of(kept_file))
+    lethe.rt.store = original
+    assert erase_round(lethe.rt, erasure_id) == "running"  # deleted again; confirmed at the next read
+    assert erase_round(lethe.rt, erasure_id) == "complete"
+    assert lethe.raw_store.remains(keys_of(kept_file)) == []
