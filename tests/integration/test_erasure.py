@@ -191,3 +191,21 @@ def test_a_key_the_store_acknowledged_but_kept_is_found_by_the_read_and_deleted_
     assert erase_round(lethe.rt, erasure_id) == "running"  # deleted again; confirmed at the next read
     assert erase_round(lethe.rt, erasure_id) == "complete"
     assert lethe.raw_store.remains(keys_of(kept_file)) == []
+
+
+@FS_ONLY
+def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    everything_of_alex(lethe)
+    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
+           "LETHE_FILE_FS_ROOT": lethe.raw_store.root}
+    result = subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", str(ALEX.id), "--wait"],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith(": complete")
+    nothing_of_alex_in_the_database(lethe)
+    assert subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", "alex"], capture_output=True,
+                          text=True, env=env, timeout=60).returncode == 2
