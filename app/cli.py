@@ -38,11 +38,35 @@ def _setup(role: str, cfg, fmt: str | None = None, stream=None) -> None:
     setup_sentry(cfg.sentry.dsn, role)
 
 
+NO_DATABASE = ("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this command.\n"
+               "  Either run it from the folder where `make run` (lethe dev) is running, so it finds that "
+               "server through ./.lethe/, or start one there first:  make run\n"
+               "  or point it at your database:  LETHE_DATABASE_URL=postgresql://user@host:5432/db lethe ...")
+
+
 def _require_database(cfg) -> None:
     if not cfg.database.url:
         print("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this role "
               "(only lethe dev starts an embedded server).", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
+
+
+def _attach_to_dev(cfg):
+    """Without database.url, an operator command uses the `lethe dev` running from this folder (its
+    database and fs root, from ./.lethe/dev.json); else it exits 2 saying what to run. Returns the
+    configuration and whether it attached."""
+    if cfg.database.url:
+        return cfg, False
+    from app.dev import running_dev
+
+    dev = running_dev()
+    if dev is None:
+        print(NO_DATABASE, file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    changes = {"database.url": dev["database_url"]}
+    if "LETHE_FILE_FS_ROOT" not in os.environ and dev.get("storage_driver") == "fs":
+        changes["file.fs.root"] = dev["fs_root"]
+    return cfg.replace(**changes), True
 
 
 def _require_broker(cfg) -> None:
@@ -210,15 +234,18 @@ def cmd_cleanup(args) -> int:
 def _one_shot_runtime(name: str, needs_store: bool = True):
     """The runtime of an operator command: configuration, database, logs on stderr (console on a terminal),
     the report on stdout."""
-    cfg = load_config_or_exit(name)
-    _require_database(cfg)
+    cfg, attached = _attach_to_dev(load_config_or_exit(name))
     _setup(name, cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
     if needs_store:
         inspect_store_or_exit(cfg, name)
     from app.runtime import build_runtime
     from workers.broker import build_broker
 
-    return build_runtime(cfg, build_broker(cfg.broker.url), role=name)
+    runtime = build_runtime(cfg, build_broker(cfg.broker.url), role=name)
+    if attached and not cfg.broker.url:
+        # lethe dev's broker lives in its own process: leave the jobs in the outbox; its relay sends them.
+        runtime.db.after_commit = None
+    return runtime
 
 
 def _chosen(items, wanted: str | None, attribute: str, what: str):
@@ -443,8 +470,9 @@ def cmd_token(args) -> int:
     if not secret and os.path.exists(os.path.join(args.state_dir, "jwt_secret")):
         secret = open(os.path.join(args.state_dir, "jwt_secret")).read().strip()  # the one lethe dev made
     if not secret:
-        print("lethe: bad configuration:\n  auth.jwt_secret (LETHE_AUTH_JWT_SECRET): Required to mint a token.",
-              file=sys.stderr)
+        print("lethe: bad configuration:\n  auth.jwt_secret (LETHE_AUTH_JWT_SECRET): Required to mint a token.\n"
+              f"  No secret of lethe dev was found in {os.path.abspath(args.state_dir)}: run this from the "
+              "folder where `make run` ran, or pass --state-dir PATH/TO/.lethe", file=sys.stderr)
         return EXIT_CONFIG
     try:
         sub = uuid.UUID(args.sub)

@@ -9,6 +9,7 @@ Ctrl-C (or SIGTERM) stops everything it started.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -29,6 +30,35 @@ def _dev_secret(state: Path) -> str:
         with os.fdopen(fd, "w") as handle:
             handle.write(secrets.token_urlsafe(32))
     return path.read_text().strip()
+
+
+DEV_FILE = "dev.json"
+
+
+def write_dev_file(state: Path, cfg, api_url: str) -> Path:
+    """Tell operator commands run from the same folder where this `lethe dev` keeps its data (issue 14): the
+    database URL, the fs root, the api's address and this process. Mode 0600, beside jwt_secret."""
+    path = state / DEV_FILE
+    tmp = state / (DEV_FILE + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"pid": os.getpid(), "database_url": cfg.database.url, "api_url": api_url,
+                   "fs_root": str(Path(cfg.file.fs.root).resolve()), "storage_driver": cfg.file.storage.driver},
+                  handle)
+    os.replace(tmp, path)
+    return path
+
+
+def running_dev(state_dir: str = ".lethe") -> dict | None:
+    """What a `lethe dev` running from this folder wrote, or None when none runs (no file, or its process
+    is gone)."""
+    path = Path(state_dir) / DEV_FILE
+    try:
+        facts = json.loads(path.read_text())
+        os.kill(int(facts["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return facts
 
 
 def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
@@ -67,7 +97,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     cfg = cfg.replace(**changes) if changes else cfg
 
     stop = threading.Event()
-    worker = scheduler = server = runtime = leadership = None
+    worker = scheduler = server = runtime = leadership = dev_file = None
     try:
         migrate(cfg.database.url)
         broker = build_broker(cfg.broker.url)
@@ -87,6 +117,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         signal.signal(signal.SIGINT, shutdown)
         signal.signal(signal.SIGTERM, shutdown)
         base = f"http://{cfg.api.host}:{server.server_port}"
+        dev_file = write_dev_file(state, cfg, base)
         print(f"\nLethe is up at {base}  (API docs: {base}/docs, OpenAPI: {base}/openapi.json)")
         if "auth.jwt_secret" in changes:
             user = uuid.uuid5(uuid.NAMESPACE_URL, "lethe-dev-user")
@@ -96,6 +127,8 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         print("Ctrl-C stops everything.\n", flush=True)
         server.serve_forever()
     finally:
+        if dev_file is not None:
+            dev_file.unlink(missing_ok=True)
         if scheduler is not None and scheduler.running:
             scheduler.shutdown(wait=False)
         if leadership is not None:

@@ -40,12 +40,12 @@ if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
 class Role:
     """A `lethe <role>` process with its output captured to a file."""
 
-    def __init__(self, args, env, log_path):
+    def __init__(self, args, env, log_path, cwd=None):
         self.name = args[0]
         self.log_path = log_path
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         _STARTED.append(self)
 
     def tail(self, chars: int = 4000) -> str:

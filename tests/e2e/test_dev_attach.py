@@ -1,0 +1,57 @@
+"""Operator commands next to `make run` (issue 14, point 3): while `lethe dev` runs, a command run from the
+same folder finds its database and store through ./.lethe/; elsewhere the error says what to run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.embedded_pg import free_port
+from tests.e2e.conftest import Role, wait_for_http
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lethe(args, cwd, env):
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_operator_commands_find_the_running_dev_server(database_url, tmp_path):
+    here, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    base_env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)}
+    port = free_port()
+    dev = Role(["dev", "--port", str(port)], dict(base_env, LETHE_DATABASE_URL=database_url), tmp_path / "dev.log",
+               cwd=here)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/readyz", dev)
+        assert (here / ".lethe" / "dev.json").exists()
+        assert oct((here / ".lethe" / "dev.json").stat().st_mode & 0o777) == "0o600"
+        # Without LETHE_DATABASE_URL, from the same folder: it finds the dev server
+        cleanup = lethe(["cleanup", "--dry-run"], here, base_env)
+        assert cleanup.returncode == 0, cleanup.stderr
+        assert "dry run" in cleanup.stdout
+        token = lethe(["token", "--sub", "2f9a7c4e-8a39-4c53-9a43-3f2f0b1d6a11"], here, base_env)
+        assert token.returncode == 0 and token.stdout.count(".") == 2
+        # From another folder: exit 2, saying exactly what to do
+        lost = lethe(["cleanup"], elsewhere, base_env)
+        assert lost.returncode == 2 and "make run" in lost.stderr and "LETHE_DATABASE_URL=" in lost.stderr
+        no_secret = lethe(["token", "--sub", "2f9a7c4e-8a39-4c53-9a43-3f2f0b1d6a11"], elsewhere, base_env)
+        assert no_secret.returncode == 2 and "--state-dir" in no_secret.stderr
+    finally:
+        dev.stop(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while (here / ".lethe" / "dev.json").exists():
+        assert time.monotonic() < deadline, "lethe dev left its dev.json behind"
+        time.sleep(0.1)
+    # Once it stopped, the same folder gets the same clear error (a stale file is ignored too)
+    assert lethe(["cleanup"], here, base_env).returncode == 2
