@@ -20,9 +20,9 @@ $(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,test]'
 	touch $@
 
-## Run api + worker + scheduler in one process on embedded defaults (lethe dev).
+## Run api + worker + scheduler in one process on embedded defaults (lethe dev); make run PORT=9000 for another port.
 run: $(RUN_STAMP)
-	$(VENV)/bin/lethe dev
+	$(VENV)/bin/lethe dev $(if $(PORT),--port $(PORT))
 
 ## Type-check (mypy: strict on app/domain, app/storage, app/db), then run the whole test suite
 ## (PostgreSQL from DATABASE_URL or embedded; RabbitMQ from BROKER_URL).

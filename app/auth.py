@@ -31,17 +31,20 @@ class Principal:
 class Authenticator:
     """Verifies `Authorization: Bearer <jwt>` headers against the configured key."""
 
-    def __init__(self, secret: str = "", public_key: str = "", issuer: str = "", audience: str = ""):
+    def __init__(self, secret: str = "", public_key: str = "", issuer: str = "", audience: str = "",
+                 leeway_s: float = 30.0):
         if public_key:
             self.key, self.algorithms = public_key, ["RS256", "ES256"]
         else:
             self.key, self.algorithms = secret, ["HS256"]
         self.issuer = issuer or None
         self.audience = audience or None
+        self.leeway_s = leeway_s
 
     @classmethod
     def from_config(cls, cfg) -> "Authenticator":
-        return cls(cfg.auth.jwt_secret, cfg.auth.jwt_public_key, cfg.auth.issuer, cfg.auth.audience)
+        return cls(cfg.auth.jwt_secret, cfg.auth.jwt_public_key, cfg.auth.issuer, cfg.auth.audience,
+                   cfg.auth.leeway.total_seconds())
 
     def principal(self, authorization: str | None) -> Principal:
         """The principal of an Authorization header.
@@ -57,7 +60,7 @@ class Authenticator:
         options: Any = {"require": ["sub", "exp"]}
         try:
             claims = jwt.decode(token.strip(), self.key, algorithms=self.algorithms, issuer=self.issuer,
-                                audience=self.audience, options=options, leeway=30)
+                                audience=self.audience, options=options, leeway=self.leeway_s)
             principal_id = uuid.UUID(str(claims["sub"]))
         except (jwt.InvalidTokenError, ValueError, TypeError) as exc:
             log_event(log, "info", "auth.refused", "token refused", error=type(exc).__name__)

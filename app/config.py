@@ -232,6 +232,8 @@ KEYS: tuple[Key, ...] = (
     Key("auth.jwt_public_key", Text(), "", "PEM public key for RS256 or ES256 bearer tokens."),
     Key("auth.issuer", Text(), "", "Required `iss` of bearer tokens, when set."),
     Key("auth.audience", Text(), "", "Required `aud` of bearer tokens, when set."),
+    Key("auth.leeway", Duration(), "30s",
+        "Clock skew allowed when checking a token's exp, nbf and iat (between the issuer's clock and Lethe's)."),
     # api
     Key("api.host", Text(), "127.0.0.1", "Address the api binds (0.0.0.0 in a container)."),
     Key("api.port", Number(validate=_no_value_range(1, 65535)), 8080, "Port of the api."),
@@ -383,6 +385,7 @@ class AuthConfig:
     jwt_public_key: str
     issuer: str
     audience: str
+    leeway: timedelta
 
 
 @dataclass(frozen=True)
@@ -545,6 +548,8 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         add("file.purge_retry_base", "Must be at least 1s and at most file.purge_retry_max.")
     if have("outbox.relay_age") and values["outbox.relay_age"] < 1:
         add("outbox.relay_age", "Must be at least 1s.")
+    if have("auth.leeway") and values["auth.leeway"] > 300:
+        add("auth.leeway", "Must be at most 5m (a longer leeway keeps expired tokens valid).")
     for name, least in (("file.s3.timeout", 1), ("database.pool_timeout", 0.1), ("database.connect_timeout", 2),
                         ("database.statement_timeout", 0.1), ("database.keepalive", 1),
                         ("schedule.leader_timeout", 3)):

@@ -9,11 +9,13 @@ Ctrl-C (or SIGTERM) stops everything it started.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import secrets
 import signal
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -33,6 +35,22 @@ def _dev_secret(state: Path) -> str:
 
 
 DEV_FILE = "dev.json"
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Whether the api's port can be bound: checked before anything starts, so a taken port says how to pick
+    another instead of werkzeug's generic exit."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise
+    return True
 
 
 def write_dev_file(state: Path, cfg, api_url: str) -> Path:
@@ -81,6 +99,10 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     explicit_format = "LETHE_LOG_FORMAT" in os.environ
     setup_logging("all", cfg.log.format if explicit_format else "console", cfg.log.level)
     inspect_store_or_exit(cfg, "all")
+    if not _port_free(cfg.api.host, port or cfg.api.port):
+        print(f"lethe dev: port {port or cfg.api.port} on {cfg.api.host} is in use (api.port). Stop what uses it, "
+              "or choose another port:  make run PORT=9000  (or lethe dev --port 9000)", file=sys.stderr)
+        return 2
     state = Path(state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
 

@@ -78,6 +78,10 @@ def create_app(runtime) -> Flask:
         # (Flask raises routing errors only after this hook).
         if request.path.startswith(API_PREFIX):
             g.principal = authenticator.principal(request.headers.get("Authorization"))
+            if _json_body_expected_but_not_sent():
+                return problems.problem(415, reason="json_expected",
+                                        detail="Send the body as JSON with Content-Type: application/json.")
+        return None
 
     @app.after_request
     def _count(response):
@@ -89,6 +93,25 @@ def create_app(runtime) -> Flask:
         return response
 
     return app
+
+
+def _reads_json(endpoint: str | None, method: str) -> bool:
+    """Whether the handler of this endpoint and method takes a JSON body (flask-smorest's arguments)."""
+    from flask import current_app
+
+    view = current_app.view_functions.get(endpoint or "")
+    handler = getattr(getattr(view, "view_class", None), method.lower(), None)
+    parameters = getattr(handler, "_apidoc", {}).get("arguments", {}).get("parameters", [])
+    return any(parameter.get("in") == "json" for parameter in parameters)
+
+
+def _json_body_expected_but_not_sent() -> bool:
+    """A body sent to an endpoint that reads JSON, with another Content-Type (issue 14): answer 415 saying
+    what to send, not 422 "Missing data" for fields the client did send."""
+    if request.method not in ("POST", "PUT", "PATCH") or request.is_json:
+        return False
+    has_body = bool(request.content_length) or request.headers.get("Transfer-Encoding", "").lower() == "chunked"
+    return has_body and _reads_json(request.endpoint, request.method)
 
 
 def _unexpected(error: Exception):

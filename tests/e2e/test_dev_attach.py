@@ -55,3 +55,20 @@ def test_operator_commands_find_the_running_dev_server(database_url, tmp_path):
         time.sleep(0.1)
     # Once it stopped, the same folder gets the same clear error (a stale file is ignored too)
     assert lethe(["cleanup"], here, base_env).returncode == 2
+
+
+def test_a_port_in_use_says_how_to_pick_another(database_url, tmp_path):
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        result = subprocess.run([sys.executable, "-m", "app.cli", "dev", "--port", str(taken.getsockname()[1])],
+                                cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                                env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT),
+                                     "LETHE_DATABASE_URL": database_url})
+    finally:
+        taken.close()
+    assert result.returncode == 2
+    assert "is in use" in result.stderr and "--port" in result.stderr and "PORT=" in result.stderr

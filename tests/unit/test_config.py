@@ -264,3 +264,23 @@ def test_the_database_timeouts_reach_libpq_and_the_server():
     assert "-c search_path=lethe" in kwargs["options"]  # an operator's own options are kept
     assert "-c statement_timeout=2000" in kwargs["options"] and "tcp_keepalives_idle=10" in kwargs["options"]
     assert timeouts.answer == 3.0  # the client gives up a second after the server would have
+
+
+def test_the_token_leeway_is_a_key_with_a_ceiling():
+    import uuid
+    from datetime import datetime, timedelta, timezone
+
+    from app.auth import Authenticator, mint_token
+    from app.errors import Unauthorized
+
+    cfg = config.load({"LETHE_AUTH_JWT_SECRET": "s" * 32, "LETHE_AUTH_LEEWAY": "5s"})
+    assert cfg.auth.leeway == timedelta(seconds=5)
+    with pytest.raises(ConfigError) as info:
+        config.load({"LETHE_AUTH_LEEWAY": "1h"})
+    assert "auth.leeway" in info.value.errors
+    expired_10s_ago = mint_token("s" * 32, uuid.uuid4(), ttl=timedelta(seconds=60),
+                                 now=datetime.now(timezone.utc) - timedelta(seconds=70))
+    with pytest.raises(Unauthorized):
+        Authenticator.from_config(cfg).principal("Bearer " + expired_10s_ago)
+    lenient = config.load({"LETHE_AUTH_JWT_SECRET": "s" * 32, "LETHE_AUTH_LEEWAY": "30s"})
+    assert Authenticator.from_config(lenient).principal("Bearer " + expired_10s_ago).scopes
