@@ -24,6 +24,9 @@ PURGE_ERRORS = Counter("lethe_purge_errors_total", "Purge runs that met a storag
 PURGE_REFUSED_FILES = Counter("lethe_purge_refused_files_total",
                               "Purge attempts of a file whose objects the store refused (the file is retried "
                               "with backoff; the others of its batch went on).")
+DELETE_TO_GONE = Histogram("lethe_delete_to_gone_seconds", "From a file's deletion mark to the removal of its row "
+                                                          "(its objects went first).",
+                           buckets=(0.1, 0.5, 1, 2, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86400, 7 * 86400))
 PURGE_DURATION = Histogram("lethe_purge_duration_seconds", "Duration of one purge run (many files).")
 CLEANUP_FILES = Counter("lethe_cleanup_files_total", "Cleanup candidates by step and outcome (acted, kept, failed).",
                         ["step", "outcome"])

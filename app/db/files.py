@@ -107,9 +107,9 @@ def lock_deleted_unattached(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     ).fetchall()
 
 
-def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_deleted: dict[UUID, int]) -> int:
+def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_deleted: dict[UUID, int]) -> list[datetime]:
     """Remove files rows, leaving a name-free receipt of each (D16); sessions and parts go by ON DELETE
-    CASCADE."""
+    CASCADE. Returns the deletion marks of the rows removed (for the delete-to-gone histogram)."""
     ids = list(file_ids)
     conn.execute(
         """
@@ -120,7 +120,7 @@ def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_delete
         ON CONFLICT (file_id) DO NOTHING
         """,
         (now, ids, [keys_deleted.get(file_id, 0) for file_id in ids]))
-    return conn.execute("DELETE FROM files WHERE id = ANY(%s)", (ids,)).rowcount
+    return [row.deleted_at for row in conn.execute("DELETE FROM files WHERE id = ANY(%s) RETURNING deleted_at", (ids,))]
 
 
 def is_attached(conn: Conn, file_id: UUID) -> bool:

@@ -176,5 +176,12 @@ def _remove_rows(uow, row_ids: list[uuid.UUID], now: datetime,
     checked = files_sql.lock_deleted_unattached(uow.conn, row_ids)
     removable = [row.id for row in checked if row.deleted and not row.attached]
     kept = [row.id for row in checked if row.deleted and row.attached]
-    removed = files_sql.delete_rows(uow.conn, removable, now, keys_deleted) if removable else 0
+    marks = files_sql.delete_rows(uow.conn, removable, now, keys_deleted) if removable else []
+
+    def observe() -> None:
+        for mark in marks:
+            metrics.DELETE_TO_GONE.observe(max((now - mark).total_seconds(), 0.0))
+
+    uow.after_commit_metric(observe)
+    removed = len(marks)
     return removed, kept
