@@ -34,6 +34,8 @@ VARIANTS = {
     "existing-secret": {"existingSecret": "lethe-managed"},
     "two-schedulers": {"secrets": SECRETS, "scheduler": {"replicas": 2}},
     "service-monitor": {"secrets": SECRETS, "metrics": {"serviceMonitor": {"enabled": True}}},
+    "alerts-and-dashboard": {"secrets": SECRETS, "metrics": {"prometheusRule": {"enabled": True},
+                                                             "grafanaDashboard": {"enabled": True}}},
 }
 
 
@@ -69,6 +71,10 @@ def test_every_manifest_validates_strictly(rendered):
     for doc in docs:
         if doc["kind"] == "ServiceMonitor":
             check_service_monitor(doc)
+            continue
+        if doc["kind"] == "PrometheusRule":
+            assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+            assert all(rule["expr"] and rule["alert"] for group in doc["spec"]["groups"] for rule in group["rules"])
             continue
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 

@@ -131,3 +131,14 @@ checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256
   mountPath: {{ .Values.storage.fs.mountPath }}
 {{- end }}
 {{- end }}
+
+{{/* A duration of the configuration ("90s", "15m", "24h", "7d", "250ms") in whole seconds, for alert rules. */}}
+{{- define "lethe.seconds" -}}
+{{- $text := toString . | trim -}}
+{{- if hasSuffix "ms" $text -}}{{- div (atoi (trimSuffix "ms" $text)) 1000 -}}
+{{- else if hasSuffix "d" $text -}}{{- mul (atoi (trimSuffix "d" $text)) 86400 -}}
+{{- else if hasSuffix "h" $text -}}{{- mul (atoi (trimSuffix "h" $text)) 3600 -}}
+{{- else if hasSuffix "m" $text -}}{{- mul (atoi (trimSuffix "m" $text)) 60 -}}
+{{- else -}}{{- atoi (trimSuffix "s" $text) -}}
+{{- end -}}
+{{- end }}

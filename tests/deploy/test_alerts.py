@@ -1,0 +1,83 @@
+"""The chart's PrometheusRule (issue 14, point 8): rendered, checked and unit-tested with `promtool test rules`
+on series this test writes: each alert fires on the series that should wake an operator and stays quiet on
+healthy ones. promtool comes from Debian's `prometheus` package (.ci/run installs it)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from tests.conftest import IN_CI
+from tests.deploy.test_chart import SECRETS, render
+
+# alert -> (series that fire it, series that do not, minutes at which to evaluate)
+CASES = {
+    "LethePurgeBacklogOverdue": (
+        {"lethe_file_purge_backlog_oldest_seconds": "90000x40"},
+        {"lethe_file_purge_backlog_oldest_seconds": "80000x40"}, 20),
+    "LethePurgeErrorsRising": (
+        {"lethe_purge_errors_total": "0+1x60"},
+        {"lethe_purge_errors_total": "5x60", "lethe_file_purge_failing": "0x60"}, 45),
+    "LetheOutboxGrowing": (
+        {"lethe_outbox_depth": "0+10x60"},
+        {"lethe_outbox_depth": "500x60"}, 45),
+    "LetheCleanupNotRunning": (
+        {'lethe_cleanup_runs_total{outcome="ok"}': "3x120"},
+        {'lethe_cleanup_runs_total{outcome="ok"}': "0+1x120"}, 60),
+    "LetheApiErrors": (
+        {'lethe_http_requests_total{route="/api/v1/files/<uuid:file_id>",method="GET",status="500"}': "0+10x40",
+         'lethe_http_requests_total{route="/api/v1/files/<uuid:file_id>",method="GET",status="200"}': "0+10x40"},
+        {'lethe_http_requests_total{route="/api/v1/files/<uuid:file_id>",method="GET",status="200"}': "0+10x40"}, 25),
+    "LetheNotReady": (
+        {'lethe_http_requests_total{route="/readyz",method="GET",status="503"}': "0+1x40"},
+        {'lethe_http_requests_total{route="/readyz",method="GET",status="200"}': "0+1x40"}, 20),
+}
+
+
+@pytest.fixture(scope="module")
+def promtool():
+    found = shutil.which("promtool")
+    if found is None:
+        if IN_CI:
+            pytest.fail("promtool is missing: .ci/run installs Debian's prometheus package", pytrace=False)
+        pytest.skip("promtool missing (apt-get install prometheus)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def rules():
+    docs = render({"secrets": SECRETS, "metrics": {"prometheusRule": {"enabled": True}}})
+    (rule,) = [doc for doc in docs if doc["kind"] == "PrometheusRule"]
+    return rule["spec"]["groups"]
+
+
+def test_every_alert_the_issue_names_is_there_and_has_a_case(rules):
+    alerts = {r["alert"] for group in rules for r in group["rules"]}
+    assert alerts == set(CASES)
+
+
+def test_the_rules_pass_promtool(promtool, rules, tmp_path):
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": rules}))
+    checked = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules.yml")], capture_output=True,
+                             text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    by_name = {r["alert"]: r for group in rules for r in group["rules"]}
+    tests = []
+    for alert, (firing, quiet, minutes) in CASES.items():
+        rule = by_name[alert]
+        for series, expected in ((firing, [{"exp_labels": rule["labels"], "exp_annotations": rule["annotations"]}]),
+                                 (quiet, [])):
+            tests.append({
+                "interval": "1m",
+                "input_series": [{"series": name, "values": values} for name, values in series.items()],
+                "alert_rule_test": [{"eval_time": f"{minutes}m", "alertname": alert, "exp_alerts": expected}],
+            })
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
+                                                        "tests": tests}))
+    result = subprocess.run([promtool, "test", "rules", str(tmp_path / "tests.yml")], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
