@@ -19,6 +19,16 @@ from app.auth import Authenticator
 from app.errors import LetheError
 
 API_PREFIX = "/api/v1/"
+SWAGGER_ASSETS = "/docs/assets/"
+
+
+def _swagger_asset(name: str):
+    """A file of the pinned Swagger UI (package swagger-ui-bundle); send_from_directory refuses any path out
+    of its directory."""
+    from flask import send_from_directory
+    from swagger_ui_bundle import swagger_ui_path
+
+    return send_from_directory(swagger_ui_path, name, max_age=86400)
 
 
 class LetheApi(Api):
@@ -51,7 +61,9 @@ def create_app(runtime) -> Flask:
         OPENAPI_URL_PREFIX="/",
         OPENAPI_JSON_PATH="openapi.json",
         OPENAPI_SWAGGER_UI_PATH="/docs",
-        OPENAPI_SWAGGER_UI_URL="https://cdn.jsdelivr.net/npm/swagger-ui-dist/",
+        # Swagger UI's assets come from a pinned package installed with Lethe, never from a CDN: /docs works on
+        # an air-gapped cluster (issue 14).
+        OPENAPI_SWAGGER_UI_URL=SWAGGER_ASSETS,
         API_SPEC_OPTIONS={"security": [{"bearer": []}],
                           "info": {"description": "Lethe's HTTP API. Every /api/v1 route needs a bearer "
                                                   "token; errors are application/problem+json."}},
@@ -63,6 +75,7 @@ def create_app(runtime) -> Flask:
     app.url_map.converters["segment"] = common.SegmentConverter
     authenticator = Authenticator.from_config(runtime.cfg)
     app.register_blueprint(ops.blueprint)
+    app.add_url_rule(SWAGGER_ASSETS + "<path:name>", "swagger_assets", _swagger_asset)
     api = LetheApi(app)
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
     api.register_converter(common.SegmentConverter, common.segment_schema)
