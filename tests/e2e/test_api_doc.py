@@ -1,0 +1,51 @@
+"""docs/api.md runs as written (issue 14, point 2): every shell block, in order, in one bash with `set -e`,
+against a live `lethe dev` started in a folder of its own (only the port differs from the doc's 8080)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from app.embedded_pg import free_port
+from tests.conftest import IN_CI
+from tests.e2e.conftest import Role, wait_for_http
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def shell_blocks(markdown: str) -> list[str]:
+    return [textwrap.dedent(block) for block in re.findall(r"^[ \t]*```sh\n(.*?)^[ \t]*```", markdown, re.M | re.S)]
+
+
+def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path):
+    for tool in ("curl", "jq"):
+        if shutil.which(tool) is None:
+            if IN_CI:
+                pytest.fail(f"{tool} is missing", pytrace=False)
+            pytest.skip(f"{tool} missing")
+    blocks = shell_blocks((ROOT / "docs" / "api.md").read_text())
+    assert len(blocks) >= 10
+    port = free_port()
+    script = "set -euo pipefail\n" + "\n".join(blocks).replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
+    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
+           "HOME": str(tmp_path)}
+    dev = Role(["dev", "--port", str(port)], dict(env, LETHE_DATABASE_URL=database_url), tmp_path / "dev.log",
+               cwd=tmp_path)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/readyz", dev)
+        result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=180)
+        assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}\n{dev.tail()}"
+        assert "409" in result.stdout  # deleteFile of an attached file
+        assert '"state":"complete"' in result.stdout.replace(" ", "")
+    finally:
+        dev.stop(signal.SIGTERM)
