@@ -22,9 +22,9 @@ RUN groupadd --system --gid 10001 lethe \
     && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin lethe \
     && mkdir -p /var/run/lethe/metrics /var/lib/lethe/objects \
     && chown -R 10001:10001 /var/run/lethe /var/lib/lethe
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links=/wheels /wheels/lethe-*.whl \
-    && rm -rf /wheels
+# The wheels are mounted from the build stage for this one step, never copied: no layer keeps them.
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-cache-dir --no-index --find-links=/wheels /wheels/lethe-*.whl
 USER 10001:10001
 WORKDIR /var/lib/lethe
 EXPOSE 8080 9191
