@@ -209,7 +209,11 @@ def cmd_dev(args) -> int:
 
 
 def cmd_cleanup(args) -> int:
-    """Run one cleanup in the foreground and print what each step did (or, with --dry-run, would do)."""
+    """Run one cleanup in the foreground and print what each step did (or, with --dry-run, would do); --json
+    prints one object."""
+    import dataclasses
+    import json
+
     runtime = _one_shot_runtime("cleanup")
     from app.lifecycle.cleanup import run_cleanup
 
@@ -218,8 +222,11 @@ def cmd_cleanup(args) -> int:
     finally:
         runtime.close()
     if not report.ran:
-        print("another cleanup is running; nothing done")
+        print(json.dumps({"ran": False}) if args.json else "another cleanup is running; nothing done")
         return 1
+    if args.json:
+        print(json.dumps({"ran": True, "dry_run": args.dry_run, "steps": [dataclasses.asdict(step) for step in report.steps]}))
+        return 1 if report.first_error else 0
     verb = "would act on" if args.dry_run else "acted on"
     print(f"cleanup{' (dry run: nothing changed)' if args.dry_run else ''}:")
     for step in report.steps:
@@ -263,13 +270,23 @@ def cmd_retention_run(args) -> int:
     runtime = _one_shot_runtime("retention", needs_store=False)
     from app.lifecycle.retention import run_policy
 
+    import json
+
     failed = False
+    reports = []
     try:
         policies = _chosen(runtime.cfg.retention.policies, args.policy, "name", "retention policy")
-        if not policies:
+        if not policies and not args.json:
             print("no retention policies are configured (retention.policies)")
         for policy in policies:
             report = run_policy(runtime, policy, dry_run=args.dry_run, force=args.force)
+            reports.append({"policy": policy.name, "ran": report.ran, "dry_run": args.dry_run,
+                            "skipped_reason": report.skipped_reason, "retired": report.count("retired"),
+                            "deleted": report.count("deleted"), "failed": sum(s.failed for s in report.steps),
+                            "error": report.error})
+            failed = failed or bool(report.error) or reports[-1]["failed"] > 0
+            if args.json:
+                continue
             if not report.ran:
                 last = report.last_run_at.isoformat() if report.last_run_at else "never"
                 print(f"{policy.name}: skipped (within min_interval of the last run, {last}; --force runs it)")
@@ -280,9 +297,10 @@ def cmd_retention_run(args) -> int:
             print(f"{policy.name}{' (dry run: nothing changed)' if args.dry_run else ''}: {verb} "
                   f"{report.count('retired')}, {verb2} {report.count('deleted')}, failed {failed_count}"
                   + (f" (ended early: {report.error})" if report.error else ""))
-            failed = failed or bool(report.error) or failed_count > 0
     finally:
         runtime.close()
+    if args.json:
+        print(json.dumps({"policies": reports}))
     return 1 if failed else 0
 
 
@@ -318,10 +336,14 @@ def cmd_sweep_run(args) -> int:
     from app.errors import StorageError
     from app.lifecycle.sweeps import run_sweep
 
+    import dataclasses
+    import json
+
     failed = False
+    reports = []
     try:
         prefixes = _chosen(runtime.cfg.storage.unmanaged_prefixes, args.prefix, "prefix", "unmanaged prefix")
-        if not prefixes:
+        if not prefixes and not args.json:
             print("no unmanaged prefixes are configured (storage.unmanaged_prefixes)")
         for unmanaged in prefixes:
             try:
@@ -330,14 +352,19 @@ def cmd_sweep_run(args) -> int:
                 print(f"{unmanaged.prefix}: the store failed ({exc}); run it again", file=sys.stderr)
                 failed = True
                 continue
+            failed = failed or report.failed > 0
+            reports.append({**dataclasses.asdict(report), "created_before": report.created_before.isoformat()})
+            if args.json:
+                continue
             verb = "would delete" if args.dry_run else "deleted"
             print(f"{unmanaged.prefix}{' (dry run: nothing changed)' if args.dry_run else ''}: listed "
                   f"{report.listed}, {verb} {report.deleted}, kept {report.newer} written after "
                   f"{report.created_before.isoformat()}, skipped {report.invalid} unaddressable, failed "
                   f"{report.failed}, {report.batches} batches, {report.directories} directories removed")
-            failed = failed or report.failed > 0
     finally:
         runtime.close()
+    if args.json:
+        print(json.dumps({"prefixes": reports}))
     return 1 if failed else 0
 
 
@@ -424,6 +451,7 @@ def cmd_receipt(args) -> int:
 def cmd_erase(args) -> int:
     """Erase a subject (D16): start (or join) the erasure; with --wait, run its rounds here until it ends,
     with progress on a terminal."""
+    import json
     import time
     import uuid
 
@@ -437,9 +465,13 @@ def cmd_erase(args) -> int:
 
     try:
         row = request_erasure(runtime, None, subject)
-        print(f"erasure {row.id}: {row.state}")
+        if not args.json:
+            print(f"erasure {row.id}: {row.state}")
         if not args.wait:
-            print("a worker runs it; follow it with GET /api/v1/erasures/{id} or lethe erase --wait")
+            if args.json:
+                print(json.dumps({"id": str(row.id), "state": row.state}))
+            else:
+                print("a worker runs it; follow it with GET /api/v1/erasures/{id} or lethe erase --wait")
             return 0
         state = row.state
         while state == "running":
@@ -447,13 +479,18 @@ def cmd_erase(args) -> int:
             current, receipts = erasure_of(runtime, None, row.id)
             print(f"  {state}: files marked {current.files_marked}, purged {current.files_purged}, keys confirmed "
                   f"absent {current.keys_confirmed_absent}, messages removed {current.messages_removed}, drafts "
-                  f"removed {current.drafts_removed}", file=sys.stderr if sys.stderr.isatty() else sys.stdout)
+                  f"removed {current.drafts_removed}", file=sys.stderr if sys.stderr.isatty() or args.json else sys.stdout)
             if state == "running":
                 time.sleep(2)  # the store refused a key or a purge is under way: the next round in a moment
         current, _ = erasure_of(runtime, None, row.id)
     finally:
         runtime.close()
-    print(f"erasure {current.id}: {current.state}" + (f" ({current.reason})" if current.reason else ""))
+    if args.json:
+        print(json.dumps({name: str(value) if name in ("id", "subject_id") and value else
+                          value.isoformat() if hasattr(value, "isoformat") else value
+                          for name, value in current._asdict().items()}))
+    else:
+        print(f"erasure {current.id}: {current.state}" + (f" ({current.reason})" if current.reason else ""))
     return 0 if current.state == "complete" else 1
 
 
@@ -513,6 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cleanup = commands.add_parser("cleanup", help="run one cleanup now and print what each step did")
     cleanup.add_argument("--dry-run", action="store_true", help="print what each step would do; change nothing")
+    cleanup.add_argument("--json", action="store_true", help="print one JSON object")
     cleanup.set_defaults(func=cmd_cleanup)
 
     retention = commands.add_parser("retention", help="retention policies (D16)")
@@ -521,6 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
     retention_run.add_argument("--policy", help="only this policy")
     retention_run.add_argument("--dry-run", action="store_true", help="print what would happen; change nothing")
     retention_run.add_argument("--force", action="store_true", help="ignore the cadence gate (min_interval)")
+    retention_run.add_argument("--json", action="store_true", help="print one JSON object")
     retention_run.set_defaults(func=cmd_retention_run)
     restore = retention_commands.add_parser("restore", help="bring a retired file back")
     restore.add_argument("file_id")
@@ -531,6 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_run = sweep_commands.add_parser("run", help="sweep unmanaged prefixes now and print counts")
     sweep_run.add_argument("--prefix", help="only this declared prefix")
     sweep_run.add_argument("--dry-run", action="store_true", help="print what would happen; change nothing")
+    sweep_run.add_argument("--json", action="store_true", help="print one JSON object")
     sweep_run.set_defaults(func=cmd_sweep_run)
 
     audit = commands.add_parser("audit", help="report what no row explains in f/ and uploads/ (read-only)")
@@ -542,6 +582,7 @@ def build_parser() -> argparse.ArgumentParser:
     erase = commands.add_parser("erase", help="erase everything Lethe holds of a person (D16)")
     erase.add_argument("--subject", required=True, help="the principal, a UUID")
     erase.add_argument("--wait", action="store_true", help="run the erasure here until it ends")
+    erase.add_argument("--json", action="store_true", help="print one JSON object")
     erase.set_defaults(func=cmd_erase)
 
     receipt = commands.add_parser("receipt", help="the name-free receipt of a purged file (D16)")

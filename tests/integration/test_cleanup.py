@@ -3,6 +3,7 @@ and blocked rows, catch-up, temporary files, backlog, races, the cluster lock an
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -424,6 +425,9 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
         assert [line.split(".")[0] for line in lines[1:]] == ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
     assert "dry run" in subprocess.run([sys.executable, "-m", "app.cli", "cleanup", "--dry-run"], capture_output=True,
                                        text=True, env=env, timeout=60).stdout
+    as_json = json.loads(subprocess.run([sys.executable, "-m", "app.cli", "cleanup", "--dry-run", "--json"],
+                                        capture_output=True, text=True, env=env, timeout=60).stdout)
+    assert as_json["dry_run"] is True and [step["step"] for step in as_json["steps"]] == list("abcdefghi")
 
 
 def test_the_scheduler_triggers_only_as_leader_and_survives_a_broker_outage(lethe, database_url):

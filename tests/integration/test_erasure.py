@@ -209,3 +209,6 @@ def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
     nothing_of_alex_in_the_database(lethe)
     assert subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", "alex"], capture_output=True,
                           text=True, env=env, timeout=60).returncode == 2
+    again = subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", str(ALEX.id), "--wait", "--json"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(again.stdout)["state"] == "complete" and "subject_id" not in again.stdout.replace('"subject_id": null', "")

@@ -98,6 +98,10 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
     assert lethe_cli("retention", "restore", export).returncode == 1  # not retired any more
     swept = lethe_cli("sweep", "run", "--dry-run")
     assert swept.returncode == 0 and "issues/ (dry run: nothing changed): listed 0" in swept.stdout
+    as_json = json.loads(lethe_cli("sweep", "run", "--dry-run", "--json").stdout)
+    assert as_json["prefixes"][0]["prefix"] == "issues/" and as_json["prefixes"][0]["dry_run"] is True
+    policies = json.loads(lethe_cli("retention", "run", "--dry-run", "--json").stdout)["policies"]
+    assert policies[0]["policy"] == "exports" and {"retired", "deleted", "ran"} <= set(policies[0])
     audit = lethe_cli("audit", "--json")
     assert audit.returncode == 0, audit.stderr
     assert json.loads(audit.stdout)["orphans"]["count"] == 0
