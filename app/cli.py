@@ -217,9 +217,13 @@ def cmd_cleanup(args) -> int:
     runtime = _one_shot_runtime("cleanup")
     from app.lifecycle.cleanup import run_cleanup
 
+    bar = _progress_bar("cleanup", "step", args.json, total=9)
     try:
-        report = run_cleanup(runtime, dry_run=args.dry_run)
+        report = run_cleanup(runtime, dry_run=args.dry_run,
+                             on_step=(lambda step: bar.update(1)) if bar is not None else None)
     finally:
+        if bar is not None:
+            bar.close()
         runtime.close()
     if not report.ran:
         print(json.dumps({"ran": False}) if args.json else "another cleanup is running; nothing done")
@@ -236,6 +240,15 @@ def cmd_cleanup(args) -> int:
             line += f"  (ended early: {step.error})"
         print(line)
     return 1 if report.first_error else 0
+
+
+def _progress_bar(desc: str, unit: str, as_json: bool, total: int | None = None):
+    """A progress bar on stderr when it is a terminal and the output is for people (tqdm), else None."""
+    if as_json or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=f" {unit}", file=sys.stderr, leave=False)
 
 
 def _one_shot_runtime(name: str, needs_store: bool = True):
@@ -346,12 +359,17 @@ def cmd_sweep_run(args) -> int:
         if not prefixes and not args.json:
             print("no unmanaged prefixes are configured (storage.unmanaged_prefixes)")
         for unmanaged in prefixes:
+            bar = _progress_bar(unmanaged.prefix, "objects", args.json)
             try:
-                report = run_sweep(runtime, unmanaged, dry_run=args.dry_run)
+                report = run_sweep(runtime, unmanaged, dry_run=args.dry_run,
+                                   progress=(lambda n: bar.update(n - bar.n)) if bar is not None else None)
             except StorageError as exc:
                 print(f"{unmanaged.prefix}: the store failed ({exc}); run it again", file=sys.stderr)
                 failed = True
                 continue
+            finally:
+                if bar is not None:
+                    bar.close()
             failed = failed or report.failed > 0
             reports.append({**dataclasses.asdict(report), "created_before": report.created_before.isoformat()})
             if args.json:
@@ -382,11 +400,7 @@ def cmd_audit(args) -> int:
     runtime = _one_shot_runtime("audit")
     from app.lifecycle.audit import run_audit
 
-    bar = None
-    if sys.stderr.isatty() and not args.json:
-        from tqdm import tqdm
-
-        bar = tqdm(unit=" objects", desc="listing", file=sys.stderr)
+    bar = _progress_bar("listing", "objects", args.json)
     seen = [0]
 
     def progress(listed: int) -> None:

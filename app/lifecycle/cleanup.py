@@ -242,7 +242,7 @@ class Steps:
                       count=row.n, refused=refused.n)
 
 
-def run_cleanup(rt, dry_run: bool = False) -> CleanupReport:
+def run_cleanup(rt, dry_run: bool = False, on_step: Callable[[StepReport], None] | None = None) -> CleanupReport:
     """Run the cleanup once, unless another run holds the cluster-wide lock.
 
     Returns:
@@ -254,12 +254,13 @@ def run_cleanup(rt, dry_run: bool = False) -> CleanupReport:
             metrics.CLEANUP_RUNS.labels("busy").inc()
             return CleanupReport(ran=False, dry_run=dry_run)
         try:
-            return _run_locked(rt, CleanupPolicy.from_config(rt.cfg), dry_run)
+            return _run_locked(rt, CleanupPolicy.from_config(rt.cfg), dry_run, on_step)
         finally:
             sql.unlock(lock_conn, sql.CLEANUP_LOCK_KEY)
 
 
-def _run_locked(rt, policy: CleanupPolicy, dry_run: bool) -> CleanupReport:
+def _run_locked(rt, policy: CleanupPolicy, dry_run: bool,
+                on_step: Callable[[StepReport], None] | None = None) -> CleanupReport:
     now = rt.clock.now()  # read once (D8)
     report = CleanupReport(ran=True, dry_run=dry_run, now=now)
     for step in Steps(rt, policy, now).all():
@@ -277,6 +278,8 @@ def _run_locked(rt, policy: CleanupPolicy, dry_run: bool) -> CleanupReport:
                       step_name=step.name, error=type(exc).__name__)
         step_report.duration_s = round(time.monotonic() - started, 4)
         report.steps.append(step_report)
+        if on_step is not None:
+            on_step(step_report)  # progress on a terminal (lethe cleanup)
         if not dry_run:
             metrics.CLEANUP_STEP_DURATION.labels(step.letter).observe(step_report.duration_s)
             for outcome in ("acted", "kept", "failed"):

@@ -12,7 +12,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Iterator
+from typing import Callable, Iterator
 
 from app import metrics
 from app.db import retention as runs_sql
@@ -53,8 +53,9 @@ def prefix_named(rt, prefix: str) -> UnmanagedPrefix:
     raise NotFound("no unmanaged prefix of that name")
 
 
-def run_sweep(rt, unmanaged: UnmanagedPrefix, dry_run: bool = False) -> SweepReport:
-    """Sweep one unmanaged prefix now.
+def run_sweep(rt, unmanaged: UnmanagedPrefix, dry_run: bool = False,
+              progress: Callable[[int], None] | None = None) -> SweepReport:
+    """Sweep one unmanaged prefix now; `progress` is called with the objects listed so far, every 1,000.
 
     Raises:
         StorageError: the store failed; what was deleted stays deleted, and the next run goes on.
@@ -66,6 +67,8 @@ def run_sweep(rt, unmanaged: UnmanagedPrefix, dry_run: bool = False) -> SweepRep
     def doomed() -> Iterator[str]:
         for listed in rt.store.list_prefix(unmanaged.prefix):
             report.listed += 1
+            if progress is not None and report.listed % 1000 == 0:
+                progress(report.listed)
             if listed.modified_at >= report.created_before:
                 report.newer += 1
             elif not sweepable(listed.key, listed.modified_at, unmanaged.prefix, report.created_before):

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.conftest import IN_CI
+from tests.conftest import service_missing
 from tests.deploy.test_chart import SECRETS, render
 
 # alert -> (series that fire it, series that do not, minutes at which to evaluate)
@@ -41,9 +41,7 @@ CASES = {
 def promtool():
     found = shutil.which("promtool")
     if found is None:
-        if IN_CI:
-            pytest.fail("promtool is missing: .ci/run installs Debian's prometheus package", pytrace=False)
-        pytest.skip("promtool missing (apt-get install prometheus)")
+        service_missing("promtool (Debian package prometheus)", "not installed; .ci/run installs it")
     return found
 
 

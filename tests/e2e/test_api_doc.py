@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.embedded_pg import free_port
-from tests.conftest import IN_CI
+from tests.conftest import service_missing
 from tests.e2e.conftest import Role, wait_for_http
 
 pytestmark = pytest.mark.e2e
@@ -29,9 +29,7 @@ def shell_blocks(markdown: str) -> list[str]:
 def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path):
     for tool in ("curl", "jq"):
         if shutil.which(tool) is None:
-            if IN_CI:
-                pytest.fail(f"{tool} is missing", pytrace=False)
-            pytest.skip(f"{tool} missing")
+            service_missing(f"{tool} (Debian package {tool})", "not installed")
     blocks = shell_blocks((ROOT / "docs" / "api.md").read_text())
     assert len(blocks) >= 10
     port = free_port()

@@ -11,7 +11,7 @@ import threading
 import pytest
 from werkzeug.serving import make_server
 
-from tests.conftest import IN_CI
+from tests.conftest import service_missing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("raw_store", ["fs"], indirect=True)]
 
@@ -37,9 +37,7 @@ def test_the_docs_page_names_no_outside_host(lethe):
 def test_headless_chromium_renders_the_operations_offline(served):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
-        if IN_CI:
-            pytest.fail("chromium is missing: .ci/run installs Debian's chromium package", pytrace=False)
-        pytest.skip("chromium missing (apt-get install chromium)")
+        service_missing("Chromium (Debian package chromium)", "not installed; .ci/run installs it")
     result = subprocess.run(
         [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
          "--no-first-run", "--disable-background-networking", "--disable-component-update",
