@@ -1,7 +1,9 @@
 """Operator commands (issue 14, point 7): a readable table on stdout, logs on stderr, --json for scripts, and
 a progress bar on stderr only when it is a terminal."""
 
-from __future__ import fcntl
+from __future__ import annotations
+
+import fcntl
 import json
 import os
 import pty
