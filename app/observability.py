@@ -9,6 +9,7 @@ events keep only an allow-list of members.
 from __future__ import annotations
 
 import logging
+import re
 import os
 import sys
 import traceback
@@ -35,12 +36,26 @@ class RoleFilter(logging.Filter):
         return True
 
 
+# Values that are secrets whatever the field is called: an object key of Lethe's schema, a hex digest, a JWT.
+_SECRET_SHAPES = re.compile(r"^(?:f/[0-9a-f]{2}/[0-9a-f]{2}/|uploads/)|^[0-9a-fA-F]{40,}$|^eyJ[\w-]*\.[\w-]*\.")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class SensitiveFieldFilter(logging.Filter):
-    """Blank extra fields whose names say they hold a name, key, digest, token or secret."""
+    """Blank extra fields by field list and by value shape (D15): a field whose name says it holds a name,
+    key, digest, token or secret is blanked unless its value is a number (a count is not a secret: `keys=6`);
+    a string shaped like an object key, a digest or a token is blanked under any name."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        for name in SENSITIVE_FIELDS & set(record.__dict__):
-            if name not in _STANDARD:
+        for name, value in list(record.__dict__.items()):
+            if name in _STANDARD:
+                continue
+            if name in SENSITIVE_FIELDS and not _is_count(value):
+                setattr(record, name, REDACTED)
+            elif isinstance(value, str) and _SECRET_SHAPES.search(value):
                 setattr(record, name, REDACTED)
         return True
 

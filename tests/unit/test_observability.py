@@ -106,3 +106,20 @@ def test_every_event_goes_through_log_event():
                  for path in (root / folder).rglob("*.py")
                  if path.name != "logs.py" and re.search(r"extra\s*=", path.read_text())]
     assert offenders == []
+
+
+def test_counts_under_a_listed_name_pass_and_secrets_are_caught_by_their_shape():
+    """Scrub by field list and value shape, not by a broad name match (issue 14): `keys=6` is a count; an
+    object key, a digest or a token is withheld under any field name."""
+    stream = capture("json")
+    object_key = "f/3c/1a/3c1a0d4e-0000-4000-8000-000000000000/orig-1"
+    token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
+    logging.getLogger("lethe.test").info("done", extra={
+        "event": "purge.done", "keys": 6, "key": 2, "digest": 0, "note": object_key, "part": "uploads/x/part-1",
+        "hash": "a" * 64, "auth": token, "file_id": "3c1a0d4e-0000-4000-8000-000000000000", "prefix": "issues/"})
+    line = json.loads(stream.getvalue())
+    assert (line["keys"], line["key"], line["digest"]) == (6, 2, 0)
+    assert line["note"] == line["part"] == line["hash"] == line["auth"] == "[redacted]"
+    assert line["file_id"] == "3c1a0d4e-0000-4000-8000-000000000000" and line["prefix"] == "issues/"
+    logging.getLogger("lethe.test").info("x", extra={"keys": ["f/00/00/a/orig-1"], "token": "abc"})
+    assert "orig-1" not in stream.getvalue() and '"abc"' not in stream.getvalue()
