@@ -12,6 +12,14 @@ from app.logs import log_event
 EXIT_CONFIG = 2
 
 
+def setup_role_logging(role: str, cfg, fmt: str | None = None, stream=None) -> None:
+    """Logs (json, or console) and Sentry for a role or a command."""
+    from app.observability import setup_logging, setup_sentry
+
+    setup_logging(role, fmt or cfg.log.format, cfg.log.level, stream)
+    setup_sentry(cfg.sentry.dsn, role)
+
+
 def print_config_errors(error: ConfigError, stream=None) -> None:
     stream = stream or sys.stderr
     print("lethe: bad configuration:", file=stream)

@@ -1,0 +1,335 @@
+"""The operator commands of `lethe` (D16, issue 14): one-shot work on the database and the store, run by
+hand. Each prints its report on stdout as a readable table (or one JSON object with --json), its logs on
+stderr, and a progress bar on a terminal. Without database.url they use the `lethe dev` running from the same
+folder (./.lethe/dev.json), or exit 2 saying what to run."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from app.cli_support import EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, setup_role_logging
+
+
+NO_DATABASE = ("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this command.\n"
+               "  Either run it from the folder where `make run` (lethe dev) is running, so it finds that "
+               "server through ./.lethe/, or start one there first:  make run\n"
+               "  or point it at your database:  LETHE_DATABASE_URL=postgresql://user@host:5432/db lethe ...")
+
+
+def _attach_to_dev(cfg):
+    """Without database.url, an operator command uses the `lethe dev` running from this folder (its
+    database and fs root, from ./.lethe/dev.json); else it exits 2 saying what to run. Returns the
+    configuration and whether it attached."""
+    if cfg.database.url:
+        return cfg, False
+    from app.dev import running_dev
+
+    dev = running_dev()
+    if dev is None:
+        print(NO_DATABASE, file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    changes = {"database.url": dev["database_url"]}
+    if "LETHE_FILE_FS_ROOT" not in os.environ and dev.get("storage_driver") == "fs":
+        changes["file.fs.root"] = dev["fs_root"]
+    return cfg.replace(**changes), True
+
+
+def cmd_cleanup(args) -> int:
+    """Run one cleanup in the foreground and print what each step did (or, with --dry-run, would do); --json
+    prints one object."""
+    import dataclasses
+    import json
+
+    runtime = _one_shot_runtime("cleanup")
+    from app.lifecycle.cleanup import run_cleanup
+
+    bar = _progress_bar("cleanup", "step", args.json, total=9)
+    try:
+        report = run_cleanup(runtime, dry_run=args.dry_run,
+                             on_step=(lambda step: bar.update(1)) if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+        runtime.close()
+    if not report.ran:
+        print(json.dumps({"ran": False}) if args.json else "another cleanup is running; nothing done")
+        return 1
+    if args.json:
+        print(json.dumps({"ran": True, "dry_run": args.dry_run, "steps": [dataclasses.asdict(step) for step in report.steps]}))
+        return 1 if report.first_error else 0
+    verb = "would act on" if args.dry_run else "acted on"
+    print(f"cleanup{' (dry run: nothing changed)' if args.dry_run else ''}:")
+    for step in report.steps:
+        line = (f"  {step.step}. {step.name:<17} candidates {step.candidates:>7}  {verb} {step.acted:>7}  "
+                f"kept {step.kept:>7}  failed {step.failed:>5}")
+        if step.error:
+            line += f"  (ended early: {step.error})"
+        print(line)
+    return 1 if report.first_error else 0
+
+
+def _progress_bar(desc: str, unit: str, as_json: bool, total: int | None = None):
+    """A progress bar on stderr when it is a terminal and the output is for people (tqdm), else None."""
+    if as_json or not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=f" {unit}", file=sys.stderr, leave=False)
+
+
+def _one_shot_runtime(name: str, needs_store: bool = True):
+    """The runtime of an operator command: configuration, database, logs on stderr (console on a terminal),
+    the report on stdout."""
+    cfg, attached = _attach_to_dev(load_config_or_exit(name))
+    setup_role_logging(name, cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
+    if needs_store:
+        inspect_store_or_exit(cfg, name)
+    from app.runtime import build_runtime
+    from workers.broker import build_broker
+
+    runtime = build_runtime(cfg, build_broker(cfg.broker.url), role=name)
+    if attached and not cfg.broker.url:
+        # lethe dev's broker lives in its own process: leave the jobs in the outbox; its relay sends them.
+        runtime.db.after_commit = None
+    return runtime
+
+
+def _chosen(items, wanted: str | None, attribute: str, what: str):
+    if wanted is None:
+        return list(items)
+    chosen = [item for item in items if getattr(item, attribute) == wanted]
+    if not chosen:
+        print(f"lethe: no {what} of that name is configured", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
+    return chosen
+
+
+def cmd_retention_run(args) -> int:
+    """Run retention policies now (their schedules aside; the cadence gate holds unless --force)."""
+    runtime = _one_shot_runtime("retention", needs_store=False)
+    from app.lifecycle.retention import run_policy
+
+    import json
+
+    failed = False
+    reports = []
+    try:
+        policies = _chosen(runtime.cfg.retention.policies, args.policy, "name", "retention policy")
+        if not policies and not args.json:
+            print("no retention policies are configured (retention.policies)")
+        for policy in policies:
+            report = run_policy(runtime, policy, dry_run=args.dry_run, force=args.force)
+            reports.append({"policy": policy.name, "ran": report.ran, "dry_run": args.dry_run,
+                            "skipped_reason": report.skipped_reason, "retired": report.count("retired"),
+                            "deleted": report.count("deleted"), "failed": sum(s.failed for s in report.steps),
+                            "error": report.error})
+            failed = failed or bool(report.error) or reports[-1]["failed"] > 0
+            if args.json:
+                continue
+            if not report.ran:
+                last = report.last_run_at.isoformat() if report.last_run_at else "never"
+                print(f"{policy.name}: skipped (within min_interval of the last run, {last}; --force runs it)")
+                continue
+            verb = "would retire" if args.dry_run else "retired"
+            verb2 = "would delete" if args.dry_run else "deleted"
+            failed_count = sum(step.failed for step in report.steps)
+            print(f"{policy.name}{' (dry run: nothing changed)' if args.dry_run else ''}: {verb} "
+                  f"{report.count('retired')}, {verb2} {report.count('deleted')}, failed {failed_count}"
+                  + (f" (ended early: {report.error})" if report.error else ""))
+    finally:
+        runtime.close()
+    if args.json:
+        print(json.dumps({"policies": reports}))
+    return 1 if failed else 0
+
+
+def cmd_retention_restore(args) -> int:
+    import uuid
+
+    from app.errors import Conflict, NotFound
+
+    try:
+        file_id = uuid.UUID(args.file_id)
+    except ValueError:
+        print("lethe retention restore: FILE_ID must be a UUID", file=sys.stderr)
+        return 2
+    runtime = _one_shot_runtime("retention", needs_store=False)
+    from app.lifecycle.retention import restore_file
+
+    try:
+        restore_file(runtime, file_id)
+    except NotFound:
+        print("no such file", file=sys.stderr)
+        return 1
+    except Conflict as exc:
+        print(f"not restored: {exc.reason}", file=sys.stderr)
+        return 1
+    finally:
+        runtime.close()
+    print("restored; its age starts again now")
+    return 0
+
+
+def cmd_sweep_run(args) -> int:
+    runtime = _one_shot_runtime("sweep")
+    from app.errors import StorageError
+    from app.lifecycle.sweeps import run_sweep
+
+    import dataclasses
+    import json
+
+    failed = False
+    reports = []
+    try:
+        prefixes = _chosen(runtime.cfg.storage.unmanaged_prefixes, args.prefix, "prefix", "unmanaged prefix")
+        if not prefixes and not args.json:
+            print("no unmanaged prefixes are configured (storage.unmanaged_prefixes)")
+        for unmanaged in prefixes:
+            bar = _progress_bar(unmanaged.prefix, "objects", args.json)
+            try:
+                report = run_sweep(runtime, unmanaged, dry_run=args.dry_run,
+                                   progress=(lambda n: bar.update(n - bar.n)) if bar is not None else None)
+            except StorageError as exc:
+                print(f"{unmanaged.prefix}: the store failed ({exc}); run it again", file=sys.stderr)
+                failed = True
+                continue
+            finally:
+                if bar is not None:
+                    bar.close()
+            failed = failed or report.failed > 0
+            reports.append({**dataclasses.asdict(report), "created_before": report.created_before.isoformat()})
+            if args.json:
+                continue
+            verb = "would delete" if args.dry_run else "deleted"
+            print(f"{unmanaged.prefix}{' (dry run: nothing changed)' if args.dry_run else ''}: listed "
+                  f"{report.listed}, {verb} {report.deleted}, kept {report.newer} written after "
+                  f"{report.created_before.isoformat()}, skipped {report.invalid} unaddressable, failed "
+                  f"{report.failed}, {report.batches} batches, {report.directories} directories removed")
+    finally:
+        runtime.close()
+    if args.json:
+        print(json.dumps({"prefixes": reports}))
+    return 1 if failed else 0
+
+
+def cmd_audit(args) -> int:
+    import json
+    from datetime import timedelta
+
+    from app.config import parse_duration
+
+    try:
+        grace = timedelta(seconds=parse_duration(args.grace))
+    except ValueError:
+        print("lethe audit: --grace must be a duration such as 24h or 7d", file=sys.stderr)
+        return 2
+    runtime = _one_shot_runtime("audit")
+    from app.lifecycle.audit import run_audit
+
+    bar = _progress_bar("listing", "objects", args.json)
+    seen = [0]
+
+    def progress(listed: int) -> None:
+        if bar is not None:
+            bar.update(listed - seen[0])
+            seen[0] = listed
+
+    try:
+        report = run_audit(runtime, delete=args.delete, grace=grace, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+        runtime.close()
+    if args.json:
+        print(json.dumps(report.as_dict()))
+        return 0
+    print(f"audit of f/ and uploads/: {report.listed} objects listed")
+    for label, finding in (("orphans (objects, no row)", report.orphans),
+                           ("objects of deleted rows", report.deleted_present),
+                           ("deliverable rows, original missing", report.missing_originals)):
+        shown = ", ".join(finding.file_ids[:10]) + (" ..." if finding.count > 10 else "")
+        print(f"  {label:<36} {finding.count:>8}  {shown}")
+    print(f"  {'keys outside the schema':<36} {report.unrecognized:>8}")
+    if args.delete:
+        print(f"  orphans deleted {report.orphans_deleted}, younger than the grace {report.orphans_too_young}, "
+              f"failed {report.orphans_failed}")
+    return 0
+
+
+def cmd_receipt(args) -> int:
+    """Print a purged file's receipt (D16), as `field: value` lines or one JSON object."""
+    import json
+    import uuid
+
+    from app.errors import NotFound
+
+    try:
+        file_id = uuid.UUID(args.file_id)
+    except ValueError:
+        print("lethe receipt: FILE_ID must be a UUID", file=sys.stderr)
+        return 2
+    runtime = _one_shot_runtime("receipt", needs_store=False)
+    from app.lifecycle.receipts import receipt_of
+
+    try:
+        row = receipt_of(runtime, None, file_id)
+    except NotFound:
+        print("no receipt: the file is not purged yet, unknown, or its receipt expired", file=sys.stderr)
+        return 1
+    finally:
+        runtime.close()
+    fields = {name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if name == "file_id" else value)
+              for name, value in row._asdict().items()}
+    if args.json:
+        print(json.dumps(fields))
+    else:
+        for name, value in fields.items():
+            print(f"{name + ':':<23} {value}")
+    return 0
+
+
+def cmd_erase(args) -> int:
+    """Erase a subject (D16): start (or join) the erasure; with --wait, run its rounds here until it ends,
+    with progress on a terminal."""
+    import json
+    import time
+    import uuid
+
+    try:
+        subject = uuid.UUID(args.subject)
+    except ValueError:
+        print("lethe erase: --subject must be a UUID", file=sys.stderr)
+        return 2
+    runtime = _one_shot_runtime("erase")
+    from app.lifecycle.erasure import erase_round, erasure_of, request_erasure
+
+    try:
+        row = request_erasure(runtime, None, subject)
+        if not args.json:
+            print(f"erasure {row.id}: {row.state}")
+        if not args.wait:
+            if args.json:
+                print(json.dumps({"id": str(row.id), "state": row.state}))
+            else:
+                print("a worker runs it; follow it with GET /api/v1/erasures/{id} or lethe erase --wait")
+            return 0
+        state = row.state
+        while state == "running":
+            state = erase_round(runtime, row.id)
+            current, receipts = erasure_of(runtime, None, row.id)
+            print(f"  {state}: files marked {current.files_marked}, purged {current.files_purged}, keys confirmed "
+                  f"absent {current.keys_confirmed_absent}, messages removed {current.messages_removed}, drafts "
+                  f"removed {current.drafts_removed}", file=sys.stderr if sys.stderr.isatty() or args.json else sys.stdout)
+            if state == "running":
+                time.sleep(2)  # the store refused a key or a purge is under way: the next round in a moment
+        current, _ = erasure_of(runtime, None, row.id)
+    finally:
+        runtime.close()
+    if args.json:
+        print(json.dumps({name: str(value) if name in ("id", "subject_id") and value else
+                          value.isoformat() if hasattr(value, "isoformat") else value
+                          for name, value in current._asdict().items()}))
+    else:
+        print(f"erasure {current.id}: {current.state}" + (f" ({current.reason})" if current.reason else ""))
+    return 0 if current.state == "complete" else 1
