@@ -196,3 +196,45 @@ def test_a_prefix_that_is_a_link_is_never_entered(swept, tmp_path):
     with pytest.raises(Exception):
         sweep(lethe)
     assert (outside / "precious").exists()
+
+
+@FS_ONLY
+def test_waves_never_hold_more_of_the_listing_than_the_batches_in_flight(raw_store):
+    """The width bound is on what is taken from the listing, not only on threads: while `width` batches are in
+    flight, at most one more batch is read from the listing (never the whole listing in memory)."""
+    width, batch = 2, 5
+    keys = [f"issues/{n:04d}" for n in range(batch * 8)]
+    for key in keys:
+        raw_store.put(key, b"x", 1)
+    taken = []
+
+    def listing():
+        for key in keys:
+            taken.append(key)
+            yield key
+
+    class Holding:
+        """Holds each batch until the test has seen how far the listing was read."""
+
+        driver = "fs"
+
+        def __init__(self):
+            self.ahead = 0  # most keys read from the listing beyond the batches already done
+            self.done = 0
+            self.lock = threading.Lock()
+
+        def delete_many(self, batch_keys):
+            # A proof of absence needs a bound: give the caller a moment to read further than it may.
+            threading.Event().wait(0.2)
+            with self.lock:
+                self.ahead = max(self.ahead, len(taken) - self.done * batch)
+            failures = raw_store.delete_many(batch_keys)
+            with self.lock:
+                self.done += 1
+            return failures
+
+    store = Holding()
+    report = delete_in_waves(store, listing(), concurrency=width, batch_keys=batch)
+    assert report.deleted == len(keys)
+    # Beyond the batches done: `width` in flight and one being filled, never more.
+    assert store.ahead <= (width + 1) * batch
