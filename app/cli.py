@@ -27,7 +27,7 @@ import os
 import sys
 
 from app.cli_ops import (cmd_audit, cmd_cleanup, cmd_erase, cmd_receipt, cmd_retention_restore, cmd_retention_run,
-                         cmd_sweep_run)
+                         cmd_sweep_run, uuid_arg)
 from app.cli_support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
                              setup_role_logging)
 
@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     retention_run.add_argument("--json", action="store_true", help="print one JSON object")
     retention_run.set_defaults(func=cmd_retention_run)
     restore = retention_commands.add_parser("restore", help="bring a retired file back")
-    restore.add_argument("file_id")
+    restore.add_argument("file_id", type=uuid_arg)
     restore.set_defaults(func=cmd_retention_restore)
 
     sweep = commands.add_parser("sweep", help="sweeps of unmanaged prefixes (D16)")
@@ -270,13 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
     audit.set_defaults(func=cmd_audit)
 
     erase = commands.add_parser("erase", help="erase everything Lethe holds of a person (D16)")
-    erase.add_argument("--subject", required=True, help="the principal, a UUID")
+    erase.add_argument("--subject", required=True, type=uuid_arg, help="the principal, a UUID")
     erase.add_argument("--wait", action="store_true", help="run the erasure here until it ends")
     erase.add_argument("--json", action="store_true", help="print one JSON object")
     erase.set_defaults(func=cmd_erase)
 
     receipt = commands.add_parser("receipt", help="the name-free receipt of a purged file (D16)")
-    receipt.add_argument("file_id")
+    receipt.add_argument("file_id", type=uuid_arg)
     receipt.add_argument("--json", action="store_true", help="print one JSON object")
     receipt.set_defaults(func=cmd_receipt)
 

@@ -5,8 +5,13 @@ folder (./.lethe/dev.json), or exit 2 saying what to run."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import json
 import os
 import sys
+import time
+import uuid
 
 from app.cli_support import EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, setup_role_logging
 
@@ -38,8 +43,6 @@ def _attach_to_dev(cfg):
 def cmd_cleanup(args) -> int:
     """Run one cleanup in the foreground and print what each step did (or, with --dry-run, would do); --json
     prints one object."""
-    import dataclasses
-    import json
 
     runtime = _one_shot_runtime("cleanup")
     from app.lifecycle.cleanup import run_cleanup
@@ -95,6 +98,15 @@ def _one_shot_runtime(name: str, needs_store: bool = True):
     return runtime
 
 
+def uuid_arg(text: str):
+    """argparse type: a UUID; the error names the argument, never echoes the value."""
+
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a UUID") from None
+
+
 def _chosen(items, wanted: str | None, attribute: str, what: str):
     if wanted is None:
         return list(items)
@@ -110,7 +122,6 @@ def cmd_retention_run(args) -> int:
     runtime = _one_shot_runtime("retention", needs_store=False)
     from app.lifecycle.retention import run_policy
 
-    import json
 
     failed = False
     reports = []
@@ -145,15 +156,10 @@ def cmd_retention_run(args) -> int:
 
 
 def cmd_retention_restore(args) -> int:
-    import uuid
-
+    """Bring a retired file back (D16); its age starts again now."""
     from app.errors import Conflict, NotFound
 
-    try:
-        file_id = uuid.UUID(args.file_id)
-    except ValueError:
-        print("lethe retention restore: FILE_ID must be a UUID", file=sys.stderr)
-        return 2
+    file_id = args.file_id
     runtime = _one_shot_runtime("retention", needs_store=False)
     from app.lifecycle.retention import restore_file
 
@@ -176,8 +182,6 @@ def cmd_sweep_run(args) -> int:
     from app.errors import StorageError
     from app.lifecycle.sweeps import run_sweep
 
-    import dataclasses
-    import json
 
     failed = False
     reports = []
@@ -214,7 +218,6 @@ def cmd_sweep_run(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    import json
     from datetime import timedelta
 
     from app.config import parse_duration
@@ -259,16 +262,10 @@ def cmd_audit(args) -> int:
 
 def cmd_receipt(args) -> int:
     """Print a purged file's receipt (D16), as `field: value` lines or one JSON object."""
-    import json
-    import uuid
 
     from app.errors import NotFound
 
-    try:
-        file_id = uuid.UUID(args.file_id)
-    except ValueError:
-        print("lethe receipt: FILE_ID must be a UUID", file=sys.stderr)
-        return 2
+    file_id = args.file_id
     runtime = _one_shot_runtime("receipt", needs_store=False)
     from app.lifecycle.receipts import receipt_of
 
@@ -292,15 +289,8 @@ def cmd_receipt(args) -> int:
 def cmd_erase(args) -> int:
     """Erase a subject (D16): start (or join) the erasure; with --wait, run its rounds here until it ends,
     with progress on a terminal."""
-    import json
-    import time
-    import uuid
 
-    try:
-        subject = uuid.UUID(args.subject)
-    except ValueError:
-        print("lethe erase: --subject must be a UUID", file=sys.stderr)
-        return 2
+    subject = args.subject
     runtime = _one_shot_runtime("erase")
     from app.lifecycle.erasure import erase_round, erasure_of, request_erasure
 

@@ -155,3 +155,18 @@ def wait_for_output(role: Role, text: str, timeout: float = 60) -> None:
         if role.proc.poll() is not None or time.monotonic() > deadline:
             raise AssertionError(f"{text!r} never appeared:\n{role.tail()}")
         time.sleep(0.2)
+
+
+def with_driver(env: dict, driver: str, request):
+    """The roles' environment for a storage driver: on s3, a fresh bucket of moto's server. Returns (env,
+    the S3 store or None)."""
+    if driver != "s3":
+        return dict(env, LETHE_FILE_STORAGE_DRIVER=driver), None
+    from tests.conftest import make_s3_store
+
+    endpoint = request.getfixturevalue("moto_server")
+    store = make_s3_store(endpoint)
+    return dict(env, LETHE_FILE_STORAGE_DRIVER="s3", LETHE_FILE_S3_ENDPOINT=endpoint,
+                LETHE_FILE_S3_BUCKET=store.bucket, LETHE_FILE_S3_ACCESS_KEY="testing",
+                LETHE_FILE_S3_SECRET_KEY="testing", LETHE_FILE_S3_REGION="us-east-1",
+                LETHE_FILE_S3_SECURE="false"), store

@@ -17,8 +17,7 @@ import pytest
 from app.auth import mint_token
 from app.domain.keys import original_key
 from app.embedded_pg import free_port
-from tests.conftest import make_s3_store
-from tests.e2e.conftest import wait_for_http, wait_for_output
+from tests.e2e.conftest import wait_for_http, wait_for_output, with_driver
 
 pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"
@@ -56,14 +55,7 @@ def objects_of(driver, store, root, file_id) -> list[str]:
 
 @pytest.mark.parametrize("driver", ["fs", "s3"])
 def test_delete_a_message_end_to_end(driver, role_env, start_role, db, tmp_path, request):
-    env = dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_FILE_STORAGE_DRIVER=driver)
-    store = None
-    if driver == "s3":
-        endpoint = request.getfixturevalue("moto_server")
-        store = make_s3_store(endpoint)
-        env.update(LETHE_FILE_S3_ENDPOINT=endpoint, LETHE_FILE_S3_BUCKET=store.bucket,
-                   LETHE_FILE_S3_ACCESS_KEY="testing", LETHE_FILE_S3_SECRET_KEY="testing",
-                   LETHE_FILE_S3_REGION="us-east-1", LETHE_FILE_S3_SECURE="false")
+    env, store = with_driver(dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET), driver, request)
     metrics_ports = {"worker": env["LETHE_METRICS_PORT"], "scheduler": str(free_port())}  # from the OS, never +1
     api = start_role(["api"], env)
     worker = start_role(["worker"], dict(env, LETHE_METRICS_PORT=metrics_ports["worker"],

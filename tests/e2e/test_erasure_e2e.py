@@ -13,8 +13,7 @@ import pytest
 
 from app.auth import mint_token
 from app.embedded_pg import free_port
-from tests.conftest import make_s3_store
-from tests.e2e.conftest import wait_for_http, wait_for_output
+from tests.e2e.conftest import wait_for_http, wait_for_output, with_driver
 from tests.e2e.test_deletion_e2e import call, objects_of
 
 pytestmark = pytest.mark.e2e
@@ -34,14 +33,7 @@ def upload(api_v1, token, name, data=b"private words"):
 
 @pytest.mark.parametrize("driver", ["fs", "s3"])
 def test_erase_a_person_end_to_end(driver, role_env, start_role, db, tmp_path, request):
-    env = dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_FILE_STORAGE_DRIVER=driver)
-    store = None
-    if driver == "s3":
-        endpoint = request.getfixturevalue("moto_server")
-        store = make_s3_store(endpoint)
-        env.update(LETHE_FILE_S3_ENDPOINT=endpoint, LETHE_FILE_S3_BUCKET=store.bucket,
-                   LETHE_FILE_S3_ACCESS_KEY="testing", LETHE_FILE_S3_SECRET_KEY="testing",
-                   LETHE_FILE_S3_REGION="us-east-1", LETHE_FILE_S3_SECURE="false")
+    env, store = with_driver(dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET), driver, request)
     api = start_role(["api"], env)
     worker = start_role(["worker"], dict(env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
     scheduler = start_role(["scheduler"], dict(env, LETHE_METRICS_PORT=str(free_port()),
