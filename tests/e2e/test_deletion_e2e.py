@@ -40,6 +40,23 @@ def call(method, url, token, body=None, raw=None):
         return exc.code, json.loads(exc.read() or b"null")
 
 
+def upload(api_v1, token, name, data=b"private words", mime_type="text/plain", purpose="attachment",
+           worker=None):
+    """Create, send one part, complete; with the worker, wait until its scan settled. Returns the file id."""
+    status, created = call("POST", f"{api_v1}/uploads", token, {"name": name, "size_bytes": len(data),
+                                                                 "mime_type": mime_type, "purpose": purpose})
+    assert status == 201, created
+    file_id = created["file"]["id"]
+    assert call("PUT", f"{api_v1}/uploads/{file_id}/parts/1", token, raw=data)[0] == 200
+    assert call("POST", f"{api_v1}/uploads/{file_id}/complete", token)[0] == 200
+    if worker is not None:
+        deadline = time.monotonic() + 20
+        while call("GET", f"{api_v1}/files/{file_id}", token)[1]["scan_status"] == "pending":
+            assert time.monotonic() < deadline, worker.tail()
+            time.sleep(0.1)
+    return file_id
+
+
 def objects_of(driver, store, root, file_id) -> list[str]:
     """Every object of the file (a test may list; the service never does)."""
     if driver == "fs":
@@ -69,17 +86,7 @@ def test_delete_a_message_end_to_end(driver, role_env, start_role, db, tmp_path,
     api_v1 = base + "/api/v1"
 
     # Given an uploaded, scanned and attached file whose name carries the canary
-    data = b"blood type: canary"
-    status, created = call("POST", f"{api_v1}/uploads", token,
-                           {"name": f"{CANARY}.pdf", "size_bytes": len(data), "mime_type": "application/pdf"})
-    assert status == 201, created
-    file_id = created["file"]["id"]
-    assert call("PUT", f"{api_v1}/uploads/{file_id}/parts/1", token, raw=data)[0] == 200
-    assert call("POST", f"{api_v1}/uploads/{file_id}/complete", token)[0] == 200
-    deadline = time.monotonic() + 20
-    while call("GET", f"{api_v1}/files/{file_id}", token)[1]["scan_status"] != "skipped":
-        assert time.monotonic() < deadline, worker.output()
-        time.sleep(0.1)
+    file_id = upload(api_v1, token, f"{CANARY}.pdf", b"blood type: canary", "application/pdf", worker=worker)
     assert call("PUT", f"{api_v1}/messages/e2e-1", token, {"file_ids": [file_id]})[0] == 200
     assert objects_of(driver, store, env["LETHE_FILE_FS_ROOT"], file_id)
 

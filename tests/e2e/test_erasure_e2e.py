@@ -14,21 +14,11 @@ import pytest
 from app.auth import mint_token
 from app.embedded_pg import free_port
 from tests.e2e.conftest import wait_for_http, wait_for_output, with_driver
-from tests.e2e.test_deletion_e2e import call, objects_of
+from tests.e2e.test_deletion_e2e import call, objects_of, upload
 
 pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"
 CANARY = "Canary-Ex93-therapy-notes"
-
-
-def upload(api_v1, token, name, data=b"private words"):
-    status, created = call("POST", f"{api_v1}/uploads", token,
-                           {"name": name, "size_bytes": len(data), "mime_type": "text/plain"})
-    assert status == 201, created
-    file_id = created["file"]["id"]
-    assert call("PUT", f"{api_v1}/uploads/{file_id}/parts/1", token, raw=data)[0] == 200
-    assert call("POST", f"{api_v1}/uploads/{file_id}/complete", token)[0] == 200
-    return file_id
 
 
 @pytest.mark.parametrize("driver", ["fs", "s3"])
@@ -47,17 +37,8 @@ def test_erase_a_person_end_to_end(driver, role_env, start_role, db, tmp_path, r
     manager = mint_token(SECRET, uuid.uuid4(), ("files:read", "files:write", "manage"))
 
     # Given a person with files (one attached), a draft and an avatar, and someone else with a file
-    files = [upload(api_v1, token, f"{CANARY}-{n}.txt") for n in range(3)]
-    avatar_data = b"face"
-    status, created = call("POST", f"{api_v1}/uploads", token, {"name": f"{CANARY}.png", "size_bytes": 4,
-                                                                "mime_type": "image/png", "purpose": "avatar"})
-    avatar = created["file"]["id"]
-    assert call("PUT", f"{api_v1}/uploads/{avatar}/parts/1", token, raw=avatar_data)[0] == 200
-    assert call("POST", f"{api_v1}/uploads/{avatar}/complete", token)[0] == 200
-    deadline = time.monotonic() + 20
-    while any(call("GET", f"{api_v1}/files/{f}", token)[1]["scan_status"] == "pending" for f in [*files, avatar]):
-        assert time.monotonic() < deadline, worker.tail()
-        time.sleep(0.1)
+    files = [upload(api_v1, token, f"{CANARY}-{n}.txt", worker=worker) for n in range(3)]
+    avatar = upload(api_v1, token, f"{CANARY}.png", b"face", "image/png", purpose="avatar", worker=worker)
     assert call("PUT", f"{api_v1}/principals/{subject}/avatar", token, {"file_id": avatar})[0] == 200
     assert call("PUT", f"{api_v1}/messages/m-1", token, {"file_ids": [files[0]]})[0] == 200
     assert call("PUT", f"{api_v1}/drafts/d-1", token, {"text": CANARY, "file_ids": [files[1]]})[0] == 200

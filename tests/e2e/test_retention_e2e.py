@@ -16,7 +16,7 @@ import pytest
 from app.auth import mint_token
 from app.embedded_pg import free_port
 from tests.e2e.conftest import wait_for_http, wait_for_output
-from tests.e2e.test_deletion_e2e import call
+from tests.e2e.test_deletion_e2e import upload
 
 pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"
@@ -43,17 +43,7 @@ def test_scheduled_retention_and_sweep_end_to_end(role_env, start_role, db, tmp_
     token = mint_token(SECRET, uuid.uuid4())
 
     # Given a complete file whose name carries the canary
-    data = b"old chat file"
-    status, created = call("POST", f"{base}/api/v1/uploads", token,
-                           {"name": f"{CANARY}.txt", "size_bytes": len(data), "mime_type": "text/plain"})
-    assert status == 201, created
-    file_id = created["file"]["id"]
-    assert call("PUT", f"{base}/api/v1/uploads/{file_id}/parts/1", token, raw=data)[0] == 200
-    assert call("POST", f"{base}/api/v1/uploads/{file_id}/complete", token)[0] == 200
-    deadline = time.monotonic() + 20
-    while call("GET", f"{base}/api/v1/files/{file_id}", token)[1]["scan_status"] != "skipped":
-        assert time.monotonic() < deadline, worker.tail()
-        time.sleep(0.1)
+    file_id = upload(f"{base}/api/v1", token, f"{CANARY}.txt", b"old chat file", worker=worker)
     # The roles run on the system clock: age the file's row instead of waiting (created and last changed 2h ago)
     db.unit_of_work(lambda uow: uow.conn.execute(
         "UPDATE files SET created_at = created_at - interval '2 hours', "
