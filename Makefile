@@ -11,13 +11,14 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-# `make run` installs what running needs; `make test` adds the test tools.
+# `make run` installs what running needs; `make test` adds the test tools. PYTHONWARNINGS=ignore only for the
+# install: setuptools prints a banner about editable installs that a newcomer cannot act on.
 $(RUN_STAMP): pyproject.toml constraints.txt | $(PY)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	PYTHONWARNINGS=ignore $(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $@
 
 $(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,test]'
+	PYTHONWARNINGS=ignore $(PY) -m pip install --quiet -c constraints.txt -e '.[dev,test]'
 	touch $@
 
 ## Run api + worker + scheduler in one process on embedded defaults (lethe dev); make run PORT=9000 for another port.
