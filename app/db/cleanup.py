@@ -7,12 +7,11 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn, one
+from app.db.core import Conn, Cursor, after, one
 
 CLEANUP_LOCK_KEY = 0x6C65746865_01  # "lethe" + 1: one cleanup run at a time in the cluster
 SCHEDULER_LOCK_KEY = 0x6C65746865_02  # the scheduler's leader lock
 
-Cursor = tuple[datetime, UUID] | None
 
 
 def try_lock(conn: Conn, key: int) -> bool:
@@ -24,15 +23,9 @@ def unlock(conn: Conn, key: int) -> None:
     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 
-def _after(cursor: Cursor, column: str) -> tuple[str, tuple[Any, ...]]:
-    if cursor is None:
-        return "", ()
-    return f" AND ({column}, id) > (%s, %s)", cursor
-
-
 def expired_sessions(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Step a: open sessions with expires_at <= now (index upload_sessions_open_expiry)."""
-    extra, params = ("", ()) if cursor is None else (" AND (expires_at, file_id) > (%s, %s)", cursor)
+    extra, params = after(cursor, "expires_at", "file_id")
     return conn.execute(
         f"""
         SELECT file_id AS id, expires_at AS at FROM upload_sessions
@@ -46,7 +39,7 @@ def expired_sessions(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> l
 def unattached_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Step b: deliverable attachments, not deleted, not attached, last changed at or before cutoff
     (index files_unattached_candidates)."""
-    extra, params = _after(cursor, "last_change_at")
+    extra, params = after(cursor, "last_change_at")
     return conn.execute(
         f"""
         SELECT id, uploaded_by, last_change_at AS at FROM files f
@@ -62,7 +55,7 @@ def unattached_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: i
 def failed_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Step c: failed or blocked attachments, not deleted, not attached, last changed at or before cutoff
     (index files_failed_candidates)."""
-    extra, params = _after(cursor, "last_change_at")
+    extra, params = after(cursor, "last_change_at")
     return conn.execute(
         f"""
         SELECT id, uploaded_by, last_change_at AS at FROM files f
@@ -79,7 +72,7 @@ def failed_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) 
 def deleted_rows(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Step d: deleted rows, oldest mark first (index files_deleted), but for those the store refused
     whose next attempt is not due yet: a poisoned file never holds back the others (D7)."""
-    extra, params = _after(cursor, "deleted_at")
+    extra, params = after(cursor, "deleted_at")
     return conn.execute(
         f"""
         SELECT id, deleted_at AS at FROM files f WHERE deleted_at IS NOT NULL{extra}

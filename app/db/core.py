@@ -13,7 +13,9 @@ import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable, Iterator, Sequence, TypeVar
+from uuid import UUID
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -30,6 +32,17 @@ from app.logs import log_event
 log = logging.getLogger("lethe.db")
 # Connections use psycopg's namedtuple rows, whose attributes are known only at run time: a row is Any.
 Conn = psycopg.Connection[Any]
+
+
+Cursor = tuple[datetime, UUID] | None  # keyset position of a candidate query: (time, id)
+
+
+def after(cursor: Cursor, column: str, id_column: str = "id") -> tuple[str, tuple[Any, ...]]:
+    """The clause and parameters that continue a (time, id) ordered query after a cursor (STYLE.md: loop in
+    chunks)."""
+    if cursor is None:
+        return "", ()
+    return f" AND ({column}, {id_column}) > (%s, %s)", cursor
 
 
 def one(cursor: psycopg.Cursor[Any]) -> Any:

@@ -29,6 +29,12 @@ def file_by_id(conn: Conn, file_id: UUID) -> Any:
     return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s", (file_id,)).fetchone()
 
 
+def rows_after(conn: Conn, after_id: UUID, limit: int) -> list[Any]:
+    """Rows in ascending id order after a file id, a page at a time (the audit's side of its merge)."""
+    return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id > %s ORDER BY id LIMIT %s",
+                        (after_id, limit)).fetchall()
+
+
 def files_by_ids(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """The rows in ascending id order; no lock."""
     return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id", (list(file_ids),)).fetchall()

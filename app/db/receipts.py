@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn
+from app.db.core import Conn, one
 
 COLUMNS = "file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent"
 
@@ -38,3 +38,8 @@ def delete_expired(conn: Conn, cutoff: datetime, limit: int) -> int:
         DELETE FROM receipts WHERE file_id IN (
             SELECT file_id FROM receipts WHERE purged_at < %s ORDER BY purged_at, file_id LIMIT %s)
         """, (cutoff, limit)).rowcount
+
+
+def count_expired(conn: Conn, cutoff: datetime) -> int:
+    """How many receipts were purged before cutoff (the cleanup's dry run)."""
+    return int(one(conn.execute("SELECT count(*) AS n FROM receipts WHERE purged_at < %s", (cutoff,))).n)

@@ -7,21 +7,12 @@ from datetime import datetime, timedelta
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn
-
-Cursor = tuple[datetime, UUID] | None
-
-
-def _after(cursor: Cursor, column: str) -> tuple[str, tuple[Any, ...]]:
-    if cursor is None:
-        return "", ()
-    return f" AND ({column}, id) > (%s, %s)", cursor
-
+from app.db.core import Conn, Cursor, after
 
 def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Settled, live, not retired files of a purpose last changed at or before cutoff (index
     files_retention_candidates)."""
-    extra, params = _after(cursor, "last_change_at")
+    extra, params = after(cursor, "last_change_at")
     return conn.execute(
         f"""
         SELECT id, last_change_at AS at FROM files
@@ -35,7 +26,7 @@ def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, cursor: Cursor
 
 def retired_candidates(conn: Conn, purpose: str, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Retired, not deleted files of a purpose retired at or before cutoff (index files_retired)."""
-    extra, params = _after(cursor, "retired_at")
+    extra, params = after(cursor, "retired_at")
     return conn.execute(
         f"""
         SELECT id, retired_at AS at FROM files

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn
+from app.db.core import Conn, Cursor, after
 
 LOGO_HOLDER = UUID(int=0)
 
@@ -48,10 +48,10 @@ def clear_holder(conn: Conn, holder_id: UUID) -> list[Any]:
         """, (holder_id, holder_id)).fetchall()
 
 
-def unheld_candidates(conn: Conn, cutoff: datetime, cursor: tuple[datetime, UUID] | None, limit: int) -> list[Any]:
+def unheld_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
     """Avatars and logos, not deleted, that no slot holds, last changed at or before cutoff (index
     files_slot_candidates)."""
-    extra, params = ("", ()) if cursor is None else (" AND (last_change_at, id) > (%s, %s)", cursor)
+    extra, params = after(cursor, "last_change_at")
     return conn.execute(
         f"""
         SELECT id, last_change_at AS at FROM files f

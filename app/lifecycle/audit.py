@@ -85,8 +85,7 @@ def file_id_of(key: str) -> uuid.UUID | None:
 def _rows_in_id_order(db) -> Iterator:
     after = uuid.UUID(int=0)
     while True:
-        page = db.read(lambda conn: conn.execute(
-            f"SELECT {files_sql.COLUMNS} FROM files WHERE id > %s ORDER BY id LIMIT %s", (after, ROWS_PAGE)).fetchall())
+        page = db.read(lambda conn: files_sql.rows_after(conn, after, ROWS_PAGE))
         yield from page
         if len(page) < ROWS_PAGE:
             return

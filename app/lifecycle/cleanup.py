@@ -211,9 +211,7 @@ class Steps:
     def _old_receipts(self, report: StepReport, dry_run: bool) -> None:
         cutoff = self.now - self.policy.receipt_ttl
         if dry_run:
-            report.candidates = report.acted = self.db.read(
-                lambda conn: conn.execute("SELECT count(*) AS n FROM receipts WHERE purged_at < %s",
-                                          (cutoff,)).fetchone().n)
+            report.candidates = report.acted = self.db.read(lambda conn: receipts_sql.count_expired(conn, cutoff))
             return
         while True:
             removed = self.db.unit_of_work(
