@@ -111,7 +111,10 @@ class Invalid(ReasonedError):
     title = "Invalid request"
 
 
-class TooLarge(LetheError):
+class TooLarge(ReasonedError):
+    """Too large to take (413): over file.max_size, or (reason `too_large_to_scan`) over scan.max_size while a
+    scanner is configured, so that no file waits for a scan that clamd would refuse (D19)."""
+
     status = 413
     code = "payload_too_large"
     title = "Payload too large"

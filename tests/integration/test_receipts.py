@@ -54,7 +54,7 @@ def test_every_deletion_path_names_itself(make_lethe, clamd):
     unattached = lethe.upload(ALEX)
     clamd.mode = "eicar"
     infected = lethe.upload(ALEX, b"virus")
-    clamd.mode = "clean"
+    clamd.mode = "ok"
     export = lethe.upload(OWNER, purpose="gdpr_export")
     lethe.clock.advance(lethe.cfg.file.failed_row_ttl + timedelta(days=30))
     assert run_cleanup(lethe.rt).ran

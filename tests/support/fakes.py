@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import socketserver
 import struct
 import threading
@@ -10,11 +11,18 @@ EICAR_REPLY = b"stream: Eicar-Test-Signature FOUND\0"
 
 
 class FakeClamd:
-    """A clamd on 127.0.0.1 that reads an INSTREAM and answers by mode: "ok", "eicar", "garbage", or
-    "hold" (waits until release() before answering OK: a scan delayed while something else happens)."""
+    """A clamd on 127.0.0.1 that reads an INSTREAM and answers by mode: "ok", "eicar", "garbage", "hold" (waits
+    until release() before answering OK: a scan delayed while something else happens), or "limit": like the
+    real clamd over its StreamMaxLength (`limit` bytes), it answers `INSTREAM size limit exceeded. ERROR` as
+    soon as the stream passes the limit and closes the connection without reading the rest, so the client
+    meets a broken pipe while it still sends. An unknown mode is refused at once (a test that set one
+    passed by accident once)."""
 
-    def __init__(self):
-        self.mode = "ok"
+    MODES = ("ok", "eicar", "garbage", "hold", "limit")
+
+    def __init__(self, limit: int = 1024 * 1024):
+        self._mode = "ok"
+        self.limit = limit
         self.received: list[bytes] = []
         self.release_event = threading.Event()
         self.started_event = threading.Event()
@@ -35,12 +43,17 @@ class FakeClamd:
                     if length == 0:
                         break
                     data += self._read(length)
+                    if fake.mode == "limit" and len(data) > fake.limit:
+                        # clamd: reply, then close with the rest of the stream unread (the client's send fails)
+                        self.request.sendall(b"INSTREAM size limit exceeded. ERROR\0")
+                        self.request.shutdown(socket.SHUT_RDWR)
+                        return
                 fake.received.append(data)
                 fake.started_event.set()
                 if fake.mode == "hold":
                     fake.release_event.wait(30)
                 reply = {"ok": b"stream: OK\0", "hold": b"stream: OK\0", "eicar": EICAR_REPLY,
-                         "garbage": b"\x07\x01 what?\0"}[fake.mode]
+                         "garbage": b"\x07\x01 what?\0", "limit": b"stream: OK\0"}[fake.mode]
                 self.request.sendall(reply)
 
             def _read(self, size):
@@ -60,6 +73,16 @@ class FakeClamd:
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: str) -> None:
+        if mode not in self.MODES:
+            raise ValueError(f"FakeClamd has no mode {mode!r}; modes: {', '.join(self.MODES)}")
+        self._mode = mode
 
     def release(self):
         self.release_event.set()
