@@ -96,8 +96,14 @@ class ObjectStore(Protocol):
         """Store one part (overwrites a part with the same number). Raises NotFound when the upload ended."""
 
     def discard_part(self, ref: MultipartRef, part_number: int) -> None:
-        """Remove a part written for an upload that ended meanwhile (fs: its part object; S3: nothing, the
-        part belongs to the multipart upload, which its abort or purge removes). Idempotent."""
+        """Remove a part written for an upload that ended meanwhile (fs: its part object; S3: abort the
+        multipart upload again, since a part uploaded while an abort runs may still succeed and keep its
+        bytes, as AWS documents; a completed upload's id is gone and the abort a no-op). Idempotent."""
+
+    def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
+        """After a completion was recorded: remove any part written while it ran (fs: part-1..part-N, a
+        part PUT that passed its check before the claim may land after the assembly dropped the parts; S3:
+        nothing, no part can join a completed multipart upload). Idempotent."""
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         """Assemble the parts, in order, into the object `ref.key` and drop the parts."""

@@ -318,6 +318,9 @@ class FsStore:
     def discard_part(self, ref: MultipartRef, part_number: int) -> None:
         self.delete(part_key(ref.file_id, part_number))
 
+    def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
+        self.abort_upload(ref, part_count)  # part-1..part-N by name, as an abort does
+
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         segments = _segments(ref.key)
         ordered = sorted(parts, key=lambda part: part.part_number)

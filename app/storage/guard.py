@@ -59,6 +59,9 @@ class GuardedStore:
     def discard_part(self, ref: MultipartRef, part_number: int) -> None:
         self._checked("discard_part").discard_part(ref, part_number)
 
+    def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
+        self._checked("clear_parts").clear_parts(ref, part_count)
+
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         return self._checked("complete_upload").complete_upload(ref, parts)
 

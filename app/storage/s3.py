@@ -350,7 +350,12 @@ class S3Store:
         return UploadedPart(part_number=part_number, etag=etag)
 
     def discard_part(self, ref: MultipartRef, part_number: int) -> None:
-        return None  # a part belongs to its multipart upload; the upload's abort or purge removes it
+        # A part uploaded while AbortMultipartUpload runs may still succeed and keep its bytes in the aborted
+        # upload; AWS says to abort again. A completed upload's id is gone: the abort answers NoSuchUpload.
+        self.abort_upload(ref, 0)
+
+    def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
+        return None  # no part can join a completed multipart upload
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         ordered = [Part(part.part_number, part.etag) for part in sorted(parts, key=lambda p: p.part_number)]
