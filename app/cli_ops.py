@@ -47,7 +47,7 @@ def cmd_cleanup(args) -> int:
     runtime = _one_shot_runtime("cleanup")
     from app.lifecycle.cleanup import run_cleanup
 
-    bar = _progress_bar("cleanup", "step", args.json, total=9)
+    bar = _progress_bar("cleanup", "step", args.json, total=11)
     try:
         report = run_cleanup(runtime, dry_run=args.dry_run,
                              on_step=(lambda step: bar.update(1)) if bar is not None else None)
@@ -84,7 +84,7 @@ def _progress_bar(desc: str, unit: str, as_json: bool, total: int | None = None)
 def _one_shot_runtime(name: str, needs_store: bool = True):
     """The runtime of an operator command: configuration, database, logs on stderr (console on a terminal),
     the report on stdout."""
-    cfg, attached = _attach_to_dev(load_config_or_exit(name))
+    cfg, _ = _attach_to_dev(load_config_or_exit(name))
     setup_role_logging(name, cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
     if needs_store:
         inspect_store_or_exit(cfg, name)
@@ -92,10 +92,17 @@ def _one_shot_runtime(name: str, needs_store: bool = True):
     from workers.broker import build_broker
 
     runtime = build_runtime(cfg, build_broker(cfg.broker.url), role=name)
-    if attached and not cfg.broker.url:
-        # lethe dev's broker lives in its own process: leave the jobs in the outbox; its relay sends them.
+    if not cfg.broker.url:
+        # Without RabbitMQ nobody consumes what this process would publish (an in-process broker dies with
+        # it): the jobs stay in the outbox, committed, and a relay sends them (D9, D19).
         runtime.db.after_commit = None
+        print(NO_BROKER, file=sys.stderr)
     return runtime
+
+
+NO_BROKER = ("lethe: broker.url (LETHE_BROKER_URL) is not set: the jobs this command commits (purges, scans, "
+             "erasure rounds) stay in the outbox until a relay sends them: the scheduler (lethe scheduler) or a "
+             "running lethe dev. Set broker.url to send them at once.")
 
 
 def uuid_arg(text: str):
@@ -301,8 +308,11 @@ def cmd_erase(args) -> int:
         if not args.wait:
             if args.json:
                 print(json.dumps({"id": str(row.id), "state": row.state}))
-            else:
+            elif runtime.cfg.broker.url:
                 print("a worker runs it; follow it with GET /api/v1/erasures/{id} or lethe erase --wait")
+            else:
+                print("its job waits in the outbox for a relay (lethe scheduler or lethe dev) and a worker; "
+                      "or run its rounds here: lethe erase --wait")
             return 0
         state = row.state
         while state == "running":

@@ -250,6 +250,12 @@ KEYS: tuple[Key, ...] = (
     Key("scan.clamd_address", Text(), "",
         "clamd as host:port; empty: files are not scanned (scan_status skipped)."),
     Key("scan.timeout", Duration(), "60s", "Time limit of one clamd scan."),
+    Key("scan.max_size", Size(validate=_no_value_range(1, 4 * 1024**3)), "25MiB",
+        "Largest file clamd takes (set it to clamd's StreamMaxLength). With a scanner configured, a larger upload "
+        "is refused up front (413 too_large_to_scan)."),
+    Key("scan.pending_ttl", Duration(), "2h",
+        "Age after which the cleanup sends a still pending scan again (once); past twice this age the scan ends "
+        "as error and the file is purged."),
     # observability
     Key("sentry.dsn", Text(), "", "Sentry DSN; empty disables Sentry.", secret=True),
     Key("log.format", Text(validate=validate.OneOf(["json", "console"])), "json",
@@ -420,6 +426,8 @@ class ScanConfig:
 
     clamd_address: str
     timeout: timedelta
+    max_size: int
+    pending_ttl: timedelta
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ _lazy: dict = {}
 def purge_backlog_gauges():
     """The backlog gauges, created at the first cleanup run: absent from /metrics before it (D8 f). With
     several dramatiq processes the most recent value wins (multiprocess mode)."""
-    if not _lazy:
+    if "count" not in _lazy:
         _lazy["count"] = Gauge("lethe_file_purge_backlog", "Deleted files rows not yet purged (set by each cleanup run).",
                                multiprocess_mode="mostrecent")
         _lazy["oldest"] = Gauge("lethe_file_purge_backlog_oldest_seconds",
@@ -69,3 +69,15 @@ def purge_failing_gauge():
     """Files the store keeps refusing, created with the backlog gauges at the first cleanup run."""
     purge_backlog_gauges()
     return _lazy["failing"]
+
+
+def scan_pending_gauges():
+    """Complete files whose scan is pending, and the age of the oldest (set by each cleanup run, step k; absent
+    before the first). A scan pending past twice scan.pending_ttl is ended by the cleanup (D19)."""
+    if "scan_count" not in _lazy:
+        _lazy["scan_count"] = Gauge("lethe_scan_pending", "Complete files whose scan is still pending.",
+                                    multiprocess_mode="mostrecent")
+        _lazy["scan_oldest"] = Gauge("lethe_scan_pending_oldest_seconds",
+                                     "Age of the oldest pending scan of a complete file (0 when none).",
+                                     multiprocess_mode="mostrecent")
+    return _lazy["scan_count"], _lazy["scan_oldest"]

@@ -17,6 +17,7 @@ import psycopg
 
 from app import jobs
 from app.content import scan
+from app.content.clamd import ClamdUnavailable
 from app.errors import NotFound, ObjectFailed, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, sweeps
 from app.logs import log_event
@@ -52,7 +53,7 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
         def run(*args: Any, _fn=spec.fn, _name=spec.name) -> Any:
             try:
                 return _fn(runtime, *args)
-            except (psycopg.OperationalError, StorageError) as exc:
+            except (psycopg.OperationalError, StorageError, ClamdUnavailable) as exc:
                 if isinstance(exc, ObjectFailed):
                     raise
                 # An outage is expected (D13): one warning line, no stack trace, and dramatiq's retry with
@@ -96,7 +97,9 @@ def retention_run(rt, policy_name: str) -> None:
     except NotFound:  # removed from the configuration since the trigger was sent
         log_event(log, "warning", "retention.unknown_policy", "no retention policy of that name; run dropped")
         return
-    retention.run_policy(rt, policy)
+    report = retention.run_policy(rt, policy)
+    if report.first_error is not None:
+        raise report.first_error  # not recorded for the gate: the retry runs it again (D19)
 
 
 @actor(jobs.SWEEP_QUEUE, max_retries=3, min_backoff=10_000, time_limit=60 * 60_000)

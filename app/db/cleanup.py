@@ -167,3 +167,59 @@ def backlog(conn: Conn) -> Any:
     """Deleted rows and the oldest mark (step f)."""
     return conn.execute(
         "SELECT count(*) AS n, min(deleted_at) AS oldest FROM files WHERE deleted_at IS NOT NULL").fetchone()
+
+
+def objects_due_live(conn: Conn, cursor: Cursor, limit: int) -> list[Any]:
+    """Step d, third part: files not deleted that are final and not deliverable (failed, infected, error), of
+    every purpose, whose objects no purge has removed yet (objects_purged_at unset); those the store refused
+    are left to the second part, which honours their next attempt (index files_objects_due). A lost purge job
+    of a failing transition is caught up here (D7, D19)."""
+    extra, params = after(cursor, "last_change_at")
+    return conn.execute(
+        f"""
+        SELECT id, last_change_at AS at FROM files f
+        WHERE deleted_at IS NULL AND objects_purged_at IS NULL
+          AND (upload_state = 'failed' OR scan_status IN ('infected', 'error')){extra}
+          AND NOT EXISTS (SELECT 1 FROM purge_failures p WHERE p.file_id = f.id)
+        ORDER BY last_change_at, id LIMIT %s
+        """,
+        (*params, limit),
+    ).fetchall()
+
+
+def pending_scans(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
+    """Step j: complete files not deleted whose scan is still pending, last changed at or before cutoff
+    (index files_scan_pending)."""
+    extra, params = after(cursor, "last_change_at")
+    return conn.execute(
+        f"""
+        SELECT id, last_change_at AS at FROM files
+        WHERE deleted_at IS NULL AND upload_state = 'complete' AND scan_status = 'pending'
+          AND last_change_at <= %s{extra}
+        ORDER BY last_change_at, id LIMIT %s
+        """,
+        (cutoff, *params, limit),
+    ).fetchall()
+
+
+def pending_scan_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
+    """What step j decides on, read after the lock."""
+    return conn.execute(
+        """
+        SELECT id, upload_state, scan_status, deleted_at IS NOT NULL AS deleted, last_change_at, scan_resent_at
+        FROM files WHERE id = ANY(%s) ORDER BY id
+        """, (list(file_ids),)).fetchall()
+
+
+def set_scan_resent(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:
+    """Record that the scan of these files was sent again (once, D19); their age is unchanged."""
+    conn.execute("UPDATE files SET scan_resent_at = %s WHERE id = ANY(%s)", (now, list(file_ids)))
+
+
+def pending_summary(conn: Conn) -> Any:
+    """Complete files whose scan is pending, and the oldest of them (the scan gauges)."""
+    return conn.execute(
+        """
+        SELECT count(*) AS n, min(last_change_at) AS oldest FROM files
+        WHERE deleted_at IS NULL AND upload_state = 'complete' AND scan_status = 'pending'
+        """).fetchone()

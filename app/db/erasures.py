@@ -29,23 +29,37 @@ def erasure(conn: Conn, erasure_id: UUID) -> Any:
     return conn.execute(f"SELECT {COLUMNS} FROM erasures WHERE id = %s", (erasure_id,)).fetchone()
 
 
-def lock_erasure(conn: Conn, erasure_id: UUID) -> Any:
-    return conn.execute(f"SELECT {COLUMNS} FROM erasures WHERE id = %s FOR UPDATE", (erasure_id,)).fetchone()
-
-
 def add_counts(conn: Conn, erasure_id: UUID, **counts: int) -> None:
     assignments = ", ".join(f"{name} = {name} + %s" for name in counts)
     conn.execute(f"UPDATE erasures SET {assignments} WHERE id = %s", (*counts.values(), erasure_id))
 
 
 def finish(conn: Conn, erasure_id: UUID, state: str, reason: str | None, now: datetime) -> None:
-    """End an erasure. A complete one forgets its subject."""
-    conn.execute(
+    """End an erasure. A complete one forgets its subject, and so does every earlier erasure of that subject
+    (a failed one kept it): once one erasure of a person completed, no erasure row names them (D19)."""
+    subject = conn.execute(
         """
-        UPDATE erasures SET state = %s, reason = %s, finished_at = %s,
-               subject_id = CASE WHEN %s = 'complete' THEN NULL ELSE subject_id END
-        WHERE id = %s AND state = 'running'
-        """, (state, reason, now, state, erasure_id))
+        UPDATE erasures e SET state = %s, reason = %s, finished_at = %s,
+               subject_id = CASE WHEN %s = 'complete' THEN NULL ELSE e.subject_id END
+        FROM erasures old WHERE e.id = %s AND e.state = 'running' AND old.id = e.id
+        RETURNING old.subject_id
+        """, (state, reason, now, state, erasure_id)).fetchone()
+    if state == "complete" and subject is not None:
+        conn.execute("UPDATE erasures SET subject_id = NULL WHERE subject_id = %s AND state <> 'running'",
+                     (subject.subject_id,))
+
+
+def adopt_unconfirmed(conn: Conn, erasure_id: UUID, subject_id: UUID) -> int:
+    """Take over the files an earlier, failed erasure of the subject purged without confirming their keys
+    absent: their rows are gone, so only this list lets the new erasure read their keys again (D19)."""
+    return conn.execute(
+        """
+        INSERT INTO erasure_files (erasure_id, file_id, object_key, part_count)
+        SELECT %s, ef.file_id, ef.object_key, ef.part_count
+        FROM erasures e JOIN erasure_files ef ON ef.erasure_id = e.id
+        WHERE e.subject_id = %s AND e.state = 'failed' AND ef.confirmed_at IS NULL
+        ON CONFLICT (erasure_id, file_id) DO NOTHING
+        """, (erasure_id, subject_id)).rowcount
 
 
 # -- what the subject still has ------------------------------------------------------------------------------
@@ -139,12 +153,28 @@ def deleted_files_of(conn: Conn, erasure_id: UUID, limit: int, after: UUID) -> l
         """, (erasure_id, after, limit))]
 
 
-def set_confirmed(conn: Conn, erasure_id: UUID, counts: dict[UUID, int], now: datetime) -> None:
-    conn.execute(
+def set_confirmed(conn: Conn, erasure_id: UUID, counts: dict[UUID, int], now: datetime) -> dict[UUID, int]:
+    """Confirm the keys of these files absent, each once: returns only the files confirmed by this call (their
+    key counts), so that two rounds reading the same file count it once (D19)."""
+    return {row.file_id: row.keys_absent for row in conn.execute(
         """
         UPDATE erasure_files ef SET confirmed_at = %s, keys_absent = c.n
-        FROM unnest(%s::uuid[], %s::int[]) AS c(id, n) WHERE ef.erasure_id = %s AND ef.file_id = c.id
-        """, (now, list(counts), list(counts.values()), erasure_id))
+        FROM unnest(%s::uuid[], %s::int[]) AS c(id, n)
+        WHERE ef.erasure_id = %s AND ef.file_id = c.id AND ef.confirmed_at IS NULL
+        RETURNING ef.file_id, ef.keys_absent
+        """, (now, list(counts), list(counts.values()), erasure_id))}
+
+
+def forget_files_in_drafts(conn: Conn, erasure_id: UUID) -> int:
+    """Remove the erasure's file ids from every draft, anyone's (a draft may name another person's file, D3);
+    returns the drafts changed."""
+    return conn.execute(
+        """
+        WITH erased AS (SELECT array_agg(file_id) AS ids FROM erasure_files WHERE erasure_id = %s)
+        UPDATE drafts d SET file_ids = ARRAY(SELECT x FROM unnest(d.file_ids) WITH ORDINALITY AS t(x, n)
+                                             WHERE x <> ALL(erased.ids) ORDER BY n)
+        FROM erased WHERE d.file_ids && erased.ids
+        """, (erasure_id,)).rowcount
 
 
 def file_ids_of(conn: Conn, erasure_id: UUID) -> list[UUID]:

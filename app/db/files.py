@@ -102,11 +102,13 @@ def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
 
 def lock_deleted_unattached(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """Lock the rows (ascending id) and tell, per row, whether it is still deleted and whether it is
-    attached: the re-check before a row is removed (D7)."""
+    attached or held by a slot (slots.file_id is ON DELETE RESTRICT): the re-check before a row is removed
+    (D7)."""
     return conn.execute(
         """
         SELECT f.id, f.deleted_at IS NOT NULL AS deleted,
-               EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id) AS attached
+               EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id) AS attached,
+               EXISTS (SELECT 1 FROM slots s WHERE s.file_id = f.id) AS held
         FROM files f WHERE f.id = ANY(%s) ORDER BY f.id FOR UPDATE OF f
         """,
         (list(file_ids),),
@@ -127,6 +129,13 @@ def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_delete
         """,
         (now, ids, [keys_deleted.get(file_id, 0) for file_id in ids]))
     return [row.deleted_at for row in conn.execute("DELETE FROM files WHERE id = ANY(%s) RETURNING deleted_at", (ids,))]
+
+
+def set_objects_purged(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:
+    """A purge removed the objects of these final, not deliverable files: the catch-up need not come back
+    (D8 d)."""
+    conn.execute("UPDATE files SET objects_purged_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL",
+                 (now, list(file_ids)))
 
 
 def is_attached(conn: Conn, file_id: UUID) -> bool:

@@ -3,21 +3,26 @@ retirement and restore of files, and the last real run of each scheduled job (sc
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
 from app.db.core import Conn, Cursor, after
 
-def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
+def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, include_attached: bool, cursor: Cursor,
+                      limit: int) -> list[Any]:
     """Settled, live, not retired files of a purpose last changed at or before cutoff (index
-    files_retention_candidates)."""
+    files_retention_candidates); unless the policy includes attached files, attached and slot-held ones are
+    left out here, so a run never pages or locks the files it must keep (as step b does)."""
     extra, params = after(cursor, "last_change_at")
+    in_use = "" if include_attached else """
+          AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id)
+          AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.file_id = f.id)"""
     return conn.execute(
         f"""
-        SELECT id, last_change_at AS at FROM files
+        SELECT id, last_change_at AS at FROM files f
         WHERE purpose = %s AND deleted_at IS NULL AND retired_at IS NULL AND upload_state <> 'uploading'
-          AND last_change_at <= %s{extra}
+          AND last_change_at <= %s{extra}{in_use}
         ORDER BY last_change_at, id LIMIT %s
         """,
         (purpose, cutoff, *params, limit),
@@ -64,24 +69,14 @@ def restore(conn: Conn, file_id: UUID, now: datetime) -> None:
                  (now, file_id))
 
 
-def claim_run(conn: Conn, name: str, now: datetime, min_interval: timedelta | None) -> bool:
-    """Record a real run of a scheduled job now, unless its last real run is within min_interval (the
-    cadence gate, seed 003 4.5). One statement: two schedulers or commands racing claim it once."""
-    if min_interval is None:
-        conn.execute(
-            """
-            INSERT INTO schedule_runs (name, last_run_at) VALUES (%s, %s)
-            ON CONFLICT (name) DO UPDATE SET last_run_at = EXCLUDED.last_run_at
-            """, (name, now))
-        return True
-    row = conn.execute(
+def record_run(conn: Conn, name: str, now: datetime) -> None:
+    """Record a finished run of a scheduled job (the cadence gate reads it, seed 003 4.5). The caller holds
+    the job's exclusive lock (app/db/locks.py), so the gate is checked and the run recorded by one runner."""
+    conn.execute(
         """
         INSERT INTO schedule_runs (name, last_run_at) VALUES (%s, %s)
-        ON CONFLICT (name) DO UPDATE SET last_run_at = EXCLUDED.last_run_at
-        WHERE schedule_runs.last_run_at <= EXCLUDED.last_run_at - %s
-        RETURNING name
-        """, (name, now, min_interval)).fetchone()
-    return row is not None
+        ON CONFLICT (name) DO UPDATE SET last_run_at = greatest(schedule_runs.last_run_at, EXCLUDED.last_run_at)
+        """, (name, now))
 
 
 def last_run(conn: Conn, name: str) -> datetime | None:

@@ -49,13 +49,14 @@ def clear_holder(conn: Conn, holder_id: UUID) -> list[Any]:
 
 
 def unheld_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
-    """Avatars and logos, not deleted, that no slot holds, last changed at or before cutoff (index
-    files_slot_candidates)."""
+    """Avatars and logos, not deleted and no longer uploading, that no slot holds, last changed at or before
+    cutoff (index files_slot_candidates)."""
     extra, params = after(cursor, "last_change_at")
     return conn.execute(
         f"""
         SELECT id, last_change_at AS at FROM files f
-        WHERE purpose IN ('avatar', 'branding') AND deleted_at IS NULL AND last_change_at <= %s{extra}
+        WHERE purpose IN ('avatar', 'branding') AND deleted_at IS NULL AND upload_state <> 'uploading'
+          AND last_change_at <= %s{extra}
           AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.file_id = f.id)
         ORDER BY last_change_at, id LIMIT %s
         """,

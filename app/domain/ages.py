@@ -55,8 +55,27 @@ def failed_row_expired(facts: CleanupFacts, now: datetime, ttl: timedelta) -> bo
             and now - last_change(facts) >= ttl)
 
 
-def unheld_expired(purpose: str, deleted: bool, held: bool, last_change_at: datetime, now: datetime,
-                   ttl: timedelta) -> bool:
-    """Cleanup h (D16, beyond the brief): an avatar or logo file that no slot holds, not deleted, last changed
-    at least `ttl` ago, is released."""
-    return purpose in ("avatar", "branding") and not deleted and not held and last_change_at <= now - ttl
+def unheld_expired(purpose: str, upload_state: str, deleted: bool, held: bool, last_change_at: datetime,
+                   now: datetime, ttl: timedelta) -> bool:
+    """Cleanup h (D16, beyond the brief): an avatar or logo file that no slot holds, not deleted, no longer
+    uploading, last changed at least `ttl` ago, is released. An upload in progress belongs to its session's
+    expiry (step a), whatever the two ttls are."""
+    return purpose in ("avatar", "branding") and upload_state != "uploading" and not deleted and not held \
+        and last_change_at <= now - ttl
+
+
+def pending_scan_action(upload_state: str, scan_status: str, deleted: bool, last_change_at: datetime,
+                        resent_at: datetime | None, now: datetime, ttl: timedelta) -> str | None:
+    """Cleanup j (D19): what to do with a complete file whose scan is still pending.
+
+    Returns:
+        "resend" past `ttl` when the scan was never sent again; "end" (the scan ends as error and the file is
+        purged) past twice `ttl`, once the resent scan had `ttl` to come back; None otherwise.
+    """
+    if deleted or upload_state != "complete" or scan_status != "pending" or last_change_at > now - ttl:
+        return None
+    if resent_at is None:
+        return "resend"
+    if resent_at <= now - ttl and last_change_at <= now - 2 * ttl:
+        return "end"
+    return None

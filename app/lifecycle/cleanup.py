@@ -4,7 +4,7 @@
 # app/domain/ages.py before anything is marked. Deleting goes through mark_deleted (D5) only. One failing
 # candidate never undoes the others (a savepoint each when a batch fails); a database error ends only its
 # step, and the run reports the first error after the last step (D8).
-"""cleanup_pending (D8): steps a to i as values, one runner, and its dry run.
+"""cleanup_pending (D8): steps a to k as values, one runner, and its dry run.
 
 A step over candidates is a small value: `page` reads a batch by (time, id) after a cursor, `decide` says
 which of a batch's ids the step acts on now (read-only, so the dry run calls it alone and cannot drift from
@@ -29,15 +29,17 @@ from app.db import purge_failures as failures_sql
 from app.db import erasures as erasures_sql
 from app.db import files as files_sql
 from app.db import receipts as receipts_sql
+from app.db import scans as scans_sql
 from app.db import slots as slots_sql
 from app.db.core import UnitOfWork
 from app.lifecycle.batches import CandidateStep, Outcome, Page, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.erasure import erase_round
-from app.domain.ages import CleanupFacts, failed_row_expired, session_expired, unattached_expired, unheld_expired
+from app.domain.ages import (CleanupFacts, failed_row_expired, pending_scan_action, session_expired, unattached_expired,
+                             unheld_expired)
 from app.errors import StorageError
 from app.db.events import write_files_updated
-from app.jobs import enqueue_purge
+from app.jobs import enqueue_purge, enqueue_scan
 from app.lifecycle.purge import purge_files
 from app.logs import log_event
 
@@ -54,12 +56,14 @@ class CleanupPolicy:
     tmp_ttl: timedelta
     object_delete_delay: timedelta
     receipt_ttl: timedelta
+    scan_pending_ttl: timedelta
 
     @classmethod
     def from_config(cls, cfg) -> "CleanupPolicy":
         return cls(batch_size=cfg.file.gc_batch_size, unattached_ttl=cfg.file.unattached_ttl,
                    failed_row_ttl=cfg.file.failed_row_ttl, tmp_ttl=cfg.file.upload_session_ttl,
-                   object_delete_delay=cfg.privacy.object_delete_delay, receipt_ttl=cfg.privacy.receipt_ttl)
+                   object_delete_delay=cfg.privacy.object_delete_delay, receipt_ttl=cfg.privacy.receipt_ttl,
+                   scan_pending_ttl=cfg.scan.pending_ttl)
 
 
 @dataclass
@@ -113,11 +117,13 @@ class Steps:
                            lambda conn, cursor, limit: sql.failed_candidates(conn, failed_cutoff, cursor, limit),
                            lambda facts: failed_row_expired(facts, self.now, self.policy.failed_row_ttl),
                            own_drafts_protect=False, via="cleanup_failed"),
-            # d: deleted rows first, then live rows whose refused objects are due again (D7). Inline, no new
-            # job: an outage piles up no jobs. A store-wide error ends the step; a refused file is skipped.
+            # d: deleted rows first, then live rows whose refused objects are due again (D7), then live rows
+            # that are final and not deliverable whose objects no purge removed yet (a lost job, D19). Inline,
+            # no new job: an outage piles up no jobs. A store-wide error ends the step; a refused file is skipped.
             CandidateStep("d", "catch_up",
                           [lambda conn, cursor, limit: sql.deleted_rows(conn, self.now, cursor, limit),
-                           lambda conn, cursor, limit: sql.due_refused_live(conn, self.now, cursor, limit)],
+                           lambda conn, cursor, limit: sql.due_refused_live(conn, self.now, cursor, limit),
+                           lambda conn, cursor, limit: sql.objects_due_live(conn, cursor, limit)],
                           lambda conn, ids: list(ids), self._purge),
             WholeStep("e", "temporary_files", self._temporary_files),
             WholeStep("f", "backlog", self._backlog),
@@ -127,6 +133,11 @@ class Steps:
                                                                                   limit)],
                           self._unheld, self._in_unit_of_work("h", self._release_unheld)),
             WholeStep("i", "running_erasures", self._running_erasures),
+            CandidateStep("j", "pending_scans",
+                          [lambda conn, cursor, limit: sql.pending_scans(conn, self.now - self.policy.scan_pending_ttl,
+                                                                         cursor, limit)],
+                          self._pending_decide, self._in_unit_of_work("j", self._drive_pending)),
+            WholeStep("k", "scan_gauges", self._scan_gauges),
         ]
 
     # -- a: expired sessions ----------------------------------------------------------------------------------
@@ -172,7 +183,8 @@ class Steps:
     def _purge(self, ids: list[uuid.UUID]) -> Outcome:
         purged = purge_files(self.rt, ids)
         return Outcome(acted=purged.results["row"] + purged.results["objects"],
-                       kept=purged.results["kept_attached"] + purged.results["bad_key"],
+                       kept=sum(purged.results[why] for why in ("kept_attached", "kept_held", "row_refused",
+                                                                "bad_key")),
                        failed=purged.results["refused"])
 
     # -- e: temporary files -----------------------------------------------------------------------------------
@@ -192,12 +204,49 @@ class Steps:
             if erase_round(self.rt, erasure_id) != "running":
                 report.acted += 1
 
+    # -- j: scans that never came back (D19): sent again once, then ended as error -----------------------------
+
+    def _pending_actions(self, conn: psycopg.Connection, file_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
+        actions = {row.id: pending_scan_action(row.upload_state, row.scan_status, row.deleted, row.last_change_at,
+                                               row.scan_resent_at, self.now, self.policy.scan_pending_ttl)
+                   for row in sql.pending_scan_facts(conn, file_ids)}
+        return {file_id: action for file_id, action in actions.items() if action is not None}
+
+    def _pending_decide(self, conn: psycopg.Connection, file_ids: list[uuid.UUID]) -> list[uuid.UUID]:
+        return list(self._pending_actions(conn, file_ids))
+
+    def _drive_pending(self, uow: UnitOfWork, file_ids: list[uuid.UUID]) -> int:
+        # Lock first (skipping rows a scan's record holds), then decide in fresh statements: a scan that
+        # recorded its outcome before our lock is seen and left alone.
+        actions = self._pending_actions(uow.conn, sql.lock_skip_locked(uow.conn, file_ids))
+        resend = [file_id for file_id, action in actions.items() if action == "resend"]
+        if resend:
+            sql.set_scan_resent(uow.conn, resend, self.now)
+            for file_id in resend:
+                enqueue_scan(uow, file_id)
+            log_event(log, "warning", "scan.resent", "scans still pending past scan.pending_ttl were sent again",
+                      count=len(resend))
+        for file_id, action in actions.items():
+            if action == "end" and scans_sql.record_outcome(uow, file_id, "error", self.now) is not None:
+                log_event(log, "warning", "scan.abandoned", "a scan never came back; the file ends as error and "
+                          "is purged", file_id=str(file_id), reason="pending_ttl")
+        return len(actions)
+
+    def _scan_gauges(self, report: StepReport, dry_run: bool) -> None:
+        row = self.db.read(sql.pending_summary)
+        report.candidates = row.n
+        if not dry_run:
+            count_gauge, oldest_gauge = metrics.scan_pending_gauges()
+            count_gauge.set(row.n)
+            oldest_gauge.set(max((self.now - row.oldest).total_seconds(), 0.0) if row.oldest is not None else 0.0)
+
     # -- h: avatars and logos no slot holds (D16) -------------------------------------------------------------
 
     def _unheld(self, conn: psycopg.Connection, file_ids: list[uuid.UUID]) -> list[uuid.UUID]:
         held = slots_sql.held(conn, file_ids)
         return [row.id for row in files_sql.files_by_ids(conn, file_ids)
-                if unheld_expired(row.purpose, row.deleted_at is not None, row.id in held, row.last_change_at,
+                if unheld_expired(row.purpose, row.upload_state, row.deleted_at is not None, row.id in held,
+                                  row.last_change_at,
                                   self.now, self.policy.unattached_ttl)]
 
     def _release_unheld(self, uow: UnitOfWork, file_ids: list[uuid.UUID]) -> int:

@@ -19,6 +19,7 @@ from app.db import messages as messages_sql
 from app.db import receipts as receipts_sql
 from app.db import slots as slots_sql
 from app.db.files import lock_files
+from app.db.locks import exclusive
 from app.domain import access
 from app.domain.keys import KeyError_, part_key
 from app.domain.purge_plan import object_keys_of
@@ -71,22 +72,27 @@ def erasure_of(rt, principal: Principal | None, erasure_id: uuid.UUID) -> tuple[
 def erase_round(rt, erasure_id: uuid.UUID) -> str:
     """One round: mark, purge, confirm, and complete when nothing is left.
 
+    One runner at a time (D19): the actor, cleanup step i and `lethe erase --wait` may all call it; while one
+    is in a round, the others return `running` at once and do nothing, so every count is counted once.
+
     Returns:
-        The state after the round: `running` (another round is needed), `complete` or `failed`.
+        The state after the round: `running` (another round is needed, or another runner is in one),
+        `complete` or `failed`.
 
     Raises:
         StorageError: the store failed; the next round goes on from where this one stopped.
     """
-    row = rt.db.read(lambda conn: sql.erasure(conn, erasure_id))
-    if row is None:
-        raise NotFound()
-    if row.state != "running":
-        return str(row.state)
-    subject, batch = row.subject_id, rt.cfg.file.gc_batch_size
-    _mark(rt, erasure_id, subject, batch)
-    _purge(rt, erasure_id, batch)
-    _confirm(rt, erasure_id, batch)
-    return _finish(rt, row, subject)
+    with exclusive(rt.db, f"erasure:{erasure_id}") as mine:
+        row = rt.db.read(lambda conn: sql.erasure(conn, erasure_id))
+        if row is None:
+            raise NotFound()
+        if row.state != "running" or not mine:
+            return str(row.state)  # ended, or another runner is in a round of it now (D19)
+        subject, batch = row.subject_id, rt.cfg.file.gc_batch_size
+        _mark(rt, erasure_id, subject, batch)
+        _purge(rt, erasure_id, batch)
+        _confirm(rt, erasure_id, batch)
+        return _finish(rt, row, subject)
 
 
 def _mark(rt, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) -> None:
@@ -98,6 +104,8 @@ def _mark(rt, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) -> None:
                 slots_sql.set_file(uow.conn, slot.kind, slot.holder_id, None, rt.clock.now())  # the logo empties
 
     rt.db.unit_of_work(slots, name="erasure.slots")
+    # Files an earlier, failed erasure of the subject purged without confirming: read their keys again.
+    rt.db.unit_of_work(lambda uow: sql.adopt_unconfirmed(uow.conn, erasure_id, subject), name="erasure.adopt")
 
     def messages(uow) -> int:
         found = sql.lock_messages_of(uow.conn, subject, batch)
@@ -134,6 +142,7 @@ def _mark(rt, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) -> None:
 
     def rest(uow) -> None:
         drafts = sql.delete_drafts_of(uow.conn, subject)
+        sql.forget_files_in_drafts(uow.conn, erasure_id)  # the subject's file ids in other people's drafts
         sql.forget_events_of(uow.conn, subject, erasure_id)
         sql.add_counts(uow.conn, erasure_id, drafts_removed=drafts)
 
@@ -180,11 +189,10 @@ def _confirm(rt, erasure_id: uuid.UUID, batch: int) -> None:
                 rt.store.delete_many(left)
 
         def record(uow) -> None:
-            now = rt.clock.now()
-            sql.set_confirmed(uow.conn, erasure_id, absent, now)
-            receipts_sql.set_confirmed_absent(uow.conn, absent)
-            sql.add_counts(uow.conn, erasure_id, files_purged=len(absent),
-                           keys_confirmed_absent=sum(absent.values()))
+            confirmed = sql.set_confirmed(uow.conn, erasure_id, absent, rt.clock.now())  # each file once
+            receipts_sql.set_confirmed_absent(uow.conn, confirmed)
+            sql.add_counts(uow.conn, erasure_id, files_purged=len(confirmed),
+                           keys_confirmed_absent=sum(confirmed.values()))
 
         if absent:
             rt.db.unit_of_work(record, name="erasure.confirm")

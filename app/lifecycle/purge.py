@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
+import psycopg
+
 from app import metrics
 from app.db import files as files_sql
 from app.db import purge_failures as failures_sql
@@ -118,11 +120,12 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
         removed, kept, overdue_ids = rt.db.unit_of_work(
             lambda uow: _settle(uow, rt.cfg, row_ids, objects_only, refused, now, keys_deleted), name="purge.rows")
         report.results["row"] += removed
-        for file_id in kept:
-            # D7: an attached deleted row is an internal error: the row stays, the id is logged.
-            log_event(log, "error", "purge.kept_attached", "deleted file is still attached; row kept",
-                      file_id=str(file_id))
-        report.results["kept_attached"] += len(kept)
+        for why, file_ids in kept.items():
+            for file_id in file_ids:
+                # D7: a deleted row that is still attached or held is an internal error, and a row the database
+                # refuses is isolated like a key the store refuses: the row stays, the id is logged, the others go.
+                log_event(log, "error", f"purge.{why}", "deleted file's row kept", file_id=str(file_id))
+            report.results[why] += len(file_ids)
         _log_refused(refused, overdue_ids)
 
     for result, count in report.results.items():
@@ -136,13 +139,14 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
 
 
 def _settle(uow, cfg, row_ids: list[uuid.UUID], objects_only: list[uuid.UUID], refused: dict[uuid.UUID, str],
-            now: datetime, keys_deleted: dict[uuid.UUID, int]) -> tuple[int, list[uuid.UUID], list[uuid.UUID]]:
-    """Remove the rows of the purged deleted files (each leaves a receipt), forget past failures of purged
-    files, and record the refused ones with their next attempt. Returns (rows removed, attached rows kept,
-    files newly overdue)."""
-    removed, kept = _remove_rows(uow, row_ids, now, keys_deleted) if row_ids else (0, [])
+            now: datetime, keys_deleted: dict[uuid.UUID, int]) -> tuple[int, dict[str, list[uuid.UUID]], list[uuid.UUID]]:
+    """Remove the rows of the purged deleted files (each leaves a receipt), mark the objects of the purged
+    live files gone (the catch-up need not come back, D8 d), forget past failures of purged files, and record
+    the refused ones with their next attempt. Returns (rows removed, rows kept by why, files newly overdue)."""
+    removed, kept = _remove_rows(uow, row_ids, now, keys_deleted) if row_ids else (0, {})
     if objects_only:
         failures_sql.clear(uow.conn, objects_only)
+        files_sql.set_objects_purged(uow.conn, objects_only, now)
     if not refused:
         return removed, kept, []
     base, cap, delay = cfg.file.purge_retry_base, cfg.file.purge_retry_max, cfg.privacy.object_delete_delay
@@ -172,16 +176,41 @@ def _log_refused(refused: dict[uuid.UUID, str], overdue_ids: list[uuid.UUID]) ->
 
 
 def _remove_rows(uow, row_ids: list[uuid.UUID], now: datetime,
-                 keys_deleted: dict[uuid.UUID, int]) -> tuple[int, list[uuid.UUID]]:
+                 keys_deleted: dict[uuid.UUID, int]) -> tuple[int, dict[str, list[uuid.UUID]]]:
     checked = files_sql.lock_deleted_unattached(uow.conn, row_ids)
-    removable = [row.id for row in checked if row.deleted and not row.attached]
-    kept = [row.id for row in checked if row.deleted and row.attached]
-    marks = files_sql.delete_rows(uow.conn, removable, now, keys_deleted) if removable else []
+    kept: dict[str, list[uuid.UUID]] = {
+        "kept_attached": [row.id for row in checked if row.deleted and row.attached],
+        "kept_held": [row.id for row in checked if row.deleted and row.held and not row.attached],
+    }
+    removable = [row.id for row in checked if row.deleted and not row.attached and not row.held]
+    marks, kept["row_refused"] = _delete_isolated(uow, removable, now, keys_deleted)
 
     def observe() -> None:
         for mark in marks:
             metrics.DELETE_TO_GONE.observe(max((now - mark).total_seconds(), 0.0))
 
     uow.after_commit_metric(observe)
-    removed = len(marks)
-    return removed, kept
+    return len(marks), {why: ids for why, ids in kept.items() if ids}
+
+
+def _delete_isolated(uow, file_ids: list[uuid.UUID], now: datetime,
+                     keys_deleted: dict[uuid.UUID, int]) -> tuple[list[datetime], list[uuid.UUID]]:
+    """Delete the rows in one statement; when the database refuses it (a constraint: a row another table
+    still references), once per row, each in a savepoint of its own, so one row never strands its batch (D7).
+    Returns (the deletion marks of the rows removed, the rows refused)."""
+    if not file_ids:
+        return [], []
+    try:
+        with uow.savepoint():
+            return files_sql.delete_rows(uow.conn, file_ids, now, keys_deleted), []
+    except psycopg.IntegrityError:
+        pass
+    marks: list[datetime] = []
+    refused: list[uuid.UUID] = []
+    for file_id in file_ids:
+        try:
+            with uow.savepoint():
+                marks += files_sql.delete_rows(uow.conn, [file_id], now, keys_deleted)
+        except psycopg.IntegrityError:
+            refused.append(file_id)
+    return marks, refused

@@ -2,9 +2,10 @@
 # files of its purpose past max_age (gone to their readers, objects kept, nothing redacted), then deletes
 # through mark_deleted (D5) the files retired longer than the grace: with grace 0s a file goes the whole way
 # in one run. Every candidate is re-checked under its row lock (ascending id, SKIP LOCKED) with the pure rules
-# of app/domain/retention.py; one failing candidate never undoes the others (lifecycle/batches.py). The
-# cadence gate is a row in schedule_runs, claimed in one statement, so a restart or a second scheduler cannot
-# run a gated policy twice.
+# of app/domain/retention.py; one failing candidate never undoes the others (lifecycle/batches.py). One
+# runner per policy at a time (an advisory lock, D19); the cadence gate is a row in schedule_runs written only
+# when a run finished, so a restart or a second scheduler cannot run a gated policy twice, and a failed run
+# is not mistaken for one that happened.
 """Retention policies: a run, its dry run, and the restore of a retired file."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from app.db import messages as messages_sql
 from app.db import retention as sql
 from app.db.cleanup import lock_skip_locked
 from app.db.core import UnitOfWork
+from app.db.locks import exclusive
 from app.domain.retention import Policy, RetentionFacts, delete_due, gate_open, retire_due
 from app.errors import Conflict, NotFound
 from app.lifecycle.batches import CandidateStep, StepReport, isolated, run_candidates
@@ -43,6 +45,7 @@ class PolicyReport:
     last_run_at: datetime | None = None
     steps: list[StepReport] = field(default_factory=list)
     error: str | None = None
+    first_error: BaseException | None = None
 
     def count(self, step: str) -> int:
         return next((s.acted for s in self.steps if s.name == step), 0)
@@ -80,7 +83,7 @@ def _steps(rt, policy: Policy, now: datetime) -> list[CandidateStep]:
     return [
         CandidateStep("retire", "retired",
                       [lambda conn, cursor, limit: sql.retire_candidates(conn, policy.purpose, now - policy.max_age,
-                                                                         cursor, limit)],
+                                                                         policy.include_attached, cursor, limit)],
                       decide_retire, isolated(rt.db, name, retire, event="retention.candidate_failed",
                                               policy=policy.name)),
         CandidateStep("delete", "deleted",
@@ -92,25 +95,33 @@ def _steps(rt, policy: Policy, now: datetime) -> list[CandidateStep]:
 
 
 def run_policy(rt, policy: Policy, dry_run: bool = False, force: bool = False) -> PolicyReport:
-    """Run one policy now.
+    """Run one policy now, unless another runner of the same policy is at it (D19).
+
+    The cadence gate counts only runs that finished: a run whose step failed is not recorded, so the next
+    trigger (the actor's retry, the next schedule) runs it again instead of waiting min_interval. For a
+    deletion policy, "later" is the failure (docs/decisions.md).
 
     Args:
-        dry_run: count what would be retired and deleted; change nothing, claim no run.
+        dry_run: count what would be retired and deleted; change nothing, record no run.
         force: ignore the cadence gate (a real run is still recorded). schedule.dev_fast does the same.
 
     Returns:
-        The report; `ran` is False when the cadence gate skipped the run (`skipped_reason` says why).
+        The report; `ran` is False when the gate or another runner skipped the run (`skipped_reason` says
+        which: `min_interval`, `busy`); `first_error` holds the error that ended a step (the actor raises it).
     """
+    with exclusive(rt.db, f"retention:{policy.name}") as mine:
+        if not mine:
+            log_event(log, "info", "retention.busy", "another runner is running this policy", policy=policy.name)
+            return PolicyReport(policy=policy.name, ran=False, dry_run=dry_run, skipped_reason="busy")
+        return _run_policy_alone(rt, policy, dry_run, force)
+
+
+def _run_policy_alone(rt, policy: Policy, dry_run: bool, force: bool) -> PolicyReport:
     now = rt.clock.now()  # read once
     report = PolicyReport(policy=policy.name, ran=True, dry_run=dry_run)
     gate = None if (force or rt.cfg.schedule.dev_fast) else policy.min_interval
     report.last_run_at = rt.db.read(lambda conn: sql.last_run(conn, policy.run_name))
-    if dry_run:
-        allowed = gate_open(report.last_run_at, now, gate)
-    else:
-        allowed = rt.db.unit_of_work(lambda uow: sql.claim_run(uow.conn, policy.run_name, now, gate),
-                                     name="retention.claim")
-    if not allowed:
+    if not gate_open(report.last_run_at, now, gate):
         report.ran = False
         report.skipped_reason = "min_interval"
         if not dry_run:
@@ -125,15 +136,18 @@ def run_policy(rt, policy: Policy, dry_run: bool = False, force: bool = False) -
             run_candidates(rt.db, step, step_report, rt.cfg.file.gc_batch_size, dry_run)
         except psycopg.Error as exc:
             step_report.error = report.error = type(exc).__name__
-            log_event(log, "warning", "retention.step_failed", "retention step ended early", policy=policy.name,
-                      step=step.letter, error=type(exc).__name__)
+            report.first_error = exc
+            log_event(log, "warning", "retention.step_failed", "retention step ended early; the run is not "
+                      "recorded and runs again", policy=policy.name, step=step.letter, error=type(exc).__name__)
         step_report.duration_s = round(time.monotonic() - started, 4)
         report.steps.append(step_report)
         if not dry_run:
             metrics.RETENTION_FILES.labels(policy.name, step.name).inc(step_report.acted)
         if report.error:
             break  # retiring failed: deleting waits for the next run
-    if not dry_run:
+    if not dry_run and report.first_error is None:
+        # Only a finished run counts for the gate (D19).
+        rt.db.unit_of_work(lambda uow: sql.record_run(uow.conn, policy.run_name, now), name="retention.record")
         metrics.RETENTION_LAST_RUN.labels(policy.name).set(now.timestamp())
     log_event(log, "info", "retention.ran", "retention policy ran", policy=policy.name, dry_run=dry_run,
               retired=report.count("retired"), deleted=report.count("deleted"),

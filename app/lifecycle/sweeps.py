@@ -18,6 +18,7 @@ from app import metrics
 from app.db import retention as runs_sql
 from app.domain.retention import UnmanagedPrefix, sweepable
 from app.errors import NotFound
+from app.db.locks import exclusive
 from app.lifecycle.waves import delete_in_waves
 from app.logs import log_event
 
@@ -39,6 +40,7 @@ class SweepReport:
     batches: int = 0
     directories: int = 0
     duration_s: float = 0.0
+    busy: bool = False
 
 
 def prefix_named(rt, prefix: str) -> UnmanagedPrefix:
@@ -55,11 +57,21 @@ def prefix_named(rt, prefix: str) -> UnmanagedPrefix:
 
 def run_sweep(rt, unmanaged: UnmanagedPrefix, dry_run: bool = False,
               progress: Callable[[int], None] | None = None) -> SweepReport:
-    """Sweep one unmanaged prefix now; `progress` is called with the objects listed so far, every 1,000.
+    """Sweep one unmanaged prefix now, unless another runner sweeps it (D19: then the report says `busy`);
+    `progress` is called with the objects listed so far, every 1,000.
 
     Raises:
         StorageError: the store failed; what was deleted stays deleted, and the next run goes on.
     """
+    with exclusive(rt.db, f"sweep:{unmanaged.prefix}") as mine:
+        if not mine:
+            log_event(log, "info", "sweep.busy", "another runner sweeps this prefix", prefix=unmanaged.prefix)
+            return SweepReport(prefix=unmanaged.prefix, dry_run=dry_run, created_before=rt.clock.now(), busy=True)
+        return _sweep_alone(rt, unmanaged, dry_run, progress)
+
+
+def _sweep_alone(rt, unmanaged: UnmanagedPrefix, dry_run: bool,
+                 progress: Callable[[int], None] | None) -> SweepReport:
     started_at = rt.clock.now()
     started = time.monotonic()
     report = SweepReport(prefix=unmanaged.prefix, dry_run=dry_run, created_before=unmanaged.created_before(started_at))
@@ -82,7 +94,7 @@ def run_sweep(rt, unmanaged: UnmanagedPrefix, dry_run: bool = False,
         waves = delete_in_waves(rt.store, doomed(), rt.cfg.storage.sweep_concurrency)
         report.deleted, report.failed, report.batches = waves.deleted, waves.failed, waves.batches
         report.directories = rt.store.prune_dirs(unmanaged.prefix)
-        rt.db.unit_of_work(lambda uow: runs_sql.claim_run(uow.conn, unmanaged.run_name, started_at, None),
+        rt.db.unit_of_work(lambda uow: runs_sql.record_run(uow.conn, unmanaged.run_name, started_at),
                            name="sweep.record")
         for outcome in ("deleted", "failed", "newer", "invalid"):
             metrics.SWEEP_OBJECTS.labels(unmanaged.prefix, outcome).inc(getattr(report, outcome))
