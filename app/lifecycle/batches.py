@@ -14,14 +14,14 @@ import psycopg
 
 from app.db.core import UnitOfWork
 from app.domain.redaction import RedactionError
-from app.errors import LetheError
 from app.logs import log_event
 
 log = logging.getLogger("lethe.lifecycle")
 
-# What one candidate can cause: a database error of its own (a constraint, a lock), one of Lethe's errors, a
-# stored event without a redaction rule. Anything else is a bug and fails the run loudly.
-CANDIDATE_ERRORS = (psycopg.DatabaseError, LetheError, RedactionError)
+# What one candidate can cause: a constraint its row breaks, a stored event of its file without a redaction rule
+# (D6). Anything else (StoreCallInTransaction, a ProgrammingError: bugs) fails the run loudly, and an outage
+# (OperationalError) ends the step.
+CANDIDATE_ERRORS = (psycopg.IntegrityError, RedactionError)
 
 
 @dataclass

@@ -214,3 +214,30 @@ def test_an_avatar_still_uploading_is_not_released_whatever_the_ttls(make_lethe)
     assert lethe.row(uploading).upload_state == "failed"
     lethe.clock.advance(timedelta(hours=24))
     assert run_cleanup(lethe.rt).step("h").acted == 1
+
+
+# -- the candidate catch (review: it swallowed bugs) -----------------------------------------------------------
+
+
+@FS_ONLY
+def test_a_bug_in_a_candidate_fails_loudly_and_a_broken_constraint_is_isolated(lethe):
+    from psycopg import errors as pg_errors
+
+    from app.errors import StoreCallInTransaction
+    from app.lifecycle.batches import isolated
+
+    ids = [uuid.uuid4() for _ in range(3)]
+
+    def failing(error):
+        def work(uow, batch):
+            if ids[1] in batch:
+                raise error
+            return len(batch)
+
+        return isolated(lethe.rt.db, "test", work, event="test.candidate_failed")
+
+    outcome = failing(pg_errors.UniqueViolation("duplicate key"))(ids)
+    assert (outcome.acted, outcome.failed) == (2, 1)
+    for bug in (StoreCallInTransaction("a store call in a unit of work"), pg_errors.UndefinedColumn("no column")):
+        with pytest.raises(type(bug)):
+            failing(bug)(ids)
