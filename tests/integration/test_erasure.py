@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from datetime import timedelta
 
 import pytest
 
@@ -212,3 +213,86 @@ def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
     again = subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", str(ALEX.id), "--wait", "--json"],
                            capture_output=True, text=True, env=env, timeout=120)
     assert json.loads(again.stdout)["state"] == "complete" and "subject_id" not in again.stdout.replace('"subject_id": null', "")
+
+
+@FS_ONLY
+def test_two_runners_of_one_erasure_count_every_file_once(lethe, swap_store):
+    """Issue 20, B4: the actor, cleanup step i and `lethe erase --wait` run rounds of one erasure; the counts
+    are its proof and must be exact."""
+    from tests.support.faults import PausingStore
+
+    files = [lethe.upload(ALEX) for _ in range(5)]
+    erasure_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"])
+    # Given a round paused in its confirming read
+    paused = PausingStore(lethe.rt.store, "remains")
+    original = swap_store(lethe, paused)
+    done = {}
+    first = threading.Thread(target=lambda: done.setdefault("state", erase_round(lethe.rt, erasure_id)))
+    first.start()
+    assert paused.entered.wait(10)
+    # When a second runner starts a round meanwhile, it leaves the erasure to the first
+    assert erase_round(lethe.rt, erasure_id) == "running"
+    paused.release()
+    first.join(30)
+    lethe.rt.store = original
+    assert done["state"] == "complete"
+    # Then every file is counted once, and every key it read once
+    (row,) = rows(lethe, "erasures", id=erasure_id)
+    keys = sum(file.keys_absent for file in rows(lethe, "erasure_files", erasure_id=erasure_id))
+    assert (row.files_marked, row.files_purged) == (5, 5) and row.keys_confirmed_absent == keys == 5 * 7
+    assert all(lethe.row(file_id) is None for file_id in files)
+
+
+@FS_ONLY
+def test_a_completed_erasure_forgets_its_person_in_a_failed_one_and_reads_its_unconfirmed_keys(lethe, swap_store):
+    """Issue 20: a failed erasure kept naming its person forever, and a later one never read the keys of the
+    files the failed one had purged without confirming them absent."""
+    kept_file, other = lethe.upload(ALEX), lethe.upload(ALEX)
+    first_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"])
+
+    class Lying:
+        """Acknowledges every delete, but keeps one file's original (as a misbehaving store would)."""
+
+        def __init__(self, inner):
+            self.inner, self.driver = inner, inner.driver
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def delete_many(self, keys):
+            return self.inner.delete_many([k for k in keys if not (kept_file in k and "orig-1" in k)])
+
+    # Given an erasure that purged both rows but could never confirm one file's keys, and failed
+    original = swap_store(lethe, Lying(lethe.rt.store))
+    assert erase_round(lethe.rt, first_id) == "running"
+    lethe.clock.advance(lethe.cfg.privacy.object_delete_delay + timedelta(seconds=1))
+    assert erase_round(lethe.rt, first_id) == "failed"
+    assert rows(lethe, "erasures", id=first_id)[0].subject_id == ALEX.id
+    lethe.rt.store = original
+    assert lethe.row(kept_file) is None and lethe.raw_store.remains(keys_of(kept_file))
+    # When a new erasure of the same person runs to the end
+    second = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json
+    assert second["id"] != str(first_id)
+    state = "running"
+    for _ in range(5):
+        state = erase_round(lethe.rt, uuid.UUID(second["id"]))
+        if state != "running":
+            break
+    # Then it read (and removed) the key the failed one left, and no erasure names the person any more
+    assert state == "complete" and lethe.raw_store.remains(keys_of(kept_file)) == []
+    assert [row.subject_id for row in rows(lethe, "erasures")] == [None, None]
+    assert {row.file_id for row in rows(lethe, "erasure_files", erasure_id=uuid.UUID(second["id"]))} >= \
+        {uuid.UUID(kept_file)}
+    assert str(ALEX.id) not in json.dumps(lethe.call("GET", f"/api/v1/erasures/{first_id}", OWNER).json)
+    assert other
+
+
+@FS_ONLY
+def test_the_persons_file_ids_leave_other_peoples_drafts(lethe):
+    alexs, sams = lethe.upload(ALEX), lethe.upload(SAM)
+    body = {"text": "see these", "file_ids": [sams, alexs]}  # a draft may name anyone's file (D3)
+    assert lethe.call("PUT", "/api/v1/drafts/d-1", SAM, json=body).status_code == 200
+    erasure_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"])
+    assert erase_round(lethe.rt, erasure_id) == "complete"
+    (draft,) = rows(lethe, "drafts")
+    assert draft.user_id == SAM.id and [str(file_id) for file_id in draft.file_ids] == [sams]

@@ -88,8 +88,14 @@ def test_attached_files_are_skipped_unless_the_policy_includes_them(make_lethe):
     lethe = make_lethe(**{"retention.policies": policies(ATTACHMENTS)})
     attached = lethe.upload(ALEX)
     assert lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [attached]}).status_code in (200, 201)
+    held = lethe.upload(ALEX, purpose="avatar")
+    assert lethe.call("PUT", f"/api/v1/principals/{ALEX.id}/avatar", ALEX, json={"file_id": held}).status_code == 200
     lethe.clock.advance(31 * DAY)
-    assert run(lethe, "chat-files").count("retired") == 0
+    report = run(lethe, "chat-files")
+    # Left out in SQL (issue 20, B3): a run never pages or row-locks the attached files it must keep
+    assert report.count("retired") == 0 and report.steps[0].candidates == 0
+    avatars = make_lethe(**{"retention.policies": policies({**ATTACHMENTS, "name": "faces", "purpose": "avatar"})})
+    assert run(avatars, "faces").steps[0].candidates == 0  # a slot-held file likewise
     # With include_attached the attachment row goes in the same transaction; the message stays.
     including = make_lethe(**{"retention.policies": policies({**ATTACHMENTS, "include_attached": True})})
     report = run(including, "chat-files")
@@ -199,3 +205,45 @@ def test_metrics_count_retired_deleted_and_skipped_runs_per_policy(make_lethe):
     assert sample("lethe_retention_files_total", action="deleted") == before[1] + 1
     assert sample("lethe_retention_skipped_runs_total") == before[2] + 1
     assert sample("lethe_retention_last_run_timestamp_seconds") == lethe.clock.now().timestamp()
+
+
+@FS_ONLY
+def test_a_failed_run_is_not_recorded_and_the_next_trigger_runs_it(exports, monkeypatch):
+    """Issue 20, B2: for a deletion policy, "later" is the failure: a run whose step failed does not count for
+    the cadence gate, and the actor raises so that dramatiq retries it."""
+    from psycopg import errors as pg_errors
+
+    from app.db import retention as retention_sql
+    from workers.actors import ACTORS
+
+    file_id = exports.upload(OWNER, purpose="gdpr_export")
+    exports.clock.advance(8 * DAY)
+    real = retention_sql.retire_candidates
+    calls = []
+
+    def blip(*args, **kwargs):  # one database blip (a statement timeout, a failover) on the first page
+        calls.append(1)
+        if len(calls) == 1:
+            raise pg_errors.QueryCanceled("canceling statement due to statement timeout")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(retention_sql, "retire_candidates", blip)
+    with pytest.raises(pg_errors.QueryCanceled):
+        ACTORS["retention_run"].fn(exports.rt, "exports")
+    assert rows(exports, "schedule_runs") == []
+    # The retry (same time, well within min_interval) runs it, and only then is it recorded
+    ACTORS["retention_run"].fn(exports.rt, "exports")
+    assert exports.row(file_id).retired_at is not None
+    assert [row.last_run_at for row in rows(exports, "schedule_runs")] == [exports.clock.now()]
+    assert run(exports).skipped_reason == "min_interval"
+
+
+@FS_ONLY
+def test_a_second_runner_of_a_policy_leaves_it_to_the_first(exports):
+    from app.db.locks import exclusive
+
+    with exclusive(exports.rt.db, "retention:exports") as mine:
+        assert mine
+        report = run(exports)
+    assert not report.ran and report.skipped_reason == "busy" and rows(exports, "schedule_runs") == []
+    assert run(exports).ran

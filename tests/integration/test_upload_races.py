@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import threading
+import uuid
 
 from tests.conftest import versions_of
 from tests.support.helpers import keys_of, problem
@@ -106,3 +107,68 @@ def test_completes_aborts_and_parts_at_once_never_lose_a_referenced_object(lethe
             assert state == "failed", (round_number, statuses)
             assert ("abort", 204) in statuses
             assert versions_of(lethe.raw_store, keys_of(file_id)) == []
+
+
+class GateBefore:
+    """Wraps a store; the first call of `method` waits before the real call until let_through(): a request that
+    passed its checks and is about to write."""
+
+    def __init__(self, store, method: str):
+        self._store, self._method, self.driver = store, method, store.driver
+        self.entered, self._open = threading.Event(), threading.Event()
+
+    def let_through(self) -> None:
+        self._open.set()
+
+    def __getattr__(self, name):
+        attribute = getattr(self._store, name)
+        if name != self._method or self.entered.is_set():
+            return attribute
+
+        def gated(*args, **kwargs):
+            self.entered.set()
+            assert self._open.wait(30), "the test never opened the gate"
+            return attribute(*args, **kwargs)
+
+        return gated
+
+
+def test_a_part_that_lands_while_a_completion_holds_the_upload_leaves_nothing(lethe):
+    """Issue 20 (review B6): a part PUT that passed its check before the claim, written after the assembly
+    dropped the parts, answered 409 and left its part object for the file's whole life."""
+    from app.domain.keys import original_key, part_key
+
+    data = os.urandom(lethe.part_size + 7)
+    file_id = started_upload(lethe, data)
+    real = lethe.rt.store
+    gate = GateBefore(real, "put_part")
+    paused = PausingStore(gate, "complete_upload")
+    lethe.rt.store = paused
+    answers = {}
+    # Given a resent part 1 that passed its checks and waits to write
+    part = threading.Thread(target=lambda: answers.setdefault("part", lethe.app.test_client().put(
+        f"/api/v1/uploads/{file_id}/parts/1", data=data[:lethe.part_size],
+        headers={**ALEX.headers, "Content-Type": "application/octet-stream"})))
+    part.start()
+    assert gate.entered.wait(10)
+    # And a completion that claimed the upload and assembled it (its parts dropped)
+    complete = threading.Thread(target=lambda: answers.setdefault("complete", lethe.app.test_client().post(
+        f"/api/v1/uploads/{file_id}/complete", headers=ALEX.headers)))
+    complete.start()
+    assert paused.entered.wait(10)
+    # When the part is written now, and its record meets the claim
+    gate.let_through()
+    part.join(30)
+    problem(answers["part"], 409, "conflict", "upload_completing")
+    paused.release()
+    complete.join(30)
+    lethe.rt.store = real
+    # Then the completion stands, and no part of the upload is left in the store
+    assert answers["complete"].status_code == 200, answers["complete"].get_data(as_text=True)
+    file_uuid = uuid.UUID(file_id)
+    assert versions_of(lethe.raw_store, [part_key(file_uuid, 1), part_key(file_uuid, 2)]) == []
+    if lethe.raw_store.driver != "fs":
+        result = lethe.raw_store.client._list_multipart_uploads(lethe.raw_store.bucket, prefix=original_key(file_uuid, 1))
+        assert result.uploads == []
+    lethe.run_jobs("scan_file")
+    assert lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data == data
