@@ -29,7 +29,7 @@ import sys
 from app.cli_ops import (cmd_audit, cmd_cleanup, cmd_erase, cmd_receipt, cmd_retention_restore, cmd_retention_run,
                          cmd_sweep_run, uuid_arg)
 from app.cli_support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
-                             setup_role_logging)
+                             setup_role_logging, warn_if_autovacuum_off)
 
 log = logging.getLogger("lethe.cli")
 
@@ -64,6 +64,12 @@ def cmd_config_check(args) -> int:
     except ConfigError as exc:
         print_config_errors(exc, sys.stdout)
         return EXIT_CONFIG
+    if cfg.database.url:
+        from app.cli_support import AUTOVACUUM_OFF, autovacuum_off
+
+        off = autovacuum_off(cfg.database.url)
+        if off:
+            print("warning: " + AUTOVACUUM_OFF.format(where=", ".join(off)))
     if cfg.schedule.dev_fast:
         print("warning: schedule.dev_fast is on: every retention and sweep schedule runs every 5 minutes and "
               "cadence gates are ignored (development only)")
@@ -104,6 +110,7 @@ def cmd_api(args) -> int:
     prepare_multiprocess_dir()
     _setup("api", cfg)
     inspect_store_or_exit(cfg, "api")
+    warn_if_autovacuum_off(cfg, "api")
     from gunicorn.app.base import BaseApplication
 
     from app.observability import gunicorn_logconfig
@@ -150,6 +157,7 @@ def cmd_worker(args) -> int:
     prepare_multiprocess_dir()
     _setup("worker", cfg)
     inspect_store_or_exit(cfg, "worker")
+    warn_if_autovacuum_off(cfg, "worker")
     from dramatiq import cli as dramatiq_cli
     from prometheus_client import start_http_server
 
@@ -171,6 +179,7 @@ def cmd_scheduler(args) -> int:
     prepare_multiprocess_dir()
     _setup("scheduler", cfg)
     inspect_store_or_exit(cfg, "scheduler")
+    warn_if_autovacuum_off(cfg, "scheduler")
     from scheduler.main import run
 
     return run(cfg)

@@ -64,3 +64,33 @@ def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
     if facts["object_lock"] == "enabled":
         print_config_errors(ConfigError({"file.s3.bucket": [OBJECT_LOCK_MESSAGE]}))
         sys.exit(EXIT_CONFIG)
+
+
+AUTOVACUUM_OFF = ("autovacuum is off for {where}: a deleted row's bytes (a file name among them) stay readable in "
+                  "the table's file until VACUUM runs; turn autovacuum on, or run VACUUM after deletions "
+                  "(docs/deletion.md, 'What survives')")
+
+
+def autovacuum_off(url: str) -> list[str]:
+    """Where autovacuum is off for Lethe's database (`server`, or table names); empty when it is on or the
+    database cannot be asked (the role's own checks report an unreachable database)."""
+    import psycopg
+    from psycopg.rows import namedtuple_row
+
+    from app.db.vacuum import autovacuum_off as read
+
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=3, row_factory=namedtuple_row) as conn:
+            return read(conn)
+    except psycopg.Error:
+        return []
+
+
+def warn_if_autovacuum_off(cfg, role: str) -> None:
+    """At a role's start: one warning when autovacuum is off for the server or a table of Lethe's (issue 20)."""
+    import logging
+
+    off = autovacuum_off(cfg.database.url) if cfg.database.url else []
+    if off:
+        log_event(logging.getLogger("lethe.db"), "warning", "db.autovacuum_off",
+                  AUTOVACUUM_OFF.format(where=", ".join(off)), role=role, where=off)

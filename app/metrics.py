@@ -81,3 +81,13 @@ def scan_pending_gauges():
                                      "Age of the oldest pending scan of a complete file (0 when none).",
                                      multiprocess_mode="mostrecent")
     return _lazy["scan_count"], _lazy["scan_oldest"]
+
+
+def dead_tuples_gauge():
+    """Dead tuples of files, events and messages (set by each cleanup run, step k): a deleted row's bytes stay
+    in the table's file until VACUUM reclaims them (docs/deletion.md). The label is a table name, never data."""
+    if "dead" not in _lazy:
+        _lazy["dead"] = Gauge("lethe_table_dead_tuples", "Dead tuples of a table: deleted rows whose bytes stay "
+                                                         "in the table's file until VACUUM.", ["table"],
+                              multiprocess_mode="mostrecent")
+    return _lazy["dead"]

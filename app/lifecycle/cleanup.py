@@ -31,6 +31,7 @@ from app.db import files as files_sql
 from app.db import receipts as receipts_sql
 from app.db import scans as scans_sql
 from app.db import slots as slots_sql
+from app.db import vacuum as vacuum_sql
 from app.db.core import UnitOfWork
 from app.lifecycle.batches import CandidateStep, Outcome, Page, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
@@ -137,7 +138,7 @@ class Steps:
                           [lambda conn, cursor, limit: sql.pending_scans(conn, self.now - self.policy.scan_pending_ttl,
                                                                          cursor, limit)],
                           self._pending_decide, self._in_unit_of_work("j", self._drive_pending)),
-            WholeStep("k", "scan_gauges", self._scan_gauges),
+            WholeStep("k", "gauges", self._gauges),
         ]
 
     # -- a: expired sessions ----------------------------------------------------------------------------------
@@ -232,13 +233,18 @@ class Steps:
                           "is purged", file_id=str(file_id), reason="pending_ttl")
         return len(actions)
 
-    def _scan_gauges(self, report: StepReport, dry_run: bool) -> None:
+    # -- k: gauges of what could stay: pending scans (D19), dead tuples until VACUUM (issue 20) ---------------
+
+    def _gauges(self, report: StepReport, dry_run: bool) -> None:
         row = self.db.read(sql.pending_summary)
         report.candidates = row.n
-        if not dry_run:
-            count_gauge, oldest_gauge = metrics.scan_pending_gauges()
-            count_gauge.set(row.n)
-            oldest_gauge.set(max((self.now - row.oldest).total_seconds(), 0.0) if row.oldest is not None else 0.0)
+        if dry_run:
+            return
+        count_gauge, oldest_gauge = metrics.scan_pending_gauges()
+        count_gauge.set(row.n)
+        oldest_gauge.set(max((self.now - row.oldest).total_seconds(), 0.0) if row.oldest is not None else 0.0)
+        for table, dead in self.db.read(vacuum_sql.dead_tuples).items():
+            metrics.dead_tuples_gauge().labels(table).set(dead)
 
     # -- h: avatars and logos no slot holds (D16) -------------------------------------------------------------
 

@@ -241,3 +241,83 @@ def test_a_bug_in_a_candidate_fails_loudly_and_a_broken_constraint_is_isolated(l
     for bug in (StoreCallInTransaction("a store call in a unit of work"), pg_errors.UndefinedColumn("no column")):
         with pytest.raises(type(bug)):
             failing(bug)(ids)
+
+
+# -- operator commands never publish to a broker nobody consumes ------------------------------------------------
+
+
+@FS_ONLY
+def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(lethe, database_url, tmp_path):
+    import json
+    import subprocess
+    import sys
+    from datetime import datetime, timezone
+
+    from app.outbox import Outbox
+    from tests.support.fakes import RecordingBroker
+
+    # Given an export past its policy, and an operator shell that names the database but no broker
+    export = lethe.upload(OWNER, purpose="gdpr_export")
+    lethe.rt.db.unit_of_work(lambda uow: uow.execute("UPDATE files SET last_change_at = now() - interval '40 days'"),
+                             name="test")
+    policy = [{"name": "exports", "purpose": "gdpr_export", "max_age": "30d", "grace": "0s", "schedule": "0 0 * * *"}]
+    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
+           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"), "LETHE_RETENTION_POLICIES": json.dumps(policy)}
+    # When it runs the policy
+    result = subprocess.run([sys.executable, "-m", "app.cli", "retention", "run"], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    # Then it says where its jobs are, and the purge job waits in the outbox (it was deleted as if sent before)
+    assert "broker.url" in result.stderr and "outbox" in result.stderr
+    assert lethe.row(export).deleted_at is not None
+    waiting = rows(lethe, "outbox")
+    assert [row.actor_name for row in waiting] == ["purge_objects"] and waiting[0].args == [[export]]
+    # And a relay (the scheduler's, or lethe dev's) sends it; the purge then removes the file
+    relay_broker = RecordingBroker()
+    lethe.clock.set(datetime.now(timezone.utc) + timedelta(minutes=1))
+    assert Outbox(lethe.rt.db, relay_broker).relay(older_than=timedelta(seconds=10)) == 1
+    lethe.broker.messages.extend(relay_broker.messages)
+    lethe.run_jobs("purge_objects")
+    assert lethe.row(export) is None and rows(lethe, "outbox") == []
+    # lethe erase without --wait no longer promises a worker that is not there
+    erase = subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", str(ALEX.id)], capture_output=True,
+                           text=True, env=env, timeout=60)
+    assert erase.returncode == 0 and "a worker runs it" not in erase.stdout and "--wait" in erase.stdout
+
+
+# -- VACUUM is watched --------------------------------------------------------------------------------------------
+
+
+@FS_ONLY
+def test_autovacuum_off_is_said_and_dead_tuples_are_counted(lethe, database_url, tmp_path):
+    import subprocess
+    import sys
+
+    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
+           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")}
+
+    def config_check() -> str:
+        result = subprocess.run([sys.executable, "-m", "app.cli", "config", "check"], capture_output=True, text=True,
+                                env=env, timeout=60)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout
+
+    def where_off(said: str) -> set[str]:
+        marker = "warning: autovacuum is off for "
+        lines = [line for line in said.splitlines() if line.startswith(marker)]
+        return set(lines[0][len(marker):].split(":")[0].split(", ")) if lines else set()
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        server_off = conn.execute("SELECT current_setting('autovacuum') <> 'on'").fetchone()[0]
+        # The server's own setting is named when it is off (CI's server runs with autovacuum = off)
+        assert where_off(config_check()) == ({"server"} if server_off else set())
+        conn.execute("ALTER TABLE files SET (autovacuum_enabled = false)")
+        try:
+            said = config_check()
+        finally:
+            conn.execute("ALTER TABLE files RESET (autovacuum_enabled)")
+    assert where_off(said) == ({"server", "files"} if server_off else {"files"}) and "VACUUM" in said
+    # The gauge: dead tuples of the tables whose rows hold names and texts, set by each cleanup run
+    run_cleanup(lethe.rt)
+    gauge = metrics.dead_tuples_gauge()
+    assert {labels[0] for labels in gauge._metrics} >= {"files", "events", "messages"}
