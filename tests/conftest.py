@@ -225,6 +225,22 @@ def store(raw_store):
     return GuardedStore(raw_store, in_transaction)
 
 
+@pytest.fixture(scope="session")
+def real_clamd(tmp_path_factory):
+    """A real clamd (Debian's clamav-daemon), offline, one test signature, StreamMaxLength 1M (issue 20)."""
+    from tests.support.clamd import RealClamd
+
+    server = RealClamd(tmp_path_factory.mktemp("clamd"))
+    if server.binary is None:
+        service_missing("clamd (Debian package clamav-daemon)", "not installed; .ci/run installs it")
+    try:
+        server.start()
+    except RuntimeError as exc:
+        service_missing("clamd (Debian package clamav-daemon)", str(exc))
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def clamd():
     from tests.support.fakes import FakeClamd

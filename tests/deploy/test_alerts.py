@@ -21,6 +21,9 @@ CASES = {
     "LethePurgeErrorsRising": (
         {"lethe_purge_errors_total": "0+1x60"},
         {"lethe_purge_errors_total": "5x60", "lethe_file_purge_failing": "0x60"}, 45),
+    "LetheScansPending": (
+        {"lethe_scan_pending_oldest_seconds": "8000x60"},
+        {"lethe_scan_pending_oldest_seconds": "7000x60"}, 45),
     "LetheOutboxGrowing": (
         {"lethe_outbox_depth": "0+10x60"},
         {"lethe_outbox_depth": "500x60"}, 45),
