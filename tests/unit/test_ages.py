@@ -64,3 +64,38 @@ def test_an_open_session_expires_at_expires_at_exactly():
     assert not session_expired("open", T0, T0 - US)
     for state in ("completed", "aborted", "expired"):
         assert not session_expired(state, T0, T0 + TTL)
+
+
+def test_a_pending_scan_is_sent_again_once_past_the_ttl_and_ended_past_twice_the_ttl():
+    from app.domain.ages import pending_scan_action
+
+    ttl = timedelta(hours=2)
+    now = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
+
+    def action(age, resent_ago=None, **facts):
+        args = {"upload_state": "complete", "scan_status": "pending", "deleted": False, **facts}
+        resent_at = None if resent_ago is None else now - resent_ago
+        return pending_scan_action(args["upload_state"], args["scan_status"], args["deleted"], now - age, resent_at,
+                                   now, ttl)
+
+    assert action(ttl - timedelta(microseconds=1)) is None
+    assert action(ttl) == "resend"                                          # exactly ttl after, not earlier
+    assert action(3 * ttl) == "resend"                                      # found late: resent first anyway
+    assert action(2 * ttl, resent_ago=ttl - timedelta(seconds=1)) is None   # the resent scan gets a full ttl
+    assert action(2 * ttl, resent_ago=ttl) == "end"
+    assert action(2 * ttl - timedelta(seconds=1), resent_ago=ttl) is None
+    for facts in ({"scan_status": "clean"}, {"upload_state": "failed"}, {"deleted": True}):
+        assert action(3 * ttl, resent_ago=2 * ttl, **facts) is None
+
+
+def test_an_avatar_still_uploading_is_never_unheld_expired():
+    from app.domain.ages import unheld_expired
+
+    ttl = timedelta(hours=24)
+    now = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
+    old = now - 2 * ttl
+    assert unheld_expired("avatar", "complete", False, False, old, now, ttl)
+    assert unheld_expired("branding", "failed", False, False, old, now, ttl)
+    assert not unheld_expired("avatar", "uploading", False, False, old, now, ttl)
+    assert not unheld_expired("avatar", "complete", False, True, old, now, ttl)
+    assert not unheld_expired("attachment", "complete", False, False, old, now, ttl)
