@@ -296,3 +296,29 @@ def test_the_persons_file_ids_leave_other_peoples_drafts(lethe):
     assert erase_round(lethe.rt, erasure_id) == "complete"
     (draft,) = rows(lethe, "drafts")
     assert draft.user_id == SAM.id and [str(file_id) for file_id in draft.file_ids] == [sams]
+
+
+@FS_ONLY
+def test_two_lethe_erase_wait_at_once_report_exact_counts(lethe, database_url):
+    """The issue's measurement, with real processes: two `lethe erase --wait` of one person at once once
+    reported `files_marked 5, files_purged 10, keys_confirmed_absent 70`."""
+    import os
+    import subprocess
+    import sys
+
+    files = [lethe.upload(ALEX) for _ in range(20)]
+    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
+           "LETHE_FILE_FS_ROOT": lethe.raw_store.root}
+    command = [sys.executable, "-m", "app.cli", "erase", "--subject", str(ALEX.id), "--wait", "--json"]
+    both = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            for _ in range(2)]
+    reports = []
+    for proc in both:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        reports.append(json.loads(out))
+    assert reports[0]["id"] == reports[1]["id"]  # one erasure, joined by the second command
+    for report in reports:
+        assert (report["state"], report["files_marked"], report["files_purged"]) == ("complete", 20, 20)
+        assert report["keys_confirmed_absent"] == 20 * 7  # orig-1, orig-2, four variants, one part (fs)
+    assert all(lethe.row(file_id) is None for file_id in files)
