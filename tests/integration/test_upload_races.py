@@ -9,6 +9,7 @@ import random
 import threading
 import uuid
 
+from app.domain.keys import original_key, part_key
 from tests.conftest import versions_of
 from tests.support.helpers import keys_of, problem
 from tests.support.faults import PausingStore
@@ -107,6 +108,13 @@ def test_completes_aborts_and_parts_at_once_never_lose_a_referenced_object(lethe
             assert state == "failed", (round_number, statuses)
             assert ("abort", 204) in statuses
             assert versions_of(lethe.raw_store, keys_of(file_id)) == []
+        # Whichever way it ended, no part is left behind (issue 20: the test once checked originals only)
+        parts = [part_key(uuid.UUID(file_id), n) for n in (1, 2)]
+        assert versions_of(lethe.raw_store, parts) == [], (round_number, statuses)
+        if lethe.raw_store.driver != "fs":
+            listed = lethe.raw_store.client._list_multipart_uploads(lethe.raw_store.bucket,
+                                                                     prefix=original_key(uuid.UUID(file_id), 1))
+            assert listed.uploads == [], (round_number, statuses)
 
 
 class GateBefore:
@@ -136,8 +144,6 @@ class GateBefore:
 def test_a_part_that_lands_while_a_completion_holds_the_upload_leaves_nothing(lethe):
     """Issue 20 (review B6): a part PUT that passed its check before the claim, written after the assembly
     dropped the parts, answered 409 and left its part object for the file's whole life."""
-    from app.domain.keys import original_key, part_key
-
     data = os.urandom(lethe.part_size + 7)
     file_id = started_upload(lethe, data)
     real = lethe.rt.store
