@@ -50,44 +50,37 @@ SWEEP_LAST_RUN = Gauge("lethe_sweep_last_run_timestamp_seconds", "When each unma
 _lazy: dict = {}
 
 
+def _lazy_gauge(name: str, documentation: str, labels: tuple[str, ...] = ()) -> Gauge:
+    """A gauge created at its first use, so that it is absent from /metrics until a cleanup run set it (D8 f).
+    With several dramatiq processes the most recent value wins (multiprocess mode)."""
+    if name not in _lazy:
+        _lazy[name] = Gauge(name, documentation, list(labels), multiprocess_mode="mostrecent")
+    return _lazy[name]
+
+
 def purge_backlog_gauges():
-    """The backlog gauges, created at the first cleanup run: absent from /metrics before it (D8 f). With
-    several dramatiq processes the most recent value wins (multiprocess mode)."""
-    if "count" not in _lazy:
-        _lazy["count"] = Gauge("lethe_file_purge_backlog", "Deleted files rows not yet purged (set by each cleanup run).",
-                               multiprocess_mode="mostrecent")
-        _lazy["oldest"] = Gauge("lethe_file_purge_backlog_oldest_seconds",
-                                "Age of the oldest deletion mark not yet purged (0 when none).",
-                                multiprocess_mode="mostrecent")
-        _lazy["failing"] = Gauge("lethe_file_purge_failing",
-                                 "Files whose objects the store keeps refusing (set by each cleanup run).",
-                                 multiprocess_mode="mostrecent")
-    return _lazy["count"], _lazy["oldest"]
+    """The backlog gauges: deleted rows not yet purged, and the age of the oldest mark."""
+    return (_lazy_gauge("lethe_file_purge_backlog", "Deleted files rows not yet purged (set by each cleanup run)."),
+            _lazy_gauge("lethe_file_purge_backlog_oldest_seconds",
+                        "Age of the oldest deletion mark not yet purged (0 when none)."))
 
 
 def purge_failing_gauge():
-    """Files the store keeps refusing, created with the backlog gauges at the first cleanup run."""
-    purge_backlog_gauges()
-    return _lazy["failing"]
+    """Files the store keeps refusing (set by each cleanup run)."""
+    return _lazy_gauge("lethe_file_purge_failing", "Files whose objects the store keeps refusing (set by each "
+                                                   "cleanup run).")
 
 
 def scan_pending_gauges():
-    """Complete files whose scan is pending, and the age of the oldest (set by each cleanup run, step k; absent
-    before the first). A scan pending past twice scan.pending_ttl is ended by the cleanup (D19)."""
-    if "scan_count" not in _lazy:
-        _lazy["scan_count"] = Gauge("lethe_scan_pending", "Complete files whose scan is still pending.",
-                                    multiprocess_mode="mostrecent")
-        _lazy["scan_oldest"] = Gauge("lethe_scan_pending_oldest_seconds",
-                                     "Age of the oldest pending scan of a complete file (0 when none).",
-                                     multiprocess_mode="mostrecent")
-    return _lazy["scan_count"], _lazy["scan_oldest"]
+    """Complete files whose scan is pending, and the age of the oldest (step k). A scan pending past twice
+    scan.pending_ttl is ended by the cleanup (D19)."""
+    return (_lazy_gauge("lethe_scan_pending", "Complete files whose scan is still pending."),
+            _lazy_gauge("lethe_scan_pending_oldest_seconds",
+                        "Age of the oldest pending scan of a complete file (0 when none)."))
 
 
 def dead_tuples_gauge():
-    """Dead tuples of files, events and messages (set by each cleanup run, step k): a deleted row's bytes stay
-    in the table's file until VACUUM reclaims them (docs/deletion.md). The label is a table name, never data."""
-    if "dead" not in _lazy:
-        _lazy["dead"] = Gauge("lethe_table_dead_tuples", "Dead tuples of a table: deleted rows whose bytes stay "
-                                                         "in the table's file until VACUUM.", ["table"],
-                              multiprocess_mode="mostrecent")
-    return _lazy["dead"]
+    """Dead tuples of files, events and messages (step k): a deleted row's bytes stay in the table's file until
+    VACUUM reclaims them (docs/deletion.md). The label is a table name, never data."""
+    return _lazy_gauge("lethe_table_dead_tuples", "Dead tuples of a table: deleted rows whose bytes stay in the "
+                                                  "table's file until VACUUM.", ("table",))

@@ -37,6 +37,19 @@ def everything_of_alex(lethe) -> dict:
     return {"files": [attached, loose, avatar, open_upload, deleted], "sams": sams}
 
 
+class KeepingOneOriginal:
+    """A store that acknowledges every delete but keeps one file's original, as a misbehaving store would."""
+
+    def __init__(self, inner, kept_file: str):
+        self.inner, self.driver, self.kept_file = inner, inner.driver, kept_file
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def delete_many(self, keys):
+        return self.inner.delete_many([k for k in keys if not (self.kept_file in k and "orig-1" in k)])
+
+
 def nothing_of_alex_in_the_database(lethe) -> None:
     alex = str(ALEX.id)
     for table in ("files", "messages", "drafts", "events", "slots", "upload_sessions", "attachments",
@@ -172,20 +185,7 @@ def test_a_key_the_store_acknowledged_but_kept_is_found_by_the_read_and_deleted_
     world = everything_of_alex(lethe)
     erasure_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"])
     kept_file = world["files"][1]
-
-    class Lying:
-        """Acknowledges every delete, but keeps one file's original (as a misbehaving store would)."""
-
-        def __init__(self, inner):
-            self.inner, self.driver = inner, inner.driver
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
-        def delete_many(self, keys):
-            return self.inner.delete_many([k for k in keys if not (kept_file in k and "orig-1" in k)])
-
-    original = swap_store(lethe, Lying(lethe.rt.store))
+    original = swap_store(lethe, KeepingOneOriginal(lethe.rt.store, kept_file))
     assert erase_round(lethe.rt, erasure_id) == "running"  # the row went, the read found the key
     assert lethe.row(kept_file) is None and lethe.raw_store.remains(keys_of(kept_file))
     lethe.rt.store = original
@@ -249,21 +249,8 @@ def test_a_completed_erasure_forgets_its_person_in_a_failed_one_and_reads_its_un
     files the failed one had purged without confirming them absent."""
     kept_file, other = lethe.upload(ALEX), lethe.upload(ALEX)
     first_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"])
-
-    class Lying:
-        """Acknowledges every delete, but keeps one file's original (as a misbehaving store would)."""
-
-        def __init__(self, inner):
-            self.inner, self.driver = inner, inner.driver
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
-        def delete_many(self, keys):
-            return self.inner.delete_many([k for k in keys if not (kept_file in k and "orig-1" in k)])
-
     # Given an erasure that purged both rows but could never confirm one file's keys, and failed
-    original = swap_store(lethe, Lying(lethe.rt.store))
+    original = swap_store(lethe, KeepingOneOriginal(lethe.rt.store, kept_file))
     assert erase_round(lethe.rt, first_id) == "running"
     lethe.clock.advance(lethe.cfg.privacy.object_delete_delay + timedelta(seconds=1))
     assert erase_round(lethe.rt, first_id) == "failed"
