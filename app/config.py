@@ -241,6 +241,8 @@ KEYS: tuple[Key, ...] = (
     Key("api.threads", Number(validate=_no_value_range(1, 256)), 4, "Threads of each gunicorn worker process."),
     Key("api.timeout", Duration(), "120s",
         "gunicorn's worker timeout: a request running longer makes its worker restart."),
+    Key("api.max_json_depth", Number(validate=_no_value_range(2, 512)), 32,
+        "Deepest nesting of arrays and objects a JSON body may have; deeper bodies answer 400 json_too_deep."),
     # worker
     Key("worker.processes", Number(validate=_no_value_range(1, 64)), 2, "dramatiq worker processes."),
     Key("worker.threads", Number(validate=_no_value_range(1, 64)), 4, "Threads of each dramatiq process."),
@@ -403,6 +405,7 @@ class ApiConfig:
     workers: int
     threads: int
     timeout: timedelta
+    max_json_depth: int
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from app import metrics
-from app.api import common, drafts, erasures, events, files, messages, ops, problems, receipts, slots, uploads
+from app.api import (common, drafts, erasures, events, files, json_body, messages, ops, problems, receipts, slots,
+                     uploads)
 from app.api.schemas import ProblemSchema
 from app.auth import Authenticator
 from app.errors import LetheError
@@ -94,6 +95,10 @@ def create_app(runtime) -> Flask:
             if _json_body_expected_but_not_sent():
                 return problems.problem(415, reason="json_expected",
                                         detail="Send the body as JSON with Content-Type: application/json.")
+            unreadable = _unreadable_json_body(runtime.cfg.api.max_json_depth)
+            if unreadable is not None:
+                reason, detail = unreadable
+                return problems.problem(400, reason=reason, detail=detail)
         return None
 
     @app.after_request
@@ -125,6 +130,16 @@ def _json_body_expected_but_not_sent() -> bool:
         return False
     has_body = bool(request.content_length) or request.headers.get("Transfer-Encoding", "").lower() == "chunked"
     return has_body and _reads_json(request.endpoint, request.method)
+
+
+def _unreadable_json_body(max_depth: int) -> tuple[str, str] | None:
+    """Why the JSON body of a JSON endpoint cannot be read (malformed, too deep), or None (issue 21)."""
+    if request.method not in ("POST", "PUT", "PATCH") or not request.is_json:
+        return None
+    if not _reads_json(request.endpoint, request.method):
+        return None
+    raw = request.get_data(cache=True)
+    return json_body.body_problem(raw, max_depth) if raw else None
 
 
 def _unexpected(error: Exception):
