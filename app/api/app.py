@@ -74,12 +74,14 @@ def create_app(runtime) -> Flask:
     app.extensions["lethe"] = runtime
     app.extensions["lethe.readiness"] = ops.readiness_for(runtime)
     app.url_map.converters["segment"] = common.SegmentConverter
+    app.url_map.converters["part"] = common.PartNumberConverter
     authenticator = Authenticator.from_config(runtime.cfg)
     app.register_blueprint(ops.blueprint)
     app.add_url_rule(SWAGGER_ASSETS + "<path:name>", "swagger_assets", _swagger_asset)
     api = LetheApi(app)
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
     api.register_converter(common.SegmentConverter, common.segment_schema)
+    api.register_converter(common.PartNumberConverter, common.part_number_schema)
     for module in (uploads, files, messages, drafts, events, receipts, slots, erasures):
         api.register_blueprint(module.blp)
     app.register_error_handler(LetheError, problems.from_lethe_error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from flask import current_app, g
 from werkzeug.routing import UnicodeConverter
 
@@ -36,6 +38,18 @@ def problems(blp, *statuses: int):
         return func
 
     return decorate
+
+
+class PartNumberConverter(UnicodeConverter):
+    """A part number: any segment, so that `-1`, `abc` and `0` all reach the handler and answer the same 422
+    part_number_out_of_range (issue 21), instead of a routing 404 for some. Not a number: 0 (out of range)."""
+
+    def to_python(self, value: str) -> int:
+        return int(value) if re.fullmatch(r"-?[0-9]{1,9}", value) else 0
+
+
+def part_number_schema(converter) -> dict:
+    return {"type": "integer", "minimum": 1}
 
 
 class SegmentConverter(UnicodeConverter):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from marshmallow import Schema, ValidationError, fields, post_dump, validate
+from marshmallow import Schema, ValidationError, fields, post_dump, pre_dump, validate
 
-from app.domain.states import PURPOSES, SCAN_STATUSES, SESSION_STATES, UPLOAD_STATES
+from app.domain.states import PURPOSES, SESSION_STATES, SHOWN_SCAN_STATUSES, UPLOAD_STATES, shown_scan_status
 from app.domain.uploads import MAX_NAME_LENGTH, NAME_PATTERN
 
 SEGMENT = r"^[A-Za-z0-9:_-]{1,128}$"
@@ -72,12 +72,22 @@ class FileSchema(NoNulls):
     mime_type = fields.String(required=True)
     size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=0))
     upload_state = fields.String(required=True, validate=validate.OneOf(UPLOAD_STATES))
-    scan_status = fields.String(required=True, validate=validate.OneOf(SCAN_STATUSES))
+    scan_status = fields.String(required=True, validate=validate.OneOf(SHOWN_SCAN_STATUSES),
+                                metadata={"description": "not_scanned: a failed upload, never scanned."})
     created_at = fields.DateTime(required=True)
     thumbnails = fields.List(fields.String(), required=True, dump_default=list)
     sha256 = fields.String(validate=FullMatch(r"^[0-9a-f]{64}$"))
     scope_id = fields.UUID()
     scanned_at = fields.DateTime()
+
+    @pre_dump
+    def _shown(self, file, **kwargs):
+        """A failed upload's scan status shows that it was never scanned (issue 21), rather than pending."""
+        values = file._asdict() if hasattr(file, "_asdict") else file
+        if not isinstance(values, dict) or "scan_status" not in values:
+            return file
+        shown = shown_scan_status(values.get("upload_state", ""), values["scan_status"])
+        return file if shown == values["scan_status"] else {**values, "scan_status": shown}
 
 
 class UploadCreateSchema(Schema):

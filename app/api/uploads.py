@@ -57,7 +57,7 @@ class UploadById(MethodView):
         uploads.abort_upload(runtime(), caller(), file_id)
 
 
-@blp.route("/<uuid:file_id>/parts/<int:part_number>")
+@blp.route("/<uuid:file_id>/parts/<part:part_number>")
 class UploadPart(MethodView):
     @blp.doc(requestBody={"required": True, "content": {"application/octet-stream": {
         "schema": {"type": "string", "format": "binary"}}}})

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from app.domain.states import shown_scan_status
+
 FILE_UPDATED = "file.updated"
 FILE_UPDATED_VERSION = 1
 
@@ -20,7 +22,7 @@ def file_document(row: Any) -> dict[str, Any]:
         "mime_type": row.mime_type,
         "size_bytes": row.size_bytes,
         "upload_state": row.upload_state,
-        "scan_status": row.scan_status,
+        "scan_status": shown_scan_status(row.upload_state, row.scan_status),
         "created_at": _iso(row.created_at),
         "thumbnails": [],
     }

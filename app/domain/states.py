@@ -9,6 +9,14 @@ from __future__ import annotations
 
 UPLOAD_STATES = ("uploading", "complete", "failed")
 SCAN_STATUSES = ("pending", "clean", "infected", "error", "skipped")
+# What clients see for a failed upload whose scan never ran (issue 21): not `pending`, which would wait forever.
+NOT_SCANNED = "not_scanned"
+SHOWN_SCAN_STATUSES = SCAN_STATUSES + (NOT_SCANNED,)
+
+
+def shown_scan_status(upload_state: str, scan_status: str) -> str:
+    """The scan status as clients see it: a failed upload is never scanned, and says so."""
+    return NOT_SCANNED if upload_state == "failed" and scan_status == "pending" else scan_status
 PURPOSES = ("attachment", "avatar", "branding", "gdpr_export")
 SESSION_STATES = ("open", "completed", "aborted", "expired")
 

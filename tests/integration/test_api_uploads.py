@@ -99,8 +99,12 @@ def test_part_number_out_of_range_and_wrong_size_are_422(lethe):
     file_id = lethe.start_upload(ALEX, data)["file"]["id"]
     problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=data), 422, "invalid_request",
             "part_number_out_of_range")
-    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/0", ALEX, data=data), 422, "invalid_request",
-            "part_number_out_of_range")
+    # 0, -1, a word, a huge number: the same 422 (issue 21: -1 and abc answered a routing 404)
+    for number in ("0", "-1", "abc", "1.5", "99999999999999999999", "%20"):
+        problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/{number}", ALEX, data=data), 422,
+                "invalid_request", "part_number_out_of_range")
+    # someone else's upload stays the same 404, whatever the part number
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/abc", SAM, data=data), 404, "not_found")
     problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:9]), 422,
             "invalid_request", "wrong_part_size")
     problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data + b"!"), 422,
@@ -211,3 +215,17 @@ def test_a_token_signed_with_another_key_or_expired_is_401(lethe):
                   mint_token("test-secret-for-hs256-tokens-0123456789", "not-a-uuid")):
         response = lethe.client.get("/api/v1/events", headers={"Authorization": f"Bearer {token}"})
         problem(response, 401, "unauthorized")
+
+
+def test_a_failed_upload_says_it_was_never_scanned(lethe):
+    """Issue 21: after a checksum_mismatch the file showed scan_status pending forever."""
+    data = b"checked"
+    created = lethe.start_upload(ALEX, data, sha256="0" * 64)
+    file_id = created["file"]["id"]
+    lethe.send_parts(ALEX, file_id, data, created["upload"]["part_size"])
+    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 422, "invalid_request",
+            "checksum_mismatch")
+    shown = lethe.call("GET", f"/api/v1/files/{file_id}", ALEX).json
+    assert (shown["upload_state"], shown["scan_status"]) == ("failed", "not_scanned")
+    events = lethe.call("GET", "/api/v1/events", ALEX).json["events"]
+    assert events[-1]["payload"]["file"]["scan_status"] == "not_scanned"
