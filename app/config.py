@@ -201,6 +201,9 @@ KEYS: tuple[Key, ...] = (
         "Longest time an object of a deleted file may stay in the store; the backlog warns past it."),
     Key("privacy.receipt_ttl", Duration(), "400d",
         "How long the name-free receipt of a purged file is kept; the cleanup removes older ones."),
+    Key("privacy.message_tombstone_ttl", Duration(), "30d",
+        "How long a deleted message's tombstone (author and the application's id) is kept; until then its id "
+        "answers 409 message_deleted and a repeated delete 204; the cleanup removes older ones."),
     # database
     Key("database.url", Text(validate=_url_scheme("postgresql", "postgres")), "",
         "PostgreSQL URL (postgresql://user:pass@host:5432/db). Empty: lethe dev starts an embedded server.",
@@ -355,6 +358,7 @@ class PrivacyConfig:
 
     object_delete_delay: timedelta
     receipt_ttl: timedelta
+    message_tombstone_ttl: timedelta
 
 
 @dataclass(frozen=True)

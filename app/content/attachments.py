@@ -40,7 +40,8 @@ def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uu
         sql.ensure_message(uow.conn, principal.id, message_id, now)
         message = sql.lock_message(uow.conn, principal.id, message_id)
         if message.deleted_at is not None:
-            raise NotFound()
+            # The caller's own id (ids are scoped by author): say why, rather than a bare 404 (issue 21).
+            raise Conflict("message_deleted", "This message was deleted; use a new message id.")
         already = set(sql.attached_file_ids(uow.conn, principal.id, message_id))
         new_ids = [file_id for file_id in wanted if file_id not in already]
         if len(already) + len(new_ids) > rt.limits.max_attachments:

@@ -53,3 +53,19 @@ def set_message_deleted(conn: Conn, author_id: UUID, message_id: str, now: datet
 def detach_files(conn: Conn, file_ids: Sequence[UUID]) -> int:
     """Remove the attachment rows of these files (retention with include_attached: the message stays)."""
     return conn.execute("DELETE FROM attachments WHERE file_id = ANY(%s)", (list(file_ids),)).rowcount
+
+
+def delete_old_tombstones(conn: Conn, cutoff: datetime, limit: int) -> int:
+    """Remove up to `limit` tombstones of messages deleted at or before cutoff (index messages_tombstones)."""
+    return conn.execute(
+        """
+        DELETE FROM messages WHERE (author_id, id) IN (
+            SELECT author_id, id FROM messages WHERE deleted_at IS NOT NULL AND deleted_at <= %s
+            ORDER BY deleted_at LIMIT %s)
+        """, (cutoff, limit)).rowcount
+
+
+def count_old_tombstones(conn: Conn, cutoff: datetime) -> int:
+    row = conn.execute("SELECT count(*) AS n FROM messages WHERE deleted_at IS NOT NULL AND deleted_at <= %s",
+                       (cutoff,)).fetchone()
+    return int(row.n) if row is not None else 0

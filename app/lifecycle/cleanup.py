@@ -4,7 +4,7 @@
 # app/domain/ages.py before anything is marked. Deleting goes through mark_deleted (D5) only. One failing
 # candidate never undoes the others (a savepoint each when a batch fails); a database error ends only its
 # step, and the run reports the first error after the last step (D8).
-"""cleanup_pending (D8): steps a to k as values, one runner, and its dry run.
+"""cleanup_pending (D8): steps a to l as values, one runner, and its dry run.
 
 A step over candidates is a small value: `page` reads a batch by (time, id) after a cursor, `decide` says
 which of a batch's ids the step acts on now (read-only, so the dry run calls it alone and cannot drift from
@@ -28,6 +28,7 @@ from app.db import cleanup as sql
 from app.db import purge_failures as failures_sql
 from app.db import erasures as erasures_sql
 from app.db import files as files_sql
+from app.db import messages as messages_sql
 from app.db import receipts as receipts_sql
 from app.db import scans as scans_sql
 from app.db import slots as slots_sql
@@ -58,13 +59,15 @@ class CleanupPolicy:
     object_delete_delay: timedelta
     receipt_ttl: timedelta
     scan_pending_ttl: timedelta
+    message_tombstone_ttl: timedelta
 
     @classmethod
     def from_config(cls, cfg) -> "CleanupPolicy":
         return cls(batch_size=cfg.file.gc_batch_size, unattached_ttl=cfg.file.unattached_ttl,
                    failed_row_ttl=cfg.file.failed_row_ttl, tmp_ttl=cfg.file.upload_session_ttl,
                    object_delete_delay=cfg.privacy.object_delete_delay, receipt_ttl=cfg.privacy.receipt_ttl,
-                   scan_pending_ttl=cfg.scan.pending_ttl)
+                   scan_pending_ttl=cfg.scan.pending_ttl,
+                   message_tombstone_ttl=cfg.privacy.message_tombstone_ttl)
 
 
 @dataclass
@@ -139,6 +142,7 @@ class Steps:
                                                                          cursor, limit)],
                           self._pending_decide, self._in_unit_of_work("j", self._drive_pending)),
             WholeStep("k", "gauges", self._gauges),
+            WholeStep("l", "message_tombstones", self._old_tombstones),
         ]
 
     # -- a: expired sessions ----------------------------------------------------------------------------------
@@ -272,6 +276,23 @@ class Steps:
             removed = self.db.unit_of_work(
                 lambda uow: receipts_sql.delete_expired(uow.conn, cutoff, self.policy.batch_size),
                 name="cleanup.g")
+            report.candidates += removed
+            report.acted += removed
+            report.batches += 1
+            if removed < self.policy.batch_size:
+                return
+
+    # -- l: tombstones of deleted messages past privacy.message_tombstone_ttl (issue 21) -------------------
+
+    def _old_tombstones(self, report: StepReport, dry_run: bool) -> None:
+        cutoff = self.now - self.policy.message_tombstone_ttl
+        if dry_run:
+            report.candidates = report.acted = self.db.read(lambda conn: messages_sql.count_old_tombstones(conn, cutoff))
+            return
+        while True:
+            removed = self.db.unit_of_work(
+                lambda uow: messages_sql.delete_old_tombstones(uow.conn, cutoff, self.policy.batch_size),
+                name="cleanup.l")
             report.candidates += removed
             report.acted += removed
             report.batches += 1

@@ -107,10 +107,10 @@ def test_two_schedulers_trigger_one_cleanup_at_start_and_the_worker_runs_it(role
     for scheduler in schedulers:
         wait_for_output(scheduler, '"event": "scheduler.started"')
     # The leader triggers at start; the worker runs every step.
-    wait_for_output(worker, '"step": "k"')
+    wait_for_output(worker, '"step": "l"')
     triggered = [s.output().count('"event": "scheduler.cleanup_triggered"') for s in schedulers]
     assert sorted(triggered) == [0, 1]
-    assert worker.output().count('"event": "cleanup.step"') == 11  # steps a to k
+    assert worker.output().count('"event": "cleanup.step"') == 12  # steps a to l
     metrics = wait_for_http(f"http://127.0.0.1:{role_env['LETHE_METRICS_PORT']}/metrics", worker).decode()
     samples = [line for line in metrics.splitlines() if line.startswith("lethe_file_purge_backlog ")]
     assert samples == ["lethe_file_purge_backlog 0.0"]

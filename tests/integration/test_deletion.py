@@ -156,7 +156,8 @@ def test_delete_a_message_deletes_every_attached_file(lethe):
     purge(lethe)
     assert lethe.row(one) is None and lethe.row(two) is None and lethe.row(kept) is not None
     assert lethe.call("DELETE", "/api/v1/messages/m1", ALEX).status_code == 204  # again
-    problem(lethe.call("PUT", "/api/v1/messages/m1", ALEX, json={"file_ids": [kept]}), 404, "not_found")
+    problem(lethe.call("PUT", "/api/v1/messages/m1", ALEX, json={"file_ids": [kept]}), 409, "conflict",
+            "message_deleted")
 
 
 def test_manage_may_delete_anyones_message_by_naming_its_author(lethe):
