@@ -30,6 +30,7 @@ from app.cli_ops import (cmd_audit, cmd_cleanup, cmd_erase, cmd_receipt, cmd_ret
                          cmd_sweep_run, uuid_arg)
 from app.cli_support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
                              setup_role_logging, warn_if_autovacuum_off)
+from app.errors import ConfigError
 
 log = logging.getLogger("lethe.cli")
 
@@ -54,15 +55,29 @@ def _require_broker(cfg) -> None:
         sys.exit(EXIT_CONFIG)
 
 
+NO_SIGNING_KEY = ("Required: set auth.jwt_secret (HS256) or auth.jwt_public_key (RS256/ES256); without either "
+                  "the api answers 401 to every request (lethe dev makes a secret of its own).")
+
+
+def _signing_key_missing(cfg) -> ConfigError | None:
+    """D11: the api verifies bearer tokens with one of the two keys; neither set is a bad configuration."""
+    if cfg.auth.jwt_secret or cfg.auth.jwt_public_key:
+        return None
+    return ConfigError({"auth.jwt_secret": [NO_SIGNING_KEY], "auth.jwt_public_key": [NO_SIGNING_KEY]})
+
+
 def cmd_config_check(args) -> int:
     from app import config
     from app.cli_support import OBJECT_LOCK_MESSAGE
-    from app.errors import ConfigError
 
     try:
         cfg = config.load()
     except ConfigError as exc:
         print_config_errors(exc, sys.stdout)
+        return EXIT_CONFIG
+    missing = _signing_key_missing(cfg)
+    if missing is not None:
+        print_config_errors(missing, sys.stdout)
         return EXIT_CONFIG
     if cfg.database.url:
         from app.cli_support import AUTOVACUUM_OFF, autovacuum_off
@@ -105,6 +120,10 @@ def cmd_api(args) -> int:
     cfg = load_config_or_exit("api")
     _require_database(cfg)
     _require_broker(cfg)
+    missing = _signing_key_missing(cfg)
+    if missing is not None:
+        print_config_errors(missing)
+        sys.exit(EXIT_CONFIG)
     from app.observability import prepare_multiprocess_dir
 
     prepare_multiprocess_dir()

@@ -58,6 +58,14 @@ def _lazy_gauge(name: str, documentation: str, labels: tuple[str, ...] = ()) -> 
     return _lazy[name]
 
 
+def lazy_gauges() -> None:
+    """Create every lazy gauge (what the dashboard and alert tests check names against)."""
+    purge_backlog_gauges()
+    purge_failing_gauge()
+    scan_pending_gauges()
+    dead_tuples_gauge()
+
+
 def purge_backlog_gauges():
     """The backlog gauges: deleted rows not yet purged, and the age of the oldest mark."""
     return (_lazy_gauge("lethe_file_purge_backlog", "Deleted files rows not yet purged (set by each cleanup run)."),

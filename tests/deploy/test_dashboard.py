@@ -17,7 +17,7 @@ def exported() -> set[str]:
 
     from app import metrics
 
-    metrics.purge_backlog_gauges()
+    metrics.lazy_gauges()
     names = set()
     for collector in list(REGISTRY._collector_to_names):  # noqa: SLF001 - the registry's own index
         for metric in collector.describe() if hasattr(collector, "describe") else []:

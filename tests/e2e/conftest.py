@@ -121,6 +121,7 @@ def role_env(database_url, broker_url, tmp_path):
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "LETHE_DATABASE_URL": database_url,
         "LETHE_BROKER_URL": broker_url,
+        "LETHE_AUTH_JWT_SECRET": "e2e-secret-of-sufficient-length-0123456789",
         "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
         "LETHE_API_PORT": str(free_port()),
         "LETHE_METRICS_PORT": str(free_port()),

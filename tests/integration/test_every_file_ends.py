@@ -294,7 +294,7 @@ def test_autovacuum_off_is_said_and_dead_tuples_are_counted(lethe, database_url,
     import sys
 
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")}
+           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"), "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0"}
 
     def config_check() -> str:
         result = subprocess.run([sys.executable, "-m", "app.cli", "config", "check"], capture_output=True, text=True,

@@ -78,6 +78,7 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
     export = lethe.upload(OWNER, purpose="gdpr_export")
     lethe.upload(ALEX)
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
+           "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0",
            "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
            "LETHE_RETENTION_POLICIES": json.dumps([{**POLICY, "max_age": "1s"}]),
            "LETHE_STORAGE_UNMANAGED_PREFIXES": json.dumps([PREFIX])}

@@ -143,8 +143,19 @@ def run_lethe(*args, env):
 
 
 def test_config_check_prints_ok():
-    result = run_lethe("config", "check", env={})
+    result = run_lethe("config", "check", env={"LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-000"})
     assert result.returncode == 0 and result.stdout.strip() == "OK"
+
+
+def test_no_signing_key_exits_2_naming_both_keys():
+    """Issue 21, point 5: the api started without a key, reported ready and answered 401 to everyone."""
+    for args in (("config", "check"), ("api",)):
+        result = run_lethe(*args, env={"LETHE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+                                       "LETHE_BROKER_URL": "amqp://guest:guest@127.0.0.1:1/"})
+        output = result.stdout + result.stderr
+        assert result.returncode == 2, output
+        assert "auth.jwt_secret" in output and "auth.jwt_public_key" in output
+        assert "Traceback" not in output and "nobody" not in output
 
 
 def test_config_check_exits_2_naming_both_keys_and_neither_value():
