@@ -13,7 +13,8 @@ import sys
 import time
 import uuid
 
-from app.cli_support import EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, setup_role_logging
+from app.cli_support import (EXIT_CONFIG, check_database_or_exit, inspect_store_or_exit, load_config_or_exit,
+                             setup_role_logging)
 
 
 NO_DATABASE = ("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this command.\n"
@@ -85,6 +86,7 @@ def _one_shot_runtime(name: str, needs_store: bool = True):
     """The runtime of an operator command: configuration, database, logs on stderr (console on a terminal),
     the report on stdout."""
     cfg, _ = _attach_to_dev(load_config_or_exit(name))
+    check_database_or_exit(cfg.database.url)  # refused, unknown, authentication, not migrated: say so, exit 2
     setup_role_logging(name, cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
     if needs_store:
         inspect_store_or_exit(cfg, name)

@@ -94,3 +94,53 @@ def warn_if_autovacuum_off(cfg, role: str) -> None:
     if off:
         log_event(logging.getLogger("lethe.db"), "warning", "db.autovacuum_off",
                   AUTOVACUUM_OFF.format(where=", ".join(off)), role=role, where=off)
+
+
+def database_problem(url: str) -> str | None:
+    """What is wrong with the database an operator command would use, in words an operator can act on, or None.
+    Never the URL, its user or its password (issue 21): only what failed and what to run."""
+    import psycopg
+
+    from app.db.migrate import pending_migrations
+
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=3) as conn:
+            pending = pending_migrations(conn)
+    except psycopg.OperationalError as exc:
+        return _connect_failure(exc.sqlstate or _sqlstate_of_connect_error(str(exc)))
+    except psycopg.Error as exc:
+        return f"the database answered an error ({type(exc).__name__})."
+    if pending:
+        return (f"the database is not migrated ({pending} migration(s) pending): run `lethe migrate` with the "
+                "same configuration first.")
+    return None
+
+
+def _sqlstate_of_connect_error(message: str) -> str | None:
+    """libpq reports a refused connection without a SQLSTATE; the server's FATAL line says which (read here,
+    never printed: it names the database and the user)."""
+    if "database" in message and "does not exist" in message:
+        return "3D000"
+    if "authentication failed" in message or "no pg_hba.conf entry" in message:
+        return "28P01"
+    if "the database system is starting up" in message or "shutting down" in message:
+        return "57P03"
+    return None
+
+
+def _connect_failure(sqlstate: str | None) -> str:
+    if sqlstate == "3D000":
+        return "the database named in the URL does not exist on that server (create it, or fix the name)."
+    if sqlstate in ("28P01", "28000"):
+        return "the server refused the user or password in the URL (authentication failed)."
+    if sqlstate == "57P03":
+        return "the server is starting up or shutting down; try again in a moment."
+    return "cannot connect to the server (refused, unreachable or timed out): is PostgreSQL running at that host and port?"
+
+
+def check_database_or_exit(url: str) -> None:
+    """Exit 2 with a sentence naming database.url and what is wrong, without a traceback (issue 21)."""
+    problem = database_problem(url)
+    if problem is not None:
+        print(f"lethe: database.url (LETHE_DATABASE_URL): {problem}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import psycopg
+
 from yoyo import get_backend, read_migrations
 from app.logs import log_event
 
@@ -33,3 +35,14 @@ def migrate(url: str) -> int:
         backend.apply_migrations(pending)
     log_event(log, "info", "db.migrated", "migrations applied", count=len(pending))
     return len(pending)
+
+
+def pending_migrations(conn: psycopg.Connection) -> int:
+    """How many migrations of this version are not applied to the database of `conn` (yoyo's own table)."""
+    known = {path.name.removesuffix(".sql") for path in MIGRATIONS.glob("*.sql")
+             if not path.name.endswith(".rollback.sql")}
+    table = conn.execute("SELECT to_regclass('_yoyo_migration') IS NOT NULL").fetchone()
+    if table is None or not table[0]:
+        return len(known)
+    applied = {row[0] for row in conn.execute("SELECT migration_id FROM _yoyo_migration")}
+    return len(known - applied)

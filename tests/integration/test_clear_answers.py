@@ -36,3 +36,46 @@ def test_a_deleted_message_id_answers_409_until_its_tombstone_goes(make_lethe):
     problem(lethe.call("DELETE", "/api/v1/messages/m-1", ALEX), 404, "not_found")  # gone: treat 404 as done
     fresh = lethe.upload(ALEX)  # (`again`, never attached, went by step b meanwhile)
     assert lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [fresh]}).status_code == 200
+
+
+def test_operator_commands_say_what_is_wrong_with_the_database(database_url, tmp_path):
+    """Issue 21, point 6: PoolTimeout and UndefinedTable tracebacks, with the URL's password at risk."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    def cleanup_with(url: str) -> str:
+        result = subprocess.run([sys.executable, "-m", "app.cli", "cleanup", "--dry-run"], capture_output=True,
+                                text=True, timeout=60, env={"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": url,
+                                                            "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")})
+        output = result.stdout + result.stderr
+        assert result.returncode == 2, output
+        assert "database.url" in output and "Traceback" not in output and "s3cret-canary" not in output
+        return output
+
+    parts = urlsplit(database_url)
+    with_password = parts._replace(netloc=f"{parts.username or 'postgres'}:s3cret-canary@{parts.hostname}:{parts.port or 5432}")
+    assert "cannot connect" in cleanup_with("postgresql://lethe:s3cret-canary@127.0.0.1:1/lethe")
+    unknown = f"lethe_missing_{uuid.uuid4().hex[:8]}"
+    assert "does not exist" in cleanup_with(urlunsplit(with_password._replace(path="/" + unknown)))
+    empty = f"lethe_empty_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{empty}"')
+    try:
+        said = cleanup_with(urlunsplit(parts._replace(path="/" + empty)))
+        assert "not migrated" in said and "lethe migrate" in said
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{empty}" WITH (FORCE)')
+
+
+def test_an_authentication_failure_is_named():
+    from app.cli_support import _connect_failure
+
+    assert "authentication failed" in _connect_failure("28P01")
+    assert "does not exist" in _connect_failure("3D000")
+    assert "cannot connect" in _connect_failure(None)
