@@ -79,6 +79,27 @@ def running_dev(state_dir: str = ".lethe") -> dict | None:
     return facts
 
 
+def _hold_dev_lock(state: Path):
+    """One `lethe dev` per folder (issue 21): an exclusive lock on `<state>/dev.lock`, held until the process
+    ends (the kernel releases it even on a kill). Returns the open file, or the pid of the holder (None if it
+    did not write it yet) when another process holds it."""
+    import fcntl
+
+    handle = open(state / "dev.lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        text = handle.read().strip()
+        handle.close()
+        return int(text) if text.isdigit() else None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
 def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     from apscheduler.schedulers.background import BackgroundScheduler
     from dramatiq import Worker
@@ -99,12 +120,20 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     explicit_format = "LETHE_LOG_FORMAT" in os.environ
     setup_logging("all", cfg.log.format if explicit_format else "console", cfg.log.level)
     inspect_store_or_exit(cfg, "all")
+    state = Path(state_dir).resolve()
+    state.mkdir(parents=True, exist_ok=True)
+    held = _hold_dev_lock(state)
+    if held is None or isinstance(held, int):
+        running = running_dev(state_dir)
+        where = f" at {running['api_url']}" if running else ""
+        print(f"lethe dev: another `make run` (lethe dev{'' if held is None else f', pid {held}'}) is already running "
+              f"from this folder{where}, with the same database and files: use it, or stop it first (Ctrl-C in its "
+              "terminal). A second one needs another folder.", file=sys.stderr)
+        return 2
     if not _port_free(cfg.api.host, port or cfg.api.port):
         print(f"lethe dev: port {port or cfg.api.port} on {cfg.api.host} is in use (api.port). Stop what uses it, "
               "or choose another port:  make run PORT=9000  (or lethe dev --port 9000)", file=sys.stderr)
         return 2
-    state = Path(state_dir).resolve()
-    state.mkdir(parents=True, exist_ok=True)
 
     changes: dict[str, object] = {}
     embedded = None

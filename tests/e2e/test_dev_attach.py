@@ -72,3 +72,21 @@ def test_a_port_in_use_says_how_to_pick_another(database_url, tmp_path):
         taken.close()
     assert result.returncode == 2
     assert "is in use" in result.stderr and "--port" in result.stderr and "PORT=" in result.stderr
+
+
+def test_a_second_make_run_in_the_same_folder_says_one_is_running(database_url, tmp_path):
+    """Issue 21, point 7: it suggested another port, then died with the embedded PostgreSQL's traceback."""
+    here = tmp_path / "project"
+    here.mkdir()
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "LETHE_DATABASE_URL": database_url}
+    port = free_port()
+    first = Role(["dev", "--port", str(port)], env, tmp_path / "dev.log", cwd=here)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/readyz", first)
+        for args in (["dev", "--port", str(port)], ["dev", "--port", str(free_port())]):
+            second = lethe(args, here, env)
+            assert second.returncode == 2, second.stderr
+            assert "already running" in second.stderr and f"pid {first.proc.pid}" in second.stderr
+            assert f"127.0.0.1:{port}" in second.stderr and "Traceback" not in second.stderr + second.stdout
+    finally:
+        first.stop(signal.SIGTERM)
