@@ -15,9 +15,13 @@ from typing import Callable
 
 
 class Readiness:
-    def __init__(self, checks: dict[str, Callable[[], None]], deadline: float = 1.5):
+    """Checks by name; those named in `soft` degrade the service without making it unready (a scanner outage
+    delays scans, it does not stop uploads or downloads: issue 21)."""
+
+    def __init__(self, checks: dict[str, Callable[[], None]], deadline: float = 1.5, soft: frozenset[str] = frozenset()):
         self.checks = checks
         self.deadline = deadline
+        self.soft = soft
         self._executors = {name: ThreadPoolExecutor(1, thread_name_prefix=f"readyz-{name}") for name in checks}
         self._running: dict[str, Future[None]] = {}
         self._lock = threading.Lock()

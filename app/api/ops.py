@@ -8,6 +8,7 @@ from flask import Blueprint, Response, current_app
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.problems import problem
+from app.content import clamd
 from app.readiness import Readiness
 from app.observability import metrics_registry
 from workers.broker import check_broker
@@ -23,21 +24,30 @@ def healthz():
 
 
 def readiness_for(runtime) -> Readiness:
-    """The api's readiness checks: the database, the broker and the store, answered within 1.5 s (D13)."""
-    return Readiness({"database": runtime.db.ping, "broker": lambda: check_broker(runtime.broker),
-                      "store": runtime.store.check})
+    """The api's readiness checks: the database, the broker and the store, answered within 1.5 s (D13); and
+    the scanner when one is configured, which degrades the service but never makes it unready (issue 21)."""
+    checks = {"database": runtime.db.ping, "broker": lambda: check_broker(runtime.broker),
+              "store": runtime.store.check}
+    address = runtime.cfg.scan.clamd_address
+    if address:
+        checks["scanner"] = lambda: clamd.ping(address, 1.0)
+    return Readiness(checks, soft=frozenset({"scanner"}))
 
 
 @blueprint.get("/readyz")
 def readyz():
     readiness = current_app.extensions["lethe.readiness"]
     failed = readiness.failures()
+    degraded = sorted(name for name in failed if name in readiness.soft)
     for name, error in failed.items():
-        log_event(log, "warning", "api.not_ready", "dependency not ready", dependency=name, error=error)
-    if failed:
-        return problem(503, "not_ready", "Not ready", detail="unreachable: " + ", ".join(failed),
+        event = "api.degraded" if name in readiness.soft else "api.not_ready"
+        log_event(log, "warning", event, "dependency not ready", dependency=name, error=error)
+    hard = [name for name in failed if name not in readiness.soft]
+    if hard:
+        return problem(503, "not_ready", "Not ready", detail="unreachable: " + ", ".join(hard),
                        headers={"Retry-After": "5"})
-    return {"status": "ready"}
+    # A scanner outage: ready (uploads and downloads of scanned files work), scans wait and are retried.
+    return {"status": "ready", "degraded": degraded} if degraded else {"status": "ready"}
 
 
 @blueprint.get("/metrics")

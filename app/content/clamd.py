@@ -34,6 +34,20 @@ def parse_address(address: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
+def ping(address: str, timeout_s: float) -> None:
+    """Raise ClamdUnavailable unless clamd answers PING with PONG within the timeout (readiness)."""
+    host, port = parse_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.settimeout(timeout_s)
+            sock.sendall(b"zPING\0")
+            reply, _ = _read_reply(sock)
+    except OSError as exc:
+        raise ClamdUnavailable(type(exc).__name__) from None
+    if not reply.startswith(b"PONG"):
+        raise ClamdUnavailable("no PONG")
+
+
 def instream(address: str, chunks: Iterable[bytes], timeout_s: float) -> Verdict:
     """Stream bytes to clamd and classify its reply.
 

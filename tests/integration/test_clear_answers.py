@@ -79,3 +79,31 @@ def test_an_authentication_failure_is_named():
     assert "authentication failed" in _connect_failure("28P01")
     assert "does not exist" in _connect_failure("3D000")
     assert "cannot connect" in _connect_failure(None)
+
+
+@FS_ONLY
+def test_clamd_down_is_an_outage_warning_and_readyz_says_the_scanner_is_degraded(make_lethe, clamd, caplog):
+    """Issue 21, point 8: every retry logged an ERROR with a traceback, and nothing said clamd was unreachable."""
+    import logging
+
+    import dramatiq
+    from dramatiq.brokers.stub import StubBroker
+
+    from tests.support.clamd import free_port
+    from workers.actors import register
+
+    down = make_lethe(**{"scan.clamd_address": f"127.0.0.1:{free_port()}", "scan.timeout": "2s"})
+    file_id = down.upload(ALEX, scan=False)
+    actors = register(StubBroker(), down.rt)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        with pytest.raises(dramatiq.Retry):
+            actors["scan_file"].fn(file_id)
+    warnings = [r for r in caplog.records if getattr(r, "event", None) == "worker.dependency_unavailable"]
+    assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    # /readyz stays 200 (uploads and scanned downloads work) and names the scanner as degraded
+    ready = down.call("GET", "/readyz")
+    assert ready.status_code == 200 and ready.json == {"status": "ready", "degraded": ["scanner"]}
+    up = make_lethe(**{"scan.clamd_address": clamd.address})
+    assert up.call("GET", "/readyz").json == {"status": "ready"}

@@ -36,6 +36,9 @@ class FakeClamd:
                     if not chunk:
                         return
                     command += chunk
+                if command == b"zPING\0":
+                    self.request.sendall(b"PONG\0")
+                    return
                 data = b""
                 while True:
                     header = self._read(4)
