@@ -33,6 +33,21 @@ def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path):
     blocks = shell_blocks((ROOT / "docs" / "api.md").read_text())
     assert len(blocks) >= 10
     port = free_port()
+    # What the doc says a reader sees, checked where the reader sees it (issue 21, point 10): after the events
+    # block, the events of the files deleted above are redacted; and a repeated deleteFile answers 404 once
+    # the purge removed the row (the doc: treat 404 as done).
+    events = next(i for i, block in enumerate(blocks) if "/events?after=0" in block)
+    claims = """
+    test "$(curl -sS --fail-with-body "$B/events?after=0&limit=1" -H "$AUTH" | jq -r '.events[0].redacted')" = true
+    for _ in $(seq 1 100); do
+      code=$(curl -sS -o /dev/null -w '%{http_code}' -X DELETE $B/files/$OTHER -H "$AUTH")
+      [ "$code" = 404 ] && break
+      test "$code" = 204
+      sleep 0.1
+    done
+    test "$code" = 404 && echo "CLAIMS-HOLD"
+    """
+    blocks = [*blocks[:events + 1], textwrap.dedent(claims), *blocks[events + 1:]]
     script = "set -euo pipefail\n" + "\n".join(blocks).replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
     env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
            "HOME": str(tmp_path)}
@@ -44,6 +59,7 @@ def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path):
                                 timeout=180)
         assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}\n{dev.tail()}"
         assert "409" in result.stdout  # deleteFile of an attached file
+        assert "CLAIMS-HOLD" in result.stdout
         assert '"state":"complete"' in result.stdout.replace(" ", "")
     finally:
         dev.stop(signal.SIGTERM)
