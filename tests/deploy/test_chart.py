@@ -156,7 +156,10 @@ def test_the_configmap_covers_every_configuration_key_that_is_not_a_secret():
     # values.yaml and values.schema.json list the same keys as the code.
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     schema = json.loads((CHART / "values.schema.json").read_text())
-    assert set(values["config"]) == {key.name for key in KEYS if not key.secret}
+    # worker.processes and worker.threads are set once, under worker: (issue 21: under config: they did nothing)
+    from_roles = {"worker.processes", "worker.threads"}
+    assert set(values["config"]) == {key.name for key in KEYS if not key.secret} - from_roles
+    assert data["LETHE_WORKER_PROCESSES"] == str(values["worker"]["processes"])
     assert set(values["secrets"]) == {key.name for key in KEYS if key.secret}
     assert set(schema["properties"]["config"]["properties"]) == set(values["config"])
     assert set(schema["properties"]["secrets"]["properties"]) == set(values["secrets"])
@@ -233,3 +236,28 @@ def test_the_image_runs_as_a_fixed_non_root_user_with_lethe_as_entry_point():
     assert "USER 10001:10001" in text and 'ENTRYPOINT ["lethe"]' in text
     assert text.count("FROM ") == 2  # build, then a slim runtime without compilers
     assert "PYTHONDONTWRITEBYTECODE=1" in text and "PYTHONUNBUFFERED=1" in text and "PROMETHEUS_MULTIPROC_DIR" in text
+
+
+def test_every_values_block_of_the_deploy_doc_installs_and_loads():
+    """Issue 21, point 12: the doc's values (a minimal first install; a retention policy and an unmanaged prefix
+    as YAML block scalars) render, and the configuration they give the pods is one Lethe loads."""
+    import re
+
+    from app import config
+
+    doc = (ROOT / "docs" / "deploy.md").read_text()
+    blocks = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", doc, re.S)]
+    assert len(blocks) >= 2 and any("retention.policies" in block.get("config", {}) for block in blocks)
+    secrets = blocks[0]["secrets"]
+    policies, prefixes = [], []
+    for block in blocks:
+        docs = render({**block, "secrets": block.get("secrets", secrets)})
+        env = dict(by_kind(docs, "ConfigMap")[0]["data"])
+        env.update(next(s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "lethe")["stringData"])
+        loaded = config.load(env)  # raises ConfigError naming any key the doc got wrong
+        deployment = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"].endswith("-worker"))
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[args.index("--processes") + 1] == str(loaded.worker.processes)
+        policies += [policy.name for policy in loaded.retention.policies]
+        prefixes += [prefix.prefix for prefix in loaded.storage.unmanaged_prefixes]
+    assert "exports" in policies and "issues/" in prefixes
