@@ -56,11 +56,16 @@ def test_a_clamd_that_closes_without_a_word_is_an_outage(clamd):
         instream(clamd.address, [b"bytes"], 2)
 
 
-def test_a_file_over_clamds_limit_ends_as_error_and_is_purged(make_lethe, clamd):
+def test_a_file_over_clamds_limit_ends_as_error_and_is_purged(make_lethe, clamd, caplog):
+    import logging
+
     clamd.mode, clamd.limit = "limit", 1024
     lethe = make_lethe(**{"scan.clamd_address": clamd.address})
-    file_id = lethe.upload(ALEX, os.urandom(lethe.part_size + 5))  # over clamd's limit, under scan.max_size
+    with caplog.at_level(logging.INFO):
+        file_id = lethe.upload(ALEX, os.urandom(lethe.part_size + 5))  # over clamd's limit, under scan.max_size
     assert lethe.row(file_id).scan_status == "error"
+    (done,) = [r for r in caplog.records if getattr(r, "event", None) == "scan.done"]
+    assert (done.outcome, done.reason) == ("error", "size_limit")  # issue 21, point 9: the reason is said
     lethe.run_jobs("purge_objects")
     assert leftovers(lethe, file_id, 2) == []
     assert lethe.row(file_id).objects_purged_at is not None  # the catch-up need not come back
