@@ -248,11 +248,10 @@ def test_a_missing_row_and_a_purged_row_are_nothing_to_the_catch_up(lethe):
 
 # -- e: temporary files ----------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("raw_store", ["s3", "s3-versioned"], indirect=True)
 def test_the_temporary_sweep_on_s3_lists_nothing(lethe):
     """S3 puts are atomic on the server, so there is no temporary area of Lethe's there: step e makes no
     request that lists the bucket (K2), and reports nothing swept."""
-    if lethe.driver == "fs":
-        pytest.skip("the fs sweep is the next test")
     listed = []
     client = lethe.raw_store.client
     original = client.list_objects
@@ -265,9 +264,8 @@ def test_the_temporary_sweep_on_s3_lists_nothing(lethe):
     assert listed == []
 
 
+@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 def test_the_temporary_sweep_never_follows_a_link(lethe, tmp_path):
-    if lethe.driver != "fs":
-        pytest.skip("fs only: the S3 case is the test above")
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "canary").write_bytes(b"keep me")
