@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from app.config import KEYS
+from app.platform.config import KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "lethe"
@@ -161,7 +161,8 @@ def test_the_configmap_covers_every_configuration_key_that_is_not_a_secret():
     assert set(values["config"]) == {key.name for key in KEYS if not key.secret} - from_roles
     assert data["LETHE_WORKER_PROCESSES"] == str(values["worker"]["processes"])
     assert set(values["secrets"]) == {key.name for key in KEYS if key.secret}
-    assert set(schema["properties"]["config"]["properties"]) == set(values["config"])
+    # ... which the schema still accepts under config: (deprecated: values files written before keep working)
+    assert set(schema["properties"]["config"]["properties"]) == set(values["config"]) | from_roles
     assert set(schema["properties"]["secrets"]["properties"]) == set(values["secrets"])
 
 
@@ -243,7 +244,7 @@ def test_every_values_block_of_the_deploy_doc_installs_and_loads():
     as YAML block scalars) render, and the configuration they give the pods is one Lethe loads."""
     import re
 
-    from app import config
+    from app.platform import config
 
     doc = (ROOT / "docs" / "deploy.md").read_text()
     blocks = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", doc, re.S)]
@@ -261,3 +262,17 @@ def test_every_values_block_of_the_deploy_doc_installs_and_loads():
         policies += [policy.name for policy in loaded.retention.policies]
         prefixes += [prefix.prefix for prefix in loaded.storage.unmanaged_prefixes]
     assert "exports" in policies and "issues/" in prefixes
+
+
+def test_the_worker_size_is_set_once_and_an_old_values_file_still_works():
+    docs = render({"secrets": SECRETS, "worker": {"processes": 3, "threads": 5}})
+    worker = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"].endswith("-worker"))
+    args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
+    data = by_kind(docs, "ConfigMap")[0]["data"]
+    assert args[args.index("--processes") + 1] == "3" and args[args.index("--threads") + 1] == "5"
+    assert (data["LETHE_WORKER_PROCESSES"], data["LETHE_WORKER_THREADS"]) == ("3", "5")
+    # A values file written before (the keys under config:) installs, and its numbers are the ones used
+    docs = render({"secrets": SECRETS, "config": {"worker.processes": 1, "worker.threads": 2}})
+    worker = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"].endswith("-worker"))
+    args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--processes") + 1] == "1" and by_kind(docs, "ConfigMap")[0]["data"]["LETHE_WORKER_PROCESSES"] == "1"

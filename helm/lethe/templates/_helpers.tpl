@@ -142,3 +142,11 @@ checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256
 {{- else -}}{{- atoi (trimSuffix "s" $text) -}}
 {{- end -}}
 {{- end }}
+
+{{/* The worker's processes and threads: set once, under worker:; config.worker.* (deprecated) still wins. */}}
+{{- define "lethe.workerProcesses" -}}
+{{- index .Values.config "worker.processes" | default .Values.worker.processes -}}
+{{- end }}
+{{- define "lethe.workerThreads" -}}
+{{- index .Values.config "worker.threads" | default .Values.worker.threads -}}
+{{- end }}
