@@ -17,7 +17,7 @@ import jwt
 
 from app.domain.access import SCOPES
 from app.errors import Unauthorized
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.auth")
 

@@ -67,7 +67,7 @@ def _signing_key_missing(cfg) -> ConfigError | None:
 
 
 def cmd_config_check(args) -> int:
-    from app import config
+    from app.platform import config
     from app.cli_support import OBJECT_LOCK_MESSAGE
 
     try:
@@ -124,7 +124,7 @@ def cmd_api(args) -> int:
     if missing is not None:
         print_config_errors(missing)
         sys.exit(EXIT_CONFIG)
-    from app.observability import prepare_multiprocess_dir
+    from app.platform.observability import prepare_multiprocess_dir
 
     prepare_multiprocess_dir()
     _setup("api", cfg)
@@ -132,7 +132,7 @@ def cmd_api(args) -> int:
     warn_if_autovacuum_off(cfg, "api")
     from gunicorn.app.base import BaseApplication
 
-    from app.observability import gunicorn_logconfig
+    from app.platform.observability import gunicorn_logconfig
 
     class GunicornApp(BaseApplication):
         def load_config(self):
@@ -150,7 +150,7 @@ def cmd_api(args) -> int:
         def load(self):
             # Runs in each worker after the fork: every process gets its own pools.
             from app.api.app import create_app
-            from app.runtime import build_runtime
+            from app.platform.runtime import build_runtime
             from workers.broker import build_broker
 
             _setup("api", cfg)
@@ -171,7 +171,7 @@ def cmd_worker(args) -> int:
     cfg = load_config_or_exit("worker")
     _require_database(cfg)
     _require_broker(cfg)
-    from app.observability import metrics_registry, prepare_multiprocess_dir
+    from app.platform.observability import metrics_registry, prepare_multiprocess_dir
 
     prepare_multiprocess_dir()
     _setup("worker", cfg)
@@ -193,7 +193,7 @@ def cmd_scheduler(args) -> int:
     cfg = load_config_or_exit("scheduler")
     _require_database(cfg)
     _require_broker(cfg)
-    from app.observability import prepare_multiprocess_dir
+    from app.platform.observability import prepare_multiprocess_dir
 
     prepare_multiprocess_dir()
     _setup("scheduler", cfg)
@@ -218,7 +218,7 @@ def cmd_token(args) -> int:
     from datetime import timedelta
 
     from app.auth import SCOPES, mint_token
-    from app.config import parse_duration
+    from app.platform.config import parse_duration
 
     cfg = load_config_or_exit("token")
     secret = cfg.auth.jwt_secret

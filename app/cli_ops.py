@@ -90,7 +90,7 @@ def _one_shot_runtime(name: str, needs_store: bool = True):
     setup_role_logging(name, cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
     if needs_store:
         inspect_store_or_exit(cfg, name)
-    from app.runtime import build_runtime
+    from app.platform.runtime import build_runtime
     from workers.broker import build_broker
 
     runtime = build_runtime(cfg, build_broker(cfg.broker.url), role=name)
@@ -229,7 +229,7 @@ def cmd_sweep_run(args) -> int:
 def cmd_audit(args) -> int:
     from datetime import timedelta
 
-    from app.config import parse_duration
+    from app.platform.config import parse_duration
 
     try:
         grace = timedelta(seconds=parse_duration(args.grace))

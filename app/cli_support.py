@@ -5,16 +5,16 @@ from __future__ import annotations
 import sys
 from typing import Mapping
 
-from app import config
+from app.platform import config
 from app.errors import ConfigError
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 EXIT_CONFIG = 2
 
 
 def setup_role_logging(role: str, cfg, fmt: str | None = None, stream=None) -> None:
     """Logs (json, or console) and Sentry for a role or a command."""
-    from app.observability import setup_logging, setup_sentry
+    from app.platform.observability import setup_logging, setup_sentry
 
     setup_logging(role, fmt or cfg.log.format, cfg.log.level, stream)
     setup_sentry(cfg.sentry.dsn, role)

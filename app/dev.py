@@ -19,7 +19,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.dev")
 
@@ -110,8 +110,8 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     from app.cli_support import inspect_store_or_exit, load_config_or_exit
     from app.db.migrate import migrate
     from app.embedded_pg import EmbeddedPostgres
-    from app.observability import setup_logging
-    from app.runtime import build_runtime
+    from app.platform.observability import setup_logging
+    from app.platform.runtime import build_runtime
     from scheduler.jobs import register_jobs
     from workers.actors import register
     from workers.broker import build_broker

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from common import bench_database, machine, make_runtime, make_store
 
 from app.lifecycle.cleanup import run_cleanup
-from app.clock import FakeClock
+from app.platform.clock import FakeClock
 from app.db import cleanup as sql
 
 SEED = """

@@ -19,12 +19,12 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app import config  # noqa: E402
-from app.clock import SystemClock  # noqa: E402
+from app.platform import config  # noqa: E402
+from app.platform.clock import SystemClock  # noqa: E402
 from app.db.context import in_transaction  # noqa: E402
 from app.db.migrate import migrate  # noqa: E402
 from app.domain.keys import original_key  # noqa: E402
-from app.runtime import build_runtime  # noqa: E402
+from app.platform.runtime import build_runtime  # noqa: E402
 from app.storage.guard import GuardedStore  # noqa: E402
 
 

@@ -25,8 +25,8 @@ from pathlib import Path  # noqa: E402
 from common import (ROOT, bench_broker_url, bench_database, free_port, machine, make_runtime,  # noqa: E402
                     mark_all_deleted, reset_tables, seed)
 
-from app import jobs  # noqa: E402
-from app.outbox import message_for  # noqa: E402
+from app.platform import jobs  # noqa: E402
+from app.platform.jobs.outbox import message_for  # noqa: E402
 from app.storage.fs import FsStore  # noqa: E402
 from workers.broker import build_broker  # noqa: E402
 

@@ -15,10 +15,11 @@ import dramatiq
 from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from app import jobs, metrics
+from app.platform import jobs
+from app.platform.observability import metrics
 from app.db import cleanup as cleanup_sql
 from app.domain.retention import DEV_FAST_INTERVAL, cron_trigger
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.scheduler")
 

@@ -7,11 +7,11 @@ import signal
 
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from app.observability import metrics_registry
-from app.runtime import build_runtime
+from app.platform.observability import metrics_registry
+from app.platform.runtime import build_runtime
 from scheduler.jobs import register_jobs
 from workers.broker import build_broker
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.scheduler")
 

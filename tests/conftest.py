@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from app.clock import FakeClock
+from app.platform.clock import FakeClock
 from app.db.core import Database
 from app.db.migrate import migrate
 

@@ -15,12 +15,12 @@ from typing import Any, Callable
 import dramatiq
 import psycopg
 
-from app import jobs
+from app.platform import jobs
 from app.content import scan
 from app.content.clamd import ClamdUnavailable
 from app.errors import NotFound, ObjectFailed, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, sweeps
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.worker")
 

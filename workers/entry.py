@@ -12,10 +12,10 @@ import os
 import dramatiq
 
 from app.cli_support import load_config_or_exit
-from app.observability import setup_logging, setup_sentry
-from app.runtime import build_runtime
+from app.platform.observability import setup_logging, setup_sentry
+from app.platform.runtime import build_runtime
 from workers.actors import register
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 from workers.broker import build_broker
 
 cfg = load_config_or_exit(role="worker")

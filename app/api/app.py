@@ -12,7 +12,7 @@ from flask_smorest import Api
 from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
-from app import metrics
+from app.platform.observability import metrics
 from app.api import (common, drafts, erasures, events, files, json_body, messages, ops, problems, receipts, slots,
                      uploads)
 from app.api.schemas import ProblemSchema

@@ -9,10 +9,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from app.api.problems import problem
 from app.content import clamd
-from app.readiness import Readiness
-from app.observability import metrics_registry
+from app.platform.readiness import Readiness
+from app.platform.observability import metrics_registry
 from workers.broker import check_broker
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.api")
 blueprint = Blueprint("ops", __name__)

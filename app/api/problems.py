@@ -16,7 +16,7 @@ from psycopg import errors as pg_errors
 from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 from app.errors import LetheError
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.api")
 PROBLEM_TYPE = "https://lethe.invalid/problems/"

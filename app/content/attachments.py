@@ -19,7 +19,7 @@ from app.db import messages as sql
 from app.domain import access
 from app.domain.states import is_deliverable
 from app.errors import Conflict, Forbidden, Invalid, NotFound
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.attachments")
 

@@ -13,7 +13,7 @@ from app.db import files as files_sql
 from app.domain import access
 from app.domain.states import is_deliverable
 from app.errors import Forbidden, Gone, NotFound
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.files")
 

@@ -14,7 +14,7 @@ import uuid
 from app.content import clamd
 from app.db import files as files_sql
 from app.db.scans import record_outcome, scannable
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.scan")
 

@@ -17,7 +17,7 @@ from app.domain import access
 from app.domain.slots import refusal
 from app.errors import Conflict, Forbidden, NotFound
 from app.lifecycle.deletion import mark_deleted
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.slots")
 

@@ -18,9 +18,9 @@ from app.domain import access, keys
 from app.domain.uploads import claim_held, expected_part_size, part_count
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.db.events import write_file_updated
-from app.jobs import enqueue_purge, enqueue_scan
+from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.storage.base import MultipartRef, UploadedPart
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.uploads")
 

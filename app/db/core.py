@@ -25,9 +25,9 @@ from psycopg.rows import namedtuple_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from app.clock import Clock, SystemClock
+from app.platform.clock import Clock, SystemClock
 from app.db.context import in_transaction, reset_in_transaction, set_in_transaction
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.db")
 # Connections use psycopg's namedtuple rows, whose attributes are known only at run time: a row is Any.

@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 
 from yoyo import get_backend, read_migrations
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.migrate")
 MIGRATIONS = Path(__file__).parent / "migrations"

@@ -10,7 +10,7 @@ from uuid import UUID
 from app.db import files as files_sql
 from app.db.core import UnitOfWork
 from app.db.events import write_file_updated
-from app.jobs import enqueue_purge
+from app.platform.jobs import enqueue_purge
 
 
 def scannable(row: Any) -> bool:

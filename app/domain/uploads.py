@@ -30,7 +30,7 @@ def expected_part_size(size_bytes: int, part_size: int, part_number: int) -> int
 
 @dataclass(frozen=True)
 class UploadLimits:
-    """The limits an upload works by, built once per process from the configuration (app.runtime)."""
+    """The limits an upload works by, built once per process from the configuration (app.platform.runtime)."""
 
     part_size: int
     max_size: int

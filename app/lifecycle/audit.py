@@ -20,7 +20,7 @@ from app.db import files as files_sql
 from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
 from app.domain.states import is_deliverable
 from app.lifecycle.waves import delete_in_waves
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 from app.storage.base import ListedObject
 
 log = logging.getLogger("lethe.audit")

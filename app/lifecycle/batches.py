@@ -14,7 +14,7 @@ import psycopg
 
 from app.db.core import UnitOfWork
 from app.domain.redaction import RedactionError
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.lifecycle")
 

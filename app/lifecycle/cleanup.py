@@ -23,7 +23,7 @@ from typing import Callable
 
 import psycopg
 
-from app import metrics
+from app.platform.observability import metrics
 from app.db import cleanup as sql
 from app.db import purge_failures as failures_sql
 from app.db import erasures as erasures_sql
@@ -41,9 +41,9 @@ from app.domain.ages import (CleanupFacts, failed_row_expired, pending_scan_acti
                              unheld_expired)
 from app.errors import StorageError
 from app.db.events import write_files_updated
-from app.jobs import enqueue_purge, enqueue_scan
+from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.lifecycle.purge import purge_files
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.cleanup")
 

@@ -12,7 +12,7 @@ import uuid
 from datetime import datetime
 from typing import Sequence
 
-from app import metrics
+from app.platform.observability import metrics
 from app.auth import Principal
 from app.db import events as events_sql
 from app.db import files as files_sql
@@ -21,8 +21,8 @@ from app.db.core import UnitOfWork
 from app.domain import access
 from app.domain.redaction import redact_file_event
 from app.errors import Conflict, Forbidden, NotFound
-from app.jobs import enqueue_purge
-from app.logs import log_event
+from app.platform.jobs import enqueue_purge
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.deletion")
 

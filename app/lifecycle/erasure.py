@@ -24,10 +24,10 @@ from app.domain import access
 from app.domain.keys import KeyError_, part_key
 from app.domain.purge_plan import object_keys_of
 from app.errors import Forbidden, NotFound
-from app.jobs import ERASE_ACTOR, ERASE_QUEUE
+from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
 from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.purge import purge_files
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.erasure")
 

@@ -17,14 +17,14 @@ from typing import Sequence
 
 import psycopg
 
-from app import metrics
+from app.platform.observability import metrics
 from app.db import files as files_sql
 from app.db import purge_failures as failures_sql
 from app.domain.keys import KeyError_
 from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge
 from app.domain.purge_retry import next_attempt_at, overdue
 from app.errors import ObjectFailed, StorageError
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 from app.storage.base import MultipartRef
 
 log = logging.getLogger("lethe.purge")

@@ -18,7 +18,7 @@ from datetime import datetime
 
 import psycopg
 
-from app import metrics
+from app.platform.observability import metrics
 from app.db import files as files_sql
 from app.db import messages as messages_sql
 from app.db import retention as sql
@@ -29,7 +29,7 @@ from app.domain.retention import Policy, RetentionFacts, delete_due, gate_open, 
 from app.errors import Conflict, NotFound
 from app.lifecycle.batches import CandidateStep, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.retention")
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Iterator
 
-from app import metrics
+from app.platform.observability import metrics
 from app.db import retention as runs_sql
 from app.domain.retention import UnmanagedPrefix, sweepable
 from app.errors import NotFound
 from app.db.locks import exclusive
 from app.lifecycle.waves import delete_in_waves
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.sweep")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.config import Config
+from app.platform.config import Config
 from app.db.context import in_transaction
 from app.storage.base import ObjectStore
 from app.storage.fs import FsStore

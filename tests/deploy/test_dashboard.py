@@ -15,7 +15,7 @@ def exported() -> set[str]:
     """Every metric family Lethe registers, the lazy gauges included."""
     from prometheus_client import REGISTRY
 
-    from app import metrics
+    from app.platform.observability import metrics
 
     metrics.lazy_gauges()
     names = set()

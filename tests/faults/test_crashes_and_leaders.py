@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from app import config
+from app.platform import config
 from tests.faults.conftest import via
 
 pytestmark = pytest.mark.faults

@@ -290,7 +290,7 @@ def test_the_temporary_sweep_never_follows_a_link(lethe, tmp_path):
 # -- f: backlog ------------------------------------------------------------------------------------------------
 
 def test_the_backlog_gauge_is_absent_before_the_first_run():
-    code = ("from prometheus_client import generate_latest; import app.metrics, workers.actors; "
+    code = ("from prometheus_client import generate_latest; import app.platform.observability.metrics, workers.actors; "
             "print(generate_latest().decode())")
     env = {name: value for name, value in os.environ.items() if name != "PROMETHEUS_MULTIPROC_DIR"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)

@@ -11,7 +11,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from app import metrics
+from app.platform.observability import metrics
 from app.content.clamd import ClamdUnavailable, Verdict, instream
 from app.domain.keys import original_key, part_key
 from app.lifecycle.cleanup import run_cleanup
@@ -258,7 +258,7 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
     import sys
     from datetime import datetime, timezone
 
-    from app.outbox import Outbox
+    from app.platform.jobs.outbox import Outbox
     from tests.support.fakes import RecordingBroker
 
     # Given an export past its policy, and an operator shell that names the database but no broker

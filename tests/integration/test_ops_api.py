@@ -7,9 +7,9 @@ import json
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
-from app import config
+from app.platform import config
 from app.api.app import create_app
-from app.runtime import build_runtime
+from app.platform.runtime import build_runtime
 from app.storage.s3 import S3Store
 
 

@@ -15,7 +15,7 @@ import dramatiq
 import pytest
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
-from app.outbox import Outbox
+from app.platform.jobs.outbox import Outbox
 
 pytestmark = pytest.mark.broker
 

@@ -1,4 +1,4 @@
-"""Fakes the standards allow: a clamd reply, a broker that records, a clock (app.clock.FakeClock)."""
+"""Fakes the standards allow: a clamd reply, a broker that records, a clock (app.platform.clock.FakeClock)."""
 
 from __future__ import annotations
 

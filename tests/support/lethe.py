@@ -6,11 +6,11 @@ import hashlib
 import uuid
 from dataclasses import dataclass
 
-from app import config
+from app.platform import config
 from app.api.app import create_app
 from app.auth import mint_token
 from app.db.context import in_transaction
-from app.runtime import build_runtime
+from app.platform.runtime import build_runtime
 from app.storage.guard import GuardedStore
 from tests.support.fakes import RecordingBroker
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from app import config
+from app.platform import config
 from app.errors import ConfigError
 
 CANARY = "s3cr3t-Canary-7f1e"
@@ -215,7 +215,7 @@ def test_production_roles_need_a_broker_url(role):
 
 
 def test_the_purge_retry_base_may_not_exceed_its_max():
-    from app import config
+    from app.platform import config
     from app.errors import ConfigError
 
     with pytest.raises(ConfigError) as raised:
@@ -229,7 +229,7 @@ def test_the_config_tree_names_exactly_the_keys_with_their_types():
     import dataclasses
     import typing
 
-    from app import config
+    from app.platform import config
 
     def leaves(cls, prefix=""):
         for field in dataclasses.fields(cls):
@@ -267,7 +267,7 @@ def test_outage_bounds_have_a_floor(name, too_small, least):
 
 
 def test_the_database_timeouts_reach_libpq_and_the_server():
-    from app.runtime import database_timeouts
+    from app.platform.runtime import database_timeouts
 
     timeouts = database_timeouts(config.load({"LETHE_DATABASE_STATEMENT_TIMEOUT": "2s"}))
     kwargs = timeouts.connect_kwargs("postgresql://u@h/db?options=-c%20search_path%3Dlethe")

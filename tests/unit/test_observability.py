@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from app.observability import (ConsoleFormatter, RoleFilter, SensitiveFieldFilter, scrub_event,
+from app.platform.observability import (ConsoleFormatter, RoleFilter, SensitiveFieldFilter, scrub_event,
                                setup_logging)
 
 import pytest
@@ -77,12 +77,12 @@ def test_filters_alone():
 
 
 def test_log_event_keeps_counted_fields_and_withholds_the_rest(caplog):
-    """The one way to log an event (app/logs.py): a field named like a key or a name is blanked, an
+    """The one way to log an event (app/platform/observability/logs.py): a field named like a key or a name is blanked, an
     exception becomes its type and code, a structure is withheld."""
     import logging
 
     from app.errors import ObjectFailed
-    from app.logs import log_event
+    from app.platform.observability.logs import log_event
 
     canary = "Canary-logs-7731.pdf"
     with caplog.at_level(logging.INFO, logger="lethe.test"):
@@ -97,7 +97,7 @@ def test_log_event_keeps_counted_fields_and_withholds_the_rest(caplog):
 
 
 def test_every_event_goes_through_log_event():
-    """No module builds extra={"event": ...} by hand: the canary rules live in one place (app/logs.py)."""
+    """No module builds extra={"event": ...} by hand: the canary rules live in one place (app/platform/observability/logs.py)."""
     import re
     from pathlib import Path
 

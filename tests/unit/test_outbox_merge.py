@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.db.core import Job
-from app.outbox import MERGE_LIMIT, merge_jobs
+from app.platform.jobs.outbox import MERGE_LIMIT, merge_jobs
 
 
 def purge(outbox_id, *ids):

@@ -6,7 +6,7 @@ An event has a name, a human message and counted fields: counts, durations, ids,
 is where the canary rules live: a field named like a name, key, digest, token or secret is blanked (a bug,
 so a test fails on it through the canary tests); an exception passed as a field becomes its type (and
 its store code or SQLSTATE), never its text; a value that is not a scalar or a list of scalars is withheld.
-Tracebacks are rendered by the formatters without exception messages (app.observability).
+Tracebacks are rendered by the formatters without exception messages (app.platform.observability).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from app.observability import REDACTED, SENSITIVE_FIELDS
+from app.platform.observability import REDACTED, SENSITIVE_FIELDS
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
           "exception": logging.ERROR}

@@ -26,11 +26,11 @@ from typing import Any, Sequence
 
 import dramatiq
 
-from app import jobs as jobs_module
+from app.platform import jobs as jobs_module
 from app.db import outbox as sql
 from app.db.context import in_transaction
 from app.db.core import Database, Job
-from app.logs import log_event
+from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.outbox")
 _NAMESPACE = uuid.UUID("6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11")

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from app.clock import Clock, SystemClock
-from app.config import Config
+from app.platform.clock import Clock, SystemClock
+from app.platform.config import Config
 from app.db.core import Database, Timeouts
 from app.domain.uploads import UploadLimits
-from app.outbox import Outbox
+from app.platform.jobs.outbox import Outbox
 from app.storage.base import ObjectStore
 from app.storage.factory import build_store
 
