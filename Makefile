@@ -33,7 +33,7 @@ test: $(TEST_STAMP)
 
 ## Regenerate docs/configuration.md from the configuration schema.
 docs: $(RUN_STAMP)
-	$(PY) -m app.docs_gen > docs/configuration.md
+	$(PY) -m app.entry.docs_gen > docs/configuration.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

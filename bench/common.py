@@ -53,7 +53,7 @@ def bench_database():
     server = os.environ.get("DATABASE_URL")
     embedded = None
     if not server:
-        from app.embedded_pg import EmbeddedPostgres
+        from app.entry.embedded_pg import EmbeddedPostgres
 
         base = tempfile.mkdtemp(prefix="lethe-bench-pg-")
         os.chmod(base, 0o755)

@@ -93,7 +93,7 @@ HEALTH_LUA = DONE_LUA
 
 def start_api(source: Path, env: dict, log_path: Path) -> subprocess.Popen:
     env = dict(env, PYTHONPATH=str(source))
-    return subprocess.Popen([sys.executable, "-m", "app.cli", "api"], cwd=source, env=env,
+    return subprocess.Popen([sys.executable, "-m", "app.entry", "api"], cwd=source, env=env,
                             stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
 
 

@@ -42,7 +42,7 @@ from app.domain.keys import original_key
 
 
 def start(role: str, env: dict, workdir: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "app.cli", role], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "app.entry", role], cwd=ROOT, env=env,
                             stdout=open(workdir / f"{role}.log", "wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 

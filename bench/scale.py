@@ -49,7 +49,7 @@ def run(processes: int, url: str, broker_url: str, workdir: Path, n: int) -> flo
            "LETHE_FILE_FS_ROOT": store.root, "LETHE_WORKER_PROCESSES": str(processes), "LETHE_LOG_LEVEL": "WARNING",
            "LETHE_METRICS_PORT": str(free_port()), "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{processes}")}
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "app.entry", "worker"], cwd=ROOT, env=env,
                             stdout=open(workdir / f"worker-{processes}.log", "wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:

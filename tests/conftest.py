@@ -75,7 +75,7 @@ def database_url():
     if not server_url:
         if IN_CI:
             pytest.fail("DATABASE_URL is not set in CI", pytrace=False)
-        from app.embedded_pg import EmbeddedPostgres
+        from app.entry.embedded_pg import EmbeddedPostgres
 
         base = tempfile.mkdtemp(prefix="lethe-pg-")
         os.chmod(base, 0o755)

@@ -11,7 +11,7 @@ import os
 
 import dramatiq
 
-from app.cli_support import load_config_or_exit
+from app.entry.support import load_config_or_exit
 from app.platform.observability import setup_logging, setup_sentry
 from app.platform.runtime import build_runtime
 from workers.actors import register

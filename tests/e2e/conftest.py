@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from app.embedded_pg import free_port
+from app.entry.embedded_pg import free_port
 
 
 _STARTED: list["Role"] = []
@@ -44,7 +44,7 @@ class Role:
         self.name = args[0]
         self.log_path = log_path
         self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], env=env, stdout=self.log,
+        self.proc = subprocess.Popen([sys.executable, "-m", "app.entry", *args], env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         _STARTED.append(self)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.embedded_pg import free_port
+from app.entry.embedded_pg import free_port
 from tests.conftest import service_missing
 from tests.e2e.conftest import Role, wait_for_http
 

@@ -16,7 +16,7 @@ import pytest
 
 from app.auth import mint_token
 from app.domain.keys import original_key
-from app.embedded_pg import free_port
+from app.entry.embedded_pg import free_port
 from tests.e2e.conftest import wait_for_http, wait_for_output, with_driver
 
 pytestmark = pytest.mark.e2e

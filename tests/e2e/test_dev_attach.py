@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.embedded_pg import free_port
+from app.entry.embedded_pg import free_port
 from tests.e2e.conftest import Role, wait_for_http
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lethe(args, cwd, env):
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "app.entry", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -64,7 +64,7 @@ def test_a_port_in_use_says_how_to_pick_another(database_url, tmp_path):
     taken.bind(("127.0.0.1", 0))
     taken.listen(1)
     try:
-        result = subprocess.run([sys.executable, "-m", "app.cli", "dev", "--port", str(taken.getsockname()[1])],
+        result = subprocess.run([sys.executable, "-m", "app.entry", "dev", "--port", str(taken.getsockname()[1])],
                                 cwd=tmp_path, capture_output=True, text=True, timeout=120,
                                 env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT),
                                      "LETHE_DATABASE_URL": database_url})

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.auth import mint_token
-from app.embedded_pg import free_port
+from app.entry.embedded_pg import free_port
 from tests.e2e.conftest import Role, wait_for_http
 from tests.e2e.test_deletion_e2e import call
 from tests.support.fakes import FakeClamd
@@ -106,7 +106,7 @@ def test_retention_run_without_a_broker_purges_through_the_relay_of_a_running_le
         policy = [{"name": "exports", "purpose": "gdpr_export", "max_age": "30d", "grace": "0s",
                    "schedule": "0 0 * * *"}]
         operator_env = {k: v for k, v in env.items() if not k.startswith("LETHE_OUTBOX")}
-        result = subprocess.run([sys.executable, "-m", "app.cli", "retention", "run"], cwd=tmp_path,
+        result = subprocess.run([sys.executable, "-m", "app.entry", "retention", "run"], cwd=tmp_path,
                                 env=dict(operator_env, LETHE_RETENTION_POLICIES=json.dumps(policy)),
                                 capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr

@@ -16,7 +16,7 @@ import uuid
 import pika
 import pytest
 
-from app.embedded_pg import free_port
+from app.entry.embedded_pg import free_port
 from tests.e2e.conftest import wait_for_http, wait_for_output
 
 pytestmark = pytest.mark.e2e

@@ -22,7 +22,7 @@ import pytest
 from app.platform import config
 from app.auth import mint_token
 from app.domain.keys import original_key
-from app.embedded_pg import free_port
+from app.entry.embedded_pg import free_port
 from app.lifecycle.deletion import mark_deleted
 from app.platform.runtime import build_runtime
 from app.storage.fs import FsStore

@@ -416,14 +416,14 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
            "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects")}
     for args in (["cleanup", "--dry-run"], ["cleanup"]):
-        result = subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env,
+        result = subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env,
                                 timeout=60)
         assert result.returncode == 0, result.stderr
         lines = [line.strip() for line in result.stdout.splitlines()]
         assert [line.split(".")[0] for line in lines[1:]] == ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]
-    assert "dry run" in subprocess.run([sys.executable, "-m", "app.cli", "cleanup", "--dry-run"], capture_output=True,
+    assert "dry run" in subprocess.run([sys.executable, "-m", "app.entry", "cleanup", "--dry-run"], capture_output=True,
                                        text=True, env=env, timeout=60).stdout
-    as_json = json.loads(subprocess.run([sys.executable, "-m", "app.cli", "cleanup", "--dry-run", "--json"],
+    as_json = json.loads(subprocess.run([sys.executable, "-m", "app.entry", "cleanup", "--dry-run", "--json"],
                                         capture_output=True, text=True, env=env, timeout=60).stdout)
     assert as_json["dry_run"] is True and [step["step"] for step in as_json["steps"]] == list("abcdefghijkl")
 

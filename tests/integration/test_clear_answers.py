@@ -49,7 +49,7 @@ def test_operator_commands_say_what_is_wrong_with_the_database(database_url, tmp
     import psycopg
 
     def cleanup_with(url: str) -> str:
-        result = subprocess.run([sys.executable, "-m", "app.cli", "cleanup", "--dry-run"], capture_output=True,
+        result = subprocess.run([sys.executable, "-m", "app.entry", "cleanup", "--dry-run"], capture_output=True,
                                 text=True, timeout=60, env={"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": url,
                                                             "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")})
         output = result.stdout + result.stderr
@@ -74,7 +74,7 @@ def test_operator_commands_say_what_is_wrong_with_the_database(database_url, tmp
 
 
 def test_an_authentication_failure_is_named():
-    from app.cli_support import _connect_failure
+    from app.entry.support import _connect_failure
 
     assert "authentication failed" in _connect_failure("28P01")
     assert "does not exist" in _connect_failure("3D000")

@@ -203,14 +203,14 @@ def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
     everything_of_alex(lethe)
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
            "LETHE_FILE_FS_ROOT": lethe.raw_store.root}
-    result = subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", str(ALEX.id), "--wait"],
+    result = subprocess.run([sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait"],
                             capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith(": complete")
     nothing_of_alex_in_the_database(lethe)
-    assert subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", "alex"], capture_output=True,
+    assert subprocess.run([sys.executable, "-m", "app.entry", "erase", "--subject", "alex"], capture_output=True,
                           text=True, env=env, timeout=60).returncode == 2
-    again = subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", str(ALEX.id), "--wait", "--json"],
+    again = subprocess.run([sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait", "--json"],
                            capture_output=True, text=True, env=env, timeout=120)
     assert json.loads(again.stdout)["state"] == "complete" and "subject_id" not in again.stdout.replace('"subject_id": null', "")
 
@@ -296,7 +296,7 @@ def test_two_lethe_erase_wait_at_once_report_exact_counts(lethe, database_url):
     files = [lethe.upload(ALEX) for _ in range(20)]
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
            "LETHE_FILE_FS_ROOT": lethe.raw_store.root}
-    command = [sys.executable, "-m", "app.cli", "erase", "--subject", str(ALEX.id), "--wait", "--json"]
+    command = [sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait", "--json"]
     both = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
             for _ in range(2)]
     reports = []

@@ -269,7 +269,7 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
            "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"), "LETHE_RETENTION_POLICIES": json.dumps(policy)}
     # When it runs the policy
-    result = subprocess.run([sys.executable, "-m", "app.cli", "retention", "run"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "app.entry", "retention", "run"], capture_output=True, text=True,
                             env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     # Then it says where its jobs are, and the purge job waits in the outbox (it was deleted as if sent before)
@@ -285,7 +285,7 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
     lethe.run_jobs("purge_objects")
     assert lethe.row(export) is None and rows(lethe, "outbox") == []
     # lethe erase without --wait no longer promises a worker that is not there
-    erase = subprocess.run([sys.executable, "-m", "app.cli", "erase", "--subject", str(ALEX.id)], capture_output=True,
+    erase = subprocess.run([sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id)], capture_output=True,
                            text=True, env=env, timeout=60)
     assert erase.returncode == 0 and "a worker runs it" not in erase.stdout and "--wait" in erase.stdout
 
@@ -302,7 +302,7 @@ def test_autovacuum_off_is_said_and_dead_tuples_are_counted(lethe, database_url,
            "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"), "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0"}
 
     def config_check() -> str:
-        result = subprocess.run([sys.executable, "-m", "app.cli", "config", "check"], capture_output=True, text=True,
+        result = subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
                                 env=env, timeout=60)
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout

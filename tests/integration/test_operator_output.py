@@ -23,7 +23,7 @@ def run_with_terminal_stderr(args, env):
     """Run a command whose stderr is a terminal (a pty) and whose stdout is a pipe; returns (rc, out, tty)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # a terminal has a size
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args], stdout=subprocess.PIPE, stderr=slave,
+    proc = subprocess.Popen([sys.executable, "-m", "app.entry", *args], stdout=subprocess.PIPE, stderr=slave,
                             env=env, text=True)
     os.close(slave)
     seen = b""

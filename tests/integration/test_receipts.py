@@ -87,10 +87,10 @@ def test_lethe_receipt_prints_it(lethe, database_url, tmp_path):
     lethe.run_jobs("purge_objects")
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
            "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects")}
-    result = subprocess.run([sys.executable, "-m", "app.cli", "receipt", file_id, "--json"], capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "app.entry", "receipt", file_id, "--json"], capture_output=True,
                             text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["via"] == "file" and set(json.loads(result.stdout)) == RECEIPT_FIELDS
-    missing = subprocess.run([sys.executable, "-m", "app.cli", "receipt", "00000000-0000-0000-0000-000000000001"],
+    missing = subprocess.run([sys.executable, "-m", "app.entry", "receipt", "00000000-0000-0000-0000-000000000001"],
                              capture_output=True, text=True, env=env, timeout=60)
     assert missing.returncode == 1

@@ -84,7 +84,7 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
            "LETHE_STORAGE_UNMANAGED_PREFIXES": json.dumps([PREFIX])}
 
     def lethe_cli(*args):
-        return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, env=env,
+        return subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env,
                               timeout=60)
 
     dry = lethe_cli("retention", "run", "--dry-run")
@@ -106,10 +106,10 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
     audit = lethe_cli("audit", "--json")
     assert audit.returncode == 0, audit.stderr
     assert json.loads(audit.stdout)["orphans"]["count"] == 0
-    check = subprocess.run([sys.executable, "-m", "app.cli", "config", "check"], capture_output=True, text=True,
+    check = subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
                            env={**env, "LETHE_SCHEDULE_DEV_FAST": "true"}, timeout=60)
     assert check.returncode == 0 and "schedule.dev_fast is on" in check.stdout
-    bad = subprocess.run([sys.executable, "-m", "app.cli", "config", "check"], capture_output=True, text=True,
+    bad = subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
                          env={**env, "LETHE_RETENTION_POLICIES": '[{"name": "x", "purpose": "secret-value"}]'},
                          timeout=60)
     assert bad.returncode == 2 and "policy x: purpose" in bad.stdout and "secret-value" not in bad.stdout

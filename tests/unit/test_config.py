@@ -138,7 +138,7 @@ def test_replace_revalidates():
 
 
 def run_lethe(*args, env):
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", **env}, timeout=60)
 
 

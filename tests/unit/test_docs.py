@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from app.docs_gen import configuration_markdown
+from app.entry.docs_gen import configuration_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 

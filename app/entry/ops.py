@@ -13,7 +13,7 @@ import sys
 import time
 import uuid
 
-from app.cli_support import (EXIT_CONFIG, check_database_or_exit, inspect_store_or_exit, load_config_or_exit,
+from app.entry.support import (EXIT_CONFIG, check_database_or_exit, inspect_store_or_exit, load_config_or_exit,
                              setup_role_logging)
 
 
@@ -29,7 +29,7 @@ def _attach_to_dev(cfg):
     configuration and whether it attached."""
     if cfg.database.url:
         return cfg, False
-    from app.dev import running_dev
+    from app.entry.dev import running_dev
 
     dev = running_dev()
     if dev is None:

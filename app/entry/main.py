@@ -26,9 +26,9 @@ import logging
 import os
 import sys
 
-from app.cli_ops import (cmd_audit, cmd_cleanup, cmd_erase, cmd_receipt, cmd_retention_restore, cmd_retention_run,
+from app.entry.ops import (cmd_audit, cmd_cleanup, cmd_erase, cmd_receipt, cmd_retention_restore, cmd_retention_run,
                          cmd_sweep_run, uuid_arg)
-from app.cli_support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
+from app.entry.support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
                              setup_role_logging, warn_if_autovacuum_off)
 from app.errors import ConfigError
 
@@ -68,7 +68,7 @@ def _signing_key_missing(cfg) -> ConfigError | None:
 
 def cmd_config_check(args) -> int:
     from app.platform import config
-    from app.cli_support import OBJECT_LOCK_MESSAGE
+    from app.entry.support import OBJECT_LOCK_MESSAGE
 
     try:
         cfg = config.load()
@@ -80,7 +80,7 @@ def cmd_config_check(args) -> int:
         print_config_errors(missing, sys.stdout)
         return EXIT_CONFIG
     if cfg.database.url:
-        from app.cli_support import AUTOVACUUM_OFF, autovacuum_off
+        from app.entry.support import AUTOVACUUM_OFF, autovacuum_off
 
         off = autovacuum_off(cfg.database.url)
         if off:
@@ -207,7 +207,7 @@ def cmd_scheduler(args) -> int:
 def cmd_dev(args) -> int:
     # Configuration first: a bad key exits 2 before anything starts.
     load_config_or_exit("dev")
-    from app.dev import run_dev
+    from app.entry.dev import run_dev
 
     return run_dev(port=args.port, state_dir=args.state_dir)
 

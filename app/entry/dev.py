@@ -107,9 +107,9 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
 
     from app.api.app import create_app
     from app.auth import mint_token
-    from app.cli_support import inspect_store_or_exit, load_config_or_exit
+    from app.entry.support import inspect_store_or_exit, load_config_or_exit
     from app.db.migrate import migrate
-    from app.embedded_pg import EmbeddedPostgres
+    from app.entry.embedded_pg import EmbeddedPostgres
     from app.platform.observability import setup_logging
     from app.platform.runtime import build_runtime
     from scheduler.jobs import register_jobs
