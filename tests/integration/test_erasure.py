@@ -304,8 +304,13 @@ def test_two_lethe_erase_wait_at_once_report_exact_counts(lethe, database_url):
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         reports.append(json.loads(out))
-    assert reports[0]["id"] == reports[1]["id"]  # one erasure, joined by the second command
-    for report in reports:
-        assert (report["state"], report["files_marked"], report["files_purged"]) == ("complete", 20, 20)
-        assert report["keys_confirmed_absent"] == 20 * 7  # orig-1, orig-2, four variants, one part (fs)
+    # Usually the second command joins the first one's erasure; on a slow machine the first may be complete
+    # before the second starts, which then opens a new, empty one. Either way each file counts once.
+    by_id = {report["id"]: report for report in reports}
+    assert all(report == by_id[report["id"]] for report in reports)  # both commands report the same counts
+    assert sum(report["files_marked"] for report in by_id.values()) == 20
+    assert sum(report["files_purged"] for report in by_id.values()) == 20
+    for report in by_id.values():
+        assert report["state"] == "complete"
+        assert report["keys_confirmed_absent"] == 7 * report["files_purged"]  # orig-1, orig-2, 4 variants, a part
     assert all(lethe.row(file_id) is None for file_id in files)
