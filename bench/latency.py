@@ -37,7 +37,7 @@ from pathlib import Path
 from common import (OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, make_runtime, make_store,
                     moto_server, reset_tables, seed)
 
-from app.auth import mint_token
+from app.entry.token import mint_token
 from app.domain.keys import original_key
 
 

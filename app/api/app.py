@@ -16,7 +16,7 @@ from app.platform.observability import metrics
 from app.api import (common, drafts, erasures, events, files, json_body, messages, ops, problems, receipts, slots,
                      uploads)
 from app.api.schemas import ProblemSchema
-from app.auth import Authenticator
+from app.api.auth import Authenticator
 from app.errors import LetheError
 
 API_PREFIX = "/api/v1/"

@@ -9,7 +9,7 @@ from werkzeug.routing import UnicodeConverter
 
 from app.api.problems import MEDIA_TYPE
 from app.api.schemas import SEGMENT, SEGMENT_RE, ProblemSchema
-from app.auth import Principal
+from app.domain.access import Principal
 from app.errors import Invalid
 
 

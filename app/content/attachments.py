@@ -13,7 +13,7 @@ import logging
 import uuid
 from typing import Sequence
 
-from app.auth import Principal
+from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import messages as sql
 from app.domain import access

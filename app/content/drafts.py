@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Sequence
 
-from app.auth import Principal
+from app.domain.access import Principal
 from app.db import drafts as sql
 from app.domain import access
 from app.errors import Forbidden, Invalid

@@ -8,7 +8,7 @@ import logging
 import uuid
 from typing import Any, Iterator
 
-from app.auth import Principal
+from app.domain.access import Principal
 from app.db import files as files_sql
 from app.domain import access
 from app.domain.states import is_deliverable

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 
-from app.auth import Principal
+from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import slots as sql
 from app.domain import access

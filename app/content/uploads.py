@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from app.auth import Principal
+from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
 from app.domain import access, keys

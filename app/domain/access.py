@@ -8,11 +8,20 @@ scope: 403). The rules differ on purpose where a manager is concerned; each says
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Protocol
 
 READ, WRITE, MANAGE = "files:read", "files:write", "manage"
 SCOPES = (READ, WRITE, MANAGE)
 RESTRICTED_PURPOSES = ("branding", "gdpr_export")  # written by operators and the application, not users
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who calls (D11): the token's `sub` and the scopes Lethe knows of its `scope`."""
+
+    id: uuid.UUID
+    scopes: frozenset[str]
 
 
 class Caller(Protocol):

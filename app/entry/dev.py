@@ -106,7 +106,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     from werkzeug.serving import make_server
 
     from app.api.app import create_app
-    from app.auth import mint_token
+    from app.entry.token import mint_token
     from app.entry.support import inspect_store_or_exit, load_config_or_exit
     from app.db.migrate import migrate
     from app.entry.embedded_pg import EmbeddedPostgres

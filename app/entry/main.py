@@ -217,7 +217,8 @@ def cmd_token(args) -> int:
     import uuid
     from datetime import timedelta
 
-    from app.auth import SCOPES, mint_token
+    from app.domain.access import SCOPES
+    from app.entry.token import mint_token
     from app.platform.config import parse_duration
 
     cfg = load_config_or_exit("token")

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Sequence
 
 from app.platform.observability import metrics
-from app.auth import Principal
+from app.domain.access import Principal
 from app.db import events as events_sql
 from app.db import files as files_sql
 from app.db import messages as messages_sql

@@ -13,7 +13,7 @@ import logging
 import uuid
 from typing import Any
 
-from app.auth import Principal
+from app.domain.access import Principal
 from app.db import erasures as sql
 from app.db import messages as messages_sql
 from app.db import receipts as receipts_sql

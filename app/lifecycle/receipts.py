@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from app.auth import Principal
+from app.domain.access import Principal
 from app.db import receipts as sql
 from app.domain import access
 from app.errors import Forbidden, NotFound

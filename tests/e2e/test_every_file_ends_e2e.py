@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.auth import mint_token
+from app.entry.token import mint_token
 from app.entry.embedded_pg import free_port
 from tests.e2e.conftest import Role, wait_for_http
 from tests.e2e.test_deletion_e2e import call

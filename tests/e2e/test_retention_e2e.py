@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from app.auth import mint_token
+from app.entry.token import mint_token
 from app.entry.embedded_pg import free_port
 from tests.e2e.conftest import wait_for_http, wait_for_output
 from tests.e2e.test_deletion_e2e import upload

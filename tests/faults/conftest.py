@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from app.platform import config
-from app.auth import mint_token
+from app.entry.token import mint_token
 from app.domain.keys import original_key
 from app.entry.embedded_pg import free_port
 from app.lifecycle.deletion import mark_deleted

@@ -207,7 +207,7 @@ def test_no_credentials_is_401_before_anything_is_looked_up(lethe):
 def test_a_token_signed_with_another_key_or_expired_is_401(lethe):
     from datetime import datetime, timezone
 
-    from app.auth import mint_token
+    from app.entry.token import mint_token
 
     for token in (mint_token("another-secret-of-enough-length-123456", ALEX.id),
                   mint_token("test-secret-for-hs256-tokens-0123456789", ALEX.id, ttl=timedelta(hours=1),

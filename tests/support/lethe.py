@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from app.platform import config
 from app.api.app import create_app
-from app.auth import mint_token
+from app.entry.token import mint_token
 from app.db.context import in_transaction
 from app.platform.runtime import build_runtime
 from app.storage.guard import GuardedStore

@@ -189,7 +189,7 @@ def test_production_roles_need_a_database_url(role):
 def test_token_command_mints_a_verifiable_token():
     import uuid
 
-    from app.auth import Authenticator
+    from app.api.auth import Authenticator
 
     sub = uuid.uuid4()
     result = run_lethe("token", "--sub", str(sub), "--scope", "files:read", "manage", "--ttl", "2h",
@@ -281,7 +281,8 @@ def test_the_token_leeway_is_a_key_with_a_ceiling():
     import uuid
     from datetime import datetime, timedelta, timezone
 
-    from app.auth import Authenticator, mint_token
+    from app.api.auth import Authenticator
+    from app.entry.token import mint_token
     from app.errors import Unauthorized
 
     cfg = config.load({"LETHE_AUTH_JWT_SECRET": "s" * 32, "LETHE_AUTH_LEEWAY": "5s"})

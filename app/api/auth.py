@@ -1,4 +1,4 @@
-"""Bearer tokens (D11).
+"""Bearer tokens at the edge (D11).
 
 HS256 with `auth.jwt_secret`, or RS256/ES256 with `auth.jwt_public_key`; `iss` and `aud` are required
 when configured. `sub` is the principal (a UUID), `scope` a space-separated list of `files:read`,
@@ -10,22 +10,14 @@ from __future__ import annotations
 import logging
 import uuid
 from typing import Any
-from dataclasses import dataclass
-from datetime import datetime, timedelta
 
 import jwt
 
-from app.domain.access import SCOPES
+from app.domain.access import SCOPES, Principal
 from app.errors import Unauthorized
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.auth")
-
-
-@dataclass(frozen=True)
-class Principal:
-    id: uuid.UUID
-    scopes: frozenset[str]
 
 
 class Authenticator:
@@ -68,17 +60,3 @@ class Authenticator:
         scope = claims.get("scope", "")
         scopes = frozenset(scope.split()) if isinstance(scope, str) else frozenset()
         return Principal(principal_id, scopes & set(SCOPES))
-
-
-def mint_token(secret: str, sub: uuid.UUID | str, scopes: tuple[str, ...] = ("files:read", "files:write"),
-               ttl: timedelta = timedelta(hours=12), now: datetime | None = None,
-               issuer: str = "", audience: str = "") -> str:
-    """An HS256 token for `sub` with the given scopes (development and tests)."""
-    now = now or datetime.now().astimezone()
-    claims = {"sub": str(sub), "scope": " ".join(scopes), "iat": int(now.timestamp()),
-              "exp": int((now + ttl).timestamp())}
-    if issuer:
-        claims["iss"] = issuer
-    if audience:
-        claims["aud"] = audience
-    return jwt.encode(claims, secret, algorithm="HS256")
