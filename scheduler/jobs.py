@@ -18,7 +18,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 from app.platform import jobs
 from app.platform.observability import metrics
 from app.db import cleanup as cleanup_sql
-from app.domain.retention import DEV_FAST_INTERVAL, cron_trigger
+from app.domain.retention import DEV_FAST_INTERVAL
+from app.platform.config.entries import cron_trigger
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.scheduler")

@@ -10,7 +10,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from app.platform.observability import metrics_registry
 from app.platform.runtime import build_runtime
 from scheduler.jobs import register_jobs
-from workers.broker import build_broker
+from app.platform.jobs.broker import build_broker
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.scheduler")

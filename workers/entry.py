@@ -16,7 +16,7 @@ from app.platform.observability import setup_logging, setup_sentry
 from app.platform.runtime import build_runtime
 from workers.actors import register
 from app.platform.observability.logs import log_event
-from workers.broker import build_broker
+from app.platform.jobs.broker import build_broker
 
 cfg = load_config_or_exit(role="worker")
 setup_logging("worker", cfg.log.format, cfg.log.level)

@@ -11,7 +11,7 @@ from app.api.problems import problem
 from app.content import clamd
 from app.platform.readiness import Readiness
 from app.platform.observability import metrics_registry
-from workers.broker import check_broker
+from app.platform.jobs.broker import check_broker
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.api")

@@ -114,7 +114,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     from app.platform.runtime import build_runtime
     from scheduler.jobs import register_jobs
     from workers.actors import register
-    from workers.broker import build_broker
+    from app.platform.jobs.broker import build_broker
 
     cfg = load_config_or_exit("dev")
     explicit_format = "LETHE_LOG_FORMAT" in os.environ

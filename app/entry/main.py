@@ -90,7 +90,7 @@ def cmd_config_check(args) -> int:
               "cadence gates are ignored (development only)")
     if cfg.file.storage.driver == "s3":
         from app.errors import StorageError
-        from app.storage.factory import build_store
+        from app.platform.runtime import build_store
 
         try:
             facts = build_store(cfg).describe()
@@ -151,7 +151,7 @@ def cmd_api(args) -> int:
             # Runs in each worker after the fork: every process gets its own pools.
             from app.api.app import create_app
             from app.platform.runtime import build_runtime
-            from workers.broker import build_broker
+            from app.platform.jobs.broker import build_broker
 
             _setup("api", cfg)
             runtime = build_runtime(cfg, build_broker(cfg.broker.url), role="api", background_publish=True)

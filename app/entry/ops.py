@@ -91,7 +91,7 @@ def _one_shot_runtime(name: str, needs_store: bool = True):
     if needs_store:
         inspect_store_or_exit(cfg, name)
     from app.platform.runtime import build_runtime
-    from workers.broker import build_broker
+    from app.platform.jobs.broker import build_broker
 
     runtime = build_runtime(cfg, build_broker(cfg.broker.url), role=name)
     if not cfg.broker.url:

@@ -16,7 +16,10 @@ from app.db.core import Database, Timeouts
 from app.domain.uploads import UploadLimits
 from app.platform.jobs.outbox import Outbox
 from app.storage.base import ObjectStore
-from app.storage.factory import build_store
+from app.db.context import in_transaction
+from app.storage.fs import FsStore
+from app.storage.guard import GuardedStore
+from app.storage.s3 import S3Store
 
 
 class BrokerPort(Protocol):
@@ -44,6 +47,19 @@ class Runtime:
     def close(self) -> None:
         self.outbox.close()
         self.db.close()
+
+
+def build_store(cfg: Config) -> GuardedStore:
+    """The driver named by `file.storage.driver`, wrapped in the K1 guard."""
+    store: ObjectStore
+    if cfg.file.storage.driver == "s3":
+        s3 = cfg.file.s3
+        store = S3Store(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key, region=s3.region,
+                        secure=s3.secure, create_bucket=s3.create_bucket, pool_size=cfg.database.pool_size + 6,
+                        timeout=s3.timeout.total_seconds())
+    else:
+        store = FsStore(cfg.file.fs.root, min_free_bytes=cfg.file.fs.min_free_bytes)
+    return GuardedStore(store, in_transaction)
 
 
 def database_timeouts(cfg: Config) -> Timeouts:

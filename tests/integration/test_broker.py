@@ -8,7 +8,7 @@ import pika.exceptions
 import pytest
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
-from workers.broker import check_broker
+from app.platform.jobs.broker import check_broker
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from app.domain.retention import (EntryErrors, Policy, RetentionFacts, UnmanagedPrefix, cron_trigger, delete_due,
-                                  gate_open, parse_policies, parse_prefixes, retire_due, sweepable)
+from app.domain.retention import Policy, RetentionFacts, UnmanagedPrefix, delete_due, gate_open, retire_due, sweepable
+from app.platform.config.entries import EntryErrors, cron_trigger, parse_policies, parse_prefixes
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
 DAY = timedelta(days=1)

@@ -24,7 +24,8 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from app.domain.durations import format_duration as format_duration  # re-exported for the keys
 from app.domain.durations import parse_duration as parse_duration
-from app.domain.retention import EntryErrors, Policy, UnmanagedPrefix, parse_policies, parse_prefixes
+from app.domain.retention import Policy, UnmanagedPrefix
+from app.platform.config.entries import EntryErrors, parse_policies, parse_prefixes
 from app.errors import ConfigError
 
 ENV_PREFIX = "LETHE_"
