@@ -9,6 +9,7 @@ from flask_smorest import Blueprint
 from app.api.common import caller, problems, runtime
 from app.api.schemas import SlotPutSchema, SlotSchema
 from app.content import slots
+from app.lifecycle.deletion import mark_deleted  # a slot releases through D5's one function
 
 blp = Blueprint("slots", __name__, url_prefix="/api/v1", description="Avatar and logo slots")
 
@@ -31,14 +32,14 @@ class Avatar(MethodView):
         own, purpose `avatar`, complete and deliverable, else 409 `file_not_available`, `wrong_purpose` or
         `file_not_deliverable`. The file it replaces is released (deleted, then purged); the same file again
         releases nothing."""
-        return {"file_id": slots.set_slot(runtime(), caller(), "avatar", principal_id, body["file_id"])}
+        return {"file_id": slots.set_slot(runtime(), caller(), "avatar", principal_id, body["file_id"], mark_deleted)}
 
     @blp.doc(operationId="deleteAvatar")
     @blp.response(204)
     @problems(blp, 403)
     def delete(self, principal_id):
         """Clear the avatar slot and release its file."""
-        slots.clear_slot(runtime(), caller(), "avatar", principal_id)
+        slots.clear_slot(runtime(), caller(), "avatar", principal_id, mark_deleted)
 
 
 @blp.route("/branding/logo")
@@ -57,11 +58,11 @@ class Logo(MethodView):
     def put(self, body):
         """Set the logo (`manage` only): a `branding` file of the caller's, complete and deliverable. The file
         it replaces is released."""
-        return {"file_id": slots.set_slot(runtime(), caller(), "logo", None, body["file_id"])}
+        return {"file_id": slots.set_slot(runtime(), caller(), "logo", None, body["file_id"], mark_deleted)}
 
     @blp.doc(operationId="deleteLogo")
     @blp.response(204)
     @problems(blp, 403)
     def delete(self):
         """Clear the logo slot and release its file (`manage` only)."""
-        slots.clear_slot(runtime(), caller(), "logo", None)
+        slots.clear_slot(runtime(), caller(), "logo", None, mark_deleted)

@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import datetime
+from typing import Callable, Sequence
 
 from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import slots as sql
+from app.db.core import UnitOfWork
 from app.domain import access
 from app.domain.slots import refusal
 from app.errors import Conflict, Forbidden, NotFound
-from app.lifecycle.deletion import mark_deleted
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.slots")
+
+
+# How a slot releases the file that leaves it: D5's one deletion function (lifecycle.deletion.mark_deleted),
+# handed in by the caller, so that content never imports lifecycle (D2): (uow, file ids, now, via) -> marked.
+Release = Callable[[UnitOfWork, Sequence[uuid.UUID], datetime, str], list[uuid.UUID]]
 
 
 def _holder(principal: Principal, kind: str, holder_id: uuid.UUID | None, write: bool) -> uuid.UUID:
@@ -37,8 +44,9 @@ def _holder(principal: Principal, kind: str, holder_id: uuid.UUID | None, write:
     return holder_id
 
 
-def set_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None, file_id: uuid.UUID) -> uuid.UUID:
-    """Put a file into a slot and release the file it replaces.
+def set_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None, file_id: uuid.UUID,
+             release: Release) -> uuid.UUID:
+    """Put a file into a slot and release the file it replaces (through `release`, in the same transaction).
 
     Returns:
         The file now in the slot.
@@ -63,7 +71,7 @@ def set_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None, f
             return None  # the same file again: nothing leaves, nothing is released
         sql.set_file(uow.conn, kind, holder, file_id, now)
         if previous is not None:
-            mark_deleted(uow, [previous], now, via="slot")
+            release(uow, [previous], now, "slot")
         return previous
 
     released = rt.db.unit_of_work(work, name="slot.set")
@@ -72,8 +80,8 @@ def set_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None, f
     return file_id
 
 
-def clear_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None) -> None:
-    """Empty a slot and release its file (nothing when it is empty)."""
+def clear_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None, release: Release) -> None:
+    """Empty a slot and release its file through `release` (nothing when it is empty)."""
     holder = _holder(principal, kind, holder_id, write=True)
 
     def work(uow) -> uuid.UUID | None:
@@ -83,7 +91,7 @@ def clear_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None)
             return None
         files_sql.lock_files(uow.conn, [previous])
         sql.set_file(uow.conn, kind, holder, None, now)
-        mark_deleted(uow, [previous], now, via="slot")
+        release(uow, [previous], now, "slot")
         return previous
 
     released = rt.db.unit_of_work(work, name="slot.clear")

@@ -1,10 +1,11 @@
-"""The layers hold (D2, STYLE.md): domain imports nothing of the project, no flask below app/api, and the
-lifecycle wing reaches content only through the domain and db layers."""
+"""The layers hold (D2, STYLE.md): every arrow of the import direction, checked wing by wing."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,16 +29,40 @@ def offenders(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
             for path, names in imports_of(folder).items() if any(n.startswith(forbidden) for n in names)}
 
 
-def test_domain_imports_nothing_of_the_project():
-    found = offenders("app/domain", ("app.", "workers", "scheduler", "flask", "psycopg"))
-    assert {path: [n for n in names if not n.startswith("app.domain")] for path, names in found.items()
-            if any(not n.startswith("app.domain") for n in names)} == {}
+FRAMEWORKS = ("flask", "werkzeug", "psycopg", "apscheduler", "dramatiq", "marshmallow", "minio", "jwt",
+              "prometheus_client", "sentry_sdk", "yoyo", "gunicorn")
+ENTRY_POINTS = ("app.api", "app.entry", "workers", "scheduler")
+
+# D2's arrows (issue 22): entry, api, workers, scheduler -> content, lifecycle -> domain, storage, db -> platform.
+# Each rule names what a wing may not import; the test fails on any import that breaks one.
+RULES = {
+    "app/domain": ("app.", "workers", "scheduler", *FRAMEWORKS),  # pure: only itself (checked below) and stdlib
+    "app/storage": ("app.platform", "app.db", "app.content", "app.lifecycle", *ENTRY_POINTS),
+    "app/db": ("app.storage", "app.content", "app.lifecycle", *ENTRY_POINTS),
+    "app/content": ("app.lifecycle", *ENTRY_POINTS),  # a slot releases through a function handed in
+    "app/lifecycle": ("app.content", *ENTRY_POINTS),
+    "app/platform": ("app.content", "app.lifecycle", *ENTRY_POINTS),
+    "app/api": ("app.entry", "workers", "scheduler"),
+}
 
 
-def test_lifecycle_reaches_content_only_through_domain_and_db():
-    assert offenders("app/lifecycle", ("app.content", "app.api")) == {}
+@pytest.mark.parametrize("folder", sorted(RULES))
+def test_each_wing_imports_only_what_its_layer_may(folder):
+    found = offenders(folder, RULES[folder])
+    if folder == "app/domain":  # the domain may import itself
+        found = {path: [n for n in names if not n.startswith("app.domain")] for path, names in found.items()}
+        found = {path: names for path, names in found.items() if names}
+    assert found == {}
 
 
 def test_no_flask_outside_the_api():
-    for folder in ("app/domain", "app/storage", "app/db", "app/content", "app/lifecycle", "workers", "scheduler"):
+    for folder in ("app/domain", "app/storage", "app/db", "app/content", "app/lifecycle", "app/platform", "workers",
+                   "scheduler"):
         assert offenders(folder, ("flask", "werkzeug")) == {}, folder
+
+
+def test_app_root_holds_only_the_wings_and_errors():
+    """STYLE.md "When app/ grows": a path says what lives there."""
+    root = {path.name for path in (ROOT / "app").iterdir() if not path.name.startswith((".", "__pycache__"))}
+    assert root == {"__init__.py", "errors.py", "api", "content", "lifecycle", "domain", "db", "storage", "platform",
+                    "entry"}
