@@ -21,7 +21,7 @@ from app.db import slots as slots_sql
 from app.db.files import lock_files
 from app.db.locks import exclusive
 from app.domain import access
-from app.domain.keys import KeyError_, part_key
+from app.domain.keys import KeyError_
 from app.domain.purge_plan import object_keys_of
 from app.errors import Forbidden, NotFound
 from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
@@ -161,10 +161,7 @@ def _purge(rt, erasure_id: uuid.UUID, batch: int) -> None:
 
 
 def _keys(rt, file_id: uuid.UUID, object_key: str | None, part_count: int) -> list[str]:
-    keys = object_keys_of(file_id, object_key)
-    if rt.store.driver == "fs":
-        keys += [part_key(file_id, n) for n in range(1, part_count + 1)]
-    return keys
+    return object_keys_of(file_id, object_key) + rt.store.part_keys(str(file_id), part_count)
 
 
 def _confirm(rt, erasure_id: uuid.UUID, batch: int) -> None:

@@ -112,10 +112,10 @@ def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
     report.results["refused"] += len(refused)
     if row_ids or objects_only or refused:
         now = rt.clock.now()
-        # Keys for the receipt: the object keys, and on fs the part objects (S3 parts are not keys: they go
-        # with their multipart upload's abort).
-        fs_parts = rt.store.driver == "fs"
-        keys_deleted = {facts.file_id: len(keys_of[facts.file_id]) + (facts.part_count if fs_parts and has_parts(facts) else 0)
+        # Keys for the receipt: the object keys, and the parts where they are objects of their own (fs; S3
+        # parts go with their multipart upload's abort).
+        keys_deleted = {facts.file_id: len(keys_of[facts.file_id])
+                        + (len(rt.store.part_keys(str(facts.file_id), facts.part_count)) if has_parts(facts) else 0)
                         for facts, _ in done}
         removed, kept, overdue_ids = rt.db.unit_of_work(
             lambda uow: _settle(uow, rt.cfg, row_ids, objects_only, refused, now, keys_deleted), name="purge.rows")

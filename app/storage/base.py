@@ -100,6 +100,10 @@ class ObjectStore(Protocol):
         multipart upload again, since a part uploaded while an abort runs may still succeed and keep its
         bytes, as AWS documents; a completed upload's id is gone and the abort a no-op). Idempotent."""
 
+    def part_keys(self, file_id: str, part_count: int) -> list[str]:
+        """The keys an upload's parts are stored under, when parts are objects of their own (fs:
+        `uploads/<id>/part-1..N`); empty where they belong to a multipart upload (S3). No I/O."""
+
     def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
         """After a completion was recorded: remove any part written while it ran (fs: part-1..part-N, a
         part PUT that passed its check before the claim may land after the assembly dropped the parts; S3:

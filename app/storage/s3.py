@@ -354,6 +354,9 @@ class S3Store:
         # upload; AWS says to abort again. A completed upload's id is gone: the abort answers NoSuchUpload.
         self.abort_upload(ref, 0)
 
+    def part_keys(self, file_id: str, part_count: int) -> list[str]:
+        return []  # parts belong to the multipart upload, which its abort removes
+
     def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
         return None  # no part can join a completed multipart upload
 

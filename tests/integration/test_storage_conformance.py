@@ -430,3 +430,16 @@ def test_s3_a_store_wide_code_raises(moto_server):
     with pytest.raises(StorageError) as raised:
         store.delete_many([key])
     assert not isinstance(raised.value, ObjectFailed)
+
+
+def test_part_keys_are_the_objects_parts_are_stored_under(store, raw_store):
+    file_id = uuid.uuid4()
+    ref = store.begin_upload(str(file_id), original_key(file_id), "application/octet-stream")
+    store.put_part(ref, 1, b"one")
+    store.put_part(ref, 2, b"two")
+    keys = store.part_keys(str(file_id), 2)
+    if raw_store.driver == "fs":
+        assert keys == [part_key(file_id, 1), part_key(file_id, 2)] and all(store.head(key) for key in keys)
+    else:
+        assert keys == []  # parts belong to the multipart upload
+    store.abort_upload(ref, 2)

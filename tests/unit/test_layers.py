@@ -66,3 +66,14 @@ def test_app_root_holds_only_the_wings_and_errors():
     root = {path.name for path in (ROOT / "app").iterdir() if not path.name.startswith((".", "__pycache__"))}
     assert root == {"__init__.py", "errors.py", "api", "content", "lifecycle", "domain", "db", "storage", "platform",
                     "entry"}
+
+
+def test_no_service_branches_on_the_storage_driver():
+    """Issue 22: what differs between drivers is asked of the port (part_keys, sweep_tmp, ...), never by name."""
+    import re
+
+    found = [f"{path.relative_to(ROOT)}:{number}" for path in (ROOT / "app").rglob("*.py")
+             if "storage" not in path.relative_to(ROOT).parts
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if re.search(r"store\.driver\s*[!=]=", line)]
+    assert found == []
