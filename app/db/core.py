@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool
 
 from app.platform.clock import Clock, SystemClock
 from app.db.context import in_transaction, reset_in_transaction, set_in_transaction
+from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.db")
@@ -247,6 +248,14 @@ class Database:
         """
         if in_transaction():
             raise RuntimeError("a unit of work is already open in this thread; pass it down instead")
+        started = time.perf_counter()
+        try:
+            return self._unit_of_work(fn, name)
+        finally:
+            # Synapse's sql_txn_duration by desc: which transaction is slow, by its name (issue 22).
+            metrics.DB_UNIT_SECONDS.labels(name).observe(time.perf_counter() - started)
+
+    def _unit_of_work(self, fn: Callable[[UnitOfWork], T], name: str) -> T:
         attempt = 0
         while True:
             uow = None

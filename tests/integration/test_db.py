@@ -185,3 +185,17 @@ def test_a_deadlock_past_the_retry_limit_is_raised(database_url, db):
 def test_read_runs_without_a_transaction(db):
     status = db.read(lambda conn: conn.info.transaction_status)
     assert status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_every_unit_of_work_is_timed_by_its_name(db):
+    from app.platform.observability import metrics
+
+    def count(name: str) -> float:
+        return sum(sample.value for metric in metrics.DB_UNIT_SECONDS.collect() for sample in metric.samples
+                   if sample.name.endswith("_count") and sample.labels.get("name") == name)
+
+    before = count("test.timed")
+    db.unit_of_work(lambda uow: uow.execute("SELECT 1"), name="test.timed")
+    with pytest.raises(ZeroDivisionError):
+        db.unit_of_work(lambda uow: 1 / 0, name="test.timed")  # a failed one is timed too
+    assert count("test.timed") == before + 2

@@ -28,6 +28,10 @@ DELETE_TO_GONE = Histogram("lethe_delete_to_gone_seconds", "From a file's deleti
                                                           "(its objects went first).",
                            buckets=(0.1, 0.5, 1, 2, 5, 15, 60, 300, 900, 3600, 4 * 3600, 86400, 7 * 86400))
 PURGE_DURATION = Histogram("lethe_purge_duration_seconds", "Duration of one purge run (many files).")
+DB_UNIT_SECONDS = Histogram("lethe_db_unit_seconds", "Duration of one unit of work (its transaction, retries "
+                                                     "included) by its name (delete_file, cleanup.b, ...).",
+                            ["name"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                                               5, 10))
 CLEANUP_FILES = Counter("lethe_cleanup_files_total", "Cleanup candidates by step and outcome (acted, kept, failed).",
                         ["step", "outcome"])
 CLEANUP_STEP_DURATION = Histogram("lethe_cleanup_step_duration_seconds", "Duration of one cleanup step.", ["step"])
