@@ -7,8 +7,6 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from app.content import files
-from app.domain import access
-from app.errors import Forbidden
 from app.lifecycle import deletion, retention
 from app.api.common import caller, problems, runtime
 from app.api.schemas import FileSchema
@@ -62,7 +60,4 @@ class FileRestore(MethodView):
     def post(self, file_id):
         """Bring back a file a retention policy retired (`manage` only); its age starts again now. A file
         already deleted answers 409 `file_deleted`, a file that is not retired 409 `file_not_retired`."""
-        principal = caller()
-        if not access.is_manager(principal):
-            raise Forbidden()
-        return retention.restore_file(runtime(), file_id)
+        return retention.restore_file(runtime(), caller(), file_id)

@@ -32,15 +32,11 @@ Release = Callable[[UnitOfWork, Sequence[uuid.UUID], datetime, str], list[uuid.U
 def _holder(principal: Principal, kind: str, holder_id: uuid.UUID | None, write: bool) -> uuid.UUID:
     """Who holds the slot, after the access rules: an avatar is its principal's (or `manage`'s), the logo
     `manage`'s only."""
+    if not access.may_use_slot(principal, kind, holder_id, write):
+        raise Forbidden()
     if kind == "logo":
-        if not access.is_manager(principal):
-            raise Forbidden()
         return sql.LOGO_HOLDER
     assert holder_id is not None
-    if principal.id != holder_id and not access.is_manager(principal):
-        raise Forbidden()
-    if not (access.may_write(principal) if write else access.may_read(principal)):
-        raise Forbidden()
     return holder_id
 
 

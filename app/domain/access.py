@@ -76,3 +76,28 @@ def sees_message(caller: Caller, author_id: uuid.UUID) -> bool:
 def may_upload_purpose(caller: Caller, purpose: str) -> bool:
     """Users upload attachments and avatars; branding and GDPR exports come from operators (`manage`)."""
     return purpose not in RESTRICTED_PURPOSES or is_manager(caller)
+
+
+def may_use_slot(caller: Caller, kind: str, holder_id: uuid.UUID | None, write: bool) -> bool:
+    """Slots (D16): an avatar is its principal's, who reads it with `files:read` and sets it with
+    `files:write`; `manage` may act on anyone's. The logo is the operators': `manage` only."""
+    if kind == "logo":
+        return is_manager(caller)
+    if holder_id is None or (caller.id != holder_id and not is_manager(caller)):
+        return False
+    return may_write(caller) if write else may_read(caller)
+
+
+def may_restore(caller: Caller) -> bool:
+    """Bringing back a file a retention policy retired is an operator's decision (D16): `manage` only."""
+    return is_manager(caller)
+
+
+def may_erase(caller: Caller | None) -> bool:
+    """Erasing a person, or reading an erasure: `manage` only. None is an operator's command on the host."""
+    return caller is None or is_manager(caller)
+
+
+def may_read_receipt(caller: Caller | None) -> bool:
+    """Deletion receipts are for operators (D16): `manage`, or an operator's command (None)."""
+    return caller is None or is_manager(caller)

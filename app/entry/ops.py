@@ -173,7 +173,7 @@ def cmd_retention_restore(args) -> int:
     from app.lifecycle.retention import restore_file
 
     try:
-        restore_file(runtime, file_id)
+        restore_file(runtime, None, file_id)
     except NotFound:
         print("no such file", file=sys.stderr)
         return 1

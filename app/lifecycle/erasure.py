@@ -33,7 +33,7 @@ log = logging.getLogger("lethe.erasure")
 
 
 def _manager(principal: Principal | None) -> None:
-    if principal is not None and not access.is_manager(principal):
+    if not access.may_erase(principal):
         raise Forbidden()
 
 

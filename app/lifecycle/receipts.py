@@ -16,7 +16,7 @@ def receipt_of(rt, principal: Principal | None, file_id: uuid.UUID):
     Raises:
         Forbidden: the caller lacks `manage`. NotFound: no receipt (not purged yet, unknown, or expired).
     """
-    if principal is not None and not access.is_manager(principal):
+    if not access.may_read_receipt(principal):
         raise Forbidden()
     row = rt.db.read(lambda conn: sql.receipt_of(conn, file_id))
     if row is None:

@@ -26,7 +26,9 @@ from app.db.cleanup import lock_skip_locked
 from app.db.core import UnitOfWork
 from app.db.locks import exclusive
 from app.domain.retention import Policy, RetentionFacts, delete_due, gate_open, retire_due
-from app.errors import Conflict, NotFound
+from app.domain import access
+from app.domain.access import Principal
+from app.errors import Conflict, Forbidden, NotFound
 from app.lifecycle.batches import CandidateStep, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
 from app.platform.observability.logs import log_event
@@ -167,16 +169,19 @@ def policy_named(rt, name: str) -> Policy:
     raise NotFound("no retention policy of that name")
 
 
-def restore_file(rt, file_id: uuid.UUID):
-    """Bring a retired file back (`manage`); its age starts again now.
+def restore_file(rt, principal: Principal | None, file_id: uuid.UUID):
+    """Bring a retired file back (`manage`; principal None: an operator's command); its age starts again now.
 
     Returns:
         The file's row as restored.
 
     Raises:
-        NotFound: no such file. Conflict: `file_deleted` (already marked deleted: it cannot come back) or
-            `file_not_retired`.
+        Forbidden: the caller lacks `manage`. NotFound: no such file. Conflict: `file_deleted` (already
+            marked deleted: it cannot come back) or `file_not_retired`.
     """
+    if principal is not None and not access.may_restore(principal):
+        raise Forbidden()
+
     def work(uow: UnitOfWork):
         row = files_sql.lock_file(uow.conn, file_id)
         if row is None:

@@ -44,3 +44,24 @@ def test_scopes():
     ("attachment", True, True), ("avatar", True, True), ("branding", False, True), ("gdpr_export", False, True)])
 def test_who_may_upload_which_purpose(purpose, user, manager):
     assert (access.may_upload_purpose(UPLOADER, purpose), access.may_upload_purpose(MANAGER, purpose)) == (user, manager)
+
+
+def test_who_may_use_which_slot():
+    # An avatar: its principal (read with files:read, set with files:write), or manage; never a stranger
+    assert access.may_use_slot(UPLOADER, "avatar", OWNER_ID, write=True)
+    assert access.may_use_slot(READER, "avatar", OWNER_ID, write=False)
+    assert not access.may_use_slot(READER, "avatar", OWNER_ID, write=True)
+    assert not access.may_use_slot(STRANGER, "avatar", OWNER_ID, write=False)
+    assert access.may_use_slot(MANAGER, "avatar", OWNER_ID, write=True)
+    # The logo: manage only, whoever holds it
+    assert access.may_use_slot(MANAGER, "logo", None, write=True)
+    assert not access.may_use_slot(UPLOADER, "logo", None, write=False)
+
+
+@pytest.mark.parametrize("rule", [access.may_restore, access.may_erase, access.may_read_receipt])
+def test_operator_only_rules(rule):
+    assert rule(MANAGER) and not rule(UPLOADER) and not rule(STRANGER)
+
+
+def test_an_operators_command_on_the_host_may_erase_and_read_receipts():
+    assert access.may_erase(None) and access.may_read_receipt(None)
