@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from app.platform.clock import FakeClock
-from app.db.core import Database
+from app.db.pool import Database
 from app.db.migrate import migrate
 
 IN_CI = bool(os.environ.get("CI"))

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import slots as sql
-from app.db.core import UnitOfWork
+from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.slots import refusal
 from app.errors import Conflict, Forbidden, NotFound

@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn, Cursor, after, one
+from app.db.conn import Conn, one
+from app.db.keyset import Cursor, after
 
 CLEANUP_LOCK_KEY = 0x6C65746865_01  # "lethe" + 1: one cleanup run at a time in the cluster
 SCHEDULER_LOCK_KEY = 0x6C65746865_02  # the scheduler's leader lock

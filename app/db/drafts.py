@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn
+from app.db.conn import Conn
 
 
 def upsert_draft(conn: Conn, user_id: UUID, key: str, body: str, file_ids: Sequence[UUID],

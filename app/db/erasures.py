@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn
+from app.db.conn import Conn
 
 COLUMNS = ("id, subject_id, state, reason, created_at, finished_at, files_marked, files_purged, "
            "keys_confirmed_absent, messages_removed, drafts_removed")

@@ -9,7 +9,8 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from app.db import files as files_sql
-from app.db.core import Conn, UnitOfWork
+from app.db.conn import Conn
+from app.db.uow import UnitOfWork
 from app.domain.file_events import FILE_UPDATED, FILE_UPDATED_VERSION, file_document
 
 

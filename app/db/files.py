@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn, one
+from app.db.conn import Conn, one
 
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
            "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at")

@@ -7,7 +7,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from app.db.core import Database, one
+from app.db.pool import Database
+from app.db.conn import one
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn
+from app.db.conn import Conn
 
 
 def ensure_message(conn: Conn, author_id: UUID, message_id: str, now: datetime) -> None:

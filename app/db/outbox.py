@@ -5,7 +5,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Sequence
 
-from app.db.core import Conn, one
+from psycopg.types.json import Jsonb
+
+from app.db.conn import Conn, one
+
+
+def insert_job(conn: Conn, queue_name: str, actor_name: str, args: Sequence[Any], created_at: datetime) -> int:
+    """Write a job in the caller's transaction (D9); returns its outbox id."""
+    return int(one(conn.execute(
+        "INSERT INTO outbox (queue_name, actor_name, args, created_at) VALUES (%s, %s, %s, %s) RETURNING id",
+        (queue_name, actor_name, Jsonb(list(args)), created_at))).id)
 
 
 def delete_published(conn: Conn, outbox_ids: Sequence[int]) -> int:

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn
+from app.db.conn import Conn
 
 
 def attempts_of(conn: Conn, file_ids: Sequence[UUID]) -> dict[UUID, int]:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn, one
+from app.db.conn import Conn, one
 
 COLUMNS = "file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent"
 

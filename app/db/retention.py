@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn, Cursor, after
+from app.db.conn import Conn
+from app.db.keyset import Cursor, after
 
 def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, include_attached: bool, cursor: Cursor,
                       limit: int) -> list[Any]:

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from app.db import files as files_sql
-from app.db.core import UnitOfWork
+from app.db.uow import UnitOfWork
 from app.db.events import write_file_updated
 from app.platform.jobs import enqueue_purge
 

@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from app.db.core import Conn
+from app.db.conn import Conn
 
 SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "
                    "expires_at, completed_at, completing_since")

@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.core import Conn, Cursor, after
+from app.db.conn import Conn
+from app.db.keyset import Cursor, after
 
 LOGO_HOLDER = UUID(int=0)
 

@@ -4,7 +4,7 @@ table's heap file as a dead tuple until VACUUM reclaims the space. Autovacuum do
 
 from __future__ import annotations
 
-from app.db.core import Conn, one
+from app.db.conn import Conn, one
 
 WATCHED_TABLES = ("files", "events", "messages")  # the tables whose rows hold names, texts or payloads
 LETHE_TABLES = ("files", "events", "messages", "attachments", "drafts", "upload_sessions", "upload_parts",

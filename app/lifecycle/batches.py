@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import psycopg
 
-from app.db.core import UnitOfWork
+from app.db.uow import UnitOfWork
 from app.domain.redaction import RedactionError
 from app.platform.observability.logs import log_event
 

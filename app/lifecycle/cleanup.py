@@ -33,7 +33,7 @@ from app.db import receipts as receipts_sql
 from app.db import scans as scans_sql
 from app.db import slots as slots_sql
 from app.db import vacuum as vacuum_sql
-from app.db.core import UnitOfWork
+from app.db.uow import UnitOfWork
 from app.lifecycle.batches import CandidateStep, Outcome, Page, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.erasure import erase_round

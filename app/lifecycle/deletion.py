@@ -17,7 +17,7 @@ from app.domain.access import Principal
 from app.db import events as events_sql
 from app.db import files as files_sql
 from app.db import messages as messages_sql
-from app.db.core import UnitOfWork
+from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.redaction import redact_file_event
 from app.errors import Conflict, Forbidden, NotFound

@@ -23,7 +23,7 @@ from app.db import files as files_sql
 from app.db import messages as messages_sql
 from app.db import retention as sql
 from app.db.cleanup import lock_skip_locked
-from app.db.core import UnitOfWork
+from app.db.uow import UnitOfWork
 from app.db.locks import exclusive
 from app.domain.retention import Policy, RetentionFacts, delete_due, gate_open, retire_due
 from app.domain import access

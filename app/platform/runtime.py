@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
-from app.db.core import Database, Timeouts
+from app.db.pool import Database, Timeouts
 from app.domain.uploads import UploadLimits
 from app.platform.jobs.outbox import Outbox
 from app.storage.base import ObjectStore

@@ -429,7 +429,7 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
 
 
 def test_the_scheduler_triggers_only_as_leader_and_survives_a_broker_outage(lethe, database_url):
-    from app.db.core import Database
+    from app.db.pool import Database
     from scheduler.jobs import Leadership, trigger_cleanup
 
     first, second = Leadership(lethe.rt.db), Leadership(Database(database_url, pool_size=2))

@@ -11,7 +11,7 @@ import pytest
 from psycopg import errors as pg_errors
 
 from app.db.context import in_transaction
-from app.db.core import Database
+from app.db.pool import Database
 from app.db.migrate import migrate
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -321,7 +321,7 @@ def test_an_attach_that_waits_for_a_delete_sees_it_and_answers_409(lethe):
             "/api/v1/messages/forced", headers=ALEX.headers, json={"file_ids": [file_id]}).status_code))
         attach.start()
         wait_for_a_lock_waiter(lethe.rt.db)
-        from app.db.core import UnitOfWork
+        from app.db.uow import UnitOfWork
 
         mark_deleted(UnitOfWork(conn=conn, name="test.delete"), [uuid.UUID(file_id)], lethe.clock.now(), "file")
     attach.join(10)

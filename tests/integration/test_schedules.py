@@ -14,7 +14,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from app.db.core import Database
+from app.db.pool import Database
 from scheduler.jobs import Leadership, register_jobs, send_job
 from tests.support.lethe import ALEX, OWNER
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.db.core import Job
+from app.db.uow import Job
 from app.platform.jobs.outbox import MERGE_LIMIT, merge_jobs
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterable
 from uuid import UUID
 
-from app.db.core import UnitOfWork
+from app.db.uow import UnitOfWork
 
 PURGE_QUEUE, PURGE_ACTOR = "maintenance", "purge_objects"
 SCAN_QUEUE, SCAN_ACTOR = "scan", "scan_file"

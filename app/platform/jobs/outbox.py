@@ -29,7 +29,8 @@ import dramatiq
 from app.platform import jobs as jobs_module
 from app.db import outbox as sql
 from app.db.context import in_transaction
-from app.db.core import Database, Job
+from app.db.pool import Database
+from app.db.uow import Job
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.outbox")

@@ -12,100 +12,26 @@ import logging
 import math
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TypeVar
-from uuid import UUID
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.abc import PQGen
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import namedtuple_row
-from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from app.platform.clock import Clock, SystemClock
 from app.db.context import in_transaction, reset_in_transaction, set_in_transaction
+from app.db.uow import Job, UnitOfWork
+from app.platform.clock import Clock, SystemClock
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.db")
-# Connections use psycopg's namedtuple rows, whose attributes are known only at run time: a row is Any.
-Conn = psycopg.Connection[Any]
-
-
-Cursor = tuple[datetime, UUID] | None  # keyset position of a candidate query: (time, id)
-
-
-def after(cursor: Cursor, column: str, id_column: str = "id") -> tuple[str, tuple[Any, ...]]:
-    """The clause and parameters that continue a (time, id) ordered query after a cursor (STYLE.md: loop in
-    chunks)."""
-    if cursor is None:
-        return "", ()
-    return f" AND ({column}, {id_column}) > (%s, %s)", cursor
-
-
-def one(cursor: psycopg.Cursor[Any]) -> Any:
-    """The one row a statement always answers (an aggregate, a RETURNING of one insert)."""
-    row = cursor.fetchone()
-    if row is None:
-        raise RuntimeError("the statement answered no row")
-    return row
 T = TypeVar("T")
 RV = TypeVar("RV")
 RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
-
-
-@dataclass(frozen=True)
-class Job:
-    """A job written to the outbox inside a unit of work (D9): ids only in its args."""
-
-    outbox_id: int
-    queue_name: str
-    actor_name: str
-    args: tuple[Any, ...]
-
-
-@dataclass
-class UnitOfWork:
-    """What a function run by Database.unit_of_work gets: the connection of its one transaction, and
-    enqueue() for jobs that must commit with it."""
-
-    conn: psycopg.Connection
-    name: str
-    clock: Clock = field(default_factory=SystemClock)
-    jobs: list[Job] = field(default_factory=list)
-    on_commit: list[Callable[[], None]] = field(default_factory=list)
-
-    @contextmanager
-    def savepoint(self) -> Iterator["UnitOfWork"]:
-        """A savepoint: on an error, its statements are rolled back, and so are the jobs and commit hooks
-        it registered (their outbox rows went with the rollback). The error propagates."""
-        jobs, hooks = len(self.jobs), len(self.on_commit)
-        try:
-            with self.conn.transaction():
-                yield self
-        except BaseException:
-            del self.jobs[jobs:]
-            del self.on_commit[hooks:]
-            raise
-
-    def after_commit_metric(self, fn: Callable[[], None]) -> None:
-        """Run fn once this unit of work committed (a counter must not count a rolled-back change)."""
-        self.on_commit.append(fn)
-
-    def execute(self, query: str, params: Any = None) -> psycopg.Cursor:
-        return self.conn.execute(query, params)
-
-    def enqueue(self, queue_name: str, actor_name: str, *args: Any) -> Job:
-        """Write a job to the outbox in this transaction; it is published after the commit (D9)."""
-        row = one(self.conn.execute(  # created_at from the project's clock, which the relay ages by (D17)
-            "INSERT INTO outbox (queue_name, actor_name, args, created_at) VALUES (%s, %s, %s, %s) RETURNING id",
-            (queue_name, actor_name, Jsonb(list(args)), self.clock.now())))
-        job = Job(outbox_id=row.id, queue_name=queue_name, actor_name=actor_name, args=tuple(args))
-        self.jobs.append(job)
-        return job
 
 
 @dataclass(frozen=True)
