@@ -12,7 +12,8 @@ import os
 import dramatiq
 
 from app.entry.support import load_config_or_exit
-from app.platform.observability import setup_logging, setup_sentry
+from app.platform.observability.log_setup import setup_logging
+from app.platform.observability.sentry import setup_sentry
 from app.platform.runtime import build_runtime
 from workers.actors import register
 from app.platform.observability.logs import log_event

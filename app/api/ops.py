@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from app.api.problems import problem
 from app.content import clamd
 from app.platform.readiness import Readiness
-from app.platform.observability import metrics_registry
+from app.platform.observability.registry import metrics_registry
 from app.platform.jobs.broker import check_broker
 from app.platform.observability.logs import log_event
 

@@ -110,7 +110,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     from app.entry.support import inspect_store_or_exit, load_config_or_exit
     from app.db.migrate import migrate
     from app.entry.embedded_pg import EmbeddedPostgres
-    from app.platform.observability import setup_logging
+    from app.platform.observability.log_setup import setup_logging
     from app.platform.runtime import build_runtime
     from scheduler.jobs import register_jobs
     from workers.actors import register

@@ -124,7 +124,7 @@ def cmd_api(args) -> int:
     if missing is not None:
         print_config_errors(missing)
         sys.exit(EXIT_CONFIG)
-    from app.platform.observability import prepare_multiprocess_dir
+    from app.platform.observability.registry import prepare_multiprocess_dir
 
     prepare_multiprocess_dir()
     _setup("api", cfg)
@@ -132,7 +132,7 @@ def cmd_api(args) -> int:
     warn_if_autovacuum_off(cfg, "api")
     from gunicorn.app.base import BaseApplication
 
-    from app.platform.observability import gunicorn_logconfig
+    from app.platform.observability.log_setup import gunicorn_logconfig
 
     class GunicornApp(BaseApplication):
         def load_config(self):
@@ -171,7 +171,7 @@ def cmd_worker(args) -> int:
     cfg = load_config_or_exit("worker")
     _require_database(cfg)
     _require_broker(cfg)
-    from app.platform.observability import metrics_registry, prepare_multiprocess_dir
+    from app.platform.observability.registry import metrics_registry, prepare_multiprocess_dir
 
     prepare_multiprocess_dir()
     _setup("worker", cfg)
@@ -193,7 +193,7 @@ def cmd_scheduler(args) -> int:
     cfg = load_config_or_exit("scheduler")
     _require_database(cfg)
     _require_broker(cfg)
-    from app.platform.observability import prepare_multiprocess_dir
+    from app.platform.observability.registry import prepare_multiprocess_dir
 
     prepare_multiprocess_dir()
     _setup("scheduler", cfg)

@@ -14,7 +14,8 @@ EXIT_CONFIG = 2
 
 def setup_role_logging(role: str, cfg, fmt: str | None = None, stream=None) -> None:
     """Logs (json, or console) and Sentry for a role or a command."""
-    from app.platform.observability import setup_logging, setup_sentry
+    from app.platform.observability.log_setup import setup_logging
+    from app.platform.observability.sentry import setup_sentry
 
     setup_logging(role, fmt or cfg.log.format, cfg.log.level, stream)
     setup_sentry(cfg.sentry.dsn, role)

@@ -26,7 +26,7 @@ def record_text(record: logging.LogRecord) -> str:
 @pytest.fixture
 def everything_logged(caplog):
     """Every record at DEBUG from Lethe, and what the libraries log at the levels Lethe sets for them."""
-    from app.platform.observability import NOISY_LIBRARIES, quiet_libraries
+    from app.platform.observability.log_setup import NOISY_LIBRARIES, quiet_libraries
 
     levels = {name: logging.getLogger(name).level for name in NOISY_LIBRARIES}
     caplog.set_level(logging.DEBUG)
@@ -91,7 +91,7 @@ def test_no_name_key_digest_or_token_leaves_the_service(make_lethe, clamd, every
 
 def rendered(record: logging.LogRecord) -> str:
     """What a record becomes on stdout, in both formats Lethe writes (exceptions included)."""
-    from app.platform.observability import make_formatter
+    from app.platform.observability.log_setup import make_formatter
 
     return make_formatter("json").format(record) + make_formatter("console").format(record)
 
@@ -102,7 +102,7 @@ class SentryCapture:
     def __init__(self):
         from sentry_sdk.transport import Transport
 
-        from app.platform.observability import setup_sentry
+        from app.platform.observability.sentry import setup_sentry
 
         self.sent: list = []
         sent = self.sent

@@ -6,8 +6,9 @@ import io
 import json
 import logging
 
-from app.platform.observability import (ConsoleFormatter, RoleFilter, SensitiveFieldFilter, scrub_event,
-                               setup_logging)
+from app.platform.observability.log_setup import ConsoleFormatter, RoleFilter, setup_logging
+from app.platform.observability.logs import SensitiveFieldFilter
+from app.platform.observability.sentry import scrub_event
 
 import pytest
 
