@@ -9,7 +9,7 @@ def configuration_markdown() -> str:
     lines = [
         "# Configuration reference",
         "",
-        "Generated from `app/platform/config/__init__.py` by `make docs`; do not edit by hand (a test fails when it is stale).",
+        "Generated from `app/platform/config/tree.py` (each key declared on its section) by `make docs`; do not edit by hand (a test fails when it is stale).",
         "",
         "Every key can be set in the TOML file named by `LETHE_CONFIG` (`[file]` table, `gc_batch_size = 500`)",
         "or by its environment variable, which wins. Durations are written `90s`, `15m`, `24h`, `7d`; sizes as",

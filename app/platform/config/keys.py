@@ -1,0 +1,164 @@
+"""The key table's parts (D14): how a key is declared (key(), Key), the marshmallow fields that parse and
+validate values, and the validators; every error message names the key and never the value."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+import zoneinfo
+from dataclasses import dataclass
+from typing import Any
+
+from marshmallow import ValidationError, fields, validate
+
+from app.domain.durations import format_duration as format_duration  # re-exported for the keys
+from app.domain.durations import parse_duration as parse_duration
+from app.platform.config.entries import EntryErrors
+
+ENV_PREFIX = "LETHE_"
+S3_MIN_PART_SIZE = 5 * 1024**2
+CONFIG_FILE_ENV = "LETHE_CONFIG"
+
+_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB|TiB)?\s*$")
+_SIZE_UNITS = {None: 1, "B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
+
+
+def parse_size(text: str | int) -> int:
+    """Parse a byte size: `1048576`, `8MiB`, `1GiB`."""
+    if isinstance(text, bool):
+        raise ValueError("not a size")
+    if isinstance(text, int):
+        return text
+    match = _SIZE.fullmatch(text)
+    if not match:
+        raise ValueError("not a size")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+
+
+class Duration(fields.Field):
+    """A duration, written as `90s`, `15m`, `24h`, `7d`; parsed to seconds for the cross-checks, and a
+    timedelta in the Config."""
+
+    default_error_messages = {"invalid": "Not a duration (write it as 90s, 15m, 24h or 7d)."}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        try:
+            return parse_duration(value)
+        except (ValueError, TypeError):
+            raise self.make_error("invalid") from None
+
+
+class Size(fields.Field):
+    """A size in bytes, written as a number or with a unit (`8MiB`)."""
+
+    default_error_messages = {"invalid": "Not a size (write it as bytes or as 8MiB, 1GiB)."}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        try:
+            return parse_size(value)
+        except (ValueError, TypeError):
+            raise self.make_error("invalid") from None
+
+
+class EntryList(fields.Field):
+    """A list of objects as JSON text (or a list, from the TOML file), parsed by a function of the domain
+    that names each bad entry and field, never a value."""
+
+    def __init__(self, parse, item_type: type, **kwargs):
+        super().__init__(**kwargs)
+        self.parse, self.item_type = parse, item_type
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, tuple) and all(isinstance(item, self.item_type) for item in value):
+            return value  # already parsed (Config.replace)
+        try:
+            return self.parse(value)
+        except EntryErrors as exc:
+            raise ValidationError(exc.messages) from None
+
+
+class Flag(fields.Boolean):
+    default_error_messages = {"invalid": "Not a boolean (true or false)."}
+
+
+class Text(fields.String):
+    default_error_messages = {"invalid": "Not a string."}
+
+
+class Number(fields.Integer):
+    default_error_messages = {"invalid": "Not a whole number."}
+
+
+def _timezone(value: str) -> None:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValidationError("Not a known time zone name (for example UTC or Europe/Berlin).") from None
+
+
+def _url_scheme(*schemes: str):
+    def check(value: str) -> None:
+        if value and not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):
+            raise ValidationError(f"Must be empty or a URL starting with {' or '.join(s + '://' for s in schemes)}.")
+
+    return check
+
+
+def _no_value_range(min_value: int, max_value: int | None = None) -> validate.Range:
+    # marshmallow's default Range message quotes the bounds, never the input; keep it that way explicitly.
+    if max_value is None:
+        return validate.Range(min=min_value, error=f"Must be at least {min_value}.")
+    return validate.Range(min=min_value, max=max_value, error=f"Must be between {min_value} and {max_value}.")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key.
+
+    Attributes:
+        name: dotted name, `file.unattached_ttl`.
+        field: the marshmallow field that parses and validates it.
+        default: the value before parsing (as an operator would write it).
+        description: one line for docs/configuration.md.
+        secret: never printed; goes to the chart's Secret rather than its ConfigMap.
+    """
+
+    name: str
+    field: fields.Field
+    default: Any
+    description: str
+    secret: bool = False
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.replace(".", "_").upper()
+
+    @property
+    def type_name(self) -> str:
+        return {
+            Duration: "duration",
+            Size: "size",
+            Flag: "boolean",
+            Number: "integer",
+            EntryList: "JSON list",
+        }.get(type(self.field), "string")
+
+
+def key(field: fields.Field, default: Any, description: str, secret: bool = False) -> Any:
+    """Declare a configuration key where it lives: on its section's dataclass, beside its Python type (issue
+    22: a key is written once; KEYS is read from the tree). The arguments are Key's."""
+    return dataclasses.field(metadata={"key": (field, default, description, secret)})
+
+
+def _keys_of(cls: type, prefix: str = "") -> list[Key]:
+    found: list[Key] = []
+    hints = typing.get_type_hints(cls)
+    for field_info in dataclasses.fields(cls):
+        hint = hints[field_info.name]
+        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+            found += _keys_of(hint, f"{prefix}{field_info.name}.")
+        else:
+            field, default, description, secret = field_info.metadata["key"]
+            found.append(Key(prefix + field_info.name, field, default, description, secret))
+    return found

@@ -1,0 +1,300 @@
+"""The typed tree of the configuration (D14): one frozen dataclass per section, each leaf declaring its key
+with key() (type, default, description, secret). KEYS is read from this tree: adding a key is one edit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from marshmallow import validate
+
+from app.domain.retention import Policy, UnmanagedPrefix
+from app.platform.config.entries import parse_policies, parse_prefixes
+from app.platform.config.keys import (Duration, EntryList, Flag, Key, Number, Size, Text, _keys_of, _no_value_range,
+                                      _timezone, _url_scheme, key)
+
+
+@dataclass(frozen=True)
+class FileStorageConfig:
+    """Keys `file.storage.*`."""
+
+    driver: str = key(Text(validate=validate.OneOf(["fs", "s3"])), "fs",
+        "Object store driver: fs (local file system) or s3 (any S3 API through the minio client).")
+
+
+@dataclass(frozen=True)
+class FileFsConfig:
+    """Keys `file.fs.*`."""
+
+    root: str = key(Text(validate=validate.Length(min=1, error="Must not be empty.")), "./.lethe/objects",
+        "Root directory of the fs driver.")
+    min_free_bytes: int = key(Size(validate=_no_value_range(0)), "256MiB",
+        "Free space below which the fs root counts as full: /readyz answers 503 and uploads are refused.")
+
+
+@dataclass(frozen=True)
+class FileS3Config:
+    """Keys `file.s3.*`."""
+
+    endpoint: str = key(Text(), "",
+        "S3 endpoint as host:port, without scheme (for example minio:9000 or s3.amazonaws.com).")
+    bucket: str = key(Text(), "lethe",
+        "Bucket that holds every object of Lethe.")
+    region: str = key(Text(), "",
+        "Bucket region; empty lets the client ask the server.")
+    secure: bool = key(Flag(), True,
+        "Use HTTPS towards the S3 endpoint.")
+    access_key: str = key(Text(), "",
+        "S3 access key.", secret=True)
+    secret_key: str = key(Text(), "",
+        "S3 secret key.", secret=True)
+    timeout: timedelta = key(Duration(), "15s",
+        "Longest silence of the S3 endpoint within one request (connect: at most 3s); a call is tried 3 times.")
+    create_bucket: bool = key(Flag(), False,
+        "Create the bucket at start when it does not exist (development and tests).")
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    """Keys `file.*`. The sections first: a keyed field reads as one with a default to mypy."""
+
+    storage: FileStorageConfig
+    fs: FileFsConfig
+    s3: FileS3Config
+    upload_session_ttl: timedelta = key(Duration(), "24h",
+        "How long an upload session stays open; also the age after which a stale .tmp entry is swept.")
+    unattached_ttl: timedelta = key(Duration(), "24h",
+        "Age after which a complete attachment that was never attached is deleted (D8 b).")
+    failed_row_ttl: timedelta = key(Duration(), "7d",
+        "Age after which a failed or blocked attachment row is deleted (D8 c); its objects go at once.")
+    gc_interval: timedelta = key(Duration(), "15m",
+        "How often the cleanup runs. Must be shorter than privacy.object_delete_delay.")
+    gc_batch_size: int = key(Number(validate=_no_value_range(1, 100_000)), 500,
+        "Candidates read per batch by each cleanup step.")
+    part_size: int = key(Size(validate=_no_value_range(1024, 5 * 1024**3)), "8MiB",
+        "Size of every upload part but the last (at least 5MiB with s3, the S3 minimum).")
+    purge_retry_base: timedelta = key(Duration(), "1m",
+        "Wait before a file whose objects the store refused is purged again; it doubles with each attempt.")
+    purge_retry_max: timedelta = key(Duration(), "1h",
+        "Longest wait between two purge attempts of one file.")
+    complete_timeout: timedelta = key(Duration(), "15m",
+        "How long a completion holds its upload; a complete after that may take the upload over.")
+    max_size: int = key(Size(validate=_no_value_range(1)), "1GiB",
+        "Largest file accepted by POST /uploads (413 above it).")
+    max_attachments: int = key(Number(validate=_no_value_range(1, 1000)), 10,
+        "Most files one message may attach.")
+
+
+@dataclass(frozen=True)
+class PrivacyConfig:
+    """Keys `privacy.*`."""
+
+    object_delete_delay: timedelta = key(Duration(), "1d",
+        "Longest time an object of a deleted file may stay in the store; the backlog warns past it.")
+    receipt_ttl: timedelta = key(Duration(), "400d",
+        "How long the name-free receipt of a purged file is kept; the cleanup removes older ones.")
+    message_tombstone_ttl: timedelta = key(Duration(), "30d",
+        "How long a deleted message's tombstone (author and the application's id) is kept; until then its id "
+            "answers 409 message_deleted and a repeated delete 204; the cleanup removes older ones.")
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    """Keys `database.*`."""
+
+    url: str = key(Text(validate=_url_scheme("postgresql", "postgres")), "",
+        "PostgreSQL URL (postgresql://user:pass@host:5432/db). Empty: lethe dev starts an embedded server.", secret=True)
+    tx_retry_max: int = key(Number(validate=_no_value_range(0, 100)), 5,
+        "Retries of a transaction that met a deadlock or a serialization failure.")
+    pool_size: int = key(Number(validate=_no_value_range(1, 1000)), 10,
+        "Connections in each process's pool.")
+    pool_timeout: timedelta = key(Duration(), "3s",
+        "Longest wait for a pooled connection; past it a request answers 503 service_unavailable.")
+    connect_timeout: timedelta = key(Duration(), "3s",
+        "Longest wait to open a connection to PostgreSQL (at least 2s, libpq's smallest).")
+    statement_timeout: timedelta = key(Duration(), "3s",
+        "Longest statement (set on the server); a connection whose server says nothing for this long "
+            "plus a second is dropped (a partition).")
+    keepalive: timedelta = key(Duration(), "10s",
+        "Silence after which TCP keepalive probes start, on both ends of every connection; a peer that "
+            "does not answer 3 probes (one every third of this) is dropped.")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Keys `broker.*`."""
+
+    url: str = key(Text(validate=_url_scheme("amqp", "amqps")), "",
+        "RabbitMQ URL (amqp://user:pass@host:5672/vhost). Empty: lethe dev uses an in-process broker.", secret=True)
+
+
+@dataclass(frozen=True)
+class OutboxConfig:
+    """Keys `outbox.*`."""
+
+    relay_interval: timedelta = key(Duration(), "5s",
+        "How often the scheduler relays outbox rows left behind.")
+    relay_age: timedelta = key(Duration(), "10s",
+        "Age after which an outbox row counts as left behind (its committer did not publish it).")
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """Keys `auth.*`."""
+
+    jwt_secret: str = key(Text(), "",
+        "HS256 shared secret for bearer tokens.", secret=True)
+    jwt_public_key: str = key(Text(), "",
+        "PEM public key for RS256 or ES256 bearer tokens.")
+    issuer: str = key(Text(), "",
+        "Required `iss` of bearer tokens, when set.")
+    audience: str = key(Text(), "",
+        "Required `aud` of bearer tokens, when set.")
+    leeway: timedelta = key(Duration(), "30s",
+        "Clock skew allowed when checking a token's exp, nbf and iat (between the issuer's clock and Lethe's).")
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    """Keys `api.*`."""
+
+    host: str = key(Text(), "127.0.0.1",
+        "Address the api binds (0.0.0.0 in a container).")
+    port: int = key(Number(validate=_no_value_range(1, 65535)), 8080,
+        "Port of the api.")
+    workers: int = key(Number(validate=_no_value_range(1, 64)), 2,
+        "gunicorn worker processes of the api.")
+    threads: int = key(Number(validate=_no_value_range(1, 256)), 4,
+        "Threads of each gunicorn worker process.")
+    timeout: timedelta = key(Duration(), "120s",
+        "gunicorn's worker timeout: a request running longer makes its worker restart.")
+    max_json_depth: int = key(Number(validate=_no_value_range(2, 512)), 32,
+        "Deepest nesting of arrays and objects a JSON body may have; deeper bodies answer 400 json_too_deep.")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Keys `worker.*`."""
+
+    processes: int = key(Number(validate=_no_value_range(1, 64)), 2,
+        "dramatiq worker processes.")
+    threads: int = key(Number(validate=_no_value_range(1, 64)), 4,
+        "Threads of each dramatiq process.")
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """Keys `metrics.*`."""
+
+    port: int = key(Number(validate=_no_value_range(1, 65535)), 9191,
+        "Port of /metrics on the worker and the scheduler.")
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    """Keys `scan.*`."""
+
+    clamd_address: str = key(Text(), "",
+        "clamd as host:port; empty: files are not scanned (scan_status skipped).")
+    timeout: timedelta = key(Duration(), "60s",
+        "Time limit of one clamd scan.")
+    max_size: int = key(Size(validate=_no_value_range(1, 4 * 1024**3)), "25MiB",
+        "Largest file clamd takes (set it to clamd's StreamMaxLength). With a scanner configured, a larger upload "
+            "is refused up front (413 too_large_to_scan).")
+    pending_ttl: timedelta = key(Duration(), "2h",
+        "Age after which the cleanup sends a still pending scan again (once); past twice this age the scan ends "
+            "as error and the file is purged.")
+
+
+@dataclass(frozen=True)
+class SentryConfig:
+    """Keys `sentry.*`."""
+
+    dsn: str = key(Text(), "",
+        "Sentry DSN; empty disables Sentry.", secret=True)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Keys `log.*`."""
+
+    format: str = key(Text(validate=validate.OneOf(["json", "console"])), "json",
+        "json (one object a line) or console (readable, for lethe dev).")
+    level: str = key(Text(validate=validate.OneOf(["DEBUG", "INFO", "WARNING", "ERROR"])), "INFO",
+        "Lowest level logged.")
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Keys `schedule.*`."""
+
+    timezone: str = key(Text(validate=_timezone), "UTC",
+        "Time zone of cron schedules (D16).")
+    leader_timeout: timedelta = key(Duration(), "30s",
+        "The scheduler leader's session ends after this much silence (idle_session_timeout); the leader "
+            "pings every third of it, and a standby leads at most about this long after the leader is lost.")
+    dev_fast: bool = key(Flag(), False,
+        "Development only: run every retention and sweep schedule every 5 minutes, ignoring cadence gates.")
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """Keys `retention.*`."""
+
+    policies: tuple[Policy, ...] = key(EntryList(parse_policies, Policy), "[]",
+        "Retention by purpose: a JSON list of {name, purpose, max_age, grace, schedule, min_interval?, "
+            "include_attached?}; see docs/operations.md.")
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    """Keys `storage.*`."""
+
+    unmanaged_prefixes: tuple[UnmanagedPrefix, ...] = key(EntryList(parse_prefixes, UnmanagedPrefix), "[]",
+        "Prefixes other software writes into the store: a JSON list of {prefix, max_age?, schedule}; "
+            "see docs/operations.md.")
+    sweep_concurrency: int = key(Number(validate=_no_value_range(1, 64)), 4,
+        "Batch deletes (of at most 1,000 keys each) in flight at once in a sweep or an audit --delete.")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated configuration, a tree of frozen dataclasses: `cfg.file.unattached_ttl` is a timedelta,
+    `cfg.get("file.unattached_ttl")` the same by name. Each leaf declares its key (key()); KEYS is read from
+    this tree, so adding a key is one edit. tests/unit/test_config.py checks each key's field parses to the
+    leaf's type."""
+
+    file: FileConfig
+    privacy: PrivacyConfig
+    database: DatabaseConfig
+    broker: BrokerConfig
+    outbox: OutboxConfig
+    auth: AuthConfig
+    api: ApiConfig
+    worker: WorkerConfig
+    metrics: MetricsConfig
+    scan: ScanConfig
+    sentry: SentryConfig
+    log: LogConfig
+    schedule: ScheduleConfig
+    retention: RetentionConfig
+    storage: StorageConfig
+
+    def get(self, name: str) -> Any:
+        node: Any = self
+        for part in name.split("."):
+            node = getattr(node, part)
+        return node
+
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with some keys changed (`replace(**{"file.gc_batch_size": 2})`), re-validated."""
+        raw = {key.name: self.get(key.name) for key in KEYS}
+        raw.update(changes)
+        from app.platform.config.load import build  # the loader builds this tree: imported when used
+
+        return build(raw)
+
+
+KEYS: tuple[Key, ...] = tuple(_keys_of(Config))
+KEYS_BY_NAME = {key.name: key for key in KEYS}
