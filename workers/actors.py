@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import dramatiq
 import psycopg
@@ -21,6 +21,9 @@ from app.content.clamd import ClamdUnavailable
 from app.errors import NotFound, ObjectFailed, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, sweeps
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.worker")
 
@@ -70,19 +73,19 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
 
 
 @actor(jobs.SCAN_QUEUE, max_retries=20, min_backoff=1_000, max_backoff=300_000, time_limit=15 * 60_000)
-def scan_file(rt, file_id: str) -> None:
+def scan_file(rt: Runtime, file_id: str) -> None:
     """Scan one file (clamd, or `skipped`) and record the outcome under its row lock."""
     scan.scan_file(rt, uuid.UUID(file_id))
 
 
 @actor(jobs.PURGE_QUEUE, max_retries=30, min_backoff=1_000, max_backoff=600_000, time_limit=30 * 60_000)
-def purge_objects(rt, file_ids: list[str]) -> None:
+def purge_objects(rt: Runtime, file_ids: list[str]) -> None:
     """Purge many files (D7): their objects in batches, then the rows of the deleted ones."""
     purge.purge_files(rt, file_ids)
 
 
 @actor(jobs.CLEANUP_QUEUE, max_retries=0, time_limit=60 * 60_000)
-def cleanup_pending(rt) -> None:
+def cleanup_pending(rt: Runtime) -> None:
     """The periodic cleanup (D8). No retries: the scheduler sends the next run every file.gc_interval."""
     report = cleanup.run_cleanup(rt)
     if report.first_error is not None:
@@ -90,7 +93,7 @@ def cleanup_pending(rt) -> None:
 
 
 @actor(jobs.RETENTION_QUEUE, max_retries=3, min_backoff=10_000, time_limit=60 * 60_000)
-def retention_run(rt, policy_name: str) -> None:
+def retention_run(rt: Runtime, policy_name: str) -> None:
     """A scheduled run of one retention policy (D16); its cadence gate is checked in PostgreSQL."""
     try:
         policy = retention.policy_named(rt, policy_name)
@@ -103,7 +106,7 @@ def retention_run(rt, policy_name: str) -> None:
 
 
 @actor(jobs.SWEEP_QUEUE, max_retries=3, min_backoff=10_000, time_limit=60 * 60_000)
-def sweep_prefix(rt, prefix: str) -> None:
+def sweep_prefix(rt: Runtime, prefix: str) -> None:
     """A scheduled sweep of one unmanaged prefix (D16)."""
     try:
         unmanaged = sweeps.prefix_named(rt, prefix)
@@ -114,7 +117,7 @@ def sweep_prefix(rt, prefix: str) -> None:
 
 
 @actor(jobs.ERASE_QUEUE, max_retries=100, time_limit=60 * 60_000)
-def erase_subject(rt, erasure_id: str) -> None:
+def erase_subject(rt: Runtime, erasure_id: str) -> None:
     """Rounds of an erasure (D16) until it completes or fails; each round is resumable and idempotent. When
     the retries run out, the cleanup's step i runs the rounds of every running erasure."""
     if erasure.erase_round(rt, uuid.UUID(erasure_id)) == "running":

@@ -48,7 +48,7 @@ class FileContent(MethodView):
         response.headers["Content-Disposition"] = content_disposition(row.original_name)
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Cache-Control"] = "private, no-store"
-        response.call_on_close(chunks.close)  # type: ignore[attr-defined]  # a generator: it has close()
+        response.call_on_close(chunks.close)
         return response
 
 

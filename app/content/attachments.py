@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import messages as sql
 from app.domain import access
 from app.domain.states import is_deliverable
-from app.errors import Conflict, Forbidden, Invalid, NotFound
+from app.errors import Conflict, Forbidden, Invalid
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.attachments")
 
 
-def put_message(rt, principal: Principal, message_id: str, file_ids: Sequence[uuid.UUID]):
+def put_message(rt: Runtime, principal: Principal, message_id: str, file_ids: Sequence[uuid.UUID]):
     """Record the message (if new) and attach the files.
 
     Returns:

@@ -4,21 +4,24 @@ may name any id, even another person's file (it protects only its owner's files 
 from __future__ import annotations
 
 import uuid
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from app.domain.access import Principal
 from app.db import drafts as sql
 from app.domain import access
 from app.errors import Forbidden, Invalid
 
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
-def list_drafts(rt, principal: Principal) -> list:
+
+def list_drafts(rt: Runtime, principal: Principal) -> list:
     if not access.may_read(principal):
         raise Forbidden()
     return rt.db.read(lambda conn: sql.drafts_of(conn, principal.id))
 
 
-def put_draft(rt, principal: Principal, key: str, text: str, file_ids: Sequence[uuid.UUID]):
+def put_draft(rt: Runtime, principal: Principal, key: str, text: str, file_ids: Sequence[uuid.UUID]):
     if not access.may_write(principal):
         raise Forbidden()
     unique = list(dict.fromkeys(file_ids))
@@ -29,7 +32,7 @@ def put_draft(rt, principal: Principal, key: str, text: str, file_ids: Sequence[
                               name="draft.put")
 
 
-def delete_draft(rt, principal: Principal, key: str) -> None:
+def delete_draft(rt: Runtime, principal: Principal, key: str) -> None:
     if not access.may_write(principal):
         raise Forbidden()
     rt.db.unit_of_work(lambda uow: sql.delete_draft(uow.conn, principal.id, key), name="draft.delete")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Generator
 
 from app.domain.access import Principal
 from app.db import files as files_sql
@@ -15,10 +15,13 @@ from app.domain.states import is_deliverable
 from app.errors import Forbidden, Gone, NotFound
 from app.platform.observability.logs import log_event
 
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
+
 log = logging.getLogger("lethe.files")
 
 
-def visible_file(rt, principal: Principal, file_id: uuid.UUID):
+def visible_file(rt: Runtime, principal: Principal, file_id: uuid.UUID):
     """The live file row if the caller may see it, else NotFound; Forbidden when visible without files:read."""
     row = rt.db.read(lambda conn: files_sql.file_by_id(conn, file_id))
     if row is None or row.deleted_at is not None:
@@ -36,7 +39,7 @@ def visible_file(rt, principal: Principal, file_id: uuid.UUID):
     return row
 
 
-def open_content(rt, principal: Principal, file_id: uuid.UUID) -> tuple[Any, int, Iterator[bytes]]:
+def open_content(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> tuple[Any, int, Generator[bytes, None, None]]:
     """The row, the object's size and a stream of the original of a deliverable file. The size is the row's:
     completion verified that the object has exactly that size, and an original is never rewritten.
 

@@ -16,10 +16,15 @@ from app.db import files as files_sql
 from app.db.scans import record_outcome, scannable
 from app.platform.observability.logs import log_event
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
+
 log = logging.getLogger("lethe.scan")
 
 
-def scan_file(rt, file_id: uuid.UUID) -> str | None:
+def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     """Scan one file and record the outcome.
 
     Returns:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from app.domain.access import Principal
 from app.db import files as files_sql
@@ -20,6 +20,9 @@ from app.domain import access
 from app.domain.slots import refusal
 from app.errors import Conflict, Forbidden, NotFound
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.slots")
 
@@ -40,7 +43,7 @@ def _holder(principal: Principal, kind: str, holder_id: uuid.UUID | None, write:
     return holder_id
 
 
-def set_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None, file_id: uuid.UUID,
+def set_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID | None, file_id: uuid.UUID,
              release: Release) -> uuid.UUID:
     """Put a file into a slot and release the file it replaces (through `release`, in the same transaction).
 
@@ -76,7 +79,7 @@ def set_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None, f
     return file_id
 
 
-def clear_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None, release: Release) -> None:
+def clear_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID | None, release: Release) -> None:
     """Empty a slot and release its file through `release` (nothing when it is empty)."""
     holder = _holder(principal, kind, holder_id, write=True)
 
@@ -94,7 +97,7 @@ def clear_slot(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None,
     log_event(log, "info", "slot.cleared", "slot cleared", kind=kind, released=str(released) if released else None)
 
 
-def slot_file(rt, principal: Principal, kind: str, holder_id: uuid.UUID | None) -> uuid.UUID:
+def slot_file(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID | None) -> uuid.UUID:
     """The file in a slot.
 
     Raises:

@@ -9,7 +9,7 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from app.domain.access import Principal
 from app.db import files as files_sql
@@ -21,6 +21,9 @@ from app.db.events import write_file_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.storage.base import MultipartRef, UploadedPart
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.uploads")
 
@@ -64,7 +67,7 @@ def _require_write(principal: Principal) -> None:
         raise Forbidden()
 
 
-def create_upload(rt, principal: Principal, new: NewUpload) -> UploadView:
+def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadView:
     """Create a file and its session; the object store's multipart upload is begun first (S3), so that the
     row never names an upload that does not exist."""
     _require_write(principal)
@@ -108,7 +111,7 @@ def _view(conn, file_id: uuid.UUID) -> UploadView:
                       sessions_sql.parts_of(conn, file_id))
 
 
-def get_upload(rt, principal: Principal, file_id: uuid.UUID) -> UploadView:
+def get_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> UploadView:
     """The caller's upload: 404 when not visible, then 403 without `files:read` (like every other read)."""
 
     def read(conn):
@@ -129,7 +132,7 @@ def _check_open(session, now) -> None:
         raise Conflict("upload_not_open")
 
 
-def _raise_what_the_row_says(rt, principal: Principal, file_id: uuid.UUID) -> None:
+def _raise_what_the_row_says(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     """After a store call or a record failed: raise what the upload's row says now (404, 410, 409 not open
     or completing); return when it is still open and unclaimed."""
 
@@ -141,13 +144,13 @@ def _raise_what_the_row_says(rt, principal: Principal, file_id: uuid.UUID) -> No
     rt.db.read(check)
 
 
-def _check_not_claimed(rt, session, now) -> None:
+def _check_not_claimed(rt: Runtime, session, now) -> None:
     """A completion holds the upload: no part, abort or second complete interleaves with it (409)."""
     if claim_held(session.completing_since, now, rt.limits.complete_timeout):
         raise Conflict("upload_completing", "A completion of this upload is in progress; retry shortly.")
 
 
-def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, body: BinaryIO,
+def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number: int, body: BinaryIO,
              content_length: int | None) -> int:
     """Store part n of the caller's open upload. Its size must be exact: part_size, or the remainder for the
     last part.
@@ -194,7 +197,7 @@ def put_part(rt, principal: Principal, file_id: uuid.UUID, part_number: int, bod
     return len(data)
 
 
-def complete_upload(rt, principal: Principal, file_id: uuid.UUID) -> object:
+def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> object:
     """Assemble the original, verify size and sha256, and start the scan.
 
     A completion first claims the upload in a short transaction, so that no second complete, abort or
@@ -301,7 +304,7 @@ def _measure(store, key: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def abort_upload(rt, principal: Principal, file_id: uuid.UUID) -> None:
+def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     """Abort the caller's open upload: the session is aborted and the file failed (one event); the parts are
     dropped by the purge job committed with the change, and at once as a best effort."""
     _require_write(principal)

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from app.db import files as files_sql
 from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
@@ -22,6 +22,9 @@ from app.domain.states import is_deliverable
 from app.lifecycle.waves import delete_in_waves
 from app.platform.observability.logs import log_event
 from app.storage.base import ListedObject
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.audit")
 ROWS_PAGE = 1000
@@ -92,7 +95,7 @@ def _rows_in_id_order(db) -> Iterator:
         after = page[-1].id
 
 
-def run_audit(rt, delete: bool = False, grace: timedelta = timedelta(hours=24),
+def run_audit(rt: Runtime, delete: bool = False, grace: timedelta = timedelta(hours=24),
               progress: Callable[[int], None] | None = None) -> AuditReport:
     """List f/ and uploads/ and report what no row explains (both drivers; S3 page by page).
 
@@ -111,7 +114,7 @@ def run_audit(rt, delete: bool = False, grace: timedelta = timedelta(hours=24),
             yield listed
 
     def grouped(prefix: str) -> Iterator[tuple[uuid.UUID, list[ListedObject]]]:
-        known = ((file_id_of(obj.key), obj) for obj in counted(rt.store.list_prefix(prefix)))
+        known = ((file_id_of(obj.key), obj) for obj in counted(rt.maintenance.list_prefix(prefix)))
         for file_id, items in groupby(known, key=lambda pair: pair[0]):
             objects = [obj for _, obj in items]
             if file_id is None:

@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import psycopg
 
@@ -44,6 +44,9 @@ from app.db.events import write_files_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.lifecycle.purge import purge_files
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.cleanup")
 
@@ -102,7 +105,7 @@ def _facts(row) -> CleanupFacts:
 class Steps:
     """Steps a to f for one run: the database, the store, the policy and the time of the run."""
 
-    def __init__(self, rt, policy: CleanupPolicy, now: datetime):
+    def __init__(self, rt: Runtime, policy: CleanupPolicy, now: datetime):
         self.rt, self.db, self.store = rt, rt.db, rt.store
         self.policy, self.now = policy, now
 
@@ -195,7 +198,7 @@ class Steps:
     # -- e: temporary files -----------------------------------------------------------------------------------
 
     def _temporary_files(self, report: StepReport, dry_run: bool) -> None:
-        removed = self.store.sweep_tmp(self.now - self.policy.tmp_ttl, dry_run=dry_run)
+        removed = self.rt.maintenance.sweep_tmp(self.now - self.policy.tmp_ttl, dry_run=dry_run)
         report.candidates = report.acted = removed
 
     # -- i: erasures whose jobs ran out of retries (D16) ------------------------------------------------------
@@ -316,7 +319,7 @@ class Steps:
                       count=row.n, refused=refused.n)
 
 
-def run_cleanup(rt, dry_run: bool = False, on_step: Callable[[StepReport], None] | None = None) -> CleanupReport:
+def run_cleanup(rt: Runtime, dry_run: bool = False, on_step: Callable[[StepReport], None] | None = None) -> CleanupReport:
     """Run the cleanup once, unless another run holds the cluster-wide lock.
 
     Returns:
@@ -333,7 +336,7 @@ def run_cleanup(rt, dry_run: bool = False, on_step: Callable[[StepReport], None]
             sql.unlock(lock_conn, sql.CLEANUP_LOCK_KEY)
 
 
-def _run_locked(rt, policy: CleanupPolicy, dry_run: bool,
+def _run_locked(rt: Runtime, policy: CleanupPolicy, dry_run: bool,
                 on_step: Callable[[StepReport], None] | None = None) -> CleanupReport:
     now = rt.clock.now()  # read once (D8)
     report = CleanupReport(ran=True, dry_run=dry_run, now=now)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from app.platform.observability import metrics
 from app.domain.access import Principal
@@ -23,6 +23,9 @@ from app.domain.redaction import redact_file_event
 from app.errors import Conflict, Forbidden, NotFound
 from app.platform.jobs import enqueue_purge
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.deletion")
 
@@ -54,7 +57,7 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
     return marked
 
 
-def delete_file(rt, principal: Principal, file_id: uuid.UUID) -> None:
+def delete_file(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     """deleteFile (D12): the answer table, in its order."""
 
     def work(uow):
@@ -81,7 +84,7 @@ def delete_file(rt, principal: Principal, file_id: uuid.UUID) -> None:
         log_event(log, "info", "file.deleted", "file deleted", file_id=str(file_id))
 
 
-def delete_message(rt, principal: Principal, message_id: str, author_id: uuid.UUID | None = None) -> None:
+def delete_message(rt: Runtime, principal: Principal, message_id: str, author_id: uuid.UUID | None = None) -> None:
     """Delete a message: its attachments go and every attached file is marked deleted, in one transaction
     (lock order D10: message, files ascending, attachments). Message ids are scoped by author: the caller's
     own message, or with `manage` the message of `author_id`.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.domain.access import Principal
 from app.db import erasures as sql
@@ -29,6 +29,9 @@ from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.purge import purge_files
 from app.platform.observability.logs import log_event
 
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
+
 log = logging.getLogger("lethe.erasure")
 
 
@@ -37,7 +40,7 @@ def _manager(principal: Principal | None) -> None:
         raise Forbidden()
 
 
-def request_erasure(rt, principal: Principal | None, subject_id: uuid.UUID) -> Any:
+def request_erasure(rt: Runtime, principal: Principal | None, subject_id: uuid.UUID) -> Any:
     """Start erasing a subject (`manage`; principal None: an operator's command), or answer the erasure
     already running for them.
 
@@ -59,7 +62,7 @@ def request_erasure(rt, principal: Principal | None, subject_id: uuid.UUID) -> A
     return row
 
 
-def erasure_of(rt, principal: Principal | None, erasure_id: uuid.UUID) -> tuple[Any, list[Any]]:
+def erasure_of(rt: Runtime, principal: Principal | None, erasure_id: uuid.UUID) -> tuple[Any, list[Any]]:
     """The erasure and the receipts of its files."""
     _manager(principal)
     row = rt.db.read(lambda conn: sql.erasure(conn, erasure_id))
@@ -69,7 +72,7 @@ def erasure_of(rt, principal: Principal | None, erasure_id: uuid.UUID) -> tuple[
     return row, receipts
 
 
-def erase_round(rt, erasure_id: uuid.UUID) -> str:
+def erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
     """One round: mark, purge, confirm, and complete when nothing is left.
 
     One runner at a time (D19): the actor, cleanup step i and `lethe erase --wait` may all call it; while one
@@ -95,7 +98,7 @@ def erase_round(rt, erasure_id: uuid.UUID) -> str:
         return _finish(rt, row, subject)
 
 
-def _mark(rt, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) -> None:
+def _mark(rt: Runtime, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) -> None:
     def slots(uow) -> None:
         for slot in slots_sql.clear_holder(uow.conn, subject):
             if slot.holder_id == subject:
@@ -149,7 +152,7 @@ def _mark(rt, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) -> None:
     rt.db.unit_of_work(rest, name="erasure.rest")
 
 
-def _purge(rt, erasure_id: uuid.UUID, batch: int) -> None:
+def _purge(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
     after = uuid.UUID(int=0)
     while True:
         ids = rt.db.read(lambda conn: sql.deleted_files_of(conn, erasure_id, batch, after))
@@ -160,11 +163,11 @@ def _purge(rt, erasure_id: uuid.UUID, batch: int) -> None:
         after = ids[-1]
 
 
-def _keys(rt, file_id: uuid.UUID, object_key: str | None, part_count: int) -> list[str]:
+def _keys(rt: Runtime, file_id: uuid.UUID, object_key: str | None, part_count: int) -> list[str]:
     return object_keys_of(file_id, object_key) + rt.store.part_keys(str(file_id), part_count)
 
 
-def _confirm(rt, erasure_id: uuid.UUID, batch: int) -> None:
+def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
     after = uuid.UUID(int=0)
     while True:
         rows = rt.db.read(lambda conn: sql.unconfirmed_purged(conn, erasure_id, batch, after))
@@ -175,7 +178,7 @@ def _confirm(rt, erasure_id: uuid.UUID, batch: int) -> None:
             except KeyError_:
                 log_event(log, "error", "erasure.bad_key", "stored key refused; not confirmed", file_id=str(row.file_id))
                 continue
-            left = rt.store.remains(keys)  # a read of the store, key by key (K1: outside any transaction)
+            left = rt.maintenance.remains(keys)  # a read of the store, key by key (K1: outside any transaction)
             if not left:
                 absent[row.file_id] = len(keys)
             else:
@@ -198,7 +201,7 @@ def _confirm(rt, erasure_id: uuid.UUID, batch: int) -> None:
         after = rows[-1].file_id
 
 
-def _finish(rt, row: Any, subject: uuid.UUID) -> str:
+def _finish(rt: Runtime, row: Any, subject: uuid.UUID) -> str:
     left = rt.db.read(lambda conn: sql.remaining(conn, subject, row.id))
     now = rt.clock.now()
     if not any(left):

@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import psycopg
 
@@ -26,6 +26,9 @@ from app.domain.purge_retry import next_attempt_at, overdue
 from app.errors import ObjectFailed, StorageError
 from app.platform.observability.logs import log_event
 from app.storage.base import MultipartRef
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.purge")
 
@@ -53,7 +56,7 @@ def read_facts(db, file_ids: Sequence[uuid.UUID]) -> list[PurgeFacts]:
     return facts
 
 
-def purge_files(rt, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
+def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
     """Purge many files: plan each, delete all their objects with batched deletes, abort their unfinished
     uploads, then remove the rows of the deleted ones in one transaction with a re-check per row.
 

@@ -9,8 +9,13 @@ from app.db import receipts as sql
 from app.domain import access
 from app.errors import Forbidden, NotFound
 
+from typing import TYPE_CHECKING
 
-def receipt_of(rt, principal: Principal | None, file_id: uuid.UUID):
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
+
+
+def receipt_of(rt: Runtime, principal: Principal | None, file_id: uuid.UUID):
     """The receipt of a purged file (`manage`; principal None: an operator's command).
 
     Raises:

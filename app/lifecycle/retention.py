@@ -33,6 +33,11 @@ from app.lifecycle.batches import CandidateStep, StepReport, isolated, run_candi
 from app.lifecycle.deletion import mark_deleted
 from app.platform.observability.logs import log_event
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
+
 log = logging.getLogger("lethe.retention")
 
 
@@ -58,7 +63,7 @@ def _facts(row) -> RetentionFacts:
                           retired_at=row.retired_at, last_change_at=row.last_change_at, attached=row.attached)
 
 
-def _steps(rt, policy: Policy, now: datetime) -> list[CandidateStep]:
+def _steps(rt: Runtime, policy: Policy, now: datetime) -> list[CandidateStep]:
     def decider(rule):
         def decide(conn: psycopg.Connection, ids: list[uuid.UUID]) -> list[uuid.UUID]:
             return [row.id for row in sql.retention_facts(conn, ids) if rule(_facts(row), policy, now)]
@@ -96,7 +101,7 @@ def _steps(rt, policy: Policy, now: datetime) -> list[CandidateStep]:
     ]
 
 
-def run_policy(rt, policy: Policy, dry_run: bool = False, force: bool = False) -> PolicyReport:
+def run_policy(rt: Runtime, policy: Policy, dry_run: bool = False, force: bool = False) -> PolicyReport:
     """Run one policy now, unless another runner of the same policy is at it (D19).
 
     The cadence gate counts only runs that finished: a run whose step failed is not recorded, so the next
@@ -118,7 +123,7 @@ def run_policy(rt, policy: Policy, dry_run: bool = False, force: bool = False) -
         return _run_policy_alone(rt, policy, dry_run, force)
 
 
-def _run_policy_alone(rt, policy: Policy, dry_run: bool, force: bool) -> PolicyReport:
+def _run_policy_alone(rt: Runtime, policy: Policy, dry_run: bool, force: bool) -> PolicyReport:
     now = rt.clock.now()  # read once
     report = PolicyReport(policy=policy.name, ran=True, dry_run=dry_run)
     gate = None if (force or rt.cfg.schedule.dev_fast) else policy.min_interval
@@ -157,7 +162,7 @@ def _run_policy_alone(rt, policy: Policy, dry_run: bool, force: bool) -> PolicyR
     return report
 
 
-def policy_named(rt, name: str) -> Policy:
+def policy_named(rt: Runtime, name: str) -> Policy:
     """The configured policy of that name.
 
     Raises:
@@ -169,7 +174,7 @@ def policy_named(rt, name: str) -> Policy:
     raise NotFound("no retention policy of that name")
 
 
-def restore_file(rt, principal: Principal | None, file_id: uuid.UUID):
+def restore_file(rt: Runtime, principal: Principal | None, file_id: uuid.UUID):
     """Bring a retired file back (`manage`; principal None: an operator's command); its age starts again now.
 
     Returns:

@@ -12,7 +12,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from app.platform.observability import metrics
 from app.db import retention as runs_sql
@@ -21,6 +21,9 @@ from app.errors import NotFound
 from app.db.locks import exclusive
 from app.lifecycle.waves import delete_in_waves
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.sweep")
 
@@ -43,7 +46,7 @@ class SweepReport:
     busy: bool = False
 
 
-def prefix_named(rt, prefix: str) -> UnmanagedPrefix:
+def prefix_named(rt: Runtime, prefix: str) -> UnmanagedPrefix:
     """The declared unmanaged prefix.
 
     Raises:
@@ -55,7 +58,7 @@ def prefix_named(rt, prefix: str) -> UnmanagedPrefix:
     raise NotFound("no unmanaged prefix of that name")
 
 
-def run_sweep(rt, unmanaged: UnmanagedPrefix, dry_run: bool = False,
+def run_sweep(rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool = False,
               progress: Callable[[int], None] | None = None) -> SweepReport:
     """Sweep one unmanaged prefix now, unless another runner sweeps it (D19: then the report says `busy`);
     `progress` is called with the objects listed so far, every 1,000.
@@ -70,14 +73,14 @@ def run_sweep(rt, unmanaged: UnmanagedPrefix, dry_run: bool = False,
         return _sweep_alone(rt, unmanaged, dry_run, progress)
 
 
-def _sweep_alone(rt, unmanaged: UnmanagedPrefix, dry_run: bool,
+def _sweep_alone(rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool,
                  progress: Callable[[int], None] | None) -> SweepReport:
     started_at = rt.clock.now()
     started = time.monotonic()
     report = SweepReport(prefix=unmanaged.prefix, dry_run=dry_run, created_before=unmanaged.created_before(started_at))
 
     def doomed() -> Iterator[str]:
-        for listed in rt.store.list_prefix(unmanaged.prefix):
+        for listed in rt.maintenance.list_prefix(unmanaged.prefix):
             report.listed += 1
             if progress is not None and report.listed % 1000 == 0:
                 progress(report.listed)
@@ -93,7 +96,7 @@ def _sweep_alone(rt, unmanaged: UnmanagedPrefix, dry_run: bool,
     else:
         waves = delete_in_waves(rt.store, doomed(), rt.cfg.storage.sweep_concurrency)
         report.deleted, report.failed, report.batches = waves.deleted, waves.failed, waves.batches
-        report.directories = rt.store.prune_dirs(unmanaged.prefix)
+        report.directories = rt.maintenance.prune_dirs(unmanaged.prefix)
         rt.db.unit_of_work(lambda uow: runs_sql.record_run(uow.conn, unmanaged.run_name, started_at),
                            name="sweep.record")
         for outcome in ("deleted", "failed", "newer", "invalid"):

@@ -8,14 +8,14 @@ need from here as arguments; they never look anything up themselves (STYLE.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
 from app.db.pool import Database, Timeouts
 from app.domain.uploads import UploadLimits
 from app.platform.jobs.outbox import Outbox
-from app.storage.base import ObjectStore
+from app.storage.base import ObjectStore, StoreMaintenance
 from app.db.context import in_transaction
 from app.storage.fs import FsStore
 from app.storage.guard import GuardedStore
@@ -43,6 +43,12 @@ class Runtime:
     outbox: Outbox
     role: str
     limits: UploadLimits
+
+    @property
+    def maintenance(self) -> StoreMaintenance:
+        """The same store through its maintenance port (sweeps, audit, erasure, cleanup e). The store is built
+        (build_store) or handed in as a GuardedStore, which implements both ports."""
+        return cast(StoreMaintenance, self.store)
 
     def close(self) -> None:
         self.outbox.close()

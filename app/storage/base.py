@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO, Iterable, Iterator, Protocol, Sequence
+from typing import BinaryIO, Generator, Iterable, Iterator, Protocol, Sequence
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class ObjectStore(Protocol):
     def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
         """Write a whole object atomically (overwrites)."""
 
-    def open(self, key: str) -> Iterator[bytes]:
+    def open(self, key: str) -> Generator[bytes, None, None]:
         """Stream an object in chunks. Raises NotFound when it is missing. Close the iterator when done."""
 
     def get(self, key: str) -> bytes:
@@ -122,6 +122,15 @@ class ObjectStore(Protocol):
     def describe(self) -> dict[str, str]:
         """What the driver found of its store at start, for one log line (no secret, no key)."""
 
+
+class StoreMaintenance(Protocol):
+    """What only the maintenance paths need (D16): the sweep of the driver's own temporary area (cleanup e),
+    the erasure's confirming read, and the listings of the sweeps and the audit. The normal paths (uploads,
+    purge, cleanup a to d) hold an ObjectStore, which has none of these: K2 ("the normal paths never list")
+    is a type. The drivers and the K1 guard implement both ports."""
+
+    driver: str
+
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         """Remove the driver's own temporary entries older than `older_than` (only count them with
         dry_run); returns how many (fs only)."""
@@ -138,6 +147,10 @@ class ObjectStore(Protocol):
     def prune_dirs(self, prefix: str) -> int:
         """Remove the empty directories below `prefix`, deepest first, never following a link, keeping the
         prefix's own directory; returns how many (fs; S3 has none)."""
+
+
+class Store(ObjectStore, StoreMaintenance, Protocol):
+    """What a driver implements (fs, s3) and the K1 guard wraps: both ports."""
 
 
 def raise_on_failures(failures: Sequence[DeleteFailure]) -> None:

@@ -15,7 +15,7 @@ import tempfile
 import contextlib
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import BinaryIO, Iterable, Iterator, Sequence
+from typing import BinaryIO, Generator, Iterable, Iterator, Sequence
 
 from app.domain.keys import KeyError_, part_key, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
@@ -218,10 +218,10 @@ class FsStore:
             except OSError as exc:
                 raise _os_error("open an object", exc) from None
 
-    def open(self, key: str) -> Iterator[bytes]:
+    def open(self, key: str) -> Generator[bytes, None, None]:
         fd = self._open_fd(key)
 
-        def chunks() -> Iterator[bytes]:
+        def chunks() -> Generator[bytes, None, None]:
             with os.fdopen(fd, "rb") as handle:
                 while chunk := handle.read(CHUNK):
                     yield chunk
@@ -334,7 +334,7 @@ class FsStore:
                 try:
                     yield from chunks
                 finally:
-                    chunks.close()  # type: ignore[attr-defined]
+                    chunks.close()
 
         tmp_path, size = self._write_tmp(stream())
         self._publish(tmp_path, segments)

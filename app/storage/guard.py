@@ -9,25 +9,25 @@ across a slow network call. tests/unit/test_guard.py fails if a port method is l
 from __future__ import annotations
 
 from datetime import datetime
-from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
+from typing import BinaryIO, Callable, Generator, Iterable, Iterator, Sequence
 
 from app.errors import StoreCallInTransaction
-from app.storage.base import DeleteFailure, ListedObject, MultipartRef, ObjectInfo, ObjectStore, UploadedPart
+from app.storage.base import DeleteFailure, ListedObject, MultipartRef, ObjectInfo, Store, UploadedPart
 
 
 class GuardedStore:
     """An ObjectStore that refuses calls made inside a unit of work."""
 
-    def __init__(self, store: ObjectStore, in_transaction: Callable[[], bool]):
+    def __init__(self, store: Store, in_transaction: Callable[[], bool]):
         self._store = store
         self._in_transaction = in_transaction
         self.driver = store.driver
 
     @property
-    def inner(self) -> ObjectStore:
+    def inner(self) -> Store:
         return self._store
 
-    def _checked(self, name: str) -> ObjectStore:
+    def _checked(self, name: str) -> Store:
         if self._in_transaction():
             raise StoreCallInTransaction(f"object store call {name} inside a unit of work (D4 K1)")
         return self._store
@@ -35,7 +35,7 @@ class GuardedStore:
     def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
         self._checked("put").put(key, data, length, content_type)
 
-    def open(self, key: str) -> Iterator[bytes]:
+    def open(self, key: str) -> Generator[bytes, None, None]:
         return self._checked("open").open(key)
 
     def get(self, key: str) -> bytes:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import BinaryIO, Callable, Iterable, Iterator, Sequence
+from typing import BinaryIO, Callable, Generator, Iterable, Iterator, Sequence
 
 import urllib3
 from minio import Minio
@@ -245,11 +245,11 @@ class S3Store:
             self.client.put_object(self.bucket, _key(key), stream, length, content_type=content_type,
                                    part_size=16 * 1024 * 1024 if length < 0 else 0)
 
-    def open(self, key: str) -> Iterator[bytes]:
+    def open(self, key: str) -> Generator[bytes, None, None]:
         with self._mapped("get", missing=NotFound):
             response = self.client.get_object(self.bucket, _key(key))
 
-        def chunks() -> Iterator[bytes]:
+        def chunks() -> Generator[bytes, None, None]:
             try:
                 with self._mapped("get"):
                     yield from response.stream(CHUNK)

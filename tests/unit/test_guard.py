@@ -1,4 +1,5 @@
-"""The K1 guard implements every method of the ObjectStore port, and refuses each inside a unit of work."""
+"""The K1 guard implements every method of both storage ports (the normal path's ObjectStore and the
+maintenance port), and refuses each inside a unit of work."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import inspect
 import pytest
 
 from app.errors import StoreCallInTransaction
-from app.storage.base import ObjectStore
+from app.storage.base import ObjectStore, StoreMaintenance
 from app.storage.guard import GuardedStore
 
-PORT_METHODS = sorted(name for name, member in vars(ObjectStore).items()
+PORT_METHODS = sorted(name for port in (ObjectStore, StoreMaintenance) for name, member in vars(port).items()
                       if inspect.isfunction(member) and not name.startswith("_"))
 
 
@@ -25,7 +26,8 @@ class Recording:
 
 
 def arguments(name):
-    parameters = list(inspect.signature(getattr(ObjectStore, name)).parameters.values())[1:]
+    port = ObjectStore if name in vars(ObjectStore) else StoreMaintenance
+    parameters = list(inspect.signature(getattr(port, name)).parameters.values())[1:]
     return [None for p in parameters if p.default is inspect.Parameter.empty]
 
 
