@@ -25,7 +25,7 @@ $(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
 run: $(RUN_STAMP)
 	$(VENV)/bin/lethe dev $(if $(PORT),--port $(PORT))
 
-## Type-check (mypy: strict on app/domain, app/storage, app/db), then run the whole test suite
+## Type-check (mypy: strict on app/domain, app/storage, app/db, app/platform), then run the whole test suite
 ## (PostgreSQL from DATABASE_URL or embedded; RabbitMQ from BROKER_URL).
 test: $(TEST_STAMP)
 	$(PY) -m mypy

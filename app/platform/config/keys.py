@@ -8,7 +8,7 @@ import re
 import typing
 import zoneinfo
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from marshmallow import ValidationError, fields, validate
 
@@ -36,40 +36,40 @@ def parse_size(text: str | int) -> int:
     return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
 
 
-class Duration(fields.Field):
+class Duration(fields.Field):  # type: ignore[type-arg]  # marshmallow's Field is generic in 3.x only
     """A duration, written as `90s`, `15m`, `24h`, `7d`; parsed to seconds for the cross-checks, and a
     timedelta in the Config."""
 
     default_error_messages = {"invalid": "Not a duration (write it as 90s, 15m, 24h or 7d)."}
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
         try:
             return parse_duration(value)
         except (ValueError, TypeError):
             raise self.make_error("invalid") from None
 
 
-class Size(fields.Field):
+class Size(fields.Field):  # type: ignore[type-arg]
     """A size in bytes, written as a number or with a unit (`8MiB`)."""
 
     default_error_messages = {"invalid": "Not a size (write it as bytes or as 8MiB, 1GiB)."}
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
         try:
             return parse_size(value)
         except (ValueError, TypeError):
             raise self.make_error("invalid") from None
 
 
-class EntryList(fields.Field):
+class EntryList(fields.Field):  # type: ignore[type-arg]
     """A list of objects as JSON text (or a list, from the TOML file), parsed by a function of the domain
     that names each bad entry and field, never a value."""
 
-    def __init__(self, parse, item_type: type, **kwargs):
+    def __init__(self, parse: Callable[[Any], Any], item_type: type, **kwargs: Any):
         super().__init__(**kwargs)
         self.parse, self.item_type = parse, item_type
 
-    def _deserialize(self, value, attr, data, **kwargs):
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
         if isinstance(value, tuple) and all(isinstance(item, self.item_type) for item in value):
             return value  # already parsed (Config.replace)
         try:
@@ -97,7 +97,7 @@ def _timezone(value: str) -> None:
         raise ValidationError("Not a known time zone name (for example UTC or Europe/Berlin).") from None
 
 
-def _url_scheme(*schemes: str):
+def _url_scheme(*schemes: str) -> Callable[[str], None]:
     def check(value: str) -> None:
         if value and not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):
             raise ValidationError(f"Must be empty or a URL starting with {' or '.join(s + '://' for s in schemes)}.")
@@ -125,7 +125,7 @@ class Key:
     """
 
     name: str
-    field: fields.Field
+    field: fields.Field  # type: ignore[type-arg]
     default: Any
     description: str
     secret: bool = False
@@ -145,7 +145,7 @@ class Key:
         }.get(type(self.field), "string")
 
 
-def key(field: fields.Field, default: Any, description: str, secret: bool = False) -> Any:
+def key(field: "fields.Field[Any]", default: Any, description: str, secret: bool = False) -> Any:
     """Declare a configuration key where it lives: on its section's dataclass, beside its Python type (issue
     22: a key is written once; KEYS is read from the tree). The arguments are Key's."""
     return dataclasses.field(metadata={"key": (field, default, description, secret)})

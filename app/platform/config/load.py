@@ -118,7 +118,8 @@ def build(raw: Mapping[str, Any]) -> Config:
         errors.setdefault(name, []).append("Unknown configuration key.")
     if errors:
         raise ConfigError(errors)
-    return _nest(loaded)
+    config: Config = _nest(loaded)
+    return config
 
 
 def load(environ: Mapping[str, str] | None = None) -> Config:

@@ -37,7 +37,7 @@ log = logging.getLogger("lethe.outbox")
 _NAMESPACE = uuid.UUID("6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11")
 
 
-def message_for(outbox_id: int, queue_name: str, actor_name: str, args: Sequence[Any]) -> dramatiq.Message:
+def message_for(outbox_id: int, queue_name: str, actor_name: str, args: Sequence[Any]) -> dramatiq.Message[Any]:
     return dramatiq.Message(
         queue_name=queue_name,
         actor_name=actor_name,

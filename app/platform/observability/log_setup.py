@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any, TextIO
 
 from pythonjsonlogger.json import JsonFormatter
 
@@ -28,7 +29,7 @@ class RoleFilter(logging.Filter):
 class SafeJsonFormatter(JsonFormatter):
     """JSON lines whose exceptions are formatted by format_exception_safely."""
 
-    def formatException(self, ei) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
         return format_exception_safely(ei)
 
     def format(self, record: logging.LogRecord) -> str:
@@ -39,7 +40,7 @@ class SafeJsonFormatter(JsonFormatter):
 class ConsoleFormatter(logging.Formatter):
     """`12:00:01 INFO  lethe.outbox outbox relayed count=3` - readable, for lethe dev."""
 
-    def formatException(self, ei) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
         return format_exception_safely(ei)
 
     def format(self, record: logging.LogRecord) -> str:
@@ -63,7 +64,7 @@ def make_formatter(fmt: str = "json") -> logging.Formatter:
     )
 
 
-def gunicorn_logconfig(role: str, fmt: str, level: str) -> dict:
+def gunicorn_logconfig(role: str, fmt: str, level: str) -> dict[str, Any]:
     """A logging dictConfig for gunicorn, so that its own lines (worker boots, timeouts) come out in the
     same format and through the same filters as Lethe's."""
     return {
@@ -79,7 +80,7 @@ def gunicorn_logconfig(role: str, fmt: str, level: str) -> dict:
     }
 
 
-def setup_logging(role: str, fmt: str = "json", level: str = "INFO", stream=None) -> None:
+def setup_logging(role: str, fmt: str = "json", level: str = "INFO", stream: TextIO | None = None) -> None:
     """Configure the root logger once for a process: one line a record on stdout (or the given stream)."""
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(make_formatter(fmt))

@@ -52,7 +52,7 @@ class SensitiveFieldFilter(logging.Filter):
         return True
 
 
-def format_exception_safely(exc_info) -> str:
+def format_exception_safely(exc_info: Any) -> str:
     """A traceback with exception types and frames only, never an exception's message: a database error's
     text carries its DETAIL (row values, "Failing row contains ..."), an OSError its path, a minio error its
     key (D15). The chain of causes is kept, by type."""

@@ -51,7 +51,7 @@ SWEEP_LAST_RUN = Gauge("lethe_sweep_last_run_timestamp_seconds", "When each unma
                                                                   "(Unix time).", ["prefix"],
                        multiprocess_mode="mostrecent")
 
-_lazy: dict = {}
+_lazy: dict[str, Gauge] = {}
 
 
 def _lazy_gauge(name: str, documentation: str, labels: tuple[str, ...] = ()) -> Gauge:
@@ -70,20 +70,20 @@ def lazy_gauges() -> None:
     dead_tuples_gauge()
 
 
-def purge_backlog_gauges():
+def purge_backlog_gauges() -> tuple[Gauge, Gauge]:
     """The backlog gauges: deleted rows not yet purged, and the age of the oldest mark."""
     return (_lazy_gauge("lethe_file_purge_backlog", "Deleted files rows not yet purged (set by each cleanup run)."),
             _lazy_gauge("lethe_file_purge_backlog_oldest_seconds",
                         "Age of the oldest deletion mark not yet purged (0 when none)."))
 
 
-def purge_failing_gauge():
+def purge_failing_gauge() -> Gauge:
     """Files the store keeps refusing (set by each cleanup run)."""
     return _lazy_gauge("lethe_file_purge_failing", "Files whose objects the store keeps refusing (set by each "
                                                    "cleanup run).")
 
 
-def scan_pending_gauges():
+def scan_pending_gauges() -> tuple[Gauge, Gauge]:
     """Complete files whose scan is pending, and the age of the oldest (step k). A scan pending past twice
     scan.pending_ttl is ended by the cleanup (D19)."""
     return (_lazy_gauge("lethe_scan_pending", "Complete files whose scan is still pending."),
@@ -91,7 +91,7 @@ def scan_pending_gauges():
                         "Age of the oldest pending scan of a complete file (0 when none)."))
 
 
-def dead_tuples_gauge():
+def dead_tuples_gauge() -> Gauge:
     """Dead tuples of files, events and messages (step k): a deleted row's bytes stay in the table's file until
     VACUUM reclaims them (docs/deletion.md). The label is a table name, never data."""
     return _lazy_gauge("lethe_table_dead_tuples", "Dead tuples of a table: deleted rows whose bytes stay in the "

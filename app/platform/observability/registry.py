@@ -4,9 +4,13 @@ inside the functions: the directory must be set before anything imports it in a 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 
-def metrics_registry():
+def metrics_registry() -> "CollectorRegistry":
     """The registry to expose: aggregated over processes when PROMETHEUS_MULTIPROC_DIR is set (gunicorn and
     dramatiq fork several processes, D15), else the default one."""
     from prometheus_client import REGISTRY, CollectorRegistry, multiprocess

@@ -23,7 +23,7 @@ def scrub_event(event: dict[str, Any], hint: Any = None) -> dict[str, Any]:
     return clean
 
 
-def setup_sentry(dsn: str, role: str, transport=None) -> None:
+def setup_sentry(dsn: str, role: str, transport: Any = None) -> None:
     """Initialise sentry-sdk when a DSN is set: no PII (the default), no request bodies, no local
     variables, no breadcrumbs, no transactions, and scrub_event on every event."""
     if not dsn:
