@@ -38,6 +38,7 @@ class LetheApi(Api):
     ERROR_SCHEMA: Any = ProblemSchema
 
     def handle_http_exception(self, error: HTTPException):
+        """Every HTTP error flask-smorest raises is answered as problem+json."""
         return problems.from_http_exception(error)
 
     def _register_responses(self):

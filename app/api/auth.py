@@ -35,6 +35,7 @@ class Authenticator:
 
     @classmethod
     def from_config(cls, cfg) -> "Authenticator":
+        """The authenticator of the configured key (auth.*)."""
         return cls(cfg.auth.jwt_secret, cfg.auth.jwt_public_key, cfg.auth.issuer, cfg.auth.audience,
                    cfg.auth.leeway.total_seconds())
 

@@ -14,6 +14,7 @@ from app.errors import Invalid
 
 
 def runtime():
+    """The Runtime of the app serving this request."""
     return current_app.extensions["lethe"]
 
 
@@ -45,10 +46,12 @@ class PartNumberConverter(UnicodeConverter):
     part_number_out_of_range (issue 21), instead of a routing 404 for some. Not a number: 0 (out of range)."""
 
     def to_python(self, value: str) -> int:
+        """The part number in the path; anything but a number is 0, answered 422 like any other out of range."""
         return int(value) if re.fullmatch(r"-?[0-9]{1,9}", value) else 0
 
 
 def part_number_schema(converter) -> dict:
+    """The OpenAPI schema of a part number in a path."""
     return {"type": "integer", "minimum": 1}
 
 
@@ -58,4 +61,5 @@ class SegmentConverter(UnicodeConverter):
 
 
 def segment_schema(converter) -> dict:
+    """The OpenAPI schema of a checked path segment."""
     return {"type": "string", "pattern": SEGMENT}

@@ -13,6 +13,7 @@ blp = Blueprint("drafts", __name__, url_prefix="/api/v1/drafts", description="Dr
 
 
 def shape(row) -> dict:
+    """A draft as the API answers it."""
     return {"key": row.draft_key, "text": row.body, "file_ids": row.file_ids, "updated_at": row.updated_at}
 
 

@@ -20,6 +20,7 @@ blueprint = Blueprint("ops", __name__)
 
 @blueprint.get("/healthz")
 def healthz():
+    """The process is alive."""
     return {"status": "ok"}
 
 
@@ -36,6 +37,7 @@ def readiness_for(runtime) -> Readiness:
 
 @blueprint.get("/readyz")
 def readyz():
+    """The dependencies answer (D13); a scanner outage degrades only."""
     readiness = current_app.extensions["lethe.readiness"]
     failed = readiness.failures()
     degraded = sorted(name for name in failed if name in readiness.soft)
@@ -52,4 +54,5 @@ def readyz():
 
 @blueprint.get("/metrics")
 def metrics():
+    """Prometheus metrics of this process (aggregated over forked processes)."""
     return Response(generate_latest(metrics_registry()), mimetype=CONTENT_TYPE_LATEST)

@@ -85,6 +85,7 @@ def _field_errors(exc: HTTPException) -> dict | None:
 
 
 def from_http_exception(exc: HTTPException) -> Response:
+    """A werkzeug HTTP error as problem+json."""
     status = exc.code or 500
     headers = {}
     if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
@@ -97,6 +98,7 @@ def from_http_exception(exc: HTTPException) -> Response:
 
 
 def from_lethe_error(exc: LetheError) -> Response:
+    """One of Lethe's errors as problem+json (the one place that does, STYLE.md)."""
     headers: dict[str, str] = {}
     if exc.status == 503:
         # An outage is expected: one warning line, no stack trace, and when to ask again (D13).
@@ -117,6 +119,7 @@ _CONFLICTS = (pg_errors.UniqueViolation, pg_errors.ForeignKeyViolation, pg_error
 
 
 def from_database_error(exc: psycopg.Error) -> Response:
+    """A database error as problem+json: an outage 503, a constraint 409/422, never a 500 with details."""
     diag = getattr(exc, "diag", None)
     if isinstance(exc, (pg_errors.IntegrityError, pg_errors.DataError)):
         log_event(log, "warning", "api.constraint_violation", "a request met a database constraint",
@@ -131,5 +134,6 @@ def from_database_error(exc: psycopg.Error) -> Response:
 
 def from_unexpected(exc: Exception) -> Response:
     # The type name only: an exception's message may quote data (D15).
+    """Anything else: 500, logged with the type only (D15)."""
     log_event(log, "exception", "api.unhandled", "unhandled error", error=type(exc).__name__)
     return problem(500)

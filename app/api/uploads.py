@@ -14,6 +14,7 @@ blp = Blueprint("uploads", __name__, url_prefix="/api/v1/uploads", description="
 
 
 def shape(view) -> dict:
+    """A file and its upload session as the API answers them."""
     session = view.session
     return {
         "file": view.file,

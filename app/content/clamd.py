@@ -30,6 +30,7 @@ class Verdict:
 
 
 def parse_address(address: str) -> tuple[str, int]:
+    """host:port of `scan.clamd_address` (a bare :port means 127.0.0.1)."""
     host, _, port = address.rpartition(":")
     return host or "127.0.0.1", int(port)
 
@@ -95,6 +96,7 @@ def _read_reply(sock: socket.socket) -> tuple[bytes, OSError | None]:
 
 
 def classify(reply: bytes) -> Verdict:
+    """The verdict of clamd's reply to an INSTREAM."""
     text = reply.rstrip(b"\0").decode("utf-8", "replace").strip()
     if text == "stream: OK":
         return Verdict("clean")

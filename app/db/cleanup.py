@@ -21,6 +21,7 @@ def try_lock(conn: Conn, key: int) -> bool:
 
 
 def unlock(conn: Conn, key: int) -> None:
+    """Release a session-level advisory lock taken with try_lock()."""
     conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
 

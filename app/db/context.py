@@ -13,8 +13,10 @@ def in_transaction() -> bool:
 
 
 def set_in_transaction(value: bool) -> Token[bool]:
+    """Mark this thread (context) as inside a unit of work; returns the token to reset it."""
     return _in_transaction.set(value)
 
 
 def reset_in_transaction(token: Token[bool]) -> None:
+    """Restore the in-transaction mark a set_in_transaction() token saved."""
     _in_transaction.reset(token)

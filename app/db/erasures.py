@@ -26,10 +26,12 @@ def start(conn: Conn, erasure_id: UUID, subject_id: UUID, now: datetime) -> Any:
 
 
 def erasure(conn: Conn, erasure_id: UUID) -> Any:
+    """The erasure's row, or None."""
     return conn.execute(f"SELECT {COLUMNS} FROM erasures WHERE id = %s", (erasure_id,)).fetchone()
 
 
 def add_counts(conn: Conn, erasure_id: UUID, **counts: int) -> None:
+    """Add to an erasure's counters (files_marked, files_purged, ...) in the caller's transaction."""
     assignments = ", ".join(f"{name} = {name} + %s" for name in counts)
     conn.execute(f"UPDATE erasures SET {assignments} WHERE id = %s", (*counts.values(), erasure_id))
 
@@ -66,11 +68,13 @@ def adopt_unconfirmed(conn: Conn, erasure_id: UUID, subject_id: UUID) -> int:
 
 
 def lock_messages_of(conn: Conn, subject_id: UUID, limit: int) -> list[Any]:
+    """Up to `limit` of the subject's messages, locked (D10: messages before files)."""
     return conn.execute("SELECT author_id, id FROM messages WHERE author_id = %s ORDER BY id LIMIT %s FOR UPDATE",
                         (subject_id, limit)).fetchall()
 
 
 def files_of_messages(conn: Conn, subject_id: UUID, message_ids: Sequence[str]) -> list[UUID]:
+    """The files attached to these messages of the subject, ascending id."""
     return [row.file_id for row in conn.execute(
         "SELECT file_id FROM attachments WHERE author_id = %s AND message_id = ANY(%s) ORDER BY file_id",
         (subject_id, list(message_ids)))]
@@ -93,6 +97,7 @@ def lock_files_of(conn: Conn, subject_id: UUID, limit: int, after: UUID) -> list
 
 
 def record_files(conn: Conn, erasure_id: UUID, rows: Sequence[Any]) -> None:
+    """List files in the erasure (id, stored key, part count), keeping the widest facts seen."""
     with conn.cursor() as cur:
         cur.executemany(
             """
@@ -104,6 +109,7 @@ def record_files(conn: Conn, erasure_id: UUID, rows: Sequence[Any]) -> None:
 
 
 def delete_drafts_of(conn: Conn, subject_id: UUID) -> int:
+    """Remove every draft of the subject; returns how many."""
     return conn.execute("DELETE FROM drafts WHERE user_id = %s", (subject_id,)).rowcount
 
 
@@ -178,9 +184,11 @@ def forget_files_in_drafts(conn: Conn, erasure_id: UUID) -> int:
 
 
 def file_ids_of(conn: Conn, erasure_id: UUID) -> list[UUID]:
+    """The ids of every file the erasure listed, ascending."""
     return [row.file_id for row in conn.execute(
         "SELECT file_id FROM erasure_files WHERE erasure_id = %s ORDER BY file_id", (erasure_id,))]
 
 
 def running_ids(conn: Conn) -> list[UUID]:
+    """The ids of the erasures still running, oldest first (cleanup step i)."""
     return [row.id for row in conn.execute("SELECT id FROM erasures WHERE state = 'running' ORDER BY created_at")]

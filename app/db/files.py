@@ -13,6 +13,7 @@ COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha2
 
 
 def insert_file(conn: Conn, row: dict[str, Any]) -> None:
+    """Insert the row of a new upload (uploading, scan pending)."""
     conn.execute(
         """
         INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, scope_id, object_key,
@@ -52,18 +53,21 @@ def lock_files(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
 
 
 def set_complete(conn: Conn, file_id: UUID, sha256: str, now: datetime) -> None:
+    """The upload is assembled and verified: complete, with its digest."""
     conn.execute(
         "UPDATE files SET upload_state = 'complete', sha256 = %s, last_change_at = greatest(last_change_at, %s) "
         "WHERE id = %s", (sha256, now, file_id))
 
 
 def set_failed(conn: Conn, file_id: UUID, changed_at: datetime) -> None:
+    """The upload failed (abort, mismatch, expiry): final and not deliverable."""
     conn.execute(
         "UPDATE files SET upload_state = 'failed', last_change_at = greatest(last_change_at, %s) WHERE id = %s",
         (changed_at, file_id))
 
 
 def set_scan_status(conn: Conn, file_id: UUID, status: str, now: datetime) -> None:
+    """Record a scan outcome and when it was written."""
     conn.execute(
         "UPDATE files SET scan_status = %s, scanned_at = %s, last_change_at = greatest(last_change_at, %s) "
         "WHERE id = %s", (status, now, now, file_id))
@@ -139,5 +143,6 @@ def set_objects_purged(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> N
 
 
 def is_attached(conn: Conn, file_id: UUID) -> bool:
+    """Whether an attachment row names the file."""
     return bool(one(conn.execute("SELECT EXISTS (SELECT 1 FROM attachments WHERE file_id = %s) AS attached",
                                  (file_id,))).attached)

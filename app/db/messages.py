@@ -11,16 +11,19 @@ from app.db.conn import Conn
 
 
 def ensure_message(conn: Conn, author_id: UUID, message_id: str, now: datetime) -> None:
+    """Record the author's message if it is new (ids are scoped by author)."""
     conn.execute("INSERT INTO messages (author_id, id, created_at) VALUES (%s, %s, %s) "
                  "ON CONFLICT (author_id, id) DO NOTHING", (author_id, message_id, now))
 
 
 def lock_message(conn: Conn, author_id: UUID, message_id: str) -> Any:
+    """The author's message locked FOR UPDATE (D10: the message first), or None."""
     return conn.execute("SELECT id, author_id, created_at, deleted_at FROM messages "
                         "WHERE author_id = %s AND id = %s FOR UPDATE", (author_id, message_id)).fetchone()
 
 
 def attached_file_ids(conn: Conn, author_id: UUID, message_id: str) -> list[UUID]:
+    """The files attached to the author's message, in the order they were attached."""
     return [row.file_id for row in conn.execute(
         "SELECT file_id FROM attachments WHERE author_id = %s AND message_id = %s ORDER BY attached_at, file_id",
         (author_id, message_id))]
@@ -34,12 +37,14 @@ def attachments_of_files(conn: Conn, file_ids: Sequence[UUID]) -> dict[UUID, str
 
 def insert_attachments(conn: Conn, author_id: UUID, message_id: str, file_ids: Sequence[UUID],
                        now: datetime) -> None:
+    """Attach files to the author's message."""
     with conn.cursor() as cur:
         cur.executemany("INSERT INTO attachments (author_id, message_id, file_id, attached_at) VALUES (%s, %s, %s, %s)",
                         [(author_id, message_id, file_id, now) for file_id in file_ids])
 
 
 def delete_attachments(conn: Conn, author_id: UUID, message_id: str) -> int:
+    """Remove the attachment rows of the author's message; returns how many."""
     return conn.execute("DELETE FROM attachments WHERE author_id = %s AND message_id = %s",
                         (author_id, message_id)).rowcount
 
@@ -66,6 +71,7 @@ def delete_old_tombstones(conn: Conn, cutoff: datetime, limit: int) -> int:
 
 
 def count_old_tombstones(conn: Conn, cutoff: datetime) -> int:
+    """How many deleted messages' tombstones are older than the cutoff (dry run of step l)."""
     row = conn.execute("SELECT count(*) AS n FROM messages WHERE deleted_at IS NOT NULL AND deleted_at <= %s",
                        (cutoff,)).fetchone()
     return int(row.n) if row is not None else 0

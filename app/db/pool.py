@@ -52,6 +52,7 @@ class Timeouts:
 
     @property
     def answer(self) -> float:
+        """The longest silence of the server while a statement runs, in seconds."""
         return self.statement + 1.0
 
     def connect_kwargs(self, url: str) -> dict[str, Any]:
@@ -82,6 +83,7 @@ class BoundedConnection(psycopg.Connection[Any]):
     returned_at: float = float("-inf")  # when the pool last took it back (Database._returned)
 
     def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
+        """psycopg's wait on the server, bounded by answer_timeout; a timeout closes the connection."""
         try:
             return super().wait(gen, interval, self.answer_timeout if timeout is None else timeout)
         except pg_errors._WaitTimeout:
@@ -159,6 +161,7 @@ class Database:
         return conn
 
     def close(self) -> None:
+        """Close the pool and its connections."""
         self.pool.close()
 
     def unit_of_work(self, fn: Callable[[UnitOfWork], T], *, name: str) -> T:

@@ -39,6 +39,7 @@ def record(conn: Conn, failures: Sequence[tuple[UUID, int, str, datetime]], now:
 
 
 def set_warned(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:
+    """Remember that the overdue warning of these files was logged (once per file)."""
     conn.execute("UPDATE purge_failures SET warned_at = %s WHERE file_id = ANY(%s)", (now, list(file_ids)))
 
 

@@ -13,10 +13,12 @@ COLUMNS = "file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_abse
 
 
 def receipt_of(conn: Conn, file_id: UUID) -> Any:
+    """The receipt of a purged file, or None."""
     return conn.execute(f"SELECT {COLUMNS} FROM receipts WHERE file_id = %s", (file_id,)).fetchone()
 
 
 def receipts_of(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
+    """The receipts of these files, by file id."""
     return conn.execute(f"SELECT {COLUMNS} FROM receipts WHERE file_id = ANY(%s) ORDER BY file_id",
                         (list(file_ids),)).fetchall()
 

@@ -59,6 +59,7 @@ def retention_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
 
 
 def set_retired(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> int:
+    """Retire live, not yet retired files now; returns how many."""
     return conn.execute(
         "UPDATE files SET retired_at = %s WHERE id = ANY(%s) AND retired_at IS NULL AND deleted_at IS NULL",
         (now, list(file_ids))).rowcount
@@ -81,5 +82,6 @@ def record_run(conn: Conn, name: str, now: datetime) -> None:
 
 
 def last_run(conn: Conn, name: str) -> datetime | None:
+    """When a scheduled job last finished a run, or None."""
     row = conn.execute("SELECT last_run_at FROM schedule_runs WHERE name = %s", (name,)).fetchone()
     return row.last_run_at if row is not None else None

@@ -13,6 +13,7 @@ SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, ex
 
 
 def insert_session(conn: Conn, row: dict[str, Any]) -> None:
+    """Insert the upload session of a new file (open, with its expiry and part plan)."""
     conn.execute(
         """
         INSERT INTO upload_sessions (file_id, state, part_size, part_count, storage_upload_id, expected_sha256,
@@ -25,6 +26,7 @@ def insert_session(conn: Conn, row: dict[str, Any]) -> None:
 
 
 def session_of(conn: Conn, file_id: UUID) -> Any:
+    """The file's upload session, or None; no lock."""
     return conn.execute(f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s", (file_id,)).fetchone()
 
 
@@ -35,12 +37,14 @@ def lock_session(conn: Conn, file_id: UUID) -> Any:
 
 
 def parts_of(conn: Conn, file_id: UUID) -> list[Any]:
+    """The parts received for a file, by part number."""
     return conn.execute("SELECT part_number, size_bytes, etag FROM upload_parts WHERE file_id = %s "
                         "ORDER BY part_number", (file_id,)).fetchall()
 
 
 def upsert_part(conn: Conn, file_id: UUID, part_number: int, size_bytes: int, etag: str,
                 now: datetime) -> None:
+    """Record a received part (a part sent again replaces the row)."""
     conn.execute(
         """
         INSERT INTO upload_parts (file_id, part_number, size_bytes, etag, received_at)
@@ -53,15 +57,18 @@ def upsert_part(conn: Conn, file_id: UUID, part_number: int, size_bytes: int, et
 
 
 def delete_parts(conn: Conn, file_id: UUID) -> None:
+    """Remove the part rows of a file (completed, aborted or expired)."""
     conn.execute("DELETE FROM upload_parts WHERE file_id = %s", (file_id,))
 
 
 def set_completed(conn: Conn, file_id: UUID, now: datetime) -> None:
+    """The session completed: its claim ends and it takes no more parts."""
     conn.execute("UPDATE upload_sessions SET state = 'completed', completed_at = %s, completing_since = NULL "
                  "WHERE file_id = %s", (now, file_id))
 
 
 def set_state(conn: Conn, file_id: UUID, state: str) -> None:
+    """Set the session's state (aborted, expired)."""
     conn.execute("UPDATE upload_sessions SET state = %s, completing_since = NULL WHERE file_id = %s",
                  (state, file_id))
 

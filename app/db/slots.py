@@ -23,11 +23,13 @@ def lock_slot(conn: Conn, kind: str, holder_id: UUID, now: datetime) -> Any:
 
 
 def slot(conn: Conn, kind: str, holder_id: UUID) -> Any:
+    """The slot row, or None."""
     return conn.execute("SELECT kind, holder_id, file_id, set_at FROM slots WHERE kind = %s AND holder_id = %s",
                         (kind, holder_id)).fetchone()
 
 
 def set_file(conn: Conn, kind: str, holder_id: UUID, file_id: UUID | None, now: datetime) -> None:
+    """Put a file (or None) into the slot."""
     conn.execute("UPDATE slots SET file_id = %s, set_at = %s WHERE kind = %s AND holder_id = %s",
                  (file_id, now, kind, holder_id))
 
@@ -66,4 +68,5 @@ def unheld_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) 
 
 
 def delete_slot(conn: Conn, kind: str, holder_id: UUID) -> None:
+    """Remove the slot row (an erased principal's avatar slot)."""
     conn.execute("DELETE FROM slots WHERE kind = %s AND holder_id = %s", (kind, holder_id))

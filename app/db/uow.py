@@ -51,6 +51,7 @@ class UnitOfWork:
         self.on_commit.append(fn)
 
     def execute(self, query: str, params: Any = None) -> psycopg.Cursor:
+        """Run a statement in the unit of work's transaction."""
         return self.conn.execute(query, params)
 
     def enqueue(self, queue_name: str, actor_name: str, *args: Any) -> Job:

@@ -25,22 +25,29 @@ class Principal:
 
 
 class Caller(Protocol):
-    @property
-    def id(self) -> uuid.UUID: ...
+    """Who calls, as the rules need it: a Principal, or anything with an id and scopes."""
 
     @property
-    def scopes(self) -> frozenset[str]: ...
+    def id(self) -> uuid.UUID:
+        """The principal's id (the token's sub)."""
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        """The principal's scopes Lethe knows."""
 
 
 def may_read(caller: Caller) -> bool:
+    """`files:read`: read files and uploads."""
     return READ in caller.scopes
 
 
 def may_write(caller: Caller) -> bool:
+    """`files:write`: upload, attach, delete."""
     return WRITE in caller.scopes
 
 
 def is_manager(caller: Caller) -> bool:
+    """`manage`: an operator's scope."""
     return MANAGE in caller.scopes
 
 

@@ -39,6 +39,7 @@ def last_change(facts: CleanupFacts) -> datetime:
 
 
 def session_expired(state: str, expires_at: datetime, now: datetime) -> bool:
+    """An open session is expired at expires_at exactly (D8 a); other states never expire (again)."""
     return state == "open" and now >= expires_at
 
 

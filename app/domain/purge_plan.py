@@ -40,6 +40,7 @@ class PurgeFacts:
 
 
 def plan_purge(facts: PurgeFacts) -> PurgeAction:
+    """What a purge does with a file (the module's table): nothing, objects only, or objects and row."""
     if not facts.exists:
         return PurgeAction.NOTHING
     if facts.deleted_at is not None:

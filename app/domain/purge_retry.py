@@ -21,6 +21,7 @@ def retry_wait(attempts: int, base: timedelta, cap: timedelta) -> timedelta:
 
 
 def next_attempt_at(attempts: int, now: datetime, base: timedelta, cap: timedelta) -> datetime:
+    """When a file the store refused is tried again: the base doubled per attempt, capped."""
     return now + retry_wait(attempts, base, cap)
 
 

@@ -48,6 +48,7 @@ class UnmanagedPrefix:
 
     @property
     def run_name(self) -> str:
+        """Its row in schedule_runs."""
         return f"sweep:{self.prefix}"
 
     def created_before(self, started_at: datetime) -> datetime:

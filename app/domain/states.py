@@ -22,13 +22,16 @@ SESSION_STATES = ("open", "completed", "aborted", "expired")
 
 
 def is_deliverable(upload_state: str, scan_status: str) -> bool:
+    """Complete and scanned clean or skipped: the only state a file is served or attached in."""
     return upload_state == "complete" and scan_status in ("clean", "skipped")
 
 
 def is_final(upload_state: str, scan_status: str) -> bool:
+    """Failed, or complete with a scan outcome: no more change but deletion."""
     return upload_state == "failed" or (upload_state == "complete" and scan_status != "pending")
 
 
 def is_blocked(upload_state: str, scan_status: str) -> bool:
+    """Complete and infected or errored: final, never deliverable."""
     return upload_state == "complete" and scan_status in ("infected", "error")
 
