@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from marshmallow import Schema, ValidationError, fields, post_dump, pre_dump, validate
@@ -83,7 +84,10 @@ class FileSchema(NoNulls):
     @pre_dump
     def _shown(self, file, **kwargs):
         """A failed upload's scan status shows that it was never scanned (issue 21), rather than pending."""
-        values = file._asdict() if hasattr(file, "_asdict") else file
+        if dataclasses.is_dataclass(file) and not isinstance(file, type):
+            values = dataclasses.asdict(file)  # a typed row (FileRow)
+        else:
+            values = file._asdict() if hasattr(file, "_asdict") else file
         if not isinstance(values, dict) or "scan_status" not in values:
             return file
         shown = shown_scan_status(values.get("upload_state", ""), values["scan_status"])

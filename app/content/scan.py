@@ -42,6 +42,7 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     elif row.size_bytes > rt.cfg.scan.max_size:
         verdict = clamd.Verdict("error", "size_limit")  # clamd would refuse it: do not stream it (D19)
     else:
+        assert row.object_key is not None  # a complete file references its original (D3)
         chunks = rt.store.open(row.object_key)
         try:
             verdict = clamd.instream(address, chunks, rt.cfg.scan.timeout.total_seconds())

@@ -2,14 +2,44 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
+
+import psycopg
+from psycopg.rows import class_row
 
 from app.db.conn import Conn, one
 
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
            "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at")
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """A files row as the services read it (D3): typed, so that mypy sees its shape wherever it goes."""
+
+    id: UUID
+    uploaded_by: UUID
+    purpose: str
+    original_name: str
+    mime_type: str
+    size_bytes: int
+    sha256: str | None
+    scope_id: UUID | None
+    object_key: str | None
+    upload_state: str
+    scan_status: str
+    created_at: datetime
+    scanned_at: datetime | None
+    deleted_at: datetime | None
+    last_change_at: datetime
+    retired_at: datetime | None
+
+
+def _rows(conn: Conn) -> psycopg.Cursor[FileRow]:
+    return conn.cursor(row_factory=class_row(FileRow))
 
 
 def insert_file(conn: Conn, row: dict[str, Any]) -> None:
@@ -25,31 +55,36 @@ def insert_file(conn: Conn, row: dict[str, Any]) -> None:
     )
 
 
-def file_by_id(conn: Conn, file_id: UUID) -> Any:
+def file_by_id(conn: Conn, file_id: UUID) -> FileRow | None:
     """The row, or None; no lock."""
-    return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s", (file_id,)).fetchone()
+    with _rows(conn) as cur:
+        return cur.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s", (file_id,)).fetchone()
 
 
-def rows_after(conn: Conn, after_id: UUID, limit: int) -> list[Any]:
+def rows_after(conn: Conn, after_id: UUID, limit: int) -> list[FileRow]:
     """Rows in ascending id order after a file id, a page at a time (the audit's side of its merge)."""
-    return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id > %s ORDER BY id LIMIT %s",
-                        (after_id, limit)).fetchall()
+    with _rows(conn) as cur:
+        return cur.execute(f"SELECT {COLUMNS} FROM files WHERE id > %s ORDER BY id LIMIT %s",
+                           (after_id, limit)).fetchall()
 
 
-def files_by_ids(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
+def files_by_ids(conn: Conn, file_ids: Sequence[UUID]) -> list[FileRow]:
     """The rows in ascending id order; no lock."""
-    return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id", (list(file_ids),)).fetchall()
+    with _rows(conn) as cur:
+        return cur.execute(f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id", (list(file_ids),)).fetchall()
 
 
-def lock_file(conn: Conn, file_id: UUID) -> Any:
+def lock_file(conn: Conn, file_id: UUID) -> FileRow | None:
     """The row locked FOR UPDATE, or None."""
-    return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s FOR UPDATE", (file_id,)).fetchone()
+    with _rows(conn) as cur:
+        return cur.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s FOR UPDATE", (file_id,)).fetchone()
 
 
-def lock_files(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
+def lock_files(conn: Conn, file_ids: Sequence[UUID]) -> list[FileRow]:
     """The rows locked FOR UPDATE in ascending id order (D10)."""
-    return conn.execute(f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-                        (list(file_ids),)).fetchall()
+    with _rows(conn) as cur:
+        return cur.execute(f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+                           (list(file_ids),)).fetchall()
 
 
 def set_complete(conn: Conn, file_id: UUID, sha256: str, now: datetime) -> None:

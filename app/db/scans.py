@@ -4,16 +4,17 @@ ends scans that never came back (D19)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TypeGuard
 from uuid import UUID
 
 from app.db import files as files_sql
+from app.db.files import FileRow
 from app.db.uow import UnitOfWork
 from app.db.events import write_file_updated
 from app.platform.jobs import enqueue_purge
 
 
-def scannable(row: Any) -> bool:
+def scannable(row: FileRow | None) -> TypeGuard[FileRow]:
     """Complete, not deleted, scan still pending: the only state a scan outcome may be written in."""
     return row is not None and row.deleted_at is None and row.upload_state == "complete" \
         and row.scan_status == "pending"
