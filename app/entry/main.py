@@ -116,20 +116,28 @@ def cmd_migrate(args) -> int:
     return 0
 
 
-def cmd_api(args) -> int:
-    cfg = load_config_or_exit("api")
+def _start_role(role: str):
+    """What every production role does before it runs: load the configuration (exit 2 naming bad keys), require
+    a database and a broker (and the api a signing key), make the metrics directory, set up logs and Sentry,
+    inspect the store (exit 2 on object lock) and warn when autovacuum is off. Returns the configuration."""
+    cfg = load_config_or_exit(role)
     _require_database(cfg)
     _require_broker(cfg)
-    missing = _signing_key_missing(cfg)
+    missing = _signing_key_missing(cfg) if role == "api" else None
     if missing is not None:
         print_config_errors(missing)
         sys.exit(EXIT_CONFIG)
     from app.platform.observability.registry import prepare_multiprocess_dir
 
     prepare_multiprocess_dir()
-    _setup("api", cfg)
-    inspect_store_or_exit(cfg, "api")
-    warn_if_autovacuum_off(cfg, "api")
+    _setup(role, cfg)
+    inspect_store_or_exit(cfg, role)
+    warn_if_autovacuum_off(cfg, role)
+    return cfg
+
+
+def cmd_api(args) -> int:
+    cfg = _start_role("api")
     from gunicorn.app.base import BaseApplication
 
     from app.platform.observability.log_setup import gunicorn_logconfig
@@ -168,15 +176,8 @@ def _gunicorn_child_exit(server, worker) -> None:
 
 
 def cmd_worker(args) -> int:
-    cfg = load_config_or_exit("worker")
-    _require_database(cfg)
-    _require_broker(cfg)
-    from app.platform.observability.registry import metrics_registry, prepare_multiprocess_dir
-
-    prepare_multiprocess_dir()
-    _setup("worker", cfg)
-    inspect_store_or_exit(cfg, "worker")
-    warn_if_autovacuum_off(cfg, "worker")
+    cfg = _start_role("worker")
+    from app.platform.observability.registry import metrics_registry
     from dramatiq import cli as dramatiq_cli
     from prometheus_client import start_http_server
 
@@ -190,15 +191,7 @@ def cmd_worker(args) -> int:
 
 
 def cmd_scheduler(args) -> int:
-    cfg = load_config_or_exit("scheduler")
-    _require_database(cfg)
-    _require_broker(cfg)
-    from app.platform.observability.registry import prepare_multiprocess_dir
-
-    prepare_multiprocess_dir()
-    _setup("scheduler", cfg)
-    inspect_store_or_exit(cfg, "scheduler")
-    warn_if_autovacuum_off(cfg, "scheduler")
+    cfg = _start_role("scheduler")
     from scheduler.main import run
 
     return run(cfg)

@@ -33,6 +33,7 @@ from app.db import receipts as receipts_sql
 from app.db import scans as scans_sql
 from app.db import slots as slots_sql
 from app.db import vacuum as vacuum_sql
+from app.db.conn import Conn
 from app.db.uow import UnitOfWork
 from app.lifecycle.batches import CandidateStep, Outcome, Page, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
@@ -272,13 +273,18 @@ class Steps:
 
     def _old_receipts(self, report: StepReport, dry_run: bool) -> None:
         cutoff = self.now - self.policy.receipt_ttl
+        self._delete_in_batches(report, dry_run, "cleanup.g", lambda conn: receipts_sql.count_expired(conn, cutoff),
+                                lambda conn, limit: receipts_sql.delete_expired(conn, cutoff, limit))
+
+    def _delete_in_batches(self, report: StepReport, dry_run: bool, name: str, count: Callable[[Conn], int],
+                           delete: Callable[[Conn, int], int]) -> None:
+        """Steps g and l: rows past a cutoff go in batches of file.gc_batch_size, one unit of work each, until a
+        batch comes back smaller (STYLE.md); the dry run counts them."""
         if dry_run:
-            report.candidates = report.acted = self.db.read(lambda conn: receipts_sql.count_expired(conn, cutoff))
+            report.candidates = report.acted = self.db.read(count)
             return
         while True:
-            removed = self.db.unit_of_work(
-                lambda uow: receipts_sql.delete_expired(uow.conn, cutoff, self.policy.batch_size),
-                name="cleanup.g")
+            removed = self.db.unit_of_work(lambda uow: delete(uow.conn, self.policy.batch_size), name=name)
             report.candidates += removed
             report.acted += removed
             report.batches += 1
@@ -289,18 +295,9 @@ class Steps:
 
     def _old_tombstones(self, report: StepReport, dry_run: bool) -> None:
         cutoff = self.now - self.policy.message_tombstone_ttl
-        if dry_run:
-            report.candidates = report.acted = self.db.read(lambda conn: messages_sql.count_old_tombstones(conn, cutoff))
-            return
-        while True:
-            removed = self.db.unit_of_work(
-                lambda uow: messages_sql.delete_old_tombstones(uow.conn, cutoff, self.policy.batch_size),
-                name="cleanup.l")
-            report.candidates += removed
-            report.acted += removed
-            report.batches += 1
-            if removed < self.policy.batch_size:
-                return
+        self._delete_in_batches(report, dry_run, "cleanup.l",
+                                lambda conn: messages_sql.count_old_tombstones(conn, cutoff),
+                                lambda conn, limit: messages_sql.delete_old_tombstones(conn, cutoff, limit))
 
     # -- f: backlog -------------------------------------------------------------------------------------------
 
