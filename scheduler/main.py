@@ -19,7 +19,7 @@ log = logging.getLogger("lethe.scheduler")
 def run(cfg) -> int:
     from prometheus_client import start_http_server
 
-    broker = build_broker(cfg.broker.url)
+    broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
     runtime = build_runtime(cfg, broker, role="scheduler")
     start_http_server(cfg.metrics.port, addr=cfg.api.host, registry=metrics_registry())
     scheduler = BlockingScheduler(timezone=cfg.schedule.timezone)

@@ -22,7 +22,7 @@ from app.platform.jobs.broker import build_broker
 cfg = load_config_or_exit(role="worker")
 setup_logging("worker", cfg.log.format, cfg.log.level)
 setup_sentry(cfg.sentry.dsn, "worker")
-broker = build_broker(cfg.broker.url)
+broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
 dramatiq.set_broker(broker)
 runtime = build_runtime(cfg, broker, role="worker", background_publish=True)
 actors = register(broker, runtime)

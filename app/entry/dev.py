@@ -151,7 +151,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     worker = scheduler = server = runtime = leadership = dev_file = None
     try:
         migrate(cfg.database.url)
-        broker = build_broker(cfg.broker.url)
+        broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
         runtime = build_runtime(cfg, broker, role="all")
         register(broker, runtime)
         worker = Worker(broker, worker_threads=cfg.worker.threads)

@@ -162,7 +162,7 @@ def cmd_api(args) -> int:
             from app.platform.jobs.broker import build_broker
 
             _setup("api", cfg)
-            runtime = build_runtime(cfg, build_broker(cfg.broker.url), role="api", background_publish=True)
+            runtime = build_runtime(cfg, build_broker(cfg.broker.url, cfg.broker.queue_type), role="api", background_publish=True)
             return create_app(runtime)
 
     GunicornApp().run()
@@ -175,8 +175,31 @@ def _gunicorn_child_exit(server, worker) -> None:
     multiprocess.mark_process_dead(worker.pid)
 
 
+def _queues_of_the_configured_type_or_exit(cfg) -> None:
+    """A worker declares Lethe's queues with broker.queue_type; one that exists with the other type is refused
+    by RabbitMQ on every declare. Exit 2 naming the key and the queues (issue 23), not a loop of errors. An
+    unreachable RabbitMQ is an outage, not a configuration error: the worker starts and retries."""
+    import pika.exceptions
+
+    from app.platform.jobs.broker import LetheRabbitmqBroker, build_broker
+
+    broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
+    try:
+        mismatched = broker.mismatched_queues() if isinstance(broker, LetheRabbitmqBroker) else []
+    except (pika.exceptions.AMQPError, OSError):
+        return
+    finally:
+        broker.close()
+    if mismatched:
+        print_config_errors(ConfigError({"broker.queue_type": [
+            f"These queues exist with another type than {cfg.broker.queue_type}: {', '.join(mismatched)}. "
+            "RabbitMQ cannot change a queue's type; see docs/operations.md, 'Moving to quorum queues'."]}))
+        sys.exit(EXIT_CONFIG)
+
+
 def cmd_worker(args) -> int:
     cfg = _start_role("worker")
+    _queues_of_the_configured_type_or_exit(cfg)
     from app.platform.observability.registry import metrics_registry
     from dramatiq import cli as dramatiq_cli
     from prometheus_client import start_http_server

@@ -93,7 +93,7 @@ def _one_shot_runtime(name: str, needs_store: bool = True):
     from app.platform.runtime import build_runtime
     from app.platform.jobs.broker import build_broker
 
-    runtime = build_runtime(cfg, build_broker(cfg.broker.url), role=name)
+    runtime = build_runtime(cfg, build_broker(cfg.broker.url, cfg.broker.queue_type), role=name)
     if not cfg.broker.url:
         # Without RabbitMQ nobody consumes what this process would publish (an in-process broker dies with
         # it): the jobs stay in the outbox, committed, and a relay sends them (D9, D19).

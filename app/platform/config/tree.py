@@ -127,6 +127,9 @@ class BrokerConfig:
 
     url: str = key(Text(validate=_url_scheme("amqp", "amqps")), "",
         "RabbitMQ URL (amqp://user:pass@host:5672/vhost). Empty: lethe dev uses an in-process broker.", secret=True)
+    queue_type: str = key(Text(validate=validate.OneOf(["classic", "quorum"])), "classic",
+        "Type of every queue Lethe declares: classic, or quorum (replicated, for a RabbitMQ cluster). A queue that "
+        "exists with the other type makes the worker exit 2 (docs/operations.md says how to move).")
 
 
 @dataclass(frozen=True)

@@ -2,23 +2,64 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import dramatiq
-from dramatiq.brokers.rabbitmq import RabbitmqBroker
+import pika.exceptions
+from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker, dq_name, xq_name
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import default_middleware
 
 QUEUES = ("maintenance", "scan")
 
 
-def build_broker(url: str) -> dramatiq.Broker:
-    """RabbitMQ when `url` is set, else an in-process StubBroker (served by an in-process Worker).
+class LetheRabbitmqBroker(RabbitmqBroker):
+    """dramatiq's RabbitMQ broker, declaring every queue (a queue, its delay queue .DQ and its dead-letter queue
+    .XQ) with `x-queue-type` from broker.queue_type (issue 23): quorum queues replicate over a RabbitMQ
+    cluster; their dead-lettering and message TTL are what dramatiq needs, and Lethe uses no priorities."""
+
+    def __init__(self, *, queue_type: str = "classic", **kwargs: Any):
+        super().__init__(**kwargs)
+        self.queue_type = queue_type
+
+    def _typed(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {**arguments, "x-queue-type": self.queue_type}
+
+    def _build_queue_arguments(self, queue_name: str) -> dict[str, Any]:
+        return self._typed(super()._build_queue_arguments(queue_name))
+
+    def _declare_xq_queue(self, queue_name: str) -> Any:
+        return self.channel.queue_declare(queue=xq_name(queue_name), durable=True,
+                                          arguments=self._typed({"x-message-ttl": DEAD_MESSAGE_TTL}))
+
+    def mismatched_queues(self) -> list[str]:
+        """The queues that exist with another type than broker.queue_type (RabbitMQ refuses to declare them
+        again with other arguments: 406 PRECONDITION_FAILED), each tried on a channel of its own."""
+        mismatched = []
+        for queue in QUEUES:
+            for name, declare in ((queue, self._declare_queue), (dq_name(queue), self._declare_dq_queue),
+                                  (xq_name(queue), self._declare_xq_queue)):
+                try:
+                    declare(queue)
+                except pika.exceptions.ChannelClosedByBroker as exc:
+                    del self.channel  # the broker closed it; the next use opens another
+                    if exc.reply_code != 406:
+                        raise
+                    mismatched.append(name)
+        return mismatched
+
+
+def build_broker(url: str, queue_type: str = "classic") -> dramatiq.Broker:
+    """RabbitMQ when `url` is set (queues of `queue_type`: broker.queue_type), else an in-process StubBroker
+    (served by an in-process Worker).
 
     Publisher confirms are on, so a publish that RabbitMQ did not take raises and the outbox row stays for
     the relay (D9). dramatiq's own Prometheus middleware is left out: Lethe serves its metrics itself (D15).
     """
     middleware = [m() for m in default_middleware]
     if url:
-        broker: dramatiq.Broker = RabbitmqBroker(url=url, confirm_delivery=True, middleware=middleware)
+        broker: dramatiq.Broker = LetheRabbitmqBroker(url=url, confirm_delivery=True, middleware=middleware,
+                                                      queue_type=queue_type)
     else:
         broker = StubBroker(middleware=middleware)
     for queue in QUEUES:
