@@ -36,9 +36,10 @@ class Leadership:
     (database.statement_timeout): a partitioned leader stops leading on its side as well.
     """
 
-    def __init__(self, db, timeout_s: float = 30.0):
+    def __init__(self, db, timeout_s: float = 30.0, direct_url: str = ""):
         self.db = db
         self.timeout_s = timeout_s
+        self.direct_url = direct_url  # schedule.database_url: past a transaction pooler (issue 23)
         self._conn = None
         self._lock = threading.Lock()
 
@@ -54,7 +55,7 @@ class Leadership:
                               error=type(exc).__name__)
                     self._drop()
             try:
-                conn = self.db.connect()
+                conn = self.db.connect(self.direct_url or None)
             except Exception as exc:  # noqa: BLE001 - the database is down: try again at the next tick
                 log_event(log, "warning", "scheduler.database_unavailable", "scheduler cannot reach the database",
                           error=type(exc).__name__)
@@ -141,7 +142,8 @@ def relay_outbox(runtime, leadership: Leadership | None = None) -> int:
 def register_jobs(scheduler: BaseScheduler, runtime, leadership: Leadership | None = None) -> Leadership:
     """Add every periodic job to an APScheduler scheduler; returns the leadership it uses."""
     leader_timeout = runtime.cfg.schedule.leader_timeout.total_seconds()
-    leadership = leadership or Leadership(runtime.db, timeout_s=leader_timeout)
+    leadership = leadership or Leadership(runtime.db, timeout_s=leader_timeout,
+                                          direct_url=runtime.cfg.schedule.database_url)
     start = runtime.clock.now()
     scheduler.add_job(
         keep_leadership, "interval", args=[leadership], id="leader.keepalive",

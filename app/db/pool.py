@@ -8,6 +8,7 @@ database (it may not publish, and K1 forbids store calls in it anyway).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -49,6 +50,7 @@ class Timeouts:
     statement: float = 3.0
     keepalive: float = 10.0
     check: float = 1.0  # a pooled connection's liveness check
+    pooled: bool = False  # behind a transaction pooler (database.pooler): no prepared statements, no options
 
     @property
     def answer(self) -> float:
@@ -63,12 +65,16 @@ class Timeouts:
         server = (f"-c statement_timeout={int(self.statement * 1000)} -c tcp_keepalives_idle={idle} "
                   f"-c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3")
         given = conninfo_to_dict(url).get("options")
-        return {
+        client = {
             "connect_timeout": max(2, math.ceil(self.connect)),
             "keepalives": 1, "keepalives_idle": idle, "keepalives_interval": interval, "keepalives_count": 3,
             "tcp_user_timeout": int((idle + 3 * interval) * 1000),
-            "options": f"{given} {server}" if given else server,
         }
+        if self.pooled:
+            # A transaction pooler hands each transaction another server session: a prepared statement or a
+            # session setting would meet the wrong one (PgBouncer 1.18 also refuses the options parameter).
+            return {**client, "prepare_threshold": None}
+        return {**client, "options": f"{given} {server}" if given else server}
 
 
 class BoundedConnection(psycopg.Connection[Any]):
@@ -152,11 +158,13 @@ class Database:
         with conn.bounded(self.timeouts.check):
             conn.execute("")
 
-    def connect(self) -> BoundedConnection:
+    def connect(self, url: str | None = None) -> BoundedConnection:
         """A connection of its own, outside the pool (the scheduler's leader session), with the same
-        timeouts; the caller closes it."""
-        conn = BoundedConnection.connect(self.url, autocommit=True, row_factory=namedtuple_row,
-                                         **self.timeouts.connect_kwargs(self.url))
+        timeouts, to `url` (a direct server, past any pooler) or the pool's; the caller closes it."""
+        direct = url or self.url
+        timeouts = dataclasses.replace(self.timeouts, pooled=False) if url else self.timeouts
+        conn = BoundedConnection.connect(direct, autocommit=True, row_factory=namedtuple_row,
+                                         **timeouts.connect_kwargs(direct))
         self._configure(conn)
         return conn
 

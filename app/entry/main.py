@@ -124,6 +124,11 @@ def _start_role(role: str):
     _require_database(cfg)
     _require_broker(cfg)
     missing = _signing_key_missing(cfg) if role == "api" else None
+    if role == "scheduler" and cfg.database.pooler == "transaction" and not cfg.schedule.database_url:
+        # The leader lock is a session-level advisory lock: a transaction pooler cannot keep it (issue 23).
+        missing = ConfigError({"schedule.database_url": [
+            "Required when database.pooler is transaction: the scheduler's leader session needs a direct "
+            "connection to PostgreSQL (a transaction pooler cannot hold a session-level lock)."]})
     if missing is not None:
         print_config_errors(missing)
         sys.exit(EXIT_CONFIG)

@@ -34,6 +34,7 @@ from app.db import scans as scans_sql
 from app.db import slots as slots_sql
 from app.db import vacuum as vacuum_sql
 from app.db.conn import Conn
+from app.db.locks import exclusive
 from app.db.uow import UnitOfWork
 from app.lifecycle.batches import CandidateStep, Outcome, Page, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
@@ -322,15 +323,12 @@ def run_cleanup(rt: Runtime, dry_run: bool = False, on_step: Callable[[StepRepor
     Returns:
         The report; `first_error` holds the first error of a step (the caller raises it after logging).
     """
-    with rt.db.pool.connection() as lock_conn:
-        if not sql.try_lock(lock_conn, sql.CLEANUP_LOCK_KEY):
+    with exclusive(rt.db, sql.CLEANUP_LOCK_KEY) as mine:
+        if not mine:
             log_event(log, "info", "cleanup.busy", "cleanup already running elsewhere")
             metrics.CLEANUP_RUNS.labels("busy").inc()
             return CleanupReport(ran=False, dry_run=dry_run)
-        try:
-            return _run_locked(rt, CleanupPolicy.from_config(rt.cfg), dry_run, on_step)
-        finally:
-            sql.unlock(lock_conn, sql.CLEANUP_LOCK_KEY)
+        return _run_locked(rt, CleanupPolicy.from_config(rt.cfg), dry_run, on_step)
 
 
 def _run_locked(rt: Runtime, policy: CleanupPolicy, dry_run: bool,

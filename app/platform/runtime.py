@@ -71,7 +71,8 @@ def build_store(cfg: Config) -> GuardedStore:
 def database_timeouts(cfg: Config) -> Timeouts:
     d = cfg.database
     return Timeouts(pool=d.pool_timeout.total_seconds(), connect=d.connect_timeout.total_seconds(),
-                    statement=d.statement_timeout.total_seconds(), keepalive=d.keepalive.total_seconds())
+                    statement=d.statement_timeout.total_seconds(), keepalive=d.keepalive.total_seconds(),
+                    pooled=d.pooler == "transaction")
 
 
 def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | None = None,

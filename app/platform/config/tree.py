@@ -116,6 +116,10 @@ class DatabaseConfig:
     statement_timeout: timedelta = key(Duration(), "3s",
         "Longest statement (set on the server); a connection whose server says nothing for this long "
             "plus a second is dropped (a partition).")
+    pooler: str = key(Text(validate=validate.OneOf(["none", "transaction"])), "none",
+        "transaction: database.url goes through a transaction pooler (PgBouncer pool_mode=transaction): no "
+            "prepared statements and no session settings are sent; set statement_timeout on the database role, "
+            "and give the scheduler schedule.database_url.")
     keepalive: timedelta = key(Duration(), "10s",
         "Silence after which TCP keepalive probes start, on both ends of every connection; a peer that "
             "does not answer 3 probes (one every third of this) is dropped.")
@@ -239,6 +243,9 @@ class ScheduleConfig:
             "pings every third of it, and a standby leads at most about this long after the leader is lost.")
     dev_fast: bool = key(Flag(), False,
         "Development only: run every retention and sweep schedule every 5 minutes, ignoring cadence gates.")
+    database_url: str = key(Text(validate=_url_scheme("postgresql", "postgres")), "",
+        "A direct PostgreSQL URL for the scheduler's leader session (a session-level lock, which a transaction "
+            "pooler cannot hold); required with database.pooler transaction. Empty: database.url.", secret=True)
 
 
 @dataclass(frozen=True)
