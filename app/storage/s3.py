@@ -312,26 +312,32 @@ class S3Store:
         return failures, marked
 
     def _delete_all_versions(self, keys: list[str]) -> list[DeleteFailure]:
-        """Every version and delete marker of each key, found by listing that exact key's versions (a
-        prefix equal to the key, keeping only exact names: `orig-1` must not take `orig-10`)."""
+        """Every version and delete marker of each key. Keys are grouped by their directory (a file's own
+        `f/<aa>/<bb>/<id>/`, which holds that file's objects only, K3), and each directory's versions are
+        listed once, keeping only the exact names asked for (`orig-1` must not take `orig-10`): one request a
+        file instead of one a key (issue 23: a versioned purge ran at a third of a plain one on SeaweedFS)."""
         failures: list[DeleteFailure] = []
         objects: list[DeleteObject] = []
+        groups: dict[str, set[str]] = {}
+        for key in keys:
+            groups.setdefault(key.rsplit("/", 1)[0] + "/" if "/" in key else key, set()).add(key)
 
-        def versions_of(key: str) -> tuple[str, list[str] | DeleteFailure]:
+        def versions_in(prefix: str) -> tuple[str, list[tuple[str, str]] | str]:
+            wanted = groups[prefix]
             try:
                 with self._mapped("list_object_versions"):
-                    return key, [item.version_id for item in self.client.list_objects(
-                        self.bucket, prefix=key, recursive=True, include_version=True)
-                        if item.object_name == key and item.version_id]
+                    return prefix, [(item.object_name, item.version_id) for item in self.client.list_objects(
+                        self.bucket, prefix=prefix, recursive=True, include_version=True)
+                        if item.object_name in wanted and item.version_id]
             except ObjectFailed as exc:
-                return key, DeleteFailure(key=key, code=exc.store_code)
+                return prefix, exc.store_code or "refused"
 
-        with ThreadPoolExecutor(max_workers=min(LIST_THREADS, len(keys))) as pool:
-            for key, found in pool.map(versions_of, keys):
-                if isinstance(found, DeleteFailure):
-                    failures.append(found)
+        with ThreadPoolExecutor(max_workers=min(LIST_THREADS, len(groups))) as pool:
+            for prefix, found in pool.map(versions_in, groups):
+                if isinstance(found, str):
+                    failures += [DeleteFailure(key=key, code=found) for key in sorted(groups[prefix])]
                 else:
-                    objects.extend(DeleteObject(key, version_id) for version_id in found)
+                    objects.extend(DeleteObject(key, version_id) for key, version_id in found)
         for start in range(0, len(objects), DELETE_BATCH):
             failures += self._delete_batch(objects[start:start + DELETE_BATCH])[0]
         return failures
