@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.support.processes import stop_process
+
 # The EICAR anti-virus test string: harmless, and recognised by every scanner as a test "virus".
 EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 STREAM_MAX = "1M"
@@ -66,9 +68,4 @@ class RealClamd:
         raise RuntimeError("clamd did not answer PING in time")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        stop_process(self.process)

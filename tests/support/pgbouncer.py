@@ -10,6 +10,8 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+
+from tests.support.processes import stop_process
 from urllib.parse import urlsplit
 
 
@@ -57,9 +59,4 @@ class PgBouncer:
         raise RuntimeError("pgbouncer did not listen in time")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        stop_process(self.process)

@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.support.processes import stop_process
+
 PORT_FLAGS = ("-s3.port", "-master.port", "-master.port.grpc", "-volume.port", "-volume.port.grpc", "-filer.port",
               "-filer.port.grpc", "-admin.port", "-admin.port.grpc", "-webdav.port")
 
@@ -67,10 +69,5 @@ class Seaweed:
         raise RuntimeError("SeaweedFS's S3 port did not answer in time")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        stop_process(self.process, 15)
         self.log.close()

@@ -1,0 +1,17 @@
+"""What the suite's own server processes (clamd, SeaweedFS, PgBouncer) share."""
+
+from __future__ import annotations
+
+import subprocess
+
+
+def stop_process(process: subprocess.Popen | None, timeout_s: float = 10) -> None:
+    """SIGTERM, then SIGKILL if it has not ended within the timeout; nothing when it is not running."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout_s)
