@@ -212,6 +212,14 @@ def versions_of(raw_store, keys) -> list:
     return [(item.object_name, item.version_id) for item in all_versions(raw_store) if item.object_name in wanted]
 
 
+def uploads_left(raw_store, key: str) -> list[str]:
+    """The ids of the multipart uploads the server still lists under a key; none on fs (a test may list; the
+    service never does, K2)."""
+    if raw_store.driver == "fs":
+        return []
+    return [upload.upload_id for upload in raw_store.client._list_multipart_uploads(raw_store.bucket, prefix=key).uploads]
+
+
 def assert_nothing_hidden(s3_store) -> None:
     """On a bucket that keeps versions, every key either still has a current object or has no version and no
     delete marker left: a delete never leaves readable bytes behind a marker (D16)."""

@@ -95,10 +95,11 @@ def create_app(runtime) -> Flask:
         # (Flask raises routing errors only after this hook).
         if request.path.startswith(API_PREFIX):
             g.principal = authenticator.principal(request.headers.get("Authorization"))
-            if _json_body_expected_but_not_sent():
+            reads_json = request.method in ("POST", "PUT", "PATCH") and _reads_json(request.endpoint, request.method)
+            if reads_json and _json_body_expected_but_not_sent():
                 return problems.problem(415, reason="json_expected",
                                         detail="Send the body as JSON with Content-Type: application/json.")
-            unreadable = _unreadable_json_body(runtime.cfg.api.max_json_depth)
+            unreadable = _unreadable_json_body(runtime.cfg.api.max_json_depth) if reads_json else None
             if unreadable is not None:
                 reason, detail = unreadable
                 return problems.problem(400, reason=reason, detail=detail)
@@ -127,19 +128,17 @@ def _reads_json(endpoint: str | None, method: str) -> bool:
 
 
 def _json_body_expected_but_not_sent() -> bool:
-    """A body sent to an endpoint that reads JSON, with another Content-Type (issue 14): answer 415 saying
-    what to send, not 422 "Missing data" for fields the client did send."""
-    if request.method not in ("POST", "PUT", "PATCH") or request.is_json:
+    """Of a request to an endpoint that reads JSON: a body sent with another Content-Type (issue 14), answered
+    415 saying what to send, not 422 "Missing data" for fields the client did send."""
+    if request.is_json:
         return False
-    has_body = bool(request.content_length) or request.headers.get("Transfer-Encoding", "").lower() == "chunked"
-    return has_body and _reads_json(request.endpoint, request.method)
+    return bool(request.content_length) or request.headers.get("Transfer-Encoding", "").lower() == "chunked"
 
 
 def _unreadable_json_body(max_depth: int) -> tuple[str, str] | None:
-    """Why the JSON body of a JSON endpoint cannot be read (malformed, too deep), or None (issue 21)."""
-    if request.method not in ("POST", "PUT", "PATCH") or not request.is_json:
-        return None
-    if not _reads_json(request.endpoint, request.method):
+    """Of a request to an endpoint that reads JSON: why its JSON body cannot be read (malformed, too deep), or
+    None (issue 21)."""
+    if not request.is_json:
         return None
     raw = request.get_data(cache=True)
     return json_body.body_problem(raw, max_depth) if raw else None

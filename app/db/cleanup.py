@@ -10,13 +10,14 @@ from uuid import UUID
 from app.db.conn import Conn, one
 from app.db.keyset import Cursor, after
 
-CLEANUP_LOCK_KEY = 0x6C65746865_01  # "lethe" + 1: one cleanup run at a time in the cluster
+CLEANUP_LOCK_KEY = 0x6C65746865_01  # "lethe" + 1: one cleanup run at a time in the cluster (db/locks.py)
 SCHEDULER_LOCK_KEY = 0x6C65746865_02  # the scheduler's leader lock
 
 
 
 def try_lock(conn: Conn, key: int) -> bool:
-    """A session-level advisory lock, held until unlock() or the connection ends."""
+    """A session-level advisory lock, held until unlock() or the connection ends (the scheduler's leader lock:
+    it must end with a silent session; every other run is exclusive through db/locks.py)."""
     return bool(one(conn.execute("SELECT pg_try_advisory_lock(%s) AS locked", (key,))).locked)
 
 

@@ -108,7 +108,7 @@ class Steps:
     """Steps a to f for one run: the database, the store, the policy and the time of the run."""
 
     def __init__(self, rt: Runtime, policy: CleanupPolicy, now: datetime):
-        self.rt, self.db, self.store = rt, rt.db, rt.store
+        self.rt, self.db = rt, rt.db
         self.policy, self.now = policy, now
 
     def all(self) -> list[CandidateStep | WholeStep]:

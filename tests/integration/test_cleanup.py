@@ -372,13 +372,12 @@ def test_a_cleanup_racing_an_attach_ends_attached_or_deleted_never_both(lethe):
 
 
 def test_a_second_concurrent_cleanup_returns_at_once(lethe, caplog):
-    with lethe.rt.db.pool.connection() as conn:
-        assert cleanup_sql.try_lock(conn, cleanup_sql.CLEANUP_LOCK_KEY)
-        try:
-            with caplog.at_level(logging.INFO, logger="lethe.cleanup"):
-                report = run_cleanup(lethe.rt)
-        finally:
-            cleanup_sql.unlock(conn, cleanup_sql.CLEANUP_LOCK_KEY)
+    from app.db.locks import exclusive
+
+    with exclusive(lethe.rt.db, cleanup_sql.CLEANUP_LOCK_KEY) as held:  # another runner holds the cleanup
+        assert held
+        with caplog.at_level(logging.INFO, logger="lethe.cleanup"):
+            report = run_cleanup(lethe.rt)
     assert report.ran is False and report.steps == []
     assert any(getattr(r, "event", "") == "cleanup.busy" for r in caplog.records)
 

@@ -16,7 +16,7 @@ from app.content.clamd import ClamdUnavailable, Verdict, instream
 from app.domain.keys import original_key, part_key
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.purge import purge_files
-from tests.conftest import versions_of
+from tests.conftest import uploads_left, versions_of
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER
 
@@ -29,10 +29,7 @@ def leftovers(lethe, file_id: str, part_count: int = 1) -> list:
     file_uuid = uuid.UUID(file_id)
     found = list(versions_of(lethe.raw_store, keys_of(file_id) + [part_key(file_uuid, n)
                                                                   for n in range(1, part_count + 1)]))
-    if lethe.raw_store.driver != "fs":
-        key = original_key(file_uuid, 1)
-        result = lethe.raw_store.client._list_multipart_uploads(lethe.raw_store.bucket, prefix=key)
-        found += [("multipart", upload.upload_id) for upload in result.uploads]
+    found += [("multipart", upload_id) for upload_id in uploads_left(lethe.raw_store, original_key(file_uuid, 1))]
     return found
 
 

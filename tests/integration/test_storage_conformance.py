@@ -13,7 +13,7 @@ import pytest
 from app.domain.keys import original_key, part_key, variant_key
 from app.storage.base import MultipartRef
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, StoreCallInTransaction
-from tests.conftest import make_s3_store, versions_of
+from tests.conftest import make_s3_store, uploads_left, versions_of
 from tests.support.faults import RefusingS3
 
 MiB = 1024 * 1024
@@ -153,13 +153,6 @@ def test_abort_upload_is_idempotent_and_drops_the_parts(store, raw_store):
         assert [upload.upload_id for upload in result.uploads] == []
 
 
-def _uploads_left(raw_store, key: str) -> list:
-    """The multipart uploads the server still lists under a key (a test may list; the service never does)."""
-    if raw_store.driver == "fs":
-        return []
-    return [upload.upload_id for upload in raw_store.client._list_multipart_uploads(raw_store.bucket, prefix=key).uploads]
-
-
 def test_discard_part_removes_what_put_part_wrote_and_is_idempotent(store, raw_store):
     # Given a part written into an upload that ended meanwhile (on S3 a part uploaded while an abort runs can
     # still succeed and keep its bytes in the upload: AWS says to abort again)
@@ -171,7 +164,7 @@ def test_discard_part_removes_what_put_part_wrote_and_is_idempotent(store, raw_s
     store.discard_part(ref, 1)
     # Then neither its object (fs) nor its multipart upload (S3) is left
     assert versions_of(raw_store, [part_key(file_id, 1)]) == []
-    assert _uploads_left(raw_store, original_key(file_id)) == []
+    assert uploads_left(raw_store, original_key(file_id)) == []
 
 
 def test_clear_parts_after_a_completion_leaves_no_part_and_keeps_the_object(store, raw_store):

@@ -12,8 +12,7 @@ from typing import Any, Callable
 
 from marshmallow import ValidationError, fields, validate
 
-from app.domain.durations import format_duration as format_duration  # re-exported for the keys
-from app.domain.durations import parse_duration as parse_duration
+from app.domain.durations import parse_duration
 from app.platform.config.entries import EntryErrors
 
 ENV_PREFIX = "LETHE_"

@@ -15,7 +15,8 @@ from typing import Any, Mapping
 from marshmallow import Schema, ValidationError
 
 from app.errors import ConfigError
-from app.platform.config.keys import CONFIG_FILE_ENV, S3_MIN_PART_SIZE, Key, format_duration
+from app.domain.durations import format_duration
+from app.platform.config.keys import CONFIG_FILE_ENV, S3_MIN_PART_SIZE, Key
 from app.platform.config.tree import KEYS, KEYS_BY_NAME, Config
 
 
