@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from flask import Response
 from flask.views import MethodView
 from flask_smorest import Blueprint
@@ -9,7 +11,7 @@ from flask_smorest import Blueprint
 from app.content import files
 from app.lifecycle import deletion, retention
 from app.api.common import caller, problems, runtime
-from app.api.schemas import FileSchema
+from app.api.schemas import BatchDeleteResultsSchema, BatchDeleteSchema, FileSchema
 from app.domain.uploads import content_disposition
 
 blp = Blueprint("files", __name__, url_prefix="/api/v1/files", description="Files")
@@ -32,6 +34,21 @@ class FileById(MethodView):
         file answers 409 `file_attached` (delete the message instead); avatars, branding and exports 409
         `purpose_not_deletable`. Unknown, foreign and purged ids get the same 404."""
         deletion.delete_file(runtime(), caller(), file_id)
+
+
+@blp.route("/batch-delete")
+class FilesBatchDelete(MethodView):
+    @blp.doc(operationId="batchDeleteFiles")
+    @blp.arguments(BatchDeleteSchema)
+    @blp.response(200, BatchDeleteResultsSchema)
+    @problems(blp, 403, 422)
+    def post(self, body):
+        """Delete up to 1,000 of the caller's files at once (`files:write`). Every id gets the answer
+        deleteFile would give it alone, in request order: 204 (deleted now or before), 404 `not_found` (the
+        same for an unknown id, another's file and a purged one), 409 `file_attached` or
+        `purpose_not_deletable`. One transaction for the batch, one purge job for what it deleted."""
+        results = deletion.delete_files(runtime(), caller(), body["ids"])
+        return {"results": [dataclasses.asdict(result) for result in results]}
 
 
 @blp.route("/<uuid:file_id>/content")

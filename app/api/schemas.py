@@ -133,6 +133,24 @@ class MessagePutSchema(Schema):
     file_ids = fields.List(fields.UUID(), required=True, validate=validate.Length(max=MAX_IDS))
 
 
+class BatchDeleteSchema(Schema):
+    ids = fields.List(fields.UUID(), required=True, validate=validate.Length(min=1, max=MAX_IDS),
+                      metadata={"description": "1 to 1,000 file ids; each is answered as deleteFile would."})
+
+
+class BatchDeleteResultSchema(NoNulls):
+    id = fields.UUID(required=True)
+    status = fields.Integer(required=True, validate=validate.OneOf((204, 404, 409)),
+                            metadata={"description": "What deleteFile answers for this id alone."})
+    reason = fields.String(metadata={"description": "`not_found` with 404; `file_attached` or "
+                                                    "`purpose_not_deletable` with 409."})
+
+
+class BatchDeleteResultsSchema(Schema):
+    results = fields.List(fields.Nested(BatchDeleteResultSchema), required=True,
+                          metadata={"description": "One result per id, in request order."})
+
+
 class MessageDeleteQuerySchema(Schema):
     author_id = fields.UUID(metadata={"description": "With `manage`: the author whose message is deleted "
                                                      "(default: the caller)."})

@@ -43,26 +43,12 @@ def lock_unredacted_file_events(conn: Conn, file_ids: Sequence[UUID]) -> list[An
     """The stored events of these files not yet redacted, locked FOR UPDATE (D10: after the files)."""
     return conn.execute(
         """
-        SELECT id, type, schema_version, payload FROM events
+        SELECT id, resource_id, type, schema_version, payload FROM events
         WHERE resource_kind = 'file' AND resource_id = ANY(%s) AND redacted_at IS NULL
         ORDER BY id FOR UPDATE
         """,
         (list(file_ids),),
     ).fetchall()
-
-
-def set_redacted(conn: Conn, redacted: list[tuple[int, dict[str, Any]]], now: datetime) -> None:
-    """Store redacted payloads, many events in one statement."""
-    if not redacted:
-        return
-    conn.execute(
-        """
-        UPDATE events e SET payload = v.payload, redacted_at = %s
-        FROM jsonb_to_recordset(%s) AS v(id bigint, payload jsonb) WHERE e.id = v.id
-        """,
-        # One JSON document for the whole batch: psycopg's per-element array escaping is far slower.
-        (now, Jsonb([{"id": event_id, "payload": payload} for event_id, payload in redacted])),
-    )
 
 
 def write_file_updated(uow: UnitOfWork, file_id: UUID, actor_id: UUID | None, now: datetime) -> None:

@@ -54,10 +54,15 @@ class UnitOfWork:
         """Run a statement in the unit of work's transaction."""
         return self.conn.execute(query, params)
 
+    def enqueued(self, outbox_id: int, queue_name: str, actor_name: str, *args: Any) -> Job:
+        """Take up a job whose outbox row a statement of this transaction wrote itself (the mark of
+        mark_deleted writes its purge job in the same statement: one round trip, issue 24)."""
+        job = Job(outbox_id=outbox_id, queue_name=queue_name, actor_name=actor_name, args=tuple(args))
+        self.jobs.append(job)
+        return job
+
     def enqueue(self, queue_name: str, actor_name: str, *args: Any) -> Job:
         """Write a job to the outbox in this transaction; it is published after the commit (D9)."""
         # created_at from the project's clock, which the relay ages by (D17)
         outbox_id = outbox_sql.insert_job(self.conn, queue_name, actor_name, args, self.clock.now())
-        job = Job(outbox_id=outbox_id, queue_name=queue_name, actor_name=actor_name, args=tuple(args))
-        self.jobs.append(job)
-        return job
+        return self.enqueued(outbox_id, queue_name, actor_name, *args)

@@ -108,3 +108,23 @@ def may_erase(caller: Caller | None) -> bool:
 def may_read_receipt(caller: Caller | None) -> bool:
     """Deletion receipts are for operators (D16): `manage`, or an operator's command (None)."""
     return caller is None or is_manager(caller)
+
+
+def delete_answer(caller: Caller, uploaded_by: uuid.UUID, deleted: bool, attached: bool, purpose: str) -> str:
+    """deleteFile's answer table (D12), in its order, for a file that exists (no row: `not_found`).
+
+    Returns:
+        `delete` (mark it), `done` (deleted before: 204 again to its uploader), or a refusal: `not_found`
+        (the same 404 as an unknown id), `forbidden` (403), `file_attached` or `purpose_not_deletable` (409).
+    """
+    if deleted:
+        return "done" if sees_deleted_file(caller, uploaded_by) else "not_found"
+    if not sees_file(caller, uploaded_by):
+        return "not_found"
+    if not may_write(caller):
+        return "forbidden"
+    if attached:
+        return "file_attached"
+    if purpose != "attachment":
+        return "purpose_not_deletable"
+    return "delete"

@@ -10,10 +10,12 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
 
 from app.platform.observability import metrics
 from app.domain.access import Principal
+from app.db import deletion as deletion_sql
 from app.db import events as events_sql
 from app.db import files as files_sql
 from app.db import messages as messages_sql
@@ -21,7 +23,7 @@ from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.redaction import redact_file_event
 from app.errors import Conflict, Forbidden, NotFound
-from app.platform.jobs import enqueue_purge
+from app.platform.jobs import PURGE_ACTOR, PURGE_QUEUE
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
@@ -30,7 +32,8 @@ if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every servi
 log = logging.getLogger("lethe.deletion")
 
 
-def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: str) -> list[uuid.UUID]:
+def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: str, *,
+                 stored: Sequence[Any] | None = None) -> list[uuid.UUID]:
     """Mark files deleted in the caller's transaction (D5).
 
     Args:
@@ -39,6 +42,8 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
         now: the time of the mark.
         via: what deleted them (`file`, `message`, `cleanup_unattached`, `cleanup_failed`, `retention`,
             `slot`, `erasure`, ...): kept on the row for its receipt (D16), and the metric's label.
+        stored: the files' unredacted stored events, when the caller already locked them after the rows
+            (deleteFile reads them with its row lock, in the same round trip); else they are locked here.
 
     Returns:
         The files marked now; files already deleted take no further step.
@@ -46,42 +51,86 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
     Raises:
         RedactionError: a stored event on kind `file` that cannot be redacted; the transaction fails.
     """
-    marked = files_sql.set_deleted(uow.conn, file_ids, now, via)  # and aborts their open sessions
-    if not marked:
+    if not file_ids:
         return []
-    stored = events_sql.lock_unredacted_file_events(uow.conn, marked)
+    if stored is None:
+        stored = events_sql.lock_unredacted_file_events(uow.conn, file_ids)  # D10: after the files rows
+    # Redacted before the mark (D6: an event that cannot be redacted fails the transaction); the mark
+    # stores them for the files it marks now, with their sessions' abort and the purge job, in one statement.
     redacted = [(event.id, redact_file_event(event.type, event.schema_version, event.payload)) for event in stored]
-    events_sql.set_redacted(uow.conn, redacted, now)
-    enqueue_purge(uow, marked)
-    uow.after_commit_metric(lambda: metrics.FILES_DELETED.labels(via).inc(len(marked)))
-    return marked
+    marked = files_sql.set_deleted(uow.conn, file_ids, now, via, redacted,
+                                   (PURGE_QUEUE, PURGE_ACTOR, uow.clock.now()))
+    if marked.outbox_id is None:
+        return []
+    uow.enqueued(marked.outbox_id, PURGE_QUEUE, PURGE_ACTOR, [str(file_id) for file_id in marked.file_ids])
+    count = len(marked.file_ids)
+    uow.after_commit_metric(lambda: metrics.FILES_DELETED.labels(via).inc(count))
+    return marked.file_ids
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What deleteFile answers for one id of a batch (issue 24): 204, 404 or 409 with its reason."""
+
+    id: uuid.UUID
+    status: int
+    reason: str | None = None
+
+
+_REFUSALS = {"not_found": NotFound, "forbidden": Forbidden}
+
+
+def _delete_locked(uow: UnitOfWork, principal: Principal, file_ids: Sequence[uuid.UUID],
+                   now: datetime) -> dict[uuid.UUID, str]:
+    """The answer for each id (D12's table) and the mark of those to delete, under the rows' locks: three
+    statements between BEGIN and COMMIT (the locks, what they guard, the mark with all it commits)."""
+    locked = deletion_sql.lock_for_delete(uow.conn, sorted(set(file_ids)))  # D10: ascending id
+    answers = {file_id: "not_found" for file_id in file_ids}
+    for row in locked.rows:
+        answers[row.id] = access.delete_answer(principal, row.uploaded_by, row.deleted_at is not None,
+                                               row.id in locked.attached, row.purpose)
+    doomed = [file_id for file_id in sorted(answers) if answers[file_id] == "delete"]
+    mark_deleted(uow, doomed, now, via="file",
+                 stored=[event for event in locked.stored if answers.get(event.resource_id) == "delete"])
+    return answers
 
 
 def delete_file(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
-    """deleteFile (D12): the answer table, in its order."""
-
-    def work(uow):
-        row = files_sql.lock_file(uow.conn, file_id)
-        if row is None:
-            raise NotFound()
-        if row.deleted_at is not None:
-            if access.sees_deleted_file(principal, row.uploaded_by):
-                return False  # already deleted: 204 to its uploader, the same 404 to anyone else
-            raise NotFound()
-        if not access.sees_file(principal, row.uploaded_by):
-            raise NotFound()
-        if not access.may_write(principal):
-            raise Forbidden()
-        # D10: the attachment is checked after the file row's lock, so a concurrent attach either came
-        # first (409 here) or will see deleted_at after its own lock.
-        if files_sql.is_attached(uow.conn, file_id):
-            raise Conflict("file_attached", "Delete the message instead.")
-        if row.purpose != "attachment":
-            raise Conflict("purpose_not_deletable")
-        return bool(mark_deleted(uow, [file_id], rt.clock.now(), via="file"))
-
-    if rt.db.unit_of_work(work, name="file.delete"):
+    """deleteFile (D12): the answer table, in its order (domain.access.delete_answer)."""
+    # D10: the attachment is checked after the file row's lock, so a concurrent attach either came first
+    # (409 here) or will see deleted_at after its own lock.
+    answer = rt.db.unit_of_work(lambda uow: _delete_locked(uow, principal, [file_id], rt.clock.now())[file_id],
+                                name="file.delete")
+    if answer in _REFUSALS:
+        raise _REFUSALS[answer]()
+    if answer in ("file_attached", "purpose_not_deletable"):
+        raise Conflict(answer, "Delete the message instead." if answer == "file_attached" else None)
+    if answer == "delete":
         log_event(log, "info", "file.deleted", "file deleted", file_id=str(file_id))
+
+
+def delete_files(rt: Runtime, principal: Principal, file_ids: Sequence[uuid.UUID]) -> list[DeleteResult]:
+    """batchDeleteFiles (issue 24): each id answered exactly as deleteFile would answer it alone, in request
+    order; one transaction for the batch, rows locked in id order (D10), one purge job for what it marked.
+
+    Raises:
+        Forbidden: the caller may not write (`files:write`): the whole request is refused.
+    """
+    if not access.may_write(principal):
+        raise Forbidden()
+    answers = rt.db.unit_of_work(lambda uow: _delete_locked(uow, principal, file_ids, rt.clock.now()),
+                                 name="file.batch_delete")
+    results = [DeleteResult(file_id, *_STATUS[answers[file_id]]) for file_id in file_ids]
+    deleted = sum(1 for answer in answers.values() if answer == "delete")
+    log_event(log, "info", "files.batch_deleted", "files deleted in a batch", files=deleted, ids=len(answers))
+    return results
+
+
+# The answer of one id in a batch, as deleteFile's status and reason (forbidden cannot occur: checked first).
+_STATUS: dict[str, tuple[int, str | None]] = {
+    "delete": (204, None), "done": (204, None), "not_found": (404, "not_found"),
+    "file_attached": (409, "file_attached"), "purpose_not_deletable": (409, "purpose_not_deletable"),
+}
 
 
 def delete_message(rt: Runtime, principal: Principal, message_id: str, author_id: uuid.UUID | None = None) -> None:

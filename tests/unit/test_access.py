@@ -65,3 +65,18 @@ def test_operator_only_rules(rule):
 
 def test_an_operators_command_on_the_host_may_erase_and_read_receipts():
     assert access.may_erase(None) and access.may_read_receipt(None)
+
+
+@pytest.mark.parametrize("caller, deleted, attached, purpose, answer", [
+    (UPLOADER, False, False, "attachment", "delete"),
+    (UPLOADER, True, False, "attachment", "done"),  # deleted before: 204 again
+    (MANAGER, True, False, "attachment", "not_found"),  # a deleted file looks purged to everyone else
+    (STRANGER, False, False, "attachment", "not_found"),
+    (STRANGER, True, True, "avatar", "not_found"),
+    (READER, False, True, "avatar", "forbidden"),  # visible, then the scope
+    (UPLOADER, False, True, "avatar", "file_attached"),  # the attachment before the purpose (D12's order)
+    (UPLOADER, False, False, "avatar", "purpose_not_deletable"),
+    (MANAGER, False, False, "attachment", "delete"),
+])
+def test_delete_answer_follows_the_table_in_its_order(caller, deleted, attached, purpose, answer):
+    assert access.delete_answer(caller, OWNER_ID, deleted, attached, purpose) == answer
