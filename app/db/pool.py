@@ -13,6 +13,7 @@ import logging
 import math
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
@@ -33,6 +34,7 @@ log = logging.getLogger("lethe.db")
 T = TypeVar("T")
 RV = TypeVar("RV")
 RETRYABLE = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
+_MAINTENANCE: ContextVar[bool] = ContextVar("lethe_db_maintenance", default=False)
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Timeouts:
     pool: float = 3.0
     connect: float = 3.0
     statement: float = 3.0
+    maintenance: float = 60.0  # the statements of maintenance work (Database.maintenance)
     keepalive: float = 10.0
     check: float = 1.0  # a pooled connection's liveness check
     pooled: bool = False  # behind a transaction pooler (database.pooler): no prepared statements, no options
@@ -56,6 +59,11 @@ class Timeouts:
     def answer(self) -> float:
         """The longest silence of the server while a statement runs, in seconds."""
         return self.statement + 1.0
+
+    @property
+    def maintenance_answer(self) -> float:
+        """The same for maintenance work."""
+        return self.maintenance + 1.0
 
     def connect_kwargs(self, url: str) -> dict[str, Any]:
         """libpq parameters: connect timeout, keepalives and a user timeout on our side, and the statement
@@ -168,6 +176,34 @@ class Database:
         self._configure(conn)
         return conn
 
+    @contextmanager
+    def maintenance(self) -> Iterator[None]:
+        """Maintenance work (cleanup, retention, erasure, sweeps, audit) in this block: every unit of work and
+        read runs in a transaction whose statements may take `database.maintenance_statement_timeout`
+        (SET LOCAL, so a transaction pooler carries it too), and the client waits as long; requests keep
+        `database.statement_timeout` (issue 24: at a real install's size a step's statement can take longer
+        than a request may)."""
+        token = _MAINTENANCE.set(True)
+        try:
+            yield
+        finally:
+            _MAINTENANCE.reset(token)
+
+    @contextmanager
+    def _maintenance_timeout(self, conn: BoundedConnection) -> Iterator[None]:
+        """Inside a transaction: the maintenance statement timeout, on both ends, when in maintenance()."""
+        if not _MAINTENANCE.get():
+            yield
+            return
+        before = conn.answer_timeout
+        conn.answer_timeout = self.timeouts.maintenance_answer
+        try:
+            conn.execute("SELECT set_config('statement_timeout', %s, true)",
+                         (f"{int(self.timeouts.maintenance * 1000)}ms",))
+            yield
+        finally:
+            conn.answer_timeout = before
+
     def close(self) -> None:
         """Close the pool and its connections."""
         self.pool.close()
@@ -199,7 +235,7 @@ class Database:
             token = set_in_transaction(True)
             try:
                 with self.pool.connection() as conn:
-                    with conn.transaction():
+                    with conn.transaction(), self._maintenance_timeout(conn):
                         uow = UnitOfWork(conn=conn, name=name, clock=self.clock)
                         result = fn(uow)
             except RETRYABLE as exc:
@@ -221,9 +257,14 @@ class Database:
             return result
 
     def read(self, fn: Callable[[psycopg.Connection], T]) -> T:
-        """Run fn on an autocommit connection: each statement sees the latest committed data, no transaction."""
+        """Run fn on an autocommit connection: each statement sees the latest committed data, no transaction.
+        In maintenance() it runs in a transaction of its own (READ COMMITTED: each statement still sees the
+        latest committed data) that carries the maintenance statement timeout."""
         with self.pool.connection() as conn:
-            return fn(conn)
+            if not _MAINTENANCE.get():
+                return fn(conn)
+            with conn.transaction(), self._maintenance_timeout(conn):
+                return fn(conn)
 
     def ping(self, timeout: float = 1.0) -> None:
         """Raise unless the server answers within about `timeout` seconds (readiness)."""

@@ -103,6 +103,11 @@ def run_audit(rt: Runtime, delete: bool = False, grace: timedelta = timedelta(ho
         delete: remove orphans last written before now - grace, in waves.
         progress: called with the number of objects listed so far, every 1,000 objects.
     """
+    with rt.db.maintenance():  # maintenance work: its own statement timeout (issue 24)
+        return _audit(rt, delete, grace, progress)
+
+
+def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int], None] | None) -> AuditReport:
     report = AuditReport(started_at=rt.clock.now(), delete=delete)
     cutoff = report.started_at - grace
 

@@ -323,7 +323,7 @@ def run_cleanup(rt: Runtime, dry_run: bool = False, on_step: Callable[[StepRepor
     Returns:
         The report; `first_error` holds the first error of a step (the caller raises it after logging).
     """
-    with exclusive(rt.db, sql.CLEANUP_LOCK_KEY) as mine:
+    with rt.db.maintenance(), exclusive(rt.db, sql.CLEANUP_LOCK_KEY) as mine:
         if not mine:
             log_event(log, "info", "cleanup.busy", "cleanup already running elsewhere")
             metrics.CLEANUP_RUNS.labels("busy").inc()

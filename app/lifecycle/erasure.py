@@ -85,7 +85,7 @@ def erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
     Raises:
         StorageError: the store failed; the next round goes on from where this one stopped.
     """
-    with exclusive(rt.db, f"erasure:{erasure_id}") as mine:
+    with rt.db.maintenance(), exclusive(rt.db, f"erasure:{erasure_id}") as mine:
         row = rt.db.read(lambda conn: sql.erasure(conn, erasure_id))
         if row is None:
             raise NotFound()

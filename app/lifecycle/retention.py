@@ -116,7 +116,7 @@ def run_policy(rt: Runtime, policy: Policy, dry_run: bool = False, force: bool =
         The report; `ran` is False when the gate or another runner skipped the run (`skipped_reason` says
         which: `min_interval`, `busy`); `first_error` holds the error that ended a step (the actor raises it).
     """
-    with exclusive(rt.db, f"retention:{policy.name}") as mine:
+    with rt.db.maintenance(), exclusive(rt.db, f"retention:{policy.name}") as mine:
         if not mine:
             log_event(log, "info", "retention.busy", "another runner is running this policy", policy=policy.name)
             return PolicyReport(policy=policy.name, ran=False, dry_run=dry_run, skipped_reason="busy")

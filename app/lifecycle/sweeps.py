@@ -66,7 +66,7 @@ def run_sweep(rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool = False,
     Raises:
         StorageError: the store failed; what was deleted stays deleted, and the next run goes on.
     """
-    with exclusive(rt.db, f"sweep:{unmanaged.prefix}") as mine:
+    with rt.db.maintenance(), exclusive(rt.db, f"sweep:{unmanaged.prefix}") as mine:
         if not mine:
             log_event(log, "info", "sweep.busy", "another runner sweeps this prefix", prefix=unmanaged.prefix)
             return SweepReport(prefix=unmanaged.prefix, dry_run=dry_run, created_before=rt.clock.now(), busy=True)

@@ -71,7 +71,8 @@ def build_store(cfg: Config) -> GuardedStore:
 def database_timeouts(cfg: Config) -> Timeouts:
     d = cfg.database
     return Timeouts(pool=d.pool_timeout.total_seconds(), connect=d.connect_timeout.total_seconds(),
-                    statement=d.statement_timeout.total_seconds(), keepalive=d.keepalive.total_seconds(),
+                    statement=d.statement_timeout.total_seconds(),
+                    maintenance=d.maintenance_statement_timeout.total_seconds(), keepalive=d.keepalive.total_seconds(),
                     pooled=d.pooler == "transaction")
 
 
@@ -85,7 +86,8 @@ def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | Non
     clock = clock or SystemClock()
     db = Database(cfg.database.url, pool_size=cfg.database.pool_size, tx_retry_max=cfg.database.tx_retry_max,
                   clock=clock, timeouts=database_timeouts(cfg))
-    outbox = Outbox(db, broker, background=background_publish)
+    outbox = Outbox(db, broker, background=background_publish,
+                    linger_s=cfg.outbox.publish_linger.total_seconds())
     db.after_commit = outbox.publish_committed
     limits = UploadLimits(part_size=cfg.file.part_size, max_size=cfg.file.max_size,
                           max_attachments=cfg.file.max_attachments, session_ttl=cfg.file.upload_session_ttl,

@@ -199,3 +199,25 @@ def test_every_unit_of_work_is_timed_by_its_name(db):
     with pytest.raises(ZeroDivisionError):
         db.unit_of_work(lambda uow: 1 / 0, name="test.timed")  # a failed one is timed too
     assert count("test.timed") == before + 2
+
+
+def test_maintenance_work_has_its_own_statement_timeout_and_requests_keep_theirs(database_url):
+    """database.maintenance_statement_timeout (issue 24): a statement longer than a request may take is
+    cancelled on the request path and runs to its end as maintenance work, in a unit of work and a read."""
+    from app.db.pool import Database, Timeouts
+
+    db = Database(database_url, pool_size=2, timeouts=Timeouts(statement=0.2, maintenance=5.0))
+    slow = "SELECT pg_sleep(0.6) IS NULL AS slept"
+    try:
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            db.read(lambda conn: conn.execute(slow).fetchone())
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            db.unit_of_work(lambda uow: uow.execute(slow).fetchone(), name="test.request")
+        with db.maintenance():
+            assert db.read(lambda conn: conn.execute(slow).fetchone()).slept is False
+            assert db.unit_of_work(lambda uow: uow.execute(slow).fetchone(), name="test.maintenance").slept is False
+        # and the block's end gives the request timeout back
+        with pytest.raises(psycopg.errors.QueryCanceled):
+            db.read(lambda conn: conn.execute(slow).fetchone())
+    finally:
+        db.close()

@@ -16,6 +16,7 @@ import pytest
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
 from app.platform.jobs.outbox import Outbox
+from tests.support.fakes import RecordingBroker
 
 pytestmark = pytest.mark.broker
 
@@ -217,6 +218,23 @@ def test_the_background_publisher_publishes_to_rabbitmq_and_deletes_the_rows(db,
             db.unit_of_work(lambda uow, v=value: uow.enqueue(queue, "record", f"job-{v}"), name="test.commit")
         recorder.wait_for("job-19")
         assert outbox.flush(10)
+        assert outbox_rows(db) == []
+    finally:
+        outbox.close()
+
+
+def test_the_publisher_gathers_the_purges_of_commits_within_its_linger_into_one_message(db):
+    """outbox.publish_linger (issue 24): under load the purge jobs of many deletes travel as one message and
+    their rows go in one DELETE; each commit still returned at once."""
+    broker = RecordingBroker()
+    outbox = Outbox(db, broker, background=True, linger_s=1.0)
+    db.after_commit = outbox.publish_committed
+    try:
+        for n in range(5):
+            db.unit_of_work(lambda uow, n=n: uow.enqueue("maintenance", "purge_objects", [f"file-{n}"]),
+                            name="test.commit")
+        assert outbox.flush(10)
+        assert [sorted(message.args[0]) for message in broker.messages] == [[f"file-{n}" for n in range(5)]]
         assert outbox_rows(db) == []
     finally:
         outbox.close()

@@ -116,6 +116,9 @@ class DatabaseConfig:
     statement_timeout: timedelta = key(Duration(), "3s",
         "Longest statement (set on the server); a connection whose server says nothing for this long "
             "plus a second is dropped (a partition).")
+    maintenance_statement_timeout: timedelta = key(Duration(), "60s",
+        "Longest statement of maintenance work (cleanup, retention, erasure, sweeps, audit), set for each of "
+            "its transactions; requests keep database.statement_timeout.")
     pooler: str = key(Text(validate=validate.OneOf(["none", "transaction"])), "none",
         "transaction: database.url goes through a transaction pooler (PgBouncer pool_mode=transaction): no "
             "prepared statements and no session settings are sent; set statement_timeout on the database role, "
@@ -144,6 +147,9 @@ class OutboxConfig:
         "How often the scheduler relays outbox rows left behind.")
     relay_age: timedelta = key(Duration(), "10s",
         "Age after which an outbox row counts as left behind (its committer did not publish it).")
+    publish_linger: timedelta = key(Duration(), "10ms",
+        "How long a process's publisher thread gathers committed jobs before it publishes them: under load "
+        "many deletes travel as one message and one outbox DELETE (at most this much later).")
 
 
 @dataclass(frozen=True)

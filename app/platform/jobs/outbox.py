@@ -88,11 +88,14 @@ class Outbox:
             committing thread (tests, one-shot commands).
         capacity: jobs the thread's queue holds; beyond it, the relay publishes them.
         batch_size: most jobs published and deleted together.
+        linger_s: how long the thread gathers jobs after the first of a batch (`outbox.publish_linger`): under
+            load, the jobs of many commits become one message and one DELETE (issue 24).
     """
 
     def __init__(self, db: Database, broker: Any, background: bool = False, capacity: int = 10_000,
-                 batch_size: int = 200):
+                 batch_size: int = 200, linger_s: float = 0.0):
         self.db = db
+        self.linger_s = linger_s
         self.broker = broker
         self.background = background
         self.capacity = capacity
@@ -140,12 +143,13 @@ class Outbox:
             batch: list[Job] = []
             item = self._queue.get()
             taken = 1
+            until = time.monotonic() + self.linger_s
             while item is not None:
                 batch.append(item)
                 if len(batch) >= self.batch_size:
                     break
                 try:
-                    item = self._queue.get_nowait()
+                    item = self._queue.get(timeout=max(0.0, until - time.monotonic()))
                     taken += 1
                 except queue.Empty:
                     break

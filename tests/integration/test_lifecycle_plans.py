@@ -1,0 +1,198 @@
+"""Every query of the lifecycle wing reads through an index at a real install's size (issue 24, review B5).
+
+One database of this module's own is seeded once with realistic statistics (many uploaders, four stored
+events a file, messages and attachments, receipts, an erasure's file list, slots), then ANALYZEd. Each
+lifecycle function is called as it runs, inside a transaction that is rolled back; every statement it sends
+is also EXPLAINed, and the test fails on a sequential scan of files, events, attachments, upload_sessions or
+messages. The cleanup's candidate queries stay covered by test_cleanup_indexes.py as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+from psycopg.rows import namedtuple_row
+
+from app.db import cleanup as cleanup_sql
+from app.db import erasures as erasures_sql
+from app.db import files as files_sql
+from app.db import messages as messages_sql
+from app.db import purge_failures as failures_sql
+from app.db import receipts as receipts_sql
+from app.db import retention as retention_sql
+from app.db import slots as slots_sql
+from app.db.migrate import migrate
+from tests.conftest import _with_database, create_test_database
+
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+WATCHED = {"files", "events", "attachments", "upload_sessions", "messages"}
+SUBJECT = uuid.UUID("00000000-0000-4000-8000-000000000123")  # one uploader among thousands
+ERASURE = uuid.UUID("00000000-0000-4000-8000-0000000e7a5e")
+ZERO = uuid.UUID(int=0)
+CURSOR = (NOW - timedelta(days=30), ZERO)
+
+
+@pytest.fixture(scope="module")
+def seeded():
+    server = os.environ.get("DATABASE_URL")
+    if not server:
+        pytest.fail("the plan test needs DATABASE_URL (a server it may create a database on)", pytrace=False)
+    name = f"lethe_plans_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_test_database(server, name)
+    url = _with_database(server, name)
+    migrate(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"""
+            INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key,
+                               upload_state, scan_status, created_at, last_change_at, deleted_at, retired_at)
+            SELECT gen_random_uuid(),
+                   CASE WHEN i % 2000 = 0 THEN '{SUBJECT}'::uuid ELSE ('00000000-0000-4000-8000-' || lpad((i % 3000)::text, 12, '0'))::uuid END,
+                   CASE WHEN i % 40 = 0 THEN 'avatar' WHEN i % 97 = 0 THEN 'gdpr_export' ELSE 'attachment' END,
+                   'n', 'text/plain', 1, NULL,
+                   CASE WHEN i % 50 = 0 THEN 'failed' WHEN i % 333 = 0 THEN 'uploading' ELSE 'complete' END,
+                   CASE WHEN i % 50 = 0 OR i % 333 = 0 OR i % 71 = 0 THEN 'pending' ELSE 'clean' END,
+                   timestamptz '2026-01-01' + i * interval '1 minute', timestamptz '2026-01-01' + i * interval '1 minute',
+                   CASE WHEN i % 97 = 1 THEN timestamptz '2026-05-01' END,
+                   CASE WHEN i % 89 = 0 THEN timestamptz '2026-05-02' END
+            FROM generate_series(1, 80000) AS i
+            """)
+        conn.execute(
+            "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
+            "SELECT id, CASE WHEN upload_state = 'uploading' THEN 'open' ELSE 'completed' END, 1024, 1, created_at, "
+            "created_at + interval '1 day', created_at FROM files")
+        conn.execute(
+            """
+            INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, actor_id,
+                                payload, created_at)
+            SELECT 'file', f.id, 'file.updated', 1, f.uploaded_by, CASE WHEN n % 2 = 0 THEN f.uploaded_by END,
+                   '{"file": {}}', f.created_at
+            FROM files f, generate_series(1, 4) AS n
+            """)
+        conn.execute(
+            "INSERT INTO messages (author_id, id, created_at, deleted_at) "
+            "SELECT uploaded_by, 'm-' || id, created_at, CASE WHEN purpose = 'gdpr_export' THEN created_at END "
+            "FROM files WHERE purpose = 'attachment' AND upload_state = 'complete' LIMIT 30000")
+        conn.execute(
+            "INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
+            "SELECT author_id, id, substring(id from 3)::uuid, created_at FROM messages")
+        conn.execute(
+            "INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted) "
+            "SELECT gen_random_uuid(), 'file', timestamptz '2026-01-01', timestamptz '2026-01-01' + i * interval '5 minutes', 6 "
+            "FROM generate_series(1, 30000) AS i")
+        conn.execute("INSERT INTO erasures (id, subject_id, state, created_at) VALUES (%s, %s, 'running', now())",
+                     (ERASURE, SUBJECT))
+        conn.execute(
+            "INSERT INTO erasure_files (erasure_id, file_id, object_key, part_count) "
+            "SELECT %s, id, object_key, 1 FROM files WHERE uploaded_by = %s", (ERASURE, SUBJECT))
+        conn.execute(
+            "INSERT INTO slots (kind, holder_id, file_id, set_at) "
+            "SELECT 'avatar', uploaded_by, min(id::text)::uuid, now() FROM files WHERE purpose = 'avatar' "
+            "AND deleted_at IS NULL AND upload_state = 'complete' GROUP BY uploaded_by")
+        conn.execute("ANALYZE")
+    yield url
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def plans_of(url: str, call) -> list[dict]:
+    """Run call(conn) in a transaction that is rolled back; EXPLAIN every statement it sends on the way."""
+    plans: list[dict] = []
+    original = psycopg.Cursor.execute
+
+    def explained(cursor, query, params=None, **kwargs):
+        text = query if isinstance(query, str) else query.as_string(cursor.connection)
+        if text.lstrip().split(None, 1)[0].upper() in ("SELECT", "WITH", "UPDATE", "DELETE", "INSERT"):
+            with cursor.connection.cursor(row_factory=namedtuple_row) as probe:
+                original(probe, "EXPLAIN (FORMAT JSON) " + text, params)
+                plans.append(probe.fetchone()[0][0]["Plan"])
+        return original(cursor, query, params, **kwargs)
+
+    with psycopg.connect(url, autocommit=True, row_factory=namedtuple_row) as conn:
+        psycopg.Cursor.execute = explained
+        try:
+            with conn.transaction():
+                call(conn)
+                raise psycopg.Rollback()
+        finally:
+            psycopg.Cursor.execute = original
+    return plans
+
+
+def nodes(node):
+    yield node
+    for child in node.get("Plans", []):
+        yield from nodes(child)
+
+
+def subject_file_ids(url: str, limit: int = 50) -> list[uuid.UUID]:
+    with psycopg.connect(url) as conn:
+        return [row[0] for row in conn.execute("SELECT id FROM files WHERE uploaded_by = %s ORDER BY id LIMIT %s",
+                                               (SUBJECT, limit))]
+
+
+# Every query function of the lifecycle wing (retention, slots h, erasure, receipts, sweeps' bookkeeping,
+# audit pages, purge failures), called as the services call it.
+QUERIES = {
+    "retention retire": lambda c, ids: retention_sql.retire_candidates(c, "attachment", NOW, False, None, 500),
+    "retention retire+cursor": lambda c, ids: retention_sql.retire_candidates(c, "attachment", NOW, False, CURSOR,
+                                                                             500),
+    "retention retire attached": lambda c, ids: retention_sql.retire_candidates(c, "gdpr_export", NOW, True, None,
+                                                                               500),
+    "retention retired": lambda c, ids: retention_sql.retired_candidates(c, "attachment", NOW, None, 500),
+    "retention retired+cursor": lambda c, ids: retention_sql.retired_candidates(c, "attachment", NOW, CURSOR, 500),
+    "retention facts": lambda c, ids: retention_sql.retention_facts(c, ids),
+    "retention set": lambda c, ids: retention_sql.set_retired(c, ids, NOW),
+    "retention restore": lambda c, ids: retention_sql.restore(c, ids[0], NOW),
+    "retention runs": lambda c, ids: (retention_sql.record_run(c, "retention:x", NOW),
+                                      retention_sql.last_run(c, "retention:x")),
+    "slots h": lambda c, ids: slots_sql.unheld_candidates(c, NOW, None, 500),
+    "slots h+cursor": lambda c, ids: slots_sql.unheld_candidates(c, NOW, CURSOR, 500),
+    "slots held": lambda c, ids: slots_sql.held(c, ids),
+    "slots clear holder": lambda c, ids: slots_sql.clear_holder(c, SUBJECT),
+    "erasure messages": lambda c, ids: erasures_sql.lock_messages_of(c, SUBJECT, 500),
+    "erasure files of messages": lambda c, ids: erasures_sql.files_of_messages(c, SUBJECT, ["m-1", "m-2"]),
+    "erasure delete messages": lambda c, ids: erasures_sql.delete_messages(c, SUBJECT, ["m-1", "m-2"]),
+    "erasure files": lambda c, ids: erasures_sql.lock_files_of(c, SUBJECT, 500, ZERO),
+    "erasure adopt": lambda c, ids: erasures_sql.adopt_unconfirmed(c, ERASURE, SUBJECT),
+    "erasure drafts": lambda c, ids: erasures_sql.delete_drafts_of(c, SUBJECT),
+    "erasure events": lambda c, ids: erasures_sql.forget_events_of(c, SUBJECT, ERASURE),
+    "erasure remaining": lambda c, ids: erasures_sql.remaining(c, SUBJECT, ERASURE),
+    "erasure unconfirmed": lambda c, ids: erasures_sql.unconfirmed_purged(c, ERASURE, 500, ZERO),
+    "erasure deleted files": lambda c, ids: erasures_sql.deleted_files_of(c, ERASURE, 500, ZERO),
+    "erasure confirm": lambda c, ids: erasures_sql.set_confirmed(c, ERASURE, {i: 6 for i in ids}, NOW),
+    "erasure drafts of others": lambda c, ids: erasures_sql.forget_files_in_drafts(c, ERASURE),
+    "erasure finish": lambda c, ids: erasures_sql.finish(c, ERASURE, "complete", None, NOW),
+    "erasure file ids": lambda c, ids: erasures_sql.file_ids_of(c, ERASURE),
+    "receipts of": lambda c, ids: receipts_sql.receipts_of(c, ids),
+    "receipts confirm": lambda c, ids: receipts_sql.set_confirmed_absent(c, {i: 6 for i in ids}),
+    "receipts g": lambda c, ids: receipts_sql.delete_expired(c, NOW - timedelta(days=60), 500),
+    "purge failures": lambda c, ids: (failures_sql.attempts_of(c, ids), failures_sql.clear(c, ids),
+                                      failures_sql.failing(c)),
+    "purge facts": lambda c, ids: files_sql.purge_facts(c, ids),
+    "purge re-check": lambda c, ids: files_sql.lock_deleted_unattached(c, ids),
+    "audit page": lambda c, ids: files_sql.rows_after(c, ZERO, 1000),
+    "audit page+after": lambda c, ids: files_sql.rows_after(c, ids[0], 1000),
+    "audit rows": lambda c, ids: files_sql.files_by_ids(c, ids),
+    "cleanup d objects": lambda c, ids: cleanup_sql.objects_due_live(c, None, 500),
+    "cleanup j": lambda c, ids: cleanup_sql.pending_scans(c, NOW, None, 500),
+    "cleanup j facts": lambda c, ids: cleanup_sql.pending_scan_facts(c, ids),
+    "cleanup l": lambda c, ids: messages_sql.delete_old_tombstones(c, NOW, 500),
+    "cleanup b facts": lambda c, ids: cleanup_sql.cleanup_facts(c, ids),
+    "cleanup a sessions": lambda c, ids: cleanup_sql.lock_open_sessions(c, ids),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_every_lifecycle_query_reads_through_an_index(seeded, name):
+    ids = subject_file_ids(seeded)
+    plans = plans_of(seeded, lambda conn: QUERIES[name](conn, ids))
+    assert plans, f"{name} sent no statement"
+    for plan in plans:
+        sequential = {n["Relation Name"] for n in nodes(plan) if n["Node Type"] == "Seq Scan"}
+        assert not sequential & WATCHED, f"{name} scans {sorted(sequential & WATCHED)}: {json.dumps(plan)}"
