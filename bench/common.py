@@ -170,14 +170,17 @@ def reset_tables(rt) -> None:
     rt.db.read(lambda conn: conn.execute("TRUNCATE files, outbox, events, upload_sessions CASCADE"))
 
 
-def seed(rt, store, n: int, size: int = 16) -> list[uuid.UUID]:
-    """n complete, unattached files of OWNER, each with its original in the store."""
+def seed(rt, store, n: int, size: int = 16, events: int = 0, objects: bool = True) -> list[uuid.UUID]:
+    """n complete, unattached files of OWNER, each with its original in the store (unless `objects` is
+    false: a benchmark of the request path alone) and `events` stored file.updated events (a real upload
+    leaves two: complete, then the scan's outcome)."""
     from concurrent.futures import ThreadPoolExecutor
 
     ids = [uuid.uuid4() for _ in range(n)]
     now = datetime.now(timezone.utc)
-    with ThreadPoolExecutor(16) as pool:  # S3 puts one at a time would dominate the seeding
-        list(pool.map(lambda file_id: store.put(original_key(file_id), b"x" * size, size), ids))
+    if objects:
+        with ThreadPoolExecutor(16) as pool:  # S3 puts one at a time would dominate the seeding
+            list(pool.map(lambda file_id: store.put(original_key(file_id), b"x" * size, size), ids))
     for start in range(0, n, 5000):
         chunk = ids[start:start + 5000]
 
@@ -188,6 +191,19 @@ def seed(rt, store, n: int, size: int = 16) -> list[uuid.UUID]:
                     "upload_state, scan_status, created_at, last_change_at) VALUES (%s, %s, 'attachment', "
                     "'bench.bin', 'application/octet-stream', %s, %s, 'complete', 'skipped', %s, %s)",
                     [(file_id, OWNER, size, original_key(file_id), now, now) for file_id in chunk])
+            if events:
+                uow.conn.execute(
+                    """
+                    INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id,
+                                        actor_id, payload, created_at)
+                    SELECT 'file', f.id, 'file.updated', 1, f.uploaded_by, NULL,
+                           jsonb_build_object('file', jsonb_build_object(
+                               'id', f.id, 'uploaded_by', f.uploaded_by, 'purpose', f.purpose,
+                               'original_name', f.original_name, 'mime_type', f.mime_type, 'size_bytes', f.size_bytes,
+                               'upload_state', f.upload_state, 'scan_status', f.scan_status,
+                               'created_at', f.created_at, 'thumbnails', '[]'::jsonb)), f.created_at
+                    FROM files f, generate_series(1, %s) WHERE f.id = ANY(%s)
+                    """, (events, chunk))
 
         rt.db.unit_of_work(insert, name="bench.seed")
     return ids

@@ -7,11 +7,17 @@ database of its own, seeds 40,000 complete, unattached files of one user, and dr
 - GET /healthz
 - GET /api/v1/files/{id} (an authenticated read, ids at random)
 - DELETE /api/v1/files/{id} (deleteFile, a new id each request)
+- with `--batch`: POST /api/v1/files/batch-delete (batchDeleteFiles, `--batch-size` new ids a request),
+  reported in files/s beside deleteFile's
+
+Every file is seeded as an upload leaves it: complete, with two stored file.updated events (the
+completion's and the scan's), which a delete redacts.
 
 With `--before REF` the same run first measures the api of an earlier commit (a git worktree of REF, on the
 same database schema, the same machine, the same minute), so the figures are side by side.
 
-    python bench/http.py [--before REF] [--files 40000] [--duration 10] [--connections 32]
+    python bench/http.py [--before REF] [--batch [--batch-size 100]] [--files 40000] [--duration 10]
+                         [--connections 32]
 
 Needs wrk (Debian: `apt-get install wrk`), PostgreSQL from DATABASE_URL (else an embedded server) and
 RabbitMQ from BROKER_URL (default amqp://guest:guest@127.0.0.1:5672/); the api publishes into a RabbitMQ
@@ -68,6 +74,15 @@ end
 
 function request()
   local id
+  if method == "BATCH" then
+    local batch = {}
+    for k = 1, tonumber(os.getenv("BENCH_BATCH")) do
+      i = i + 1
+      table.insert(batch, '"' .. ids[((i - 1) % #ids) + 1] .. '"')
+    end
+    return wrk.format("POST", "/api/v1/files/batch-delete", {["Authorization"] = "Bearer " .. token,
+      ["Content-Type"] = "application/json"}, '{"ids": [' .. table.concat(batch, ",") .. ']}')
+  end
   if method == "GET" then
     id = ids[math.random(#ids)]
   else
@@ -125,12 +140,14 @@ def wrk(base: str, script: str, env: dict, args) -> dict:
     return result
 
 
-def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, args) -> dict:
+def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, args, batch: bool) -> dict:
     objects = workdir / f"objects-{label}"
     store = FsStore(str(objects))
     rt = make_runtime(url, store)
     reset_tables(rt)
-    ids = seed(rt, store, args.files)
+    batch_files = args.batch_files if batch else 0
+    ids = seed(rt, store, args.files, events=2)
+    batched = seed(rt, store, batch_files, events=2, objects=False)  # no purge runs here: rows suffice
     rt.close()
     reads, deletes = ids[: args.files // 4], ids[args.files // 4:]
     ids_file = workdir / f"ids-{label}"
@@ -152,6 +169,14 @@ def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, 
                                                 "BENCH_METHOD": "DELETE"}, args)
         if results["deleteFile"]["requests"] > len(deletes):
             print(f"  note: {label}: more deletes than ids; raise --files", file=sys.stderr)
+        if batch:
+            ids_file.write_text("\n".join(str(i) for i in batched) + "\n")
+            results["batchDeleteFiles"] = wrk(base, LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file),
+                                                          "BENCH_METHOD": "BATCH",
+                                                          "BENCH_BATCH": str(args.batch_size)}, args)
+            results["batchDeleteFiles"]["files_per_request"] = args.batch_size
+            if results["batchDeleteFiles"]["requests"] * args.batch_size > len(batched):
+                print(f"  note: {label}: more batch deletes than ids; raise --batch-files", file=sys.stderr)
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(30)
@@ -165,6 +190,9 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch", action="store_true", help="measure batchDeleteFiles too (this tree only)")
+    parser.add_argument("--batch-size", type=int, default=100, help="ids per batchDeleteFiles request")
+    parser.add_argument("--batch-files", type=int, default=200_000, help="files seeded for the batch deletes")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
@@ -182,7 +210,8 @@ def main() -> None:
     try:
         with bench_database() as url, bench_broker_url() as broker_url:
             for label, source in sources:
-                results = measure(label.split()[0], source, url, broker_url, workdir, args)
+                results = measure(label.split()[0], source, url, broker_url, workdir, args,
+                                  batch=args.batch and source == ROOT)
                 for name, result in results.items():
                     table.append((label, name, result))
     finally:
@@ -190,15 +219,22 @@ def main() -> None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(workdir / "before")],
                            capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
-    print("\n| code | endpoint | requests/s | p50 | p99 | non-2xx | socket errors |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| code | endpoint | requests/s | files/s | p50 | p99 | non-2xx | socket errors |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, name, r in table:
-        print(f"| {label} | {name} | {r['rps']:,.0f} | {r['p50_us'] / 1000:.1f} ms | {r['p99_us'] / 1000:.1f} ms "
-              f"| {r['non_2xx']} | {r['socket_errors']} |")
+        files = f"{r['rps'] * r['files_per_request']:,.0f}" if "files_per_request" in r else \
+            (f"{r['rps']:,.0f}" if name == "deleteFile" else "")
+        print(f"| {label} | {name} | {r['rps']:,.0f} | {files} | {r['p50_us'] / 1000:.1f} ms "
+              f"| {r['p99_us'] / 1000:.1f} ms | {r['non_2xx']} | {r['socket_errors']} |")
     for label in dict.fromkeys(label for label, _, _ in table):
         rows = {name: r for lab, name, r in table if lab == label}
-        print(f"{label}: deleteFile / getFile = {rows['deleteFile']['rps'] / rows['getFile']['rps']:.0%} "
-              f"(target >= 50%), deleteFile p99 {rows['deleteFile']['p99_us'] / 1000:.1f} ms (target < 50 ms)")
+        get, delete = rows["getFile"], rows["deleteFile"]
+        print(f"{label}: deleteFile / getFile requests/s = {delete['rps'] / get['rps']:.0%} (target >= 50%); "
+              f"p99 {delete['p99_us'] / get['p99_us']:.2f}x getFile's (target <= 1.5x)")
+        if "batchDeleteFiles" in rows:
+            batch = rows["batchDeleteFiles"]
+            print(f"{label}: batchDeleteFiles files/s = {batch['rps'] * batch['files_per_request'] / delete['rps']:.1f}x "
+                  f"deleteFile's (target >= 10x)")
 
 
 if __name__ == "__main__":
