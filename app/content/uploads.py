@@ -9,7 +9,7 @@ import hashlib
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 from app.domain.access import Principal
 from app.db import files as files_sql
@@ -167,11 +167,8 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
     expected = expected_part_size(file_row.size_bytes, session.part_size, part_number)
     if content_length is not None and content_length != expected:
         raise Invalid("wrong_part_size")
-    data = body.read(expected + 1)
-    if len(data) != expected:
-        raise Invalid("wrong_part_size")
     try:
-        part = rt.store.put_part(_ref(file_row, session), part_number, data)
+        part = rt.store.put_part(_ref(file_row, session), part_number, exactly(body, expected))
     except (StorageError, NotFound):
         # S3 refuses a part of a multipart upload that a completion or an abort just ended: answer what the
         # row says now (409, 410), and 503 only when the upload is still open and unclaimed.
@@ -185,7 +182,7 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
         except (NotFound, Gone, Conflict):
             return False  # the upload ended while the part was written
         _check_not_claimed(rt, locked, rt.clock.now())  # a completion reads the parts: leave them be
-        sessions_sql.upsert_part(uow.conn, file_id, part_number, len(data), part.etag, rt.clock.now())
+        sessions_sql.upsert_part(uow.conn, file_id, part_number, expected, part.etag, rt.clock.now())
         return True
 
     if not rt.db.unit_of_work(record, name="upload.part"):
@@ -194,7 +191,24 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
         rt.store.discard_part(_ref(file_row, session), part_number)
         _raise_what_the_row_says(rt, principal, file_id)
         raise Conflict("upload_not_open")
-    return len(data)
+    return expected
+
+
+def exactly(body: BinaryIO, size: int, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
+    """The body's bytes in chunks as they arrive, so that a part is never held whole in memory (issue 24);
+    a body shorter or longer than `size` raises Invalid(wrong_part_size) before its last chunk is taken, and
+    the store keeps nothing of it."""
+    left = size
+    while left:
+        chunk = body.read(min(chunk_size, left))
+        if not chunk:
+            raise Invalid("wrong_part_size")
+        left -= len(chunk)
+        if not left and body.read(1):
+            raise Invalid("wrong_part_size")
+        yield chunk
+    if not size and body.read(1):
+        raise Invalid("wrong_part_size")
 
 
 def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> object:
@@ -231,8 +245,11 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
     if session is None:
         return file_row
     try:
-        rt.store.complete_upload(_ref(file_row, session), [UploadedPart(part.part_number, part.etag) for part in parts])
-        size, digest = _measure(rt.store, file_row.object_key)
+        assembled = rt.store.complete_upload(_ref(file_row, session),
+                                             [UploadedPart(part.part_number, part.etag) for part in parts])
+        # A driver that hashed the bytes while assembling them gives the digest: they are not read again.
+        size, digest = ((assembled.size_bytes, assembled.sha256) if assembled.sha256 is not None
+                        else _measure(rt.store, file_row.object_key))
     except (StorageError, NotFound):
         rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_id, claimed_at),
                            name="upload.release")

@@ -22,6 +22,7 @@ from typing import BinaryIO, Generator, Iterable, Iterator, Protocol, Sequence
 @dataclass(frozen=True)
 class ObjectInfo:
     size_bytes: int
+    sha256: str | None = None  # an assembly that read the bytes gives their digest (fs); else None
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,9 @@ class ObjectStore(Protocol):
     def begin_upload(self, file_id: str, key: str, content_type: str) -> MultipartRef:
         """Start a multipart upload of the object `key` of a file."""
 
-    def put_part(self, ref: MultipartRef, part_number: int, data: bytes) -> UploadedPart:
-        """Store one part (overwrites a part with the same number). Raises NotFound when the upload ended."""
+    def put_part(self, ref: MultipartRef, part_number: int, data: bytes | Iterator[bytes]) -> UploadedPart:
+        """Store one part (overwrites a part with the same number), from bytes or from chunks as they arrive
+        (an error raised by the chunks leaves nothing stored). Raises NotFound when the upload ended."""
 
     def discard_part(self, ref: MultipartRef, part_number: int) -> None:
         """Remove a part written for an upload that ended meanwhile (fs: its part object; S3: abort the
@@ -110,7 +112,8 @@ class ObjectStore(Protocol):
         nothing, no part can join a completed multipart upload). Idempotent."""
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
-        """Assemble the parts, in order, into the object `ref.key` and drop the parts."""
+        """Assemble the parts, in order, into the object `ref.key` and drop the parts; a driver that reads the
+        bytes on the way gives their sha256 in the answer, so that nobody reads them again (issue 24)."""
 
     def abort_upload(self, ref: MultipartRef, part_count: int) -> None:
         """Drop every part of an upload (fs: part-1..part-N; s3: abort the multipart upload). Idempotent.

@@ -53,7 +53,7 @@ class GuardedStore:
     def begin_upload(self, file_id: str, key: str, content_type: str) -> MultipartRef:
         return self._checked("begin_upload").begin_upload(file_id, key, content_type)
 
-    def put_part(self, ref: MultipartRef, part_number: int, data: bytes) -> UploadedPart:
+    def put_part(self, ref: MultipartRef, part_number: int, data: bytes | Iterator[bytes]) -> UploadedPart:
         return self._checked("put_part").put_part(ref, part_number, data)
 
     def discard_part(self, ref: MultipartRef, part_number: int) -> None:

@@ -350,7 +350,9 @@ class S3Store:
             upload_id = self.client._create_multipart_upload(self.bucket, _key(key), {"Content-Type": content_type})
         return MultipartRef(file_id=file_id, key=key, upload_id=upload_id)
 
-    def put_part(self, ref: MultipartRef, part_number: int, data: bytes) -> UploadedPart:
+    def put_part(self, ref: MultipartRef, part_number: int, data: bytes | Iterator[bytes]) -> UploadedPart:
+        if not isinstance(data, bytes):
+            data = b"".join(data)  # minio's UploadPart takes the part's bytes: one part is held, at most part_size
         with self._mapped("upload_part", missing=NotFound, also_missing=("NoSuchUpload",)):
             etag = self.client._upload_part(self.bucket, _key(ref.key), data, None, _upload_id(ref), part_number)
         return UploadedPart(part_number=part_number, etag=etag)

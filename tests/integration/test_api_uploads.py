@@ -229,3 +229,56 @@ def test_a_failed_upload_says_it_was_never_scanned(lethe):
     assert (shown["upload_state"], shown["scan_status"]) == ("failed", "not_scanned")
     events = lethe.call("GET", "/api/v1/events", ALEX).json["events"]
     assert events[-1]["payload"]["file"]["scan_status"] == "not_scanned"
+
+
+def test_a_part_streamed_without_its_length_is_kept_only_when_exact(lethe):
+    """A part body without Content-Length is streamed to the store as it arrives (issue 24: no whole part in
+    memory); one byte short or one too many answers 422 wrong_part_size and leaves nothing in the store."""
+    import io
+
+    data = os.urandom(lethe.part_size + 10)
+    created = lethe.start_upload(ALEX, data, sha256=sha256(data))
+    file_id, part_size = created["file"]["id"], created["upload"]["part_size"]
+
+    def streamed(number, body):
+        return lethe.client.put(f"/api/v1/uploads/{file_id}/parts/{number}", input_stream=io.BytesIO(body),
+                                headers={**ALEX.headers, "Content-Type": "application/octet-stream"},
+                                environ_overrides={"wsgi.input_terminated": True})
+
+    for wrong in (data[:part_size - 1], data[:part_size + 1]):
+        problem(streamed(1, wrong), 422, "invalid_request", "wrong_part_size")
+    assert lethe.call("GET", f"/api/v1/uploads/{file_id}", ALEX).json["upload"]["parts_received"] == []
+    if lethe.driver == "fs":
+        root = lethe.raw_store.root
+        assert lethe.store.head(part_key(file_id, 1)) is None
+        assert not os.listdir(os.path.join(root, ".tmp"))  # nothing half-written stays
+    assert streamed(1, data[:part_size]).status_code == 200
+    assert streamed(2, data[part_size:]).status_code == 200
+    done = lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX)
+    assert done.status_code == 200 and done.json["sha256"] == sha256(data)
+    assert lethe.store.get(lethe.row(file_id).object_key) == data
+
+
+def test_a_part_is_read_in_chunks_never_whole(make_lethe):
+    """No whole part in memory (issue 24): the api asks the body for at most a MiB at a time."""
+    import io
+
+    class Recording(io.BytesIO):
+        largest = 0
+
+        def read(self, size=-1):
+            Recording.largest = max(Recording.largest, size if size is not None and size >= 0 else 1 << 62)
+            return super().read(size)
+
+        def readinto(self, buffer):
+            Recording.largest = max(Recording.largest, len(buffer))
+            return super().readinto(buffer)
+
+    lethe = make_lethe(**{"file.part_size": str(6 * 1024 * 1024)})
+    data = os.urandom(6 * 1024 * 1024)
+    file_id = lethe.start_upload(ALEX, data)["file"]["id"]
+    response = lethe.client.put(f"/api/v1/uploads/{file_id}/parts/1", input_stream=Recording(data),
+                                headers={**ALEX.headers, "Content-Type": "application/octet-stream",
+                                         "Content-Length": str(len(data))})
+    assert response.status_code == 200, response.json
+    assert 0 < Recording.largest <= 1024 * 1024
