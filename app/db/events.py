@@ -39,18 +39,6 @@ def events_for(conn: Conn, audience: UUID, after: int, limit: int) -> list[Any]:
     ).fetchall()
 
 
-def lock_unredacted_file_events(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
-    """The stored events of these files not yet redacted, locked FOR UPDATE (D10: after the files)."""
-    return conn.execute(
-        """
-        SELECT id, resource_id, type, schema_version, payload FROM events
-        WHERE resource_kind = 'file' AND resource_id = ANY(%s) AND redacted_at IS NULL
-        ORDER BY id FOR UPDATE
-        """,
-        (list(file_ids),),
-    ).fetchall()
-
-
 def write_file_updated(uow: UnitOfWork, file_id: UUID, actor_id: UUID | None, now: datetime) -> None:
     """Write the file.updated event of a change made earlier in this unit of work (reads the new row)."""
     write_files_updated(uow, [file_id], actor_id, now)

@@ -11,6 +11,7 @@ import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from app.db import redaction
 from app.db.conn import Conn, one
 
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
@@ -111,52 +112,65 @@ def set_scan_status(conn: Conn, file_id: UUID, status: str, now: datetime) -> No
 
 @dataclass(frozen=True)
 class Marked:
-    """What the mark of mark_deleted did: the files it marked now, and the outbox row of their purge job
-    (None when it marked none)."""
+    """What the mark of mark_deleted did: the files it marked now, the outbox row of their purge job (None
+    when it marked none), the files it spared because an attachment names them (when asked to check), and
+    the stored events it could not redact (D6: the caller fails the transaction)."""
 
     file_ids: list[UUID]
     outbox_id: int | None
+    attached: set[UUID]
+    unredactable: int
 
 
-def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str,
-                redacted: Sequence[tuple[int, dict[str, Any]]], job: tuple[str, str, datetime]) -> Marked:
+_STORED = "e.resource_kind = 'file' AND e.resource_id IN (SELECT id FROM marked) AND e.redacted_at IS NULL"
+
+
+def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, job: tuple[str, str, datetime],
+                check_attached: Sequence[UUID] | None = None) -> Marked:
     """The one statement that writes files.deleted_at (D5), with everything that commits with the mark, so
-    that a deletion costs one round trip here (issue 24):
+    that a deletion is one statement after its row locks (issue 24):
 
     - only the files it marks now take the next steps, so a second call has no effect;
+    - with `check_attached`, a file an attachment names is not marked, and the statement answers which of
+      `check_attached` are attached: the caller locked the rows in an earlier statement, so this one's
+      snapshot sees every attach that committed before (D10);
     - their open upload sessions become aborted (D5 step 2);
-    - their stored events take the redacted payloads given (D6; locked by the caller before, D10);
+    - their stored events are redacted here (D6, db/redaction.py): every writer of a file's events holds
+      the file's row lock, which the caller holds, so the snapshot sees them all; the count of events no
+      rule can redact is answered, and the caller fails the transaction on it;
     - one outbox row carries their purge job (D9), `job` = (queue, actor, created_at); none when no file
       was marked.
 
-    Called by app.lifecycle.deletion.mark_deleted and nothing else."""
+    Called by app.lifecycle.deletion and nothing else."""
     queue_name, actor_name, created_at = job
+    spare = "AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = files.id)" \
+        if check_attached is not None else ""
     row = one(conn.execute(
-        """
+        f"""
         WITH marked AS (
             UPDATE files SET deleted_at = %(now)s, deleted_via = %(via)s
-            WHERE id = ANY(%(ids)s) AND deleted_at IS NULL RETURNING id
+            WHERE id = ANY(%(ids)s) AND deleted_at IS NULL {spare} RETURNING id
         ), aborted AS (
             UPDATE upload_sessions SET state = 'aborted'
             WHERE file_id IN (SELECT id FROM marked) AND state = 'open'
         ), redacted AS (
-            UPDATE events e SET payload = v.payload, redacted_at = %(now)s
-            FROM jsonb_to_recordset(%(redacted)s) AS v(id bigint, payload jsonb)
-            WHERE e.id = v.id AND e.resource_kind = 'file' AND e.resource_id IN (SELECT id FROM marked)
+            UPDATE events e SET payload = {redaction.redacted_payload("e", "blanked")}, redacted_at = %(now)s
+            WHERE {_STORED} AND {redaction.redactable("e")}
         ), job AS (
             INSERT INTO outbox (queue_name, actor_name, args, created_at)
             SELECT %(queue)s, %(actor)s, jsonb_build_array(jsonb_agg(id::text ORDER BY id)), %(created_at)s
             FROM marked HAVING count(*) > 0
             RETURNING id
         )
-        SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM marked), '{}') AS marked,
-               (SELECT id FROM job) AS outbox_id
+        SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM marked), '{{}}') AS marked,
+               (SELECT id FROM job) AS outbox_id,
+               ARRAY(SELECT file_id FROM attachments WHERE file_id = ANY(%(check)s)) AS attached,
+               (SELECT count(*) FROM events e WHERE {_STORED} AND NOT {redaction.redactable("e")}) AS unredactable
         """,
-        # One JSON document for all payloads: psycopg's per-element array escaping is far slower.
         {"now": now, "via": via, "ids": list(file_ids), "queue": queue_name, "actor": actor_name,
-         "created_at": created_at,
-         "redacted": Jsonb([{"id": event_id, "payload": payload} for event_id, payload in redacted])}))
-    return Marked(file_ids=list(row.marked), outbox_id=row.outbox_id)
+         "created_at": created_at, "check": list(check_attached or ()), "blanked": Jsonb(redaction.BLANKED_JSON)}))
+    return Marked(file_ids=list(row.marked), outbox_id=row.outbox_id, attached=set(row.attached),
+                  unredactable=row.unredactable)
 
 
 def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:

@@ -11,17 +11,15 @@ import logging
 import uuid
 from datetime import datetime
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from app.platform.observability import metrics
 from app.domain.access import Principal
-from app.db import deletion as deletion_sql
-from app.db import events as events_sql
 from app.db import files as files_sql
 from app.db import messages as messages_sql
 from app.db.uow import UnitOfWork
 from app.domain import access
-from app.domain.redaction import redact_file_event
+from app.domain.redaction import RedactionError
 from app.errors import Conflict, Forbidden, NotFound
 from app.platform.jobs import PURGE_ACTOR, PURGE_QUEUE
 from app.platform.observability.logs import log_event
@@ -32,8 +30,7 @@ if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every servi
 log = logging.getLogger("lethe.deletion")
 
 
-def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: str, *,
-                 stored: Sequence[Any] | None = None) -> list[uuid.UUID]:
+def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: str) -> list[uuid.UUID]:
     """Mark files deleted in the caller's transaction (D5).
 
     Args:
@@ -42,8 +39,6 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
         now: the time of the mark.
         via: what deleted them (`file`, `message`, `cleanup_unattached`, `cleanup_failed`, `retention`,
             `slot`, `erasure`, ...): kept on the row for its receipt (D16), and the metric's label.
-        stored: the files' unredacted stored events, when the caller already locked them after the rows
-            (deleteFile reads them with its row lock, in the same round trip); else they are locked here.
 
     Returns:
         The files marked now; files already deleted take no further step.
@@ -51,21 +46,24 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
     Raises:
         RedactionError: a stored event on kind `file` that cannot be redacted; the transaction fails.
     """
-    if not file_ids:
-        return []
-    if stored is None:
-        stored = events_sql.lock_unredacted_file_events(uow.conn, file_ids)  # D10: after the files rows
-    # Redacted before the mark (D6: an event that cannot be redacted fails the transaction); the mark
-    # stores them for the files it marks now, with their sessions' abort and the purge job, in one statement.
-    redacted = [(event.id, redact_file_event(event.type, event.schema_version, event.payload)) for event in stored]
-    marked = files_sql.set_deleted(uow.conn, file_ids, now, via, redacted,
-                                   (PURGE_QUEUE, PURGE_ACTOR, uow.clock.now()))
-    if marked.outbox_id is None:
-        return []
-    uow.enqueued(marked.outbox_id, PURGE_QUEUE, PURGE_ACTOR, [str(file_id) for file_id in marked.file_ids])
-    count = len(marked.file_ids)
-    uow.after_commit_metric(lambda: metrics.FILES_DELETED.labels(via).inc(count))
-    return marked.file_ids
+    return _mark(uow, file_ids, now, via).file_ids
+
+
+def _mark(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: str,
+          check_attached: Sequence[uuid.UUID] | None = None) -> files_sql.Marked:
+    """mark_deleted's one statement (mark, sessions, redaction, outbox row), and what it did; with
+    `check_attached`, an attached file is spared and the answer says which of those ids are attached."""
+    if not file_ids and check_attached is None:
+        return files_sql.Marked(file_ids=[], outbox_id=None, attached=set(), unredactable=0)
+    marked = files_sql.set_deleted(uow.conn, file_ids, now, via, (PURGE_QUEUE, PURGE_ACTOR, uow.clock.now()),
+                                   check_attached)
+    if marked.unredactable:
+        raise RedactionError("no redaction rule for a stored event of a file being deleted")  # D6
+    if marked.outbox_id is not None:
+        uow.enqueued(marked.outbox_id, PURGE_QUEUE, PURGE_ACTOR, [str(file_id) for file_id in marked.file_ids])
+        count = len(marked.file_ids)
+        uow.after_commit_metric(lambda: metrics.FILES_DELETED.labels(via).inc(count))
+    return marked
 
 
 @dataclass(frozen=True)
@@ -82,16 +80,23 @@ _REFUSALS = {"not_found": NotFound, "forbidden": Forbidden}
 
 def _delete_locked(uow: UnitOfWork, principal: Principal, file_ids: Sequence[uuid.UUID],
                    now: datetime) -> dict[uuid.UUID, str]:
-    """The answer for each id (D12's table) and the mark of those to delete, under the rows' locks: three
-    statements between BEGIN and COMMIT (the locks, what they guard, the mark with all it commits)."""
-    locked = deletion_sql.lock_for_delete(uow.conn, sorted(set(file_ids)))  # D10: ascending id
+    """The answer for each id (D12's table) and the mark of those to delete, under the rows' locks: two
+    statements between BEGIN and COMMIT. The first locks the rows; the second, whose snapshot is taken
+    after the locks were granted, checks the attachments and marks in one (D10: an attach that held a row
+    first is seen, and its file is spared)."""
+    rows = files_sql.lock_files(uow.conn, sorted(set(file_ids)))  # D10: ascending id
     answers = {file_id: "not_found" for file_id in file_ids}
-    for row in locked.rows:
-        answers[row.id] = access.delete_answer(principal, row.uploaded_by, row.deleted_at is not None,
-                                               row.id in locked.attached, row.purpose)
-    doomed = [file_id for file_id in sorted(answers) if answers[file_id] == "delete"]
-    mark_deleted(uow, doomed, now, via="file",
-                 stored=[event for event in locked.stored if answers.get(event.resource_id) == "delete"])
+    for row in rows:
+        answers[row.id] = access.delete_answer(principal, row.uploaded_by, row.deleted_at is not None, False,
+                                               row.purpose)
+    # Every visible, writable, live file: its answer may still become file_attached (the check comes
+    # before the purpose in D12's order); those answering delete so far are the ones to mark.
+    live = [row for row in rows if answers[row.id] in ("delete", "purpose_not_deletable")]
+    marked = _mark(uow, [row.id for row in live if answers[row.id] == "delete"], now, "file",
+                   check_attached=[row.id for row in live])
+    for row in live:
+        answers[row.id] = access.delete_answer(principal, row.uploaded_by, False, row.id in marked.attached,
+                                               row.purpose)
     return answers
 
 
