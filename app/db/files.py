@@ -154,8 +154,11 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
             UPDATE upload_sessions SET state = 'aborted'
             WHERE file_id IN (SELECT id FROM marked) AND state = 'open'
         ), redacted AS (
-            UPDATE events e SET payload = {redaction.redacted_payload("e", "blanked")}, redacted_at = %(now)s
-            WHERE {_STORED} AND {redaction.redactable("e")}
+            -- An event no rule redacts is counted and the caller rolls the whole transaction back (D6).
+            UPDATE events e SET redacted_at = %(now)s, payload = CASE WHEN {redaction.redactable("e")}
+                THEN {redaction.redacted_payload("e", "blanked")} ELSE e.payload END
+            WHERE {_STORED}
+            RETURNING {redaction.redactable("e")} AS redactable
         ), job AS (
             INSERT INTO outbox (queue_name, actor_name, args, created_at)
             SELECT %(queue)s, %(actor)s, jsonb_build_array(jsonb_agg(id::text ORDER BY id)), %(created_at)s
@@ -165,7 +168,7 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
         SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM marked), '{{}}') AS marked,
                (SELECT id FROM job) AS outbox_id,
                ARRAY(SELECT file_id FROM attachments WHERE file_id = ANY(%(check)s)) AS attached,
-               (SELECT count(*) FROM events e WHERE {_STORED} AND NOT {redaction.redactable("e")}) AS unredactable
+               (SELECT count(*) FROM redacted WHERE NOT redactable) AS unredactable
         """,
         {"now": now, "via": via, "ids": list(file_ids), "queue": queue_name, "actor": actor_name,
          "created_at": created_at, "check": list(check_attached or ()), "blanked": Jsonb(redaction.BLANKED_JSON)}))
