@@ -27,6 +27,8 @@ from app.db import receipts as receipts_sql
 from app.db import retention as retention_sql
 from app.db import slots as slots_sql
 from app.db.migrate import migrate
+from app.db.uow import UnitOfWork
+from app.lifecycle import deletion
 from tests.conftest import _with_database, create_test_database
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -71,7 +73,10 @@ def seeded():
             INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, actor_id,
                                 payload, created_at)
             SELECT 'file', f.id, 'file.updated', 1, f.uploaded_by, CASE WHEN n % 2 = 0 THEN f.uploaded_by END,
-                   '{"file": {}}', f.created_at
+                   jsonb_build_object('file', jsonb_build_object('id', f.id, 'uploaded_by', f.uploaded_by,
+                       'purpose', f.purpose, 'original_name', f.original_name, 'mime_type', f.mime_type,
+                       'size_bytes', f.size_bytes, 'upload_state', f.upload_state, 'scan_status', f.scan_status,
+                       'created_at', f.created_at, 'thumbnails', '[]'::jsonb)), f.created_at
             FROM files f, generate_series(1, 4) AS n
             """)
         conn.execute(
@@ -172,8 +177,12 @@ QUERIES = {
     "receipts of": lambda c, ids: receipts_sql.receipts_of(c, ids),
     "receipts confirm": lambda c, ids: receipts_sql.set_confirmed_absent(c, {i: 6 for i in ids}),
     "receipts g": lambda c, ids: receipts_sql.delete_expired(c, NOW - timedelta(days=60), 500),
-    "purge failures": lambda c, ids: (failures_sql.attempts_of(c, ids), failures_sql.clear(c, ids),
+    "purge failures": lambda c, ids: (failures_sql.attempts_of(c, ids),
+                                      failures_sql.record(c, [(i, 1, "S3Error", NOW) for i in ids], NOW),
+                                      failures_sql.set_warned(c, ids, NOW), failures_sql.clear(c, ids),
                                       failures_sql.failing(c)),
+    "mark": lambda c, ids: deletion.mark_deleted(UnitOfWork(conn=c, name="plan"), ids, NOW, "erasure"),
+    "mark sparing attached": lambda c, ids: files_sql.set_deleted(c, ids, NOW, "file", ("q", "a", NOW), ids),
     "purge facts": lambda c, ids: files_sql.purge_facts(c, ids),
     "purge re-check": lambda c, ids: files_sql.lock_deleted_unattached(c, ids),
     "audit page": lambda c, ids: files_sql.rows_after(c, ZERO, 1000),
