@@ -16,8 +16,8 @@ completion's and the scan's), which a delete redacts.
 With `--before REF` the same run first measures the api of an earlier commit (a git worktree of REF, on the
 same database schema, the same machine, the same minute), so the figures are side by side.
 
-    python bench/http.py [--before REF] [--batch [--batch-size 100]] [--files 40000] [--duration 10]
-                         [--connections 32]
+    python bench/http.py [--before REF] [--rounds N] [--batch [--batch-size 100]] [--files 40000]
+                         [--duration 10] [--connections 32]
 
 Needs wrk (Debian: `apt-get install wrk`), PostgreSQL from DATABASE_URL (else an embedded server) and
 RabbitMQ from BROKER_URL (default amqp://guest:guest@127.0.0.1:5672/); the api publishes into a RabbitMQ
@@ -190,6 +190,7 @@ def main() -> None:
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="measure every tree this many times, alternating")
     parser.add_argument("--batch", action="store_true", help="measure batchDeleteFiles too (this tree only)")
     parser.add_argument("--batch-size", type=int, default=100, help="ids per batchDeleteFiles request")
     parser.add_argument("--batch-files", type=int, default=200_000, help="files seeded for the batch deletes")
@@ -209,11 +210,13 @@ def main() -> None:
     table = []
     try:
         with bench_database() as url, bench_broker_url() as broker_url:
-            for label, source in sources:
-                results = measure(label.split()[0], source, url, broker_url, workdir, args,
-                                  batch=args.batch and source == ROOT)
-                for name, result in results.items():
-                    table.append((label, name, result))
+            for round_ in range(1, args.rounds + 1):  # the trees alternate: the machine's drift hits both
+                for label, source in sources:
+                    shown = f"{label}, round {round_}" if args.rounds > 1 else label
+                    results = measure(label.split()[0], source, url, broker_url, workdir, args,
+                                      batch=args.batch and source == ROOT)
+                    for name, result in results.items():
+                        table.append((shown, name, result))
     finally:
         if args.before:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(workdir / "before")],
