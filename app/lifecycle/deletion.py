@@ -53,7 +53,7 @@ def _mark(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: st
           check_attached: Sequence[uuid.UUID] | None = None) -> files_sql.Marked:
     """mark_deleted's one statement (mark, sessions, redaction, outbox row), and what it did; with
     `check_attached`, an attached file is spared and the answer says which of those ids are attached."""
-    if not file_ids and check_attached is None:
+    if not file_ids and not check_attached:  # nothing to mark nor to check (an unknown or foreign id)
         return files_sql.Marked(file_ids=[], outbox_id=None, attached=set(), unredactable=0)
     marked = files_sql.set_deleted(uow.conn, file_ids, now, via, (PURGE_QUEUE, PURGE_ACTOR, uow.clock.now()),
                                    check_attached)
