@@ -12,6 +12,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from app.db import redaction
+from app.domain.redaction import BLANKED
 from app.db.conn import Conn, one
 
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
@@ -171,7 +172,7 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
                (SELECT count(*) FROM redacted WHERE NOT redactable) AS unredactable
         """,
         {"now": now, "via": via, "ids": list(file_ids), "queue": queue_name, "actor": actor_name,
-         "created_at": created_at, "check": list(check_attached or ()), "blanked": Jsonb(redaction.BLANKED_JSON)}))
+         "created_at": created_at, "check": list(check_attached or ()), "blanked": Jsonb(BLANKED)}))
     return Marked(file_ids=list(row.marked), outbox_id=row.outbox_id, attached=set(row.attached),
                   unredactable=row.unredactable)
 

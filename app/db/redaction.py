@@ -25,4 +25,3 @@ def redacted_payload(alias: str, blanked_param: str) -> str:
     return f"jsonb_build_object('file', jsonb_build_object({kept}) || %({blanked_param})s::jsonb)"
 
 
-BLANKED_JSON = BLANKED  # passed as Jsonb(BLANKED_JSON) for the parameter of redacted_payload

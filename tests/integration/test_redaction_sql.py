@@ -37,7 +37,7 @@ def by_sql(conn, event_type, version, payload):
            f"CASE WHEN {redaction.redactable('e')} THEN {redaction.redacted_payload('e', 'blanked')} END AS out "
            "FROM (SELECT %(type)s::text AS type, %(version)s::int AS schema_version, %(payload)s::jsonb AS payload) e")
     return conn.execute(sql, {"type": event_type, "version": version, "payload": Jsonb(payload),
-                              "blanked": Jsonb(redaction.BLANKED_JSON)}).fetchone()
+                              "blanked": Jsonb(redaction.BLANKED)}).fetchone()
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
