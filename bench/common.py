@@ -217,3 +217,33 @@ def mark_all_deleted(rt, ids: list[uuid.UUID]) -> None:
     for start in range(0, len(ids), 5000):
         rt.db.unit_of_work(lambda uow, chunk=ids[start:start + 5000]: mark_deleted(uow, sorted(chunk), now, via="bench"),
                            name="bench.mark")
+
+
+def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 90) -> None:
+    """Wait until a server started by a benchmark answers /readyz 200; exit if it died or never did."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("the server did not become ready")
+
+
+@contextmanager
+def tree_of(ref: str, workdir: Path):
+    """A git worktree of an earlier commit (the `--before` side of a side-by-side run), removed at the end."""
+    tree = workdir / "before"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref], check=True,
+                   capture_output=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)

@@ -31,17 +31,16 @@ import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard lib
 sys.path.append(sys.path.pop(0))
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 from common import (OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, make_runtime,
-                    reset_tables, seed)
+                    reset_tables, seed, tree_of, wait_ready)
 
 from app.entry.token import mint_token
 from app.storage.fs import FsStore
@@ -112,21 +111,6 @@ def start_api(source: Path, env: dict, log_path: Path) -> subprocess.Popen:
                             stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the api exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("the api did not become ready")
-
-
 def wrk(base: str, script: str, env: dict, args) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
         lua.write(script)
@@ -158,7 +142,7 @@ def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, 
     proc = start_api(source, env, workdir / f"api-{label}.log")
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(base, proc)
+        wait_ready(base, proc, timeout=60)
         token = mint_token(SECRET, OWNER, ("files:read", "files:write"))
         results = {"healthz": wrk(base + "/healthz", HEALTH_LUA, {}, args)}
         ids_file.write_text("\n".join(str(i) for i in reads) + "\n")
@@ -198,18 +182,16 @@ def main() -> None:
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
     workdir = Path(tempfile.mkdtemp(prefix="lethe-bench-http-"))
-    sources = []
-    if args.before:
-        tree = workdir / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), args.before], check=True,
-                       capture_output=True)
-        sources.append((f"before ({args.before})", tree))
-    sources.append(("after (this tree)", ROOT))
     print(f"machine: {machine()}; wrk -t{args.threads} -c{args.connections} -d{args.duration}s; "
           f"{args.files:,} files of one user")
     table = []
     try:
-        with bench_database() as url, bench_broker_url() as broker_url:
+        with contextlib.ExitStack() as stack:
+            sources = [(f"before ({args.before})", stack.enter_context(tree_of(args.before, workdir)))] \
+                if args.before else []
+            sources.append(("after (this tree)", ROOT))
+            url = stack.enter_context(bench_database())
+            broker_url = stack.enter_context(bench_broker_url())
             for round_ in range(1, args.rounds + 1):  # the trees alternate: the machine's drift hits both
                 for label, source in sources:
                     shown = f"{label}, round {round_}" if args.rounds > 1 else label
@@ -218,9 +200,6 @@ def main() -> None:
                     for name, result in results.items():
                         table.append((shown, name, result))
     finally:
-        if args.before:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(workdir / "before")],
-                           capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n| code | endpoint | requests/s | files/s | p50 | p99 | non-2xx | socket errors |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

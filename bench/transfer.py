@@ -22,6 +22,7 @@ import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard lib
 sys.path.append(sys.path.pop(0))
 
 import argparse
+import contextlib
 import hashlib
 import http.client
 import json
@@ -31,12 +32,11 @@ import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import psutil
 
-from common import OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine
+from common import OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, tree_of, wait_ready
 
 from app.platform.config.keys import parse_size
 from app.entry.token import mint_token
@@ -161,21 +161,6 @@ def start(role: str, env: dict, workdir: Path, source: Path = ROOT) -> subproces
                             start_new_session=True)
 
 
-def wait_ready(port: int, proc: subprocess.Popen, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("the server did not become ready")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="256MiB")
@@ -189,12 +174,9 @@ def main() -> None:
     source = workdir / "data.bin"
     sha256 = make_data(source, size)
     rows = []
-    sources = [("", ROOT)]
-    if args.before:
-        tree = workdir / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), args.before], check=True,
-                       capture_output=True)
-        sources.insert(0, (f"before ({args.before}): ", tree))
+    stack = contextlib.ExitStack()
+    sources = [(f"before ({args.before}): ", stack.enter_context(tree_of(args.before, workdir)))] if args.before else []
+    sources.append(("", ROOT))
     print(f"machine: {machine()}; {size // MiB} MiB, parts in sequence from one client, fs driver")
     try:
         with bench_database() as url, bench_broker_url() as broker_url:
@@ -215,7 +197,7 @@ def main() -> None:
                     worker = start("worker", dict(env, LETHE_METRICS_PORT=str(free_port())), workdir, tree) \
                         if role == "api" else None
                     try:
-                        wait_ready(port, proc)
+                        wait_ready(f"http://127.0.0.1:{port}", proc)
                         seconds, file_id = upload(port, token, source, size, sha256)
                         rows.append((f"run {run + 1}: {label}upload through lethe {role}", "upload", size / seconds))
                         rows.append((f"run {run + 1}: {label}download through lethe {role}", "download",
@@ -241,7 +223,7 @@ def main() -> None:
                     os.makedirs(env["PROMETHEUS_MULTIPROC_DIR"])
                     proc = start("api", env, workdir, tree)
                     try:
-                        wait_ready(port, proc)
+                        wait_ready(f"http://127.0.0.1:{port}", proc)
                         with PeakRss(proc.pid) as rss:
                             seconds, _ = upload(port, token, big_source, big, big_sha)
                         peaks.append((label, rss.baseline, rss.peak, big / seconds))
@@ -250,9 +232,7 @@ def main() -> None:
                         proc.wait(30)
                         shutil.rmtree(objects, ignore_errors=True)
     finally:
-        if args.before:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(workdir / "before")],
-                           capture_output=True)
+        stack.close()
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n| path | MiB/s | of the run's raw |\n| --- | --- | --- |")
     raw = 0.0

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.support.helpers import keys_of, problem, rows, wait_for_a_lock_waiter
+from tests.support.helpers import attach_while_a_request_waits, keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM, Person
 
 URL = "/api/v1/files/batch-delete"
@@ -128,18 +128,9 @@ def test_a_batch_that_waits_for_an_attach_sees_it_and_answers_409(lethe):
     """Forced order: the attach holds one file's row and commits its attachment while the batch waits for
     that row; the batch then sees the attachment (D10) and deletes only the other file."""
     held, free = sorted([lethe.upload(ALEX), lethe.upload(ALEX)])
-    answers = {}
-    with lethe.rt.db.pool.connection() as conn, conn.transaction():
-        conn.execute("SELECT id FROM files WHERE id = %s FOR UPDATE", (held,))
-        worker = threading.Thread(target=lambda: answers.setdefault("batch", lethe.app.test_client().post(
-            URL, headers=ALEX.headers, json={"ids": [free, held]}).get_json()))
-        worker.start()
-        wait_for_a_lock_waiter(lethe.rt.db)
-        conn.execute("INSERT INTO messages (author_id, id, created_at) VALUES (%s, 'forced', now())", (ALEX.id,))
-        conn.execute("INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
-                     "VALUES (%s, 'forced', %s, now())", (ALEX.id, held))
-    worker.join(10)
-    assert answers["batch"]["results"] == [{"id": free, "status": 204},
+    answer = attach_while_a_request_waits(
+        lethe, ALEX, held, lambda client: client.post(URL, headers=ALEX.headers, json={"ids": [free, held]}))
+    assert answer["results"] == [{"id": free, "status": 204},
                                            {"id": held, "status": 409, "reason": "file_attached"}]
     assert lethe.row(held).deleted_at is None and lethe.row(free).deleted_at is not None
 

@@ -13,7 +13,7 @@ import pytest
 from app.domain.keys import original_key, part_key
 from app.errors import StorageError
 from tests.support.faults import FailOnce
-from tests.support.helpers import keys_of, problem, rows, wait_for_a_lock_waiter
+from tests.support.helpers import attach_while_a_request_waits, keys_of, problem, rows, wait_for_a_lock_waiter
 from tests.support.lethe import ALEX, OWNER, SAM, Person
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -333,18 +333,9 @@ def test_a_delete_that_waits_for_an_attach_sees_it_and_answers_409(lethe):
     """Forced order: the attach holds the file row and commits its attachment while deleteFile waits; after
     the commit the delete sees the attachment (D10)."""
     file_id = lethe.upload(ALEX)
-    answers = {}
-    with lethe.rt.db.pool.connection() as conn, conn.transaction():
-        conn.execute("SELECT id FROM files WHERE id = %s FOR UPDATE", (file_id,))
-        delete = threading.Thread(target=lambda: answers.setdefault("delete", lethe.app.test_client().delete(
-            f"/api/v1/files/{file_id}", headers=ALEX.headers).get_json()))
-        delete.start()
-        wait_for_a_lock_waiter(lethe.rt.db)
-        conn.execute("INSERT INTO messages (author_id, id, created_at) VALUES (%s, 'forced', now())", (ALEX.id,))
-        conn.execute("INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
-                     "VALUES (%s, 'forced', %s, now())", (ALEX.id, file_id))
-    delete.join(10)
-    assert answers["delete"]["status"] == 409 and answers["delete"]["reason"] == "file_attached"
+    answer = attach_while_a_request_waits(
+        lethe, ALEX, file_id, lambda client: client.delete(f"/api/v1/files/{file_id}", headers=ALEX.headers))
+    assert answer["status"] == 409 and answer["reason"] == "file_attached"
     assert lethe.row(file_id).deleted_at is None
 
 

@@ -45,3 +45,22 @@ def wait_for_a_lock_waiter(db, timeout_s: float = 10.0) -> None:
             return
         time.sleep(0.005)
     raise AssertionError("no session came to wait on the lock")
+
+
+def attach_while_a_request_waits(lethe, author, file_id, request) -> dict:
+    """Forced order (D10): hold a file's row lock as an attach does, send `request(client)` from a thread and
+    wait until it queues on that lock, then attach the file to a message of `author` and commit; returns
+    the request's JSON answer once it came."""
+    import threading
+
+    answer: dict = {}
+    with lethe.rt.db.pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT id FROM files WHERE id = %s FOR UPDATE", (file_id,))
+        thread = threading.Thread(target=lambda: answer.update(request(lethe.app.test_client()).get_json()))
+        thread.start()
+        wait_for_a_lock_waiter(lethe.rt.db)
+        conn.execute("INSERT INTO messages (author_id, id, created_at) VALUES (%s, 'forced', now())", (author.id,))
+        conn.execute("INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
+                     "VALUES (%s, 'forced', %s, now())", (author.id, file_id))
+    thread.join(10)
+    return answer
