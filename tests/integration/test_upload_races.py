@@ -67,8 +67,9 @@ def test_a_stale_claim_is_taken_over(lethe):
     assert lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX).status_code == 200
 
 
-def test_completes_aborts_and_parts_at_once_never_lose_a_referenced_object(lethe):
+def test_completes_aborts_and_parts_at_once_never_lose_a_referenced_object(lethe, request):
     rng = random.Random(9)
+    on_moto = request.node.callspec.params.get("raw_store") in ("s3", "s3-versioned")
     allowed = {200, 204, 409, 410}
     for round_number in range(ROUNDS):
         data = os.urandom(lethe.part_size + rng.randint(1, 50))
@@ -95,7 +96,16 @@ def test_completes_aborts_and_parts_at_once_never_lose_a_referenced_object(lethe
             thread.start()
         for thread in threads:
             thread.join(30)
-        assert all(status in allowed for _, status in statuses), (round_number, statuses)
+        # moto's server answers 500 when part 1 is replaced while CompleteMultipartUpload reads it (it closes
+        # the part's buffer under the reader), and the completion then answers 503 as it must for a store
+        # failure: allowed there, and the client's retry below finishes the upload. Anything else must not
+        # happen, and the invariants after the round hold in every case.
+        store_failed = [(action, status) for action, status in statuses
+                        if (action, status) == ("complete", 503) and "part" in actions and on_moto]
+        assert all(status in allowed for action, status in statuses if (action, status) not in store_failed), \
+            (round_number, statuses)
+        if store_failed and lethe.row(file_id).upload_state == "uploading":
+            assert lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX).status_code == 200
         lethe.run_jobs()
         state = lethe.row(file_id).upload_state
         if state == "complete":
