@@ -116,3 +116,46 @@ def test_delete_a_message_end_to_end(driver, role_env, start_role, db, tmp_path,
     for name, text in outputs.items():
         assert CANARY not in text, name
         assert original_key(file_id) not in text, name
+
+
+@pytest.mark.parametrize("driver", ["fs", "s3"])
+def test_batch_delete_end_to_end(driver, role_env, start_role, db, tmp_path, request):
+    """batchDeleteFiles (issue 24) through the api and worker roles on RabbitMQ: each id answered as
+    deleteFile would, and within seconds every deleted file's objects and row are gone, the attached one
+    stays, and no canary reaches a log."""
+    env, store = with_driver(dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET), driver, request)
+    api = start_role(["api"], env)
+    worker = start_role(["worker"], dict(env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
+    base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
+    wait_for_http(base + "/readyz", api)
+    wait_for_output(worker, '"event": "worker.started"')
+    token = mint_token(SECRET, uuid.uuid4())
+    api_v1 = base + "/api/v1"
+
+    # Given three files of one person, one of them attached, and an id nobody has
+    doomed = [upload(api_v1, token, f"{CANARY}-{n}.txt", worker=worker) for n in range(2)]
+    kept = upload(api_v1, token, f"{CANARY}-kept.txt", worker=worker)
+    assert call("PUT", f"{api_v1}/messages/e2e-batch", token, {"file_ids": [kept]})[0] == 200
+    unknown = str(uuid.uuid4())
+
+    # When they are deleted in one request
+    status, body = call("POST", f"{api_v1}/files/batch-delete", token, {"ids": [*doomed, kept, unknown]})
+
+    # Then each id gets deleteFile's answer, and the deleted files are purged within seconds
+    assert status == 200
+    assert body["results"] == [{"id": doomed[0], "status": 204}, {"id": doomed[1], "status": 204},
+                               {"id": kept, "status": 409, "reason": "file_attached"},
+                               {"id": unknown, "status": 404, "reason": "not_found"}]
+    deadline = time.monotonic() + 15
+    while True:
+        rows = db.read(lambda conn: conn.execute("SELECT id FROM files WHERE id = ANY(%s::uuid[])",
+                                                 (doomed,)).fetchall())
+        left = [key for file_id in doomed for key in objects_of(driver, store, env["LETHE_FILE_FS_ROOT"], file_id)]
+        if not rows and not left:
+            break
+        assert time.monotonic() < deadline, f"left: rows={rows} objects={left}\n{worker.output()}"
+        time.sleep(0.1)
+    assert objects_of(driver, store, env["LETHE_FILE_FS_ROOT"], kept)
+    for role in (api, worker):
+        assert role.stop(signal.SIGTERM) == 0
+        assert CANARY not in role.output()
