@@ -149,6 +149,17 @@ def start_role(tmp_path):
         role.kill()
 
 
+def start_api_and_worker(start_role, env: dict, tmp_path) -> tuple[Role, Role, str]:
+    """The api and a worker on the roles' environment, both ready (the worker's metrics in a directory of its
+    own); returns them and the api's base URL."""
+    api = start_role(["api"], env)
+    worker = start_role(["worker"], dict(env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
+    base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
+    wait_for_http(base + "/readyz", api)
+    wait_for_output(worker, '"event": "worker.started"')
+    return api, worker, base
+
+
 def wait_for_output(role: Role, text: str, timeout: float = 60) -> None:
     """Poll a role's output until it holds `text` (bounded start-up wait)."""
     deadline = time.monotonic() + timeout

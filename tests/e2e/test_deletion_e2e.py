@@ -17,7 +17,7 @@ import pytest
 from app.entry.token import mint_token
 from app.domain.keys import original_key
 from app.entry.embedded_pg import free_port
-from tests.e2e.conftest import wait_for_http, wait_for_output, with_driver
+from tests.e2e.conftest import start_api_and_worker, wait_for_http, wait_for_output, with_driver
 
 pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"
@@ -124,11 +124,7 @@ def test_batch_delete_end_to_end(driver, role_env, start_role, db, tmp_path, req
     deleteFile would, and within seconds every deleted file's objects and row are gone, the attached one
     stays, and no canary reaches a log."""
     env, store = with_driver(dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET), driver, request)
-    api = start_role(["api"], env)
-    worker = start_role(["worker"], dict(env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
-    base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
-    wait_for_http(base + "/readyz", api)
-    wait_for_output(worker, '"event": "worker.started"')
+    api, worker, base = start_api_and_worker(start_role, env, tmp_path)
     token = mint_token(SECRET, uuid.uuid4())
     api_v1 = base + "/api/v1"
 

@@ -15,7 +15,7 @@ import pytest
 
 from app.entry.token import mint_token
 from app.entry.embedded_pg import free_port
-from tests.e2e.conftest import wait_for_http, wait_for_output
+from tests.e2e.conftest import start_api_and_worker
 from tests.e2e.test_deletion_e2e import upload
 
 pytestmark = pytest.mark.e2e
@@ -35,11 +35,7 @@ def test_scheduled_retention_and_sweep_end_to_end(role_env, start_role, db, tmp_
     with open(old, "w") as handle:
         handle.write("third party")
     os.utime(old, (time.time() - 86400, time.time() - 86400))
-    api = start_role(["api"], env)
-    worker = start_role(["worker"], dict(env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
-    base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
-    wait_for_http(base + "/readyz", api)
-    wait_for_output(worker, '"event": "worker.started"')
+    api, worker, base = start_api_and_worker(start_role, env, tmp_path)
     token = mint_token(SECRET, uuid.uuid4())
 
     # Given a complete file whose name carries the canary
