@@ -17,7 +17,7 @@ from tests.support.helpers import problem
 from tests.support.lethe import OWNER
 
 FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-FIELDS = ("name", "size_bytes", "mime_type", "purpose", "sha256", "scope_id", "file_ids", "text", "subject_id",
+FIELDS = ("name", "size_bytes", "mime_type", "purpose", "sha256", "scope_id", "file_ids", "ids", "text", "subject_id",
           "file_id", "body")
 SCALARS = (st.none() | st.booleans() | st.integers(min_value=-10**40, max_value=10**40)
            | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40)
