@@ -155,7 +155,8 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
             UPDATE upload_sessions SET state = 'aborted'
             WHERE file_id IN (SELECT id FROM marked) AND state = 'open'
         ), redacted AS (
-            -- An event no rule redacts is counted and the caller rolls the whole transaction back (D6).
+            -- An event no rule redacts is left as it was, counted, and the caller rolls the whole transaction
+            -- back (D6). RETURNING sees the new payload: a redacted one is redactable again (D6's idempotence).
             UPDATE events e SET redacted_at = %(now)s, payload = CASE WHEN {redaction.redactable("e")}
                 THEN {redaction.redacted_payload("e", "blanked")} ELSE e.payload END
             WHERE {_STORED}
