@@ -47,6 +47,14 @@ def seeded():
     name = f"lethe_plans_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = create_test_database(server, name)
     url = _with_database(server, name)
+    try:
+        yield _seed(url)
+    finally:  # a seed that failed drops its database too
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _seed(url: str) -> str:
     migrate(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
@@ -100,9 +108,7 @@ def seeded():
             "SELECT 'avatar', uploaded_by, min(id::text)::uuid, now() FROM files WHERE purpose = 'avatar' "
             "AND deleted_at IS NULL AND upload_state = 'complete' GROUP BY uploaded_by")
         conn.execute("ANALYZE")
-    yield url
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return url
 
 
 def plans_of(url: str, call) -> list[dict]:
