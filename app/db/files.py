@@ -227,9 +227,3 @@ def set_objects_purged(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> N
     (D8 d)."""
     conn.execute("UPDATE files SET objects_purged_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL",
                  (now, list(file_ids)))
-
-
-def is_attached(conn: Conn, file_id: UUID) -> bool:
-    """Whether an attachment row names the file."""
-    return bool(one(conn.execute("SELECT EXISTS (SELECT 1 FROM attachments WHERE file_id = %s) AS attached",
-                                 (file_id,))).attached)
