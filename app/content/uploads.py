@@ -196,18 +196,16 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
 
 def exactly(body: BinaryIO, size: int, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
     """The body's bytes in chunks as they arrive, so that a part is never held whole in memory (issue 24);
-    a body shorter or longer than `size` raises Invalid(wrong_part_size) before its last chunk is taken, and
-    the store keeps nothing of it."""
+    a body shorter or longer than `size` raises Invalid(wrong_part_size) while the store is still reading
+    it (both drivers read the chunks to their end before they keep anything), so nothing of it is kept."""
     left = size
     while left:
         chunk = body.read(min(chunk_size, left))
         if not chunk:
             raise Invalid("wrong_part_size")
         left -= len(chunk)
-        if not left and body.read(1):
-            raise Invalid("wrong_part_size")
         yield chunk
-    if not size and body.read(1):
+    if body.read(1):
         raise Invalid("wrong_part_size")
 
 
