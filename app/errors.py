@@ -118,3 +118,27 @@ class TooLarge(ReasonedError):
     status = 413
     code = "payload_too_large"
     title = "Payload too large"
+
+
+class BadRequest(ReasonedError):
+    """A request the protocol cannot read (400): a malformed header of a tus request (issue 25)."""
+
+    status = 400
+    code = "bad_request"
+    title = "Bad request"
+
+
+class UnsupportedMediaType(ReasonedError):
+    """A body of the wrong Content-Type (415)."""
+
+    status = 415
+    code = "unsupported_media_type"
+    title = "Unsupported media type"
+
+
+class ChecksumMismatch(ReasonedError):
+    """tus's 460: the body of a PATCH does not match its Upload-Checksum; nothing of it was kept."""
+
+    status = 460
+    code = "checksum_mismatch"
+    title = "Checksum mismatch"

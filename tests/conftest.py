@@ -237,7 +237,7 @@ STORES = ["fs", "s3", "s3-versioned", "seaweed", "seaweed-versioned"]
 # (The sweep and audit tests age objects through moto's in-process backend, which a real server does not
 # allow; on SeaweedFS they run end to end through the CLI in tests/e2e/test_seaweed_e2e.py.)
 ON_SEAWEED = {"test_storage_conformance", "test_deletion", "test_purge_isolation", "test_cleanup",
-              "test_upload_races", "test_erasure", "test_every_file_ends"}
+              "test_upload_races", "test_erasure", "test_every_file_ends", "test_tus"}
 
 
 @pytest.fixture(params=STORES)

@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from app.platform.observability import metrics
 from app.api import (common, drafts, erasures, events, files, json_body, messages, ops, problems, receipts, slots,
-                     uploads)
+                     tus, uploads)
 from app.api.schemas import ProblemSchema
 from app.api.auth import Authenticator
 from app.errors import LetheError
@@ -83,8 +83,9 @@ def create_app(runtime) -> Flask:
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
     api.register_converter(common.SegmentConverter, common.segment_schema)
     api.register_converter(common.PartNumberConverter, common.part_number_schema)
-    for module in (uploads, files, messages, drafts, events, receipts, slots, erasures):
+    for module in (uploads, tus, files, messages, drafts, events, receipts, slots, erasures):
         api.register_blueprint(module.blp)
+    _allow_cors(app, runtime.cfg.api.cors_origins)
     app.register_error_handler(LetheError, problems.from_lethe_error)
     app.register_error_handler(Exception, _unexpected)
 
@@ -93,7 +94,9 @@ def create_app(runtime) -> Flask:
         request.environ["lethe.started"] = time.perf_counter()
         # D11: every /api/v1 request without valid credentials is a 401 before anything is looked up
         # (Flask raises routing errors only after this hook).
-        if request.path.startswith(API_PREFIX):
+        # An OPTIONS request carries no token: browsers send it first (CORS preflight, tus discovery), and its
+        # answer says nothing of any file.
+        if request.path.startswith(API_PREFIX) and request.method != "OPTIONS":
             g.principal = authenticator.principal(request.headers.get("Authorization"))
             reads_json = request.method in ("POST", "PUT", "PATCH") and _reads_json(request.endpoint, request.method)
             if reads_json and _json_body_expected_but_not_sent():
@@ -115,6 +118,22 @@ def create_app(runtime) -> Flask:
         return response
 
     return app
+
+
+def _allow_cors(app: Flask, origins: tuple[str, ...]) -> None:
+    """CORS on /api/v1 for the origins of `api.cors_origins` (issue 25: browser tus clients such as Uppy), with
+    the tus headers readable; none at all when the key is empty. Bearer tokens are headers, not cookies: no
+    credentials mode."""
+    if not origins:
+        return
+    from flask_cors import CORS
+
+    from app.domain.tus import EXPOSED_HEADERS, REQUEST_HEADERS
+
+    CORS(app, resources={API_PREFIX + "*": {"origins": "*" if "*" in origins else list(origins)}},
+         allow_headers=list(REQUEST_HEADERS), expose_headers=list(EXPOSED_HEADERS),
+         methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], max_age=600,
+         supports_credentials=False, vary_header=True)
 
 
 def _reads_json(endpoint: str | None, method: str) -> bool:

@@ -30,12 +30,16 @@ def segment(value: str, reason: str) -> str:
     return value
 
 
+_NON_STANDARD = {460: "Checksum Mismatch (tus)"}  # statuses http.HTTPStatus does not know
+
+
 def problems(blp, *statuses: int):
     """Document problem+json answers of an endpoint (401 is on every /api/v1 route)."""
 
     def decorate(func):
         for status in sorted({401, *statuses}, reverse=True):
-            func = blp.alt_response(status, schema=ProblemSchema, content_type=MEDIA_TYPE)(func)
+            func = blp.alt_response(status, schema=ProblemSchema, content_type=MEDIA_TYPE,
+                                    description=_NON_STANDARD.get(status))(func)
         return func
 
     return decorate

@@ -24,8 +24,8 @@ MEDIA_TYPE = "application/problem+json"
 
 _CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-    406: "not_acceptable", 409: "conflict", 410: "gone", 411: "length_required", 413: "payload_too_large",
-    415: "unsupported_media_type", 422: "invalid_request", 429: "too_many_requests", 500: "internal_error",
+    406: "not_acceptable", 409: "conflict", 410: "gone", 411: "length_required", 412: "precondition_failed",
+    413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_request", 460: "checksum_mismatch", 429: "too_many_requests", 500: "internal_error",
     503: "unavailable",
 }
 

@@ -36,6 +36,7 @@ class NewUpload:
     purpose: str = "attachment"
     sha256: str | None = None
     scope_id: uuid.UUID | None = None
+    protocol: str = "native"  # or tus (issue 25): its bytes arrive through PATCH, see app/content/tus.py
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
         sessions_sql.insert_session(uow.conn, {
             "file_id": file_id, "part_size": part_size, "part_count": part_count(new.size_bytes, part_size),
             "storage_upload_id": ref.upload_id, "expected_sha256": new.sha256, "created_at": now,
-            "expires_at": now + rt.limits.session_ttl,
+            "expires_at": now + rt.limits.session_ttl, "protocol": new.protocol,
         })
         return _view(uow.conn, file_id)
 
@@ -162,6 +163,9 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
     _require_write(principal)
     _check_open(session, rt.clock.now())
     _check_not_claimed(rt, session, rt.clock.now())
+    if session.protocol != "native":
+        # A tus upload's parts are cut by its PATCH requests, with its tail: a native part would not be counted.
+        raise Conflict("tus_upload", "This upload is sent through tus (PATCH /api/v1/tus/{id}).")
     if not 1 <= part_number <= session.part_count:
         raise Invalid("part_number_out_of_range")
     expected = expected_part_size(file_row.size_bytes, session.part_size, part_number)

@@ -183,7 +183,7 @@ def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     return conn.execute(
         """
         SELECT f.id, f.deleted_at, f.upload_state, f.scan_status, f.object_key,
-               s.state AS session_state, s.storage_upload_id, s.part_count
+               s.state AS session_state, s.storage_upload_id, s.part_count, s.protocol
         FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
         WHERE f.id = ANY(%s)
         """,

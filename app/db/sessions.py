@@ -9,7 +9,7 @@ from uuid import UUID
 from app.db.conn import Conn
 
 SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "
-                   "expires_at, completed_at, completing_since")
+                   "expires_at, completed_at, completing_since, protocol, tail_bytes, writing_since")
 
 
 def insert_session(conn: Conn, row: dict[str, Any]) -> None:
@@ -17,11 +17,11 @@ def insert_session(conn: Conn, row: dict[str, Any]) -> None:
     conn.execute(
         """
         INSERT INTO upload_sessions (file_id, state, part_size, part_count, storage_upload_id, expected_sha256,
-                                     created_at, expires_at)
+                                     created_at, expires_at, protocol)
         VALUES (%(file_id)s, 'open', %(part_size)s, %(part_count)s, %(storage_upload_id)s, %(expected_sha256)s,
-                %(created_at)s, %(expires_at)s)
+                %(created_at)s, %(expires_at)s, %(protocol)s)
         """,
-        row,
+        {"protocol": "native", **row},
     )
 
 
@@ -82,3 +82,28 @@ def release_claim(conn: Conn, file_id: UUID, claimed_at: datetime) -> None:
     """Give a claim back (the completion failed in the store), unless another completion took it over."""
     conn.execute("UPDATE upload_sessions SET completing_since = NULL WHERE file_id = %s AND completing_since = %s",
                  (file_id, claimed_at))
+
+
+# -- tus (issue 25): a PATCH holds its session (writing_since) and keeps the bytes past the last whole part in
+# the tail object, tail_bytes of them.
+
+def claim_write(conn: Conn, file_id: UUID, now: datetime) -> None:
+    """Mark the (locked, open) tus session as written by one PATCH since now."""
+    conn.execute("UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (now, file_id))
+
+
+def refresh_write(conn: Conn, file_id: UUID, claimed_at: datetime, now: datetime) -> bool:
+    """Renew a PATCH's hold while its body arrives; False when it was taken over (or the session ended)."""
+    return conn.execute("UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s AND writing_since = %s "
+                        "AND state = 'open'", (now, file_id, claimed_at)).rowcount == 1
+
+
+def release_write(conn: Conn, file_id: UUID, claimed_at: datetime) -> None:
+    """Give a PATCH's hold back, unless another PATCH took it over."""
+    conn.execute("UPDATE upload_sessions SET writing_since = NULL WHERE file_id = %s AND writing_since = %s",
+                 (file_id, claimed_at))
+
+
+def set_tail(conn: Conn, file_id: UUID, tail_bytes: int) -> None:
+    """How many bytes of the tail object count (0: none; the object may hold more, never fewer)."""
+    conn.execute("UPDATE upload_sessions SET tail_bytes = %s WHERE file_id = %s", (tail_bytes, file_id))

@@ -5,6 +5,7 @@ Keys are built only from a file id and this schema, never from a file name, and 
 - originals: `f/<aa>/<bb>/<file_id>/orig-<r>` (r = 1, 2, ...)
 - variants:  `f/<aa>/<bb>/<file_id>/v-<name>` for the four names in VARIANTS
 - parts (fs driver only): `uploads/<file_id>/part-<n>`
+- the tail of a tus upload (both drivers): `uploads/<file_id>/tail`, the bytes past its last whole part
 """
 
 from __future__ import annotations
@@ -82,3 +83,9 @@ def part_key(file_id: uuid.UUID | str, part_number: int) -> str:
     if part_number < 1:
         raise KeyError_("part number must be at least 1")
     return f"{UPLOADS_PREFIX}{uuid.UUID(str(file_id))}/part-{part_number}"
+
+
+def tail_key(file_id: uuid.UUID | str) -> str:
+    """The key of a tus upload's tail (`uploads/<file_id>/tail`): the bytes received past its last whole part,
+    kept until the next PATCH makes a part of them (issue 25)."""
+    return f"{UPLOADS_PREFIX}{uuid.UUID(str(file_id))}/tail"

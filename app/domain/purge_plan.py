@@ -4,6 +4,10 @@
 - deleted: objects, then the row;
 - final and not deliverable (failed, infected, error): objects only, the row stays for the uploader;
 - anything else (uploading, scan pending, deliverable): nothing, so a stray job never touches a live file.
+
+The keys: the originals and variants of the file (object_keys_of), the parts of an unfinished session
+(has_parts), and the tail of a tus upload (tail_keys_of), whatever its session's state: a tail left by a
+completion that could not remove it goes with its file.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.domain.keys import FILES_PREFIX, VARIANTS, KeyError_, original_key, variant_key
+from app.domain.keys import FILES_PREFIX, VARIANTS, KeyError_, original_key, tail_key, variant_key
 from app.domain.states import is_deliverable, is_final
 
 
@@ -37,6 +41,7 @@ class PurgeFacts:
     session_state: str | None = None
     storage_upload_id: str | None = None
     part_count: int = 0
+    protocol: str | None = None  # the session's: native or tus (issue 25)
 
 
 def plan_purge(facts: PurgeFacts) -> PurgeAction:
@@ -54,6 +59,12 @@ def has_parts(facts: PurgeFacts) -> bool:
     """Whether the file may still have upload parts (fs part keys, or an S3 multipart upload): every
     session that did not complete."""
     return facts.session_state is not None and facts.session_state != "completed"
+
+
+def tail_keys_of(facts: PurgeFacts) -> list[str]:
+    """The tail key of a file uploaded through tus (`uploads/<id>/tail`, issue 25), else nothing: a tail is
+    written by tus PATCH requests only."""
+    return [tail_key(facts.file_id)] if facts.protocol == "tus" else []
 
 
 _ORIGINAL = re.compile(r"^f/([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f-]{36})/orig-([1-9][0-9]{0,8})$")

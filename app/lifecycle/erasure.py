@@ -21,7 +21,7 @@ from app.db import slots as slots_sql
 from app.db.files import lock_files
 from app.db.locks import exclusive
 from app.domain import access
-from app.domain.keys import KeyError_
+from app.domain.keys import KeyError_, tail_key
 from app.domain.purge_plan import object_keys_of
 from app.errors import Forbidden, NotFound
 from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
@@ -164,7 +164,8 @@ def _purge(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
 
 
 def _keys(rt: Runtime, file_id: uuid.UUID, object_key: str | None, part_count: int) -> list[str]:
-    return object_keys_of(file_id, object_key) + rt.store.part_keys(str(file_id), part_count)
+    # The tail key of a tus upload is read for every file (issue 25): one more head, and no column to trust.
+    return object_keys_of(file_id, object_key) + rt.store.part_keys(str(file_id), part_count) + [tail_key(file_id)]
 
 
 def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:

@@ -21,7 +21,7 @@ from app.platform.observability import metrics
 from app.db import files as files_sql
 from app.db import purge_failures as failures_sql
 from app.domain.keys import KeyError_
-from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge
+from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge, tail_keys_of
 from app.domain.purge_retry import next_attempt_at, overdue
 from app.errors import ObjectFailed, StorageError
 from app.platform.observability.logs import log_event
@@ -52,7 +52,8 @@ def read_facts(db, file_ids: Sequence[uuid.UUID]) -> list[PurgeFacts]:
         facts.append(PurgeFacts(file_id=file_id, exists=True, deleted_at=row.deleted_at,
                                 upload_state=row.upload_state, scan_status=row.scan_status,
                                 object_key=row.object_key, session_state=row.session_state,
-                                storage_upload_id=row.storage_upload_id, part_count=row.part_count or 0))
+                                storage_upload_id=row.storage_upload_id, part_count=row.part_count or 0,
+                                protocol=row.protocol))
     return facts
 
 
@@ -78,7 +79,7 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
             report.results["nothing"] += 1
             continue
         try:
-            keys_of[facts.file_id] = object_keys_of(facts.file_id, facts.object_key)
+            keys_of[facts.file_id] = object_keys_of(facts.file_id, facts.object_key) + tail_keys_of(facts)
         except KeyError_:
             # A stored key that is not this file's original: delete nothing on its strength (K3).
             log_event(log, "error", "purge.bad_key", "stored key refused; file kept", file_id=str(facts.file_id))

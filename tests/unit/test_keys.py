@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.keys import (VARIANTS, KeyError_, original_key, part_key, validate_key, validate_segment,
-                             variant_key)
+from app.domain.keys import (VARIANTS, KeyError_, original_key, part_key, tail_key, validate_key,
+                             validate_segment, variant_key)
 
 
 @given(st.uuids(), st.integers(min_value=1, max_value=10_000))
@@ -31,6 +31,15 @@ def test_variant_keys(file_id, name):
 @given(st.uuids(), st.integers(min_value=1, max_value=10_000))
 def test_part_keys(file_id, number):
     assert validate_key(part_key(file_id, number)) == f"uploads/{file_id}/part-{number}"
+
+
+@given(st.uuids())
+def test_tail_keys(file_id):
+    # issue 25: a tus upload's tail lives beside its parts, under the upload's own prefix, and carries only
+    # its file id, in canonical form whatever the spelling given.
+    key = tail_key(str(file_id).upper())
+    assert validate_key(key) == f"uploads/{file_id}/tail"
+    assert key not in {part_key(file_id, n) for n in range(1, 5)}
 
 
 @given(st.text())

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.keys import KeyError_, original_key, part_key, validate_key, variant_key
-from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge
+from app.domain.keys import KeyError_, original_key, part_key, tail_key, validate_key, variant_key
+from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge, tail_keys_of
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ID = uuid.UUID("6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11")
@@ -38,6 +38,19 @@ def test_parts_exist_until_a_session_completes():
     assert has_parts(PurgeFacts(ID, True, session_state="expired"))
     assert not has_parts(PurgeFacts(ID, True, session_state="completed"))
     assert not has_parts(PurgeFacts(ID, True))
+
+
+@pytest.mark.parametrize("state", ["open", "aborted", "expired", "completed"])
+def test_a_tus_upload_has_its_tail_key_in_every_state(state):
+    # issue 25: the bytes past the last whole part wait under uploads/<id>/tail; a completion removes it, and
+    # a tail it could not remove goes with the file, so the purge names it whatever the session's state.
+    facts = PurgeFacts(ID, True, session_state=state, protocol="tus")
+    assert tail_keys_of(facts) == [tail_key(ID)] == [f"uploads/{ID}/tail"]
+
+
+def test_a_native_upload_never_has_a_tail():
+    assert tail_keys_of(PurgeFacts(ID, True, session_state="open", protocol="native")) == []
+    assert tail_keys_of(PurgeFacts(ID, True)) == []
 
 
 def test_keys_of_a_file():

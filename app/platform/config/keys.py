@@ -77,6 +77,23 @@ class EntryList(fields.Field):  # type: ignore[type-arg]
             raise ValidationError(exc.messages) from None
 
 
+class Origins(fields.Field):  # type: ignore[type-arg]
+    """A list of web origins (`https://app.example.com`), comma-separated (or a list, from the TOML file), or
+    `*` for any; empty for none. The errors never repeat a value."""
+
+    default_error_messages = {"invalid": "Not a list of origins (write https://host[:port], comma-separated, or *)."}
+    _ORIGIN = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?$")
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if isinstance(value, str):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+            raise self.make_error("invalid")
+        if any(item != "*" and not self._ORIGIN.fullmatch(item) for item in value):
+            raise self.make_error("invalid")
+        return tuple(item.rstrip("/") for item in value)
+
+
 class Flag(fields.Boolean):
     default_error_messages = {"invalid": "Not a boolean (true or false)."}
 
@@ -141,6 +158,7 @@ class Key:
             Flag: "boolean",
             Number: "integer",
             EntryList: "JSON list",
+            Origins: "list of origins",
         }.get(type(self.field), "string")
 
 

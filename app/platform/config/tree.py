@@ -11,7 +11,7 @@ from marshmallow import validate
 
 from app.domain.retention import Policy, UnmanagedPrefix
 from app.platform.config.entries import parse_policies, parse_prefixes
-from app.platform.config.keys import (Duration, EntryList, Flag, Key, Number, Size, Text, _keys_of, _no_value_range,
+from app.platform.config.keys import (Duration, EntryList, Flag, Key, Number, Origins, Size, Text, _keys_of, _no_value_range,
                                       _timezone, _url_scheme, key)
 
 
@@ -80,6 +80,9 @@ class FileConfig:
         "Longest wait between two purge attempts of one file.")
     complete_timeout: timedelta = key(Duration(), "15m",
         "How long a completion holds its upload; a complete after that may take the upload over.")
+    write_timeout: timedelta = key(Duration(), "60s",
+        "How long a tus PATCH holds its upload without a sign of life (it renews the hold while its body "
+        "arrives); a PATCH after that may take the upload over (409 upload_busy before).")
     max_size: int = key(Size(validate=_no_value_range(1)), "1GiB",
         "Largest file accepted by POST /uploads (413 above it).")
     max_attachments: int = key(Number(validate=_no_value_range(1, 1000)), 10,
@@ -184,6 +187,9 @@ class ApiConfig:
         "gunicorn's worker timeout: a request running longer makes its worker restart.")
     max_json_depth: int = key(Number(validate=_no_value_range(2, 512)), 32,
         "Deepest nesting of arrays and objects a JSON body may have; deeper bodies answer 400 json_too_deep.")
+    cors_origins: tuple[str, ...] = key(Origins(), "",
+        "Web origins allowed to call the API from a browser (CORS), comma-separated, or * for any; empty: no "
+        "CORS headers. Needed by browser tus clients such as Uppy.")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,322 @@
+# A tus PATCH writes objects before the rows that count them and never inside a transaction (D4 K1), as the
+# native parts do: it holds its session in a short transaction (writing_since), writes whole parts and the
+# tail to the store, and records each under the row lock after re-checking that the session is still open and
+# still its own. When a record finds the session ended, what this PATCH wrote is removed at once (the purge
+# job of the ending names the same keys: the parts and uploads/<id>/tail).
+"""tus 1.0 uploads (issue 25, D19): creation, offset, PATCH, termination over Lethe's upload sessions.
+
+A tus upload is an upload session of protocol `tus`: created like a native one (the same rules, quotas and
+expiry), its bytes cut into the same parts (`part_size`, the last one the remainder) whatever the PATCH sizes,
+the bytes past the last whole part kept in the tail object (`uploads/<id>/tail`, `tail_bytes` of them) until
+a later PATCH completes a part with them. When the last part is recorded the upload completes exactly as
+`POST /uploads/{id}/complete` does (app.content.uploads.complete_upload).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import dataclasses
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, BinaryIO
+
+import psycopg
+
+from app.content import uploads
+from app.content.uploads import NewUpload, _ref, _require_write, _visible_upload
+from app.db import sessions as sessions_sql
+from app.domain import access, keys
+from app.domain.tus import offset_of
+from app.domain.uploads import claim_held, expected_part_size
+from app.errors import (BadRequest, ChecksumMismatch, Conflict, Forbidden, Gone, LetheError, NotFound,
+                        StorageError, TooLarge)
+from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:
+    from app.domain.access import Principal
+    from app.platform.runtime import Runtime
+
+log = logging.getLogger("lethe.tus")
+CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TusUpload:
+    """What HEAD answers of a tus upload: its length, the offset received for good, its expiry (None once
+    complete), and its metadata (for its uploader alone: it holds the file name)."""
+
+    file_id: uuid.UUID
+    length: int
+    offset: int
+    expires_at: datetime | None
+    metadata: dict[str, str]
+
+
+def _view(row, session, sizes: list[int]) -> TusUpload:
+    completed = session.state == "completed"
+    metadata = {"filename": row.original_name, "filetype": row.mime_type, "purpose": row.purpose}
+    if session.expected_sha256:
+        metadata["sha256"] = session.expected_sha256
+    return TusUpload(row.id, row.size_bytes, offset_of(row.size_bytes, session.part_count, sizes,
+                                                       session.tail_bytes, completed),
+                     None if completed else session.expires_at, metadata)
+
+
+def _check_tus_alive(session, now) -> None:
+    """A tus upload answers while open or complete: a terminated one is gone (410 upload_terminated), an
+    expired one too (410 upload_expired, D8: at expires_at exactly); one sent natively is not tus's (404)."""
+    if session.protocol != "tus":
+        raise NotFound()
+    if session.state == "aborted":
+        raise Gone("upload_terminated")
+    if session.state == "expired" or (session.state == "open" and now >= session.expires_at):
+        raise Gone("upload_expired")
+
+
+def create(rt: Runtime, principal: Principal, new: NewUpload) -> TusUpload:
+    """Create a tus upload: a file and its session of protocol tus, under the rules of createUpload."""
+    view = uploads.create_upload(rt, principal, dataclasses.replace(new, protocol="tus"))
+    return _view(view.file, view.session, [])
+
+
+def status(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> TusUpload:
+    """HEAD: the caller's own tus upload (404 for anyone else's, then 403 without files:read)."""
+
+    def read(conn) -> TusUpload:
+        row, session = _visible_upload(conn, principal, file_id)
+        if not access.may_read(principal):
+            raise Forbidden()
+        _check_tus_alive(session, rt.clock.now())
+        return _view(row, session, [part.size_bytes for part in sessions_sql.parts_of(conn, file_id)])
+
+    return rt.db.read(read)
+
+
+def terminate(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
+    """DELETE: abort the unfinished upload as abortUpload does (the file failed, its purge job committed with
+    the change), and remove its parts and tail at once as a best effort. A complete upload answers 409
+    upload_not_open: it is a file now, deleted through deleteFile."""
+    _require_write(principal)
+    rt.db.read(lambda conn: _check_tus_alive(_visible_upload(conn, principal, file_id)[1], rt.clock.now()))
+    uploads.abort_upload(rt, principal, file_id)
+    try:
+        rt.store.delete(keys.tail_key(file_id))
+    except StorageError:
+        log_event(log, "warning", "tus.tail_deferred", "termination left the tail for the purge job",
+                  file_id=str(file_id))
+
+
+def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, body: BinaryIO,
+           content_length: int | None, checksum: tuple[str, bytes] | None) -> TusUpload:
+    """PATCH: take the body's bytes at `offset`, which must be the upload's offset (409 offset_mismatch).
+
+    Whole parts are recorded as they fill, so that an interrupted body keeps what arrived (tus: store as
+    much as possible); with an Upload-Checksum nothing of the body counts until its digest matched (460
+    otherwise). The PATCH that receives the last byte completes the upload.
+
+    Raises:
+        Conflict(offset_mismatch | upload_busy | upload_completing | upload_not_open), Gone, NotFound,
+        TooLarge(past_upload_length), ChecksumMismatch, BadRequest(body_incomplete), Invalid (the completion's
+        size or digest check: the file is now failed), StorageError.
+    """
+    _require_write(principal)
+    claimed = rt.db.unit_of_work(lambda uow: _claim(rt, uow, principal, file_id, offset, content_length),
+                                 name="tus.claim")
+    if isinstance(claimed, TusUpload):
+        return claimed  # complete already: a PATCH of no byte at its length is answered as done
+    row, session, sizes, claimed_at = claimed
+    patch = _Patch(rt, principal, row, session, sizes, claimed_at)
+    try:
+        complete = patch.run(body, content_length, checksum)
+    finally:
+        patch.release()
+    if complete:
+        try:
+            rt.store.delete(keys.tail_key(file_id))  # its bytes are in the last part now
+        except StorageError:
+            log_event(log, "warning", "tus.tail_left", "the tail of a completed upload could not be removed; "
+                      "it goes with the file", file_id=str(file_id))
+        uploads.complete_upload(rt, principal, file_id)
+    return status(rt, principal, file_id)
+
+
+def _claim(rt: Runtime, uow, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None):
+    row, session = _visible_upload(uow.conn, principal, file_id, lock=True)
+    now = rt.clock.now()
+    _check_tus_alive(session, now)
+    if session.state == "completed":
+        if offset != row.size_bytes:
+            raise Conflict("offset_mismatch", "The upload is complete; its offset is its length.")
+        if content_length:
+            raise TooLarge("past_upload_length")
+        return _view(row, session, [])
+    uploads._check_not_claimed(rt, session, now)
+    if claim_held(session.writing_since, now, rt.cfg.file.write_timeout):
+        raise Conflict("upload_busy", "Another PATCH is writing this upload; ask its offset with HEAD and retry.")
+    sizes = [part.size_bytes for part in sessions_sql.parts_of(uow.conn, file_id)]
+    if offset != offset_of(row.size_bytes, session.part_count, sizes, session.tail_bytes, False):
+        raise Conflict("offset_mismatch", "Upload-Offset is not the upload's offset; ask it with HEAD.")
+    if content_length is not None and offset + content_length > row.size_bytes:
+        raise TooLarge("past_upload_length")
+    sessions_sql.claim_write(uow.conn, file_id, now)
+    return row, session, sizes[:session.part_count - 1] if len(sizes) >= session.part_count else sizes, now
+
+
+class _Patch:
+    """One PATCH's writing: the tail and the body, cut into whole parts, under its hold of the session."""
+
+    def __init__(self, rt: Runtime, principal: Principal, row, session, sizes: list[int], claimed_at: datetime):
+        self.rt, self.principal, self.file_id = rt, principal, row.id
+        self.ref = _ref(row, session)
+        self.length, self.part_size, self.count = row.size_bytes, session.part_size, session.part_count
+        self.next = len(sizes) + 1
+        self.tail_bytes = session.tail_bytes
+        self.claimed_at = claimed_at
+        self.offset = sum(sizes) + self.tail_bytes
+        self.written: list[int] = []  # part numbers this PATCH wrote (removed again if the session ended)
+        self.beat_every = rt.cfg.file.write_timeout.total_seconds() / 4
+        self.last_beat = time.monotonic()
+
+    def run(self, body: BinaryIO, content_length: int | None, checksum: tuple[str, bytes] | None) -> bool:
+        """Write the body; True when every part is recorded (the caller completes the upload)."""
+        buffer = bytearray(self._tail())
+        hasher = hashlib.new(checksum[0]) if checksum else None
+        allowed = self.length - self.offset
+        limit = content_length if content_length is not None else allowed + 1
+        pending: list[tuple[int, int, str]] = []
+        received = 0
+        flushed = False
+        while received < limit:
+            chunk = body.read(min(CHUNK, limit - received))
+            if not chunk:
+                break
+            received += len(chunk)
+            if received > allowed:
+                raise TooLarge("past_upload_length")
+            if hasher is not None:
+                hasher.update(chunk)
+            buffer += chunk
+            while self.next <= self.count and len(buffer) >= self._expected(self.next):
+                size = self._expected(self.next)
+                part = self.rt.store.put_part(self.ref, self.next, bytes(buffer[:size]))
+                self.written.append(self.next)
+                del buffer[:size]
+                if hasher is None:
+                    self._record([(self.next, size, part.etag)], 0)
+                else:
+                    pending.append((self.next, size, part.etag))
+                flushed = True
+                self.next += 1
+            self._beat_if_due()
+        if content_length is not None and received < content_length:
+            # The client went away: whole parts stay recorded; without a checksum the rest is kept as the
+            # tail (tus: keep as much as possible), with one nothing of an unverified body counts.
+            if hasher is None and buffer and self.next <= self.count:
+                self._keep_tail(bytes(buffer))
+            raise BadRequest("body_incomplete")
+        if hasher is not None and checksum is not None and hasher.digest() != checksum[1]:
+            self._drop_unrecorded([number for number, _, _ in pending])
+            raise ChecksumMismatch("checksum_mismatch")
+        if pending:
+            self._record(pending, 0)
+        if self.next > self.count:
+            return True
+        if buffer and (received or flushed):
+            self._keep_tail(bytes(buffer))
+        return False
+
+    def _expected(self, number: int) -> int:
+        return expected_part_size(self.length, self.part_size, number)
+
+    def _tail(self) -> bytes:
+        """The tail's counted bytes. A tail shorter than its row says (lost with its store) sets the upload
+        back to its last whole part: the client asks the offset again (409) and sends from there."""
+        if not self.tail_bytes:
+            return b""
+        try:
+            data = self.rt.store.get(keys.tail_key(self.file_id))
+        except NotFound:
+            data = b""
+        if len(data) < self.tail_bytes:
+            log_event(log, "warning", "tus.tail_lost", "the tail of an upload was shorter than recorded; the upload "
+                      "resumes from its last whole part", file_id=str(self.file_id))
+            self._record([], 0)
+            raise Conflict("offset_mismatch", "The upload's offset moved back; ask it with HEAD.")
+        return data[:self.tail_bytes]
+
+    def _keep_tail(self, data: bytes) -> None:
+        # Written before it is counted: a tail longer than tail_bytes is read only as far as counted, and when
+        # the row counts none (a part was cut) any earlier tail is stale, so overwriting it is safe.
+        self.rt.store.put(keys.tail_key(self.file_id), data, len(data))
+        self._record([], len(data))
+
+    def _record(self, parts: list[tuple[int, int, str]], tail_bytes: int) -> None:
+        now = self.rt.clock.now()
+
+        def record(uow) -> bool:
+            try:
+                _, locked = _visible_upload(uow.conn, self.principal, self.file_id, lock=True)
+            except NotFound:
+                return False
+            if (locked.state != "open" or now >= locked.expires_at or locked.writing_since != self.claimed_at):
+                return False
+            for number, size, etag in parts:
+                sessions_sql.upsert_part(uow.conn, self.file_id, number, size, etag, now)
+            sessions_sql.set_tail(uow.conn, self.file_id, tail_bytes)
+            sessions_sql.refresh_write(uow.conn, self.file_id, self.claimed_at, now)
+            return True
+
+        if not self.rt.db.unit_of_work(record, name="tus.record"):
+            self._ended()
+        self.claimed_at, self.last_beat = now, time.monotonic()
+
+    def _beat_if_due(self) -> None:
+        if time.monotonic() - self.last_beat < self.beat_every:
+            return
+        now = self.rt.clock.now()
+        if not self.rt.db.unit_of_work(
+                lambda uow: sessions_sql.refresh_write(uow.conn, self.file_id, self.claimed_at, now), name="tus.beat"):
+            self._ended()
+        self.claimed_at, self.last_beat = now, time.monotonic()
+
+    def _drop_unrecorded(self, numbers: list[int]) -> None:
+        """Parts written from a body that failed its checksum: on fs their objects go now; on S3 a part
+        cannot be removed alone, and it stays inside the multipart upload (no object, nothing readable) until
+        the next PATCH overwrites it or the upload completes or is aborted."""
+        keys_of_parts = self.rt.store.part_keys(str(self.file_id), max(numbers, default=0))
+        doomed = [keys_of_parts[number - 1] for number in numbers if number <= len(keys_of_parts)]
+        if doomed:
+            self.rt.store.delete_many(doomed)
+
+    def _ended(self) -> None:
+        """The session ended (terminated, expired, deleted, completed) or another PATCH took it over while this
+        one wrote: what this one wrote is removed unless the session is another PATCH's now; then answer what
+        the row says."""
+        taken_over = self.rt.db.read(lambda conn: _taken_over(conn, self.file_id, self.claimed_at))
+        if not taken_over:
+            for number in self.written:
+                self.rt.store.discard_part(self.ref, number)
+            self.rt.store.delete(keys.tail_key(self.file_id))
+        self.written = []
+        self.rt.db.read(lambda conn: _check_tus_alive(_visible_upload(conn, self.principal, self.file_id)[1],
+                                                      self.rt.clock.now()))
+        raise Conflict("upload_busy" if taken_over else "upload_not_open")
+
+    def release(self) -> None:
+        """Give the hold back (a PATCH that failed leaves the session to the next one at once)."""
+        try:
+            self.rt.db.unit_of_work(lambda uow: sessions_sql.release_write(uow.conn, self.file_id, self.claimed_at),
+                                    name="tus.release")
+        except (psycopg.Error, LetheError):
+            pass  # the hold lapses after file.write_timeout
+
+
+def _taken_over(conn, file_id: uuid.UUID, claimed_at: datetime) -> bool:
+    session = sessions_sql.session_of(conn, file_id)
+    return (session is not None and session.state == "open" and session.writing_since is not None
+            and session.writing_since != claimed_at)
+
+

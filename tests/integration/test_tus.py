@@ -1,0 +1,392 @@
+"""tus 1.0.0 at /api/v1/tus (issue 25) on the real database and every store: the protocol's answers, PATCH
+bodies of any size cut into parts and a tail, termination and expiry leaving no byte (versions and multipart
+uploads included). The real clients (tuspy, tus-js-client, Uppy) are in tests/e2e/test_tus_clients.py."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from app.domain.keys import tail_key
+from app.domain.tus import encode_metadata, parse_metadata
+from tests.conftest import all_versions
+from tests.support.helpers import problem, rows
+from tests.support.lethe import ALEX, OWNER, SAM, Person, sha256
+
+TUS = {"Tus-Resumable": "1.0.0"}
+OCTETS = "application/offset+octet-stream"
+
+
+def create(lethe, length: int, person: Person = ALEX, name: str = "Holiday plan.txt", body: bytes | None = None,
+           **metadata):
+    headers = {**TUS, "Upload-Length": str(length),
+               "Upload-Metadata": encode_metadata({"filename": name, "filetype": "text/plain", **metadata})}
+    if body is not None:
+        headers["Content-Type"] = OCTETS
+    return lethe.call("POST", "/api/v1/tus", person, headers=headers, data=body)
+
+
+def created_id(response) -> str:
+    assert response.status_code == 201, response.get_data(as_text=True)
+    location = response.headers["Location"]
+    assert location.startswith("/api/v1/tus/")
+    return location.rsplit("/", 1)[1]
+
+
+def head(lethe, file_id: str, person: Person = ALEX):
+    return lethe.call("HEAD", f"/api/v1/tus/{file_id}", person, headers=TUS)
+
+
+def patch(lethe, file_id: str, offset: int, data: bytes, person: Person = ALEX, checksum: str | None = None,
+          content_type: str = OCTETS):
+    headers = {**TUS, "Upload-Offset": str(offset), "Content-Type": content_type}
+    if checksum is not None:
+        headers["Upload-Checksum"] = checksum
+    return lethe.call("PATCH", f"/api/v1/tus/{file_id}", person, headers=headers, data=data)
+
+
+def checksum_of(algorithm: str, data: bytes) -> str:
+    return f"{algorithm} {base64.b64encode(hashlib.new(algorithm, data).digest()).decode()}"
+
+
+def send(lethe, file_id: str, data: bytes, chunk: int, start: int = 0) -> None:
+    offset = start
+    while offset < len(data):
+        response = patch(lethe, file_id, offset, data[offset:offset + chunk])
+        assert response.status_code == 204, response.get_data(as_text=True)
+        offset = int(response.headers["Upload-Offset"])
+        assert offset == min(start + ((offset - start + chunk - 1) // chunk) * chunk, len(data))
+
+
+def residue(lethe, file_id: str) -> list:
+    """Everything the store holds of a file: objects (every version and delete marker on S3) under its keys,
+    and on S3 the multipart uploads of its original (a test may list; the service never does, K2)."""
+    store = lethe.raw_store
+    if store.driver == "fs":
+        return [listed.key for prefix in ("uploads/", "f/") for listed in store.list_prefix(prefix)
+                if file_id in listed.key]
+    found = [(item.object_name, item.version_id) for item in all_versions(store) if file_id in item.object_name]
+    uploads = store.client._list_multipart_uploads(store.bucket).uploads
+    return found + [("multipart", upload.object_name) for upload in uploads if file_id in upload.object_name]
+
+
+def chunk_sizes(lethe) -> tuple[int, int]:
+    """A PATCH size below a part and one above (fs parts are 1 KiB here, S3 parts 5 MiB)."""
+    return (700, 2500) if lethe.driver == "fs" else (3 * 1024 * 1024, 6 * 1024 * 1024 + 17)
+
+
+# -- discovery and the version -------------------------------------------------------------------------------
+
+def test_options_needs_no_token_and_says_what_the_server_speaks(lethe):
+    for path in ("/api/v1/tus", f"/api/v1/tus/{uuid.uuid4()}"):
+        response = lethe.client.options(path)
+        assert response.status_code == 204
+        assert response.headers["Tus-Resumable"] == "1.0.0"
+        assert response.headers["Tus-Version"] == "1.0.0"
+        assert response.headers["Tus-Extension"] == "creation,creation-with-upload,termination,expiration,checksum"
+        assert response.headers["Tus-Max-Size"] == str(lethe.cfg.file.max_size)
+        assert response.headers["Tus-Checksum-Algorithm"] == "sha1,sha256,md5"
+
+
+@pytest.mark.parametrize("version", [None, "0.2.2", "1.0", ""])
+def test_a_request_without_tus_1_0_0_is_412_naming_the_version(lethe, version):
+    headers = {"Upload-Length": "5"} | ({"Tus-Resumable": version} if version is not None else {})
+    response = lethe.call("POST", "/api/v1/tus", ALEX, headers=headers)
+    problem(response, 412, "precondition_failed", "tus_version_unsupported")
+    assert response.headers["Tus-Version"] == "1.0.0"
+    assert rows(lethe, "files") == []
+
+
+def test_every_tus_request_needs_a_token(lethe):
+    response = lethe.call("POST", "/api/v1/tus", headers={**TUS, "Upload-Length": "5"})
+    problem(response, 401, "unauthorized")
+    assert response.headers["Tus-Resumable"] == "1.0.0"
+
+
+# -- creation ------------------------------------------------------------------------------------------------
+
+def test_creation_makes_a_lethe_file_at_once_and_head_tells_its_uploader_everything(lethe):
+    file_id = created_id(create(lethe, 10, purpose="attachment"))
+    shown = lethe.call("GET", f"/api/v1/files/{file_id}", ALEX)
+    assert shown.status_code == 200 and shown.json["upload_state"] == "uploading"
+    response = head(lethe, file_id)
+    assert response.status_code == 200 and response.data == b""
+    assert response.headers["Upload-Offset"] == "0" and response.headers["Upload-Length"] == "10"
+    assert response.headers["Cache-Control"] == "no-store" and response.headers["Tus-Resumable"] == "1.0.0"
+    metadata = parse_metadata(response.headers["Upload-Metadata"])
+    assert metadata == {"filename": "Holiday plan.txt", "filetype": "text/plain", "purpose": "attachment"}
+    expires = lethe.row(file_id).created_at + lethe.cfg.file.upload_session_ttl
+    assert response.headers["Upload-Expires"] == expires.strftime("%a, %d %b %Y %H:%M:%S GMT")
+
+
+def test_nobody_else_learns_of_an_upload_not_even_a_manager(lethe):
+    file_id = created_id(create(lethe, 10))
+    for person in (SAM, OWNER):
+        response = head(lethe, file_id, person)
+        assert response.status_code == 404 and "Upload-Metadata" not in response.headers
+        problem(patch(lethe, file_id, 0, b"x", person), 404, "not_found")
+
+
+def test_head_needs_files_read_and_patch_files_write(lethe):
+    file_id = created_id(create(lethe, 10))
+    writer = Person("Alex", ALEX.email, ("files:write",))
+    reader = Person("Alex", ALEX.email, ("files:read",))
+    assert head(lethe, file_id, writer).status_code == 403
+    problem(patch(lethe, file_id, 0, b"x", reader), 403, "forbidden")
+    problem(create(lethe, 10, reader), 403, "forbidden")
+
+
+@pytest.mark.parametrize("headers, reason", [
+    ({"Upload-Defer-Length": "1"}, "defer_length_unsupported"),
+    ({}, "upload_length_required"),
+    ({"Upload-Length": "-1"}, "upload_length_invalid"),
+    ({"Upload-Length": "ten"}, "upload_length_invalid"),
+    ({"Upload-Length": "5", "Upload-Metadata": "filename"}, None),  # a key without value: 422 below
+    ({"Upload-Length": "5", "Upload-Metadata": "filename ***"}, "metadata_invalid"),
+    ({"Upload-Length": "5", "Upload-Metadata": "a b c"}, "metadata_invalid"),
+    ({"Upload-Length": "5", "Upload-Metadata": "filename eA==,filename eA=="}, "metadata_invalid"),
+    ({"Upload-Length": "5", "Upload-Metadata": "filename eA==,sha256 eA=="}, "sha256_invalid"),
+    ({"Upload-Length": "5", "Upload-Concat": "partial"}, "concatenation_unsupported"),
+])
+def test_a_creation_the_protocol_cannot_read_is_400(lethe, headers, reason):
+    response = lethe.call("POST", "/api/v1/tus", ALEX, headers={**TUS, **headers})
+    if reason is None:
+        problem(response, 422, "invalid_request", "metadata_invalid")
+    else:
+        problem(response, 400, "bad_request", reason)
+    assert rows(lethe, "files") == []
+
+
+def test_a_creation_is_checked_as_create_upload_is_and_names_nothing_back(lethe):
+    name = "Secret\x01name.txt"
+    response = create(lethe, 5, name=name)
+    body = problem(response, 422, "invalid_request", "metadata_invalid")
+    assert list(body["errors"]) == ["filename"] and "Secret" not in response.get_data(as_text=True)
+    problem(create(lethe, 5, purpose="nonsense"), 422, "invalid_request", "metadata_invalid")
+    problem(create(lethe, 0), 422, "invalid_request", "metadata_invalid")
+    problem(lethe.call("POST", "/api/v1/tus", ALEX, headers={**TUS, "Upload-Length": "5"}), 422,
+            "invalid_request", "metadata_invalid")  # no filename
+    problem(create(lethe, lethe.cfg.file.max_size + 1), 413, "payload_too_large")
+    assert rows(lethe, "files") == []
+
+
+def test_uppy_s_metadata_names_are_understood(lethe):
+    headers = {**TUS, "Upload-Length": "3", "Upload-Metadata": encode_metadata({"name": "a.png", "type": "image/png"})}
+    file_id = created_id(lethe.call("POST", "/api/v1/tus", ALEX, headers=headers))
+    row = lethe.row(file_id)
+    assert (row.original_name, row.mime_type, row.purpose) == ("a.png", "image/png", "attachment")
+
+
+# -- PATCH: any size, cut into parts and a tail --------------------------------------------------------------
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_bodies_of_any_size_make_the_file_and_it_reads_back_equal(lethe, which):
+    data = os.urandom(lethe.part_size * 2 + 333)
+    file_id = created_id(create(lethe, len(data), sha256=sha256(data)))
+    chunk = chunk_sizes(lethe)[which]
+    send(lethe, file_id, data, chunk)
+    row = lethe.row(file_id)
+    assert row.upload_state == "complete" and row.sha256 == sha256(data)
+    assert lethe.store.get(row.object_key) == data
+    # What is left in the store is the original alone: no part, no tail, no multipart upload.
+    assert [entry for entry in residue(lethe, file_id) if "orig-1" not in str(entry)] == []
+    response = head(lethe, file_id)
+    assert response.headers["Upload-Offset"] == str(len(data)) and "Upload-Expires" not in response.headers
+    lethe.run_jobs("scan_file")
+    assert lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data == data
+
+
+def test_the_bytes_past_the_last_whole_part_wait_in_the_tail_and_count(lethe):
+    data = os.urandom(lethe.part_size * 2)
+    file_id = created_id(create(lethe, len(data)))
+    small = chunk_sizes(lethe)[0]
+    assert patch(lethe, file_id, 0, data[:small]).headers["Upload-Offset"] == str(small)
+    assert lethe.raw_store.get(tail_key(file_id)) == data[:small]
+    assert rows(lethe, "upload_parts", file_id=file_id) == []
+    assert head(lethe, file_id).headers["Upload-Offset"] == str(small)
+    rest = lethe.part_size + 10 - small
+    assert patch(lethe, file_id, small, data[small:small + rest]).headers["Upload-Offset"] == str(small + rest)
+    assert [p.part_number for p in rows(lethe, "upload_parts", file_id=file_id)] == [1]
+    assert lethe.raw_store.get(tail_key(file_id)) == data[lethe.part_size:lethe.part_size + 10]
+
+
+def test_creation_with_upload_takes_the_first_bytes(lethe):
+    data = os.urandom(lethe.part_size + 5)
+    first = chunk_sizes(lethe)[0]
+    response = create(lethe, len(data), body=data[:first])
+    file_id = created_id(response)
+    assert response.headers["Upload-Offset"] == str(first)
+    send(lethe, file_id, data, first, start=first)
+    assert lethe.store.get(lethe.row(file_id).object_key) == data
+
+
+def test_a_whole_file_in_the_creation_completes_it(lethe):
+    data = b"all of it at once"
+    response = create(lethe, len(data), body=data, sha256=sha256(data))
+    file_id = created_id(response)
+    assert response.headers["Upload-Offset"] == str(len(data))
+    assert lethe.row(file_id).upload_state == "complete"
+
+
+def test_a_wrong_offset_is_409_a_wrong_type_415_and_bytes_past_the_length_413(lethe):
+    file_id = created_id(create(lethe, 10))
+    assert patch(lethe, file_id, 0, b"12345").status_code == 204
+    problem(patch(lethe, file_id, 0, b"12345"), 409, "conflict", "offset_mismatch")
+    problem(patch(lethe, file_id, 7, b"12345"), 409, "conflict", "offset_mismatch")
+    problem(patch(lethe, file_id, 5, b"12345", content_type="application/octet-stream"), 415,
+            "unsupported_media_type", "offset_octet_stream_expected")
+    problem(patch(lethe, file_id, 5, b"123456"), 413, "payload_too_large", "past_upload_length")
+    response = lethe.call("PATCH", f"/api/v1/tus/{file_id}", ALEX, data=b"1",
+                          headers={**TUS, "Content-Type": OCTETS})
+    problem(response, 400, "bad_request", "upload_offset_required")
+    assert head(lethe, file_id).headers["Upload-Offset"] == "5"
+
+
+@pytest.mark.parametrize("algorithm", ["sha1", "sha256", "md5"])
+def test_a_checksum_is_checked_and_a_mismatch_keeps_nothing_of_the_body(lethe, algorithm):
+    data = os.urandom(lethe.part_size + 100)
+    file_id = created_id(create(lethe, len(data)))
+    small = chunk_sizes(lethe)[0]
+    assert patch(lethe, file_id, 0, data[:small], checksum=checksum_of(algorithm, data[:small])).status_code == 204
+    tail_before = lethe.raw_store.get(tail_key(file_id))
+    rest = data[small:]
+    wrong = checksum_of(algorithm, rest + b"x")
+    problem(patch(lethe, file_id, small, rest, checksum=wrong), 460, "checksum_mismatch", "checksum_mismatch")
+    assert head(lethe, file_id).headers["Upload-Offset"] == str(small)
+    assert rows(lethe, "upload_parts", file_id=file_id) == []
+    assert lethe.raw_store.get(tail_key(file_id)) == tail_before
+    if lethe.driver == "fs":
+        assert [key for key in residue(lethe, file_id) if "part-" in key] == []
+    assert patch(lethe, file_id, small, rest, checksum=checksum_of(algorithm, rest)).status_code == 204
+    assert lethe.store.get(lethe.row(file_id).object_key) == data
+
+
+@pytest.mark.parametrize("header", ["crc32 AAAA", "sha1", "sha1 ***", "sha1 a b"])
+def test_a_checksum_header_it_cannot_use_is_400(lethe, header):
+    file_id = created_id(create(lethe, 10))
+    response = patch(lethe, file_id, 0, b"12345", checksum=header)
+    assert response.status_code == 400 and response.json["reason"].startswith("checksum_")
+    assert head(lethe, file_id).headers["Upload-Offset"] == "0"
+
+
+def test_a_digest_mismatch_at_the_end_fails_the_file_as_complete_does(lethe):
+    data = os.urandom(200)
+    file_id = created_id(create(lethe, len(data), sha256=sha256(b"other")))
+    problem(patch(lethe, file_id, 0, data), 422, "invalid_request", "checksum_mismatch")
+    assert lethe.row(file_id).upload_state == "failed"
+    lethe.run_jobs("purge_objects")
+    assert residue(lethe, file_id) == []
+
+
+def test_a_second_patch_while_one_writes_is_409_busy_until_the_hold_lapses(lethe, clock):
+    file_id = created_id(create(lethe, 10))
+    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(
+        "UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (clock.now(), file_id)), name="test")
+    problem(patch(lethe, file_id, 0, b"12345"), 409, "conflict", "upload_busy")
+    clock.advance(lethe.cfg.file.write_timeout)
+    assert patch(lethe, file_id, 0, b"12345").status_code == 204
+    assert rows(lethe, "upload_sessions", file_id=file_id)[0].writing_since is None  # given back
+
+
+def test_a_tail_lost_with_its_store_sends_the_client_back_to_the_last_whole_part(lethe):
+    data = os.urandom(lethe.part_size + 50)
+    file_id = created_id(create(lethe, len(data)))
+    first = lethe.part_size + 20
+    assert patch(lethe, file_id, 0, data[:first]).status_code == 204
+    lethe.raw_store.delete(tail_key(file_id))
+    problem(patch(lethe, file_id, first, data[first:]), 409, "conflict", "offset_mismatch")
+    assert head(lethe, file_id).headers["Upload-Offset"] == str(lethe.part_size)
+    send(lethe, file_id, data, len(data), start=lethe.part_size)
+    assert lethe.store.get(lethe.row(file_id).object_key) == data
+
+
+def test_a_native_part_of_a_tus_upload_is_refused(lethe):
+    file_id = created_id(create(lethe, 10))
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"0123456789"), 409, "conflict",
+            "tus_upload")
+
+
+def test_a_native_upload_is_not_a_tus_upload(lethe):
+    created = lethe.start_upload(ALEX, b"hello")
+    assert head(lethe, created["file"]["id"]).status_code == 404
+
+
+# -- termination and expiry leave nothing --------------------------------------------------------------------
+
+def test_termination_removes_every_byte_at_once(lethe):
+    data = os.urandom(lethe.part_size * 2 + 7)
+    file_id = created_id(create(lethe, len(data)))
+    first = lethe.part_size + chunk_sizes(lethe)[0] // 2
+    assert patch(lethe, file_id, 0, data[:first]).status_code == 204
+    assert residue(lethe, file_id) != []
+    response = lethe.call("DELETE", f"/api/v1/tus/{file_id}", ALEX, headers=TUS)
+    assert response.status_code == 204 and response.headers["Tus-Resumable"] == "1.0.0"
+    assert residue(lethe, file_id) == []  # at once, before any job ran
+    assert head(lethe, file_id).status_code == 410  # a HEAD answer has no body
+    problem(patch(lethe, file_id, first, b"x"), 410, "gone", "upload_terminated")
+    assert lethe.row(file_id).upload_state == "failed"
+    lethe.run_jobs("purge_objects")
+    assert residue(lethe, file_id) == []
+
+
+def test_a_complete_upload_is_not_terminated_here_but_deleted_as_a_file(lethe):
+    file_id = created_id(create(lethe, 5, body=b"12345"))
+    problem(lethe.call("DELETE", f"/api/v1/tus/{file_id}", ALEX, headers=TUS), 409, "conflict", "upload_not_open")
+    assert lethe.row(file_id).upload_state == "complete"
+
+
+def test_an_expired_upload_is_gone_and_the_cleanup_leaves_no_byte(lethe, clock):
+    data = os.urandom(lethe.part_size * 2)
+    file_id = created_id(create(lethe, len(data)))
+    first = lethe.part_size + chunk_sizes(lethe)[0] // 2
+    response = patch(lethe, file_id, 0, data[:first])
+    assert response.status_code == 204 and "Upload-Expires" in response.headers
+    clock.advance(lethe.cfg.file.upload_session_ttl)
+    assert head(lethe, file_id).status_code == 410
+    problem(patch(lethe, file_id, first, data[first:]), 410, "gone", "upload_expired")
+    assert residue(lethe, file_id) != []
+    from app.lifecycle.cleanup import run_cleanup
+
+    run_cleanup(lethe.rt)
+    lethe.run_jobs("purge_objects")
+    assert residue(lethe, file_id) == []
+    assert lethe.row(file_id).upload_state == "failed"
+
+
+def test_a_deleted_upload_takes_its_tail_with_it(lethe):
+    data = os.urandom(lethe.part_size * 2)
+    file_id = created_id(create(lethe, len(data)))
+    assert patch(lethe, file_id, 0, data[:lethe.part_size + 3]).status_code == 204
+    assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
+    lethe.run_jobs("purge_objects")
+    assert residue(lethe, file_id) == [] and lethe.row(file_id) is None
+    receipt = rows(lethe, "receipts", file_id=file_id)[0]
+    assert receipt.keys_deleted == 6 + 1 + (2 if lethe.driver == "fs" else 0)  # the tail, and fs parts
+
+
+def test_a_patch_that_finds_its_upload_terminated_removes_what_it_wrote(lethe, swap_store):
+    data = os.urandom(lethe.part_size + 10)
+    file_id = created_id(create(lethe, len(data)))
+    original = lethe.store
+
+    class TerminateMidway:
+        """A store that lets the upload be terminated while a PATCH writes its part."""
+
+        def __getattr__(self, name):
+            return getattr(original, name)
+
+        def put_part(self, ref, number, chunks):
+            part = original.put_part(ref, number, chunks)
+            response = lethe.call("DELETE", f"/api/v1/tus/{file_id}", ALEX, headers=TUS)
+            assert response.status_code == 204
+            return part
+
+    swap_store(lethe, TerminateMidway())
+    problem(patch(lethe, file_id, 0, data), 410, "gone", "upload_terminated")
+    lethe.run_jobs("purge_objects")
+    assert residue(lethe, file_id) == []
