@@ -259,14 +259,16 @@ def raw_store(request, tmp_path):
 
 
 def pytest_collection_modifyitems(config, items):
-    """SeaweedFS variants run only in ON_SEAWEED modules: elsewhere they are deselected, not skipped."""
+    """SeaweedFS variants run only in ON_SEAWEED modules, and a test marked one_store on fs alone: elsewhere
+    they are deselected, not skipped."""
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
         store = callspec.params.get("raw_store") if callspec is not None else None
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
-        (dropped if isinstance(store, str) and store.startswith("seaweed") and module not in ON_SEAWEED
-         else kept).append(item)
+        off_seaweed = isinstance(store, str) and store.startswith("seaweed") and module not in ON_SEAWEED
+        one_store = isinstance(store, str) and store != "fs" and item.get_closest_marker("one_store") is not None
+        (dropped if off_seaweed or one_store else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

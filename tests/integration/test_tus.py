@@ -82,6 +82,7 @@ def chunk_sizes(lethe) -> tuple[int, int]:
 
 # -- discovery and the version -------------------------------------------------------------------------------
 
+@pytest.mark.one_store
 def test_options_needs_no_token_and_says_what_the_server_speaks(lethe):
     for path in ("/api/v1/tus", f"/api/v1/tus/{uuid.uuid4()}"):
         response = lethe.client.options(path)
@@ -93,6 +94,7 @@ def test_options_needs_no_token_and_says_what_the_server_speaks(lethe):
         assert response.headers["Tus-Checksum-Algorithm"] == "sha1,sha256,md5"
 
 
+@pytest.mark.one_store
 @pytest.mark.parametrize("version", [None, "0.2.2", "1.0", ""])
 def test_a_request_without_tus_1_0_0_is_412_naming_the_version(lethe, version):
     headers = {"Upload-Length": "5"} | ({"Tus-Resumable": version} if version is not None else {})
@@ -102,6 +104,7 @@ def test_a_request_without_tus_1_0_0_is_412_naming_the_version(lethe, version):
     assert rows(lethe, "files") == []
 
 
+@pytest.mark.one_store
 def test_every_tus_request_needs_a_token(lethe):
     response = lethe.call("POST", "/api/v1/tus", headers={**TUS, "Upload-Length": "5"})
     problem(response, 401, "unauthorized")
@@ -124,6 +127,7 @@ def test_creation_makes_a_lethe_file_at_once_and_head_tells_its_uploader_everyth
     assert response.headers["Upload-Expires"] == expires.strftime("%a, %d %b %Y %H:%M:%S GMT")
 
 
+@pytest.mark.one_store
 def test_nobody_else_learns_of_an_upload_not_even_a_manager(lethe):
     file_id = created_id(create(lethe, 10))
     for person in (SAM, OWNER):
@@ -132,6 +136,7 @@ def test_nobody_else_learns_of_an_upload_not_even_a_manager(lethe):
         problem(patch(lethe, file_id, 0, b"x", person), 404, "not_found")
 
 
+@pytest.mark.one_store
 def test_head_needs_files_read_and_patch_files_write(lethe):
     file_id = created_id(create(lethe, 10))
     writer = Person("Alex", ALEX.email, ("files:write",))
@@ -141,6 +146,7 @@ def test_head_needs_files_read_and_patch_files_write(lethe):
     problem(create(lethe, 10, reader), 403, "forbidden")
 
 
+@pytest.mark.one_store
 @pytest.mark.parametrize("headers, reason", [
     ({"Upload-Defer-Length": "1"}, "defer_length_unsupported"),
     ({}, "upload_length_required"),
@@ -162,6 +168,7 @@ def test_a_creation_the_protocol_cannot_read_is_400(lethe, headers, reason):
     assert rows(lethe, "files") == []
 
 
+@pytest.mark.one_store
 def test_a_creation_is_checked_as_create_upload_is_and_names_nothing_back(lethe):
     name = "Secret\x01name.txt"
     response = create(lethe, 5, name=name)
@@ -175,6 +182,7 @@ def test_a_creation_is_checked_as_create_upload_is_and_names_nothing_back(lethe)
     assert rows(lethe, "files") == []
 
 
+@pytest.mark.one_store
 def test_uppy_s_metadata_names_are_understood(lethe):
     headers = {**TUS, "Upload-Length": "3", "Upload-Metadata": encode_metadata({"name": "a.png", "type": "image/png"})}
     file_id = created_id(lethe.call("POST", "/api/v1/tus", ALEX, headers=headers))
@@ -233,6 +241,7 @@ def test_a_whole_file_in_the_creation_completes_it(lethe):
     assert lethe.row(file_id).upload_state == "complete"
 
 
+@pytest.mark.one_store
 def test_a_wrong_offset_is_409_a_wrong_type_415_and_bytes_past_the_length_413(lethe):
     file_id = created_id(create(lethe, 10))
     assert patch(lethe, file_id, 0, b"12345").status_code == 204
@@ -266,6 +275,7 @@ def test_a_checksum_is_checked_and_a_mismatch_keeps_nothing_of_the_body(lethe, a
     assert lethe.store.get(lethe.row(file_id).object_key) == data
 
 
+@pytest.mark.one_store
 @pytest.mark.parametrize("header", ["crc32 AAAA", "sha1", "sha1 ***", "sha1 a b"])
 def test_a_checksum_header_it_cannot_use_is_400(lethe, header):
     file_id = created_id(create(lethe, 10))
@@ -283,6 +293,7 @@ def test_a_digest_mismatch_at_the_end_fails_the_file_as_complete_does(lethe):
     assert residue(lethe, file_id) == []
 
 
+@pytest.mark.one_store
 def test_a_second_patch_while_one_writes_is_409_busy_until_the_hold_lapses(lethe, clock):
     file_id = created_id(create(lethe, 10))
     lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(
@@ -305,12 +316,14 @@ def test_a_tail_lost_with_its_store_sends_the_client_back_to_the_last_whole_part
     assert lethe.store.get(lethe.row(file_id).object_key) == data
 
 
+@pytest.mark.one_store
 def test_a_native_part_of_a_tus_upload_is_refused(lethe):
     file_id = created_id(create(lethe, 10))
     problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"0123456789"), 409, "conflict",
             "tus_upload")
 
 
+@pytest.mark.one_store
 def test_a_native_upload_is_not_a_tus_upload(lethe):
     created = lethe.start_upload(ALEX, b"hello")
     assert head(lethe, created["file"]["id"]).status_code == 404
@@ -334,6 +347,7 @@ def test_termination_removes_every_byte_at_once(lethe):
     assert residue(lethe, file_id) == []
 
 
+@pytest.mark.one_store
 def test_a_complete_upload_is_not_terminated_here_but_deleted_as_a_file(lethe):
     file_id = created_id(create(lethe, 5, body=b"12345"))
     problem(lethe.call("DELETE", f"/api/v1/tus/{file_id}", ALEX, headers=TUS), 409, "conflict", "upload_not_open")
