@@ -59,10 +59,12 @@ def _tus_version():
     return None
 
 
-@blp.after_request
+@blp.after_app_request
 def _tus_headers(response: Response) -> Response:
-    response.headers["Tus-Resumable"] = protocol.VERSION
-    response.headers["Cache-Control"] = "no-store"
+    """Every answer under /api/v1/tus says the version, a routing 404 or a 401 before the handler too."""
+    if request.path == PREFIX or request.path.startswith(PREFIX + "/"):
+        response.headers["Tus-Resumable"] = protocol.VERSION
+        response.headers["Cache-Control"] = "no-store"
     return response
 
 

@@ -189,8 +189,12 @@ class _Patch:
         pending: list[tuple[int, int, str]] = []
         received = 0
         flushed = False
+        interrupted = False
         while received < limit:
-            chunk = body.read(min(CHUNK, limit - received))
+            chunk = _read(body, min(CHUNK, limit - received))
+            if chunk is None:
+                interrupted = True
+                break
             if not chunk:
                 break
             received += len(chunk)
@@ -211,7 +215,7 @@ class _Patch:
                 flushed = True
                 self.next += 1
             self._beat_if_due()
-        if content_length is not None and received < content_length:
+        if interrupted or (content_length is not None and received < content_length):
             # The client went away: whole parts stay recorded; without a checksum the rest is kept as the
             # tail (tus: keep as much as possible), with one nothing of an unverified body counts.
             if hasher is None and buffer and self.next <= self.count:
@@ -312,6 +316,15 @@ class _Patch:
                                     name="tus.release")
         except (psycopg.Error, LetheError):
             pass  # the hold lapses after file.write_timeout
+
+
+def _read(body: BinaryIO, size: int) -> bytes | None:
+    """The next bytes of a body, b"" at its end, None when the client went away in the middle of it (the WSGI
+    server or werkzeug raise then; which exception depends on the server)."""
+    try:
+        return body.read(size)
+    except Exception:  # noqa: BLE001 - any failure to read further ends the body here
+        return None
 
 
 def _taken_over(conn, file_id: uuid.UUID, claimed_at: datetime) -> bool:

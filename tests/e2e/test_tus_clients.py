@@ -329,3 +329,36 @@ def green_pixels(png: bytes) -> int:
                 count += 1
         previous = line
     return count
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_patch_cut_off_mid_body_keeps_what_arrived(served, driver):
+    """tus: the server keeps as much of an interrupted PATCH as it received. A raw socket sends half of its
+    body to gunicorn and closes; the offset counts every byte that arrived, and the upload finishes from it."""
+    import socket
+    from urllib.parse import urlsplit
+
+    data = payload(7 * MIB + 9)
+    created = requests.post(served.endpoint, headers={**served.headers, **TUS, "Upload-Length": str(len(data)),
+                                                      "Upload-Metadata": "filename " + base64.b64encode(
+                                                          f"{CANARY}.bin".encode()).decode()}, timeout=10)
+    assert created.status_code == 201
+    url = served.base + created.headers["Location"]
+    sent = 6 * MIB + 3  # a whole part and a tail
+    target = urlsplit(url)
+    with socket.create_connection((target.hostname, target.port), timeout=10) as conn:
+        conn.sendall((f"PATCH {target.path} HTTP/1.1\r\nHost: {target.netloc}\r\n"
+                      f"Authorization: {served.headers['Authorization']}\r\nTus-Resumable: 1.0.0\r\n"
+                      f"Content-Type: application/offset+octet-stream\r\nUpload-Offset: 0\r\n"
+                      f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:sent])
+        conn.shutdown(socket.SHUT_WR)  # the client is gone half-way
+        conn.recv(4096)
+    deadline = time.monotonic() + 10
+    while served.offset(url) != sent:  # the api notices the end of the body on its own time
+        assert time.monotonic() < deadline, served.api.tail()
+        time.sleep(0.05)
+    response = requests.patch(url, headers={**served.headers, **TUS, "Upload-Offset": str(sent),
+                                            "Content-Type": "application/offset+octet-stream"},
+                              data=data[sent:], timeout=30)
+    assert response.status_code == 204 and response.headers["Upload-Offset"] == str(len(data))
+    assert served.content(url) == data

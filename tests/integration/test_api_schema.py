@@ -17,6 +17,12 @@ from app.storage.fs import FsStore
 from tests.support.lethe import ALEX, Lethe
 
 
+@schemathesis.serializer("application/offset+octet-stream")
+def _tus_bytes(ctx, value):
+    """tus bodies (issue 25) are raw bytes, as application/octet-stream is."""
+    return {"data": value if isinstance(value, bytes) else str(value).encode()}
+
+
 @pytest.fixture
 def lethe_fs(database_url, tmp_path, clock):
     from tests.conftest import truncate_all

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from app.lifecycle.cleanup import run_cleanup
-from tests.support.lethe import ALEX, sha256
+from tests.support.lethe import ALEX, SAM, sha256
 
 CANARY = "Canary-7731-diagnosis"
 
@@ -244,3 +244,56 @@ def test_every_field_of_every_request_keeps_the_canary_inside(make_lethe, clamd,
         assert not [body for body in problems if secret in body]
         assert not [line for line in lines if secret in line]
         assert secret not in metrics and secret not in sentry_text
+
+
+def test_tus_keeps_the_canary_inside(lethe, everything_logged):
+    """Issue 25: a file name comes in Upload-Metadata (base64); no log line, metric or problem body carries it,
+    through creation, PATCHes that fail every check, termination, a digest mismatch and expiry."""
+    import base64 as b64
+
+    from app.domain.tus import encode_metadata
+
+    tus = {"Tus-Resumable": "1.0.0"}
+    octets = {**tus, "Content-Type": "application/offset+octet-stream"}
+    metadata = encode_metadata({"filename": f"{CANARY}.pdf", "filetype": "application/pdf"})
+    bodies = []
+
+    def call(method, path, person=ALEX, **kwargs):
+        response = lethe.call(method, path, person, **kwargs)
+        bodies.append(response.get_data(as_text=True) + json.dumps(dict(response.headers)))
+        return response
+
+    def create(length, extra=""):
+        response = call("POST", "/api/v1/tus", headers={**tus, "Upload-Length": str(length),
+                                                         "Upload-Metadata": metadata + extra})
+        return response.headers.get("Location", "")
+
+    url = create(10)
+    call("PATCH", url, headers={**octets, "Upload-Offset": "3"}, data=b"12345")
+    call("PATCH", url, headers={**octets, "Upload-Offset": "0", "Upload-Checksum": "sha1 AAAA"}, data=b"12345")
+    call("PATCH", url, headers={**octets, "Upload-Offset": "0"}, data=b"12345678901")
+    call("PATCH", url, headers={**octets, "Upload-Offset": "0"}, data=b"12345")
+    call("HEAD", url, person=SAM, headers=tus)
+    call("DELETE", url, headers=tus)
+    call("HEAD", url, headers=tus)
+    bad = encode_metadata({"filename": f"{CANARY}\x01.pdf", "sha256": "0" * 64})
+    call("POST", "/api/v1/tus", headers={**tus, "Upload-Length": "5", "Upload-Metadata": bad})
+    digest = encode_metadata({"filename": f"{CANARY}.pdf", "sha256": "0" * 64})
+    failing = call("POST", "/api/v1/tus", headers={**tus, "Upload-Length": "5", "Upload-Metadata": digest}).headers["Location"]
+    call("PATCH", failing, headers={**octets, "Upload-Offset": "0"}, data=b"12345")
+    expiring = create(10)
+    call("PATCH", expiring, headers={**octets, "Upload-Offset": "0"}, data=b"123")
+    lethe.clock.advance(lethe.cfg.file.upload_session_ttl)
+    call("PATCH", expiring, headers={**octets, "Upload-Offset": "3"}, data=b"45")
+    run_cleanup(lethe.rt)
+    lethe.run_jobs()
+
+    secrets = {CANARY, b64.b64encode(f"{CANARY}.pdf".encode()).decode(), metadata}
+    assert everything_logged.records, "nothing was logged: the test would prove nothing"
+    for record in everything_logged.records:
+        for secret in secrets:
+            assert secret not in record_text(record), f"{record.name}: {record.getMessage()}"
+    metrics = generate_latest(REGISTRY).decode()
+    for secret in secrets:
+        assert secret not in metrics
+        assert all(secret not in body for body in bodies), secret

@@ -11,6 +11,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from hypothesis import strategies as st
 
 from app.domain.keys import tail_key
 from app.domain.tus import encode_metadata, parse_metadata
@@ -404,3 +405,38 @@ def test_a_patch_that_finds_its_upload_terminated_removes_what_it_wrote(lethe, s
     problem(patch(lethe, file_id, 0, data), 410, "gone", "upload_terminated")
     lethe.run_jobs("purge_objects")
     assert residue(lethe, file_id) == []
+
+
+# -- generated requests: a clear answer, never a 500 ---------------------------------------------------------
+
+_HEADER_TEXT = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40)
+
+
+@pytest.mark.one_store
+def test_generated_tus_requests_get_a_problem_answer_never_a_500(lethe):
+    """Headers and bodies drawn at random (well-formed and not): every answer is tus's own or problem+json,
+    never a 5xx, and the upload's offset only ever counts bytes it took."""
+    from hypothesis import HealthCheck, given, settings
+
+    file_id = created_id(create(lethe, 64))
+
+    @given(method=st.sampled_from(["POST", "PATCH", "HEAD", "DELETE"]),
+           headers=st.dictionaries(st.sampled_from(["Upload-Length", "Upload-Offset", "Upload-Metadata",
+                                                    "Upload-Checksum", "Upload-Defer-Length", "Content-Type"]),
+                                   st.one_of(_HEADER_TEXT, st.integers(-5, 100).map(str),
+                                             st.sampled_from([OCTETS, "sha1 " + "A" * 28, "filename eA=="]))),
+           body=st.binary(max_size=80), target=st.sampled_from(["own", "unknown", "bad"]))
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def check(method, headers, body, target):
+        path = "/api/v1/tus" if method == "POST" else {
+            "own": f"/api/v1/tus/{file_id}", "unknown": f"/api/v1/tus/{uuid.uuid4()}", "bad": "/api/v1/tus/x%00y"}[target]
+        response = lethe.call(method, path, ALEX, headers={**TUS, **headers}, data=body)
+        assert response.status_code < 500, (method, headers, response.get_data(as_text=True))
+        if response.status_code >= 400 and method != "HEAD":
+            assert response.mimetype == "application/problem+json", response.get_data(as_text=True)
+        assert response.headers["Tus-Resumable"] == "1.0.0"
+
+    check()
+    offset = head(lethe, file_id)
+    if offset.status_code == 200:
+        assert int(offset.headers["Upload-Offset"]) <= 64

@@ -66,6 +66,22 @@ def test_sizes():
     assert config.load({"LETHE_FILE_MAX_SIZE": "1048576"}).file.max_size == 1048576
 
 
+@pytest.mark.parametrize("text, origins", [("", ()), ("*", ("*",)), ("https://app.example.com", ("https://app.example.com",)),
+                                           (" http://127.0.0.1:8081 , https://a.example/ ",
+                                            ("http://127.0.0.1:8081", "https://a.example"))])
+def test_cors_origins(text, origins):
+    assert config.load({"LETHE_API_CORS_ORIGINS": text}).api.cors_origins == origins
+
+
+@pytest.mark.parametrize("text", ["app.example.com", "ftp://a.example", "https://a.example/path", "https://a b",
+                                  "https://secret-host.example?x"])
+def test_bad_cors_origins_exit_2_naming_the_key_never_the_value(text):
+    result = run_lethe("config", "check", env={"LETHE_API_CORS_ORIGINS": text})
+    output = result.stdout + result.stderr
+    assert result.returncode == 2 and "api.cors_origins" in output, output
+    assert text not in output and "Traceback" not in output
+
+
 def test_environment_overrides_the_file(tmp_path):
     path = tmp_path / "lethe.toml"
     path.write_text('[file]\ngc_batch_size = 7\nunattached_ttl = "2d"\n[file.storage]\ndriver = "fs"\n')
@@ -240,7 +256,7 @@ def test_the_config_tree_names_exactly_the_keys_with_their_types():
                 yield prefix + field.name, hint
 
     expected = {config.Duration: timedelta, config.Size: int, config.Flag: bool, config.Number: int,
-                config.EntryList: tuple}
+                config.EntryList: tuple, config.Origins: tuple}
     tree = dict(leaves(config.Config))
     assert set(tree) == set(config.KEYS_BY_NAME)
     for name, hint in tree.items():

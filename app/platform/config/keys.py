@@ -87,11 +87,13 @@ class Origins(fields.Field):  # type: ignore[type-arg]
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
         if isinstance(value, str):
             value = [item.strip() for item in value.split(",") if item.strip()]
+        if isinstance(value, (list, tuple)):
+            value = [item.strip().rstrip("/") if isinstance(item, str) else item for item in value]
         if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
             raise self.make_error("invalid")
         if any(item != "*" and not self._ORIGIN.fullmatch(item) for item in value):
             raise self.make_error("invalid")
-        return tuple(item.rstrip("/") for item in value)
+        return tuple(value)
 
 
 class Flag(fields.Boolean):
