@@ -61,5 +61,9 @@ def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path):
         assert "409" in result.stdout  # deleteFile of an attached file
         assert "CLAIMS-HOLD" in result.stdout
         assert '"state":"complete"' in result.stdout.replace(" ", "")
+        # The tus section (issue 25): the offset after the first PATCH, tuspy resuming at the server's offset,
+        # and a terminated upload answering 410.
+        assert "upload-offset: 9" in result.stdout.lower()
+        assert "resuming at 1048576" in result.stdout and "\n204\n410\n" in result.stdout
     finally:
         dev.stop(signal.SIGTERM)
