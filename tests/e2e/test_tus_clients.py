@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -47,8 +48,11 @@ def served(role_env, start_role, tmp_path, request):
     person = uuid.uuid4()
     token = mint_token(SECRET, person)
     yield Served(driver, store, env, api, worker, base, token, page_port)
+    for role in (api, worker):  # both stop at once: the suite waits for the slower only
+        role.proc.send_signal(signal.SIGTERM)
     for role in (api, worker):
-        role.stop()
+        role.proc.wait(30)
+        role.log.close()
         for text in (CANARY, base64.b64encode(CANARY.encode()).decode()):
             assert text not in role.output(), "a file name reached a log"
 
@@ -107,7 +111,16 @@ def payload(size: int) -> bytes:
 # -- tuspy ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("driver", DRIVERS)
-def test_tuspy_uploads_stops_resumes_terminates_and_reads_back(served, driver, tmp_path):
+def test_three_clients_upload_resume_terminate_and_read_back(served, driver, tmp_path):
+    """One api and worker per driver for every client (each pair of roles costs seconds to start and stop):
+    tuspy, tus-js-client, Uppy in Chromium, and a PATCH cut off by a raw socket."""
+    tuspy_flows(served, tmp_path)
+    tus_js_client_flows(served, tmp_path)
+    uppy_flow(served, tmp_path)
+    cut_off_patch(served)
+
+
+def tuspy_flows(served, tmp_path):
     from tusclient import client as tus_client
 
     data = payload(12 * MIB + 123)
@@ -159,8 +172,8 @@ def node_client(served, tmp_path, **config) -> dict:
     return answer
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
-def test_tus_js_client_with_chunks_smaller_larger_and_one_body(served, driver, tmp_path):
+def tus_js_client_flows(served, tmp_path):
+    """1 MiB chunks stopped and resumed by a new process, 6 MiB chunks, one body, and a termination."""
     data = payload(12 * MIB + 321)
     path = tmp_path / "data.bin"
     path.write_bytes(data)
@@ -229,8 +242,9 @@ run().catch((error) => report({ error: String(error) }));
 </script></body></html>"""
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
-def test_uppy_in_a_real_browser_uploads_through_cors_and_shows_complete(served, driver, tmp_path):
+def uppy_flow(served, tmp_path):
+    """Uppy in a real browser: CORS and the preflight, a pause and resume, a removal that terminates, and a
+    screenshot of its Complete state."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         service_missing("Chromium (Debian package chromium)", "not installed; .ci/run installs it")
@@ -331,8 +345,7 @@ def green_pixels(png: bytes) -> int:
     return count
 
 
-@pytest.mark.parametrize("driver", DRIVERS)
-def test_a_patch_cut_off_mid_body_keeps_what_arrived(served, driver):
+def cut_off_patch(served):
     """tus: the server keeps as much of an interrupted PATCH as it received. A raw socket sends half of its
     body to gunicorn and closes; the offset counts every byte that arrived, and the upload finishes from it."""
     import socket
