@@ -237,7 +237,8 @@ STORES = ["fs", "s3", "s3-versioned", "seaweed", "seaweed-versioned"]
 # (The sweep and audit tests age objects through moto's in-process backend, which a real server does not
 # allow; on SeaweedFS they run end to end through the CLI in tests/e2e/test_seaweed_e2e.py.)
 ON_SEAWEED = {"test_storage_conformance", "test_deletion", "test_purge_isolation", "test_cleanup",
-              "test_upload_races", "test_erasure", "test_every_file_ends", "test_tus"}
+              "test_upload_races", "test_erasure", "test_every_file_ends", "test_tus",
+              "test_direct_uploads"}
 # Modules whose S3 tests run on versioned buckets only: a versioned variant proves all a plain one does, and
 # also that no delete left a version or a marker behind (the suite's time, issue 25).
 VERSIONED_ONLY = {"test_tus"}
@@ -272,7 +273,8 @@ def pytest_collection_modifyitems(config, items):
         off_seaweed = isinstance(store, str) and store.startswith("seaweed") and module not in ON_SEAWEED
         one_store = isinstance(store, str) and store != "fs" and item.get_closest_marker("one_store") is not None
         plain = store in ("s3", "seaweed") and module in VERSIONED_ONLY
-        (dropped if off_seaweed or one_store or plain else kept).append(item)
+        s3_only = store == "fs" and item.get_closest_marker("s3_only") is not None
+        (dropped if off_seaweed or one_store or plain or s3_only else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -107,10 +107,22 @@ class UploadCreateSchema(Schema):
                            metadata={"description": "Optional hex sha256 checked at completion."})
     purpose = fields.String(load_default="attachment", validate=validate.OneOf(PURPOSES))
     scope_id = fields.UUID(metadata={"description": "Optional channel or room the file was uploaded into."})
+    transfer = fields.String(load_default="api", validate=validate.OneOf(["api", "direct"]), metadata={
+        "description": "api (default): the parts are sent through the API; direct (S3 only): the answer carries a "
+                       "presigned PUT URL per part and the bytes go straight to the store."})
+
+
+class PartUrlSchema(Schema):
+    number = fields.Integer(required=True)
+    url = fields.String(required=True, metadata={"description": "PUT the part's bytes here (no token needed)."})
+    expires_at = fields.DateTime(required=True)
 
 
 class UploadSchema(NoNulls):
     file_id = fields.UUID(required=True)
+    transfer = fields.String(required=True, validate=validate.OneOf(["api", "direct", "tus"]))
+    parts = fields.List(fields.Nested(PartUrlSchema), metadata={
+        "description": "Direct uploads, when created: a presigned PUT URL per part."})
     state = fields.String(required=True, validate=validate.OneOf(SESSION_STATES))
     part_size = fields.Integer(required=True)
     part_count = fields.Integer(required=True)

@@ -6,20 +6,22 @@ from flask import request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app.content import uploads
+from app.content import direct, uploads
 from app.api.common import caller, problems, runtime
-from app.api.schemas import FileSchema, PartSchema, UploadCreateSchema, UploadViewSchema
+from app.api.schemas import FileSchema, PartSchema, PartUrlSchema, UploadCreateSchema, UploadViewSchema
 
 blp = Blueprint("uploads", __name__, url_prefix="/api/v1/uploads", description="Resumable uploads")
 
 
-def shape(view) -> dict:
-    """A file and its upload session as the API answers them."""
+def shape(view, part_urls=None) -> dict:
+    """A file and its upload session as the API answers them (with the part URLs of a new direct upload)."""
     session = view.session
     return {
         "file": view.file,
         "upload": {
-            "file_id": session.file_id, "state": session.state, "part_size": session.part_size,
+            "file_id": session.file_id, "transfer": uploads.TRANSFERS[session.protocol],
+            **({"parts": part_urls} if part_urls is not None else {}), "state": session.state,
+            "part_size": session.part_size,
             "part_count": session.part_count, "expires_at": session.expires_at,
             "completed_at": session.completed_at, "parts_received": [part.part_number for part in view.parts],
         },
@@ -33,12 +35,17 @@ class Uploads(MethodView):
     @blp.response(201, UploadViewSchema)
     @problems(blp, 403, 413, 422)
     def post(self, body):
-        """Start an upload: creates the file and its session, and answers the part size, count and expiry."""
-        view = uploads.create_upload(runtime(), caller(), uploads.NewUpload(
+        """Start an upload: creates the file and its session, and answers the part size, count and expiry. With
+        `"transfer": "direct"` (S3 only; 422 direct_transfer_unavailable on fs) the answer also carries a presigned
+        PUT URL per part: the bytes go straight to the store."""
+        new = uploads.NewUpload(
             name=body["name"], size_bytes=body["size_bytes"], mime_type=body["mime_type"],
             purpose=body["purpose"], sha256=(body.get("sha256") or "").lower() or None,
-            scope_id=body.get("scope_id")))
-        return shape(view)
+            scope_id=body.get("scope_id"))
+        if body["transfer"] == "direct":
+            view, urls = direct.create(runtime(), caller(), new)
+            return shape(view, urls)
+        return shape(uploads.create_upload(runtime(), caller(), new))
 
 
 @blp.route("/<uuid:file_id>")
@@ -70,6 +77,16 @@ class UploadPart(MethodView):
         size = uploads.put_part(runtime(), caller(), file_id, part_number, request.stream,  # type: ignore[arg-type]
                                 request.content_length)
         return {"part_number": part_number, "size_bytes": size}
+
+
+@blp.route("/<uuid:file_id>/parts/<part:part_number>/url")
+class UploadPartUrl(MethodView):
+    @blp.doc(operationId="createUploadPartUrl")
+    @blp.response(200, PartUrlSchema)
+    @problems(blp, 403, 404, 409, 410, 422)
+    def post(self, file_id, part_number):
+        """A fresh presigned PUT URL for part n of your open direct upload (409 once completing or ended)."""
+        return direct.fresh_url(runtime(), caller(), file_id, part_number)
 
 
 @blp.route("/<uuid:file_id>/complete")

@@ -15,17 +15,20 @@ from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
 from app.domain import access, keys
-from app.domain.uploads import claim_held, expected_part_size, part_count
+from app.domain.uploads import claim_held, expected_part_size, listed_parts_problem, part_count
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.db.events import write_file_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.storage.base import MultipartRef, UploadedPart
+from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
     from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.uploads")
+# How a session's bytes travel, as the API and the metrics name it: through the api, straight to the store, or tus.
+TRANSFERS = {"native": "api", "direct": "direct", "tus": "tus"}
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class NewUpload:
     purpose: str = "attachment"
     sha256: str | None = None
     scope_id: uuid.UUID | None = None
-    protocol: str = "native"  # or tus (issue 25): its bytes arrive through PATCH, see app/content/tus.py
+    protocol: str = "native"  # tus (issue 25, app/content/tus.py) or direct (issue 26, app/content/direct.py)
 
 
 @dataclass(frozen=True)
@@ -102,8 +105,9 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
     except Exception:
         rt.store.abort_upload(ref, 0)
         raise
+    metrics.UPLOADS_CREATED.labels(TRANSFERS[new.protocol]).inc()
     log_event(log, "info", "upload.created", "upload created", file_id=str(file_id),
-              part_count=view.session.part_count)
+              part_count=view.session.part_count, transfer=TRANSFERS[new.protocol])
     return view
 
 
@@ -163,9 +167,13 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
     _require_write(principal)
     _check_open(session, rt.clock.now())
     _check_not_claimed(rt, session, rt.clock.now())
-    if session.protocol != "native":
+    if session.protocol == "tus":
         # A tus upload's parts are cut by its PATCH requests, with its tail: a native part would not be counted.
         raise Conflict("tus_upload", "This upload is sent through tus (PATCH /api/v1/tus/{id}).")
+    if session.protocol == "direct":
+        # Issue 26: a direct upload's bytes never pass through the api; its parts go to their presigned URLs.
+        raise Conflict("direct_upload", "This upload's parts go to their presigned URLs "
+                                        "(POST .../parts/{n}/url gives a fresh one).")
     if not 1 <= part_number <= session.part_count:
         raise Invalid("part_number_out_of_range")
     expected = expected_part_size(file_row.size_bytes, session.part_size, part_number)
@@ -238,7 +246,8 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         _check_open(session, now)
         _check_not_claimed(rt, session, now)
         parts = sessions_sql.parts_of(uow.conn, file_id)
-        if {part.part_number for part in parts} != set(range(1, session.part_count + 1)):
+        # A direct upload's parts are in the store alone: the store lists them once the upload is claimed.
+        if session.protocol != "direct" and {part.part_number for part in parts} != set(range(1, session.part_count + 1)):
             raise Conflict("parts_missing")
         sessions_sql.claim_completion(uow.conn, file_id, now)
         return row, session, parts, now
@@ -246,20 +255,26 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
     file_row, session, parts, claimed_at = rt.db.unit_of_work(claim, name="upload.claim")
     if session is None:
         return file_row
+    reason = None
+    size, digest = 0, None
     try:
-        assembled = rt.store.complete_upload(_ref(file_row, session),
-                                             [UploadedPart(part.part_number, part.etag) for part in parts])
-        # A driver that hashed the bytes while assembling them gives the digest: they are not read again.
-        size, digest = ((assembled.size_bytes, assembled.sha256) if assembled.sha256 is not None
-                        else _measure(rt.store, file_row.object_key))
+        uploaded = [UploadedPart(part.part_number, part.etag) for part in parts]
+        if session.protocol == "direct":
+            uploaded, reason = _listed_parts(rt, file_row, session, claimed_at)
+        if reason is None:
+            assembled = rt.store.complete_upload(_ref(file_row, session), uploaded)
+            # A driver that hashed the bytes while assembling them gives the digest: they are not read again.
+            size, digest = ((assembled.size_bytes, assembled.sha256) if assembled.sha256 is not None
+                            else _measure(rt.store, file_row.object_key))
     except (StorageError, NotFound):
         rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_id, claimed_at),
                            name="upload.release")
         # The upload may have been aborted or deleted meanwhile: answer what the row says, else 503.
         _raise_what_the_row_says(rt, principal, file_id)
         raise StorageError("the upload could not be assembled") from None
-    reason = None
-    if size != file_row.size_bytes:
+    if reason is not None:
+        pass  # the store's parts broke the plan: nothing was assembled
+    elif size != file_row.size_bytes:
         reason = "size_mismatch"
     elif session.expected_sha256 and digest != session.expected_sha256:
         reason = "checksum_mismatch"
@@ -278,6 +293,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         now = rt.clock.now()
         sessions_sql.delete_parts(uow.conn, file_id)
         if reason is None:
+            assert digest is not None  # measured with the assembly
             files_sql.set_complete(uow.conn, file_id, digest, now)
             sessions_sql.set_completed(uow.conn, file_id, now)
             write_file_updated(uow, file_id, principal.id, now)
@@ -308,6 +324,21 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         raise Invalid(reason)
     log_event(log, "info", "upload.completed", "upload completed", file_id=str(file_id))
     return row
+
+
+def _listed_parts(rt: Runtime, file_row, session, claimed_at) -> tuple[list[UploadedPart], str | None]:
+    """A direct upload's parts as the store lists them (ListParts), checked against the plan: the ETags and
+    sizes come from the store, never from the client (issue 26). Parts still missing give the claim back and
+    answer 409 parts_missing (the client may still send them); a wrong size or a part past the plan is final
+    (size_mismatch: the file fails and its purge aborts the upload)."""
+    listed = rt.store.list_parts(_ref(file_row, session))
+    problem = listed_parts_problem([(part.part_number, part.size_bytes) for part in listed], file_row.size_bytes,
+                                   session.part_size)
+    if problem == "parts_missing":
+        rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_row.id, claimed_at),
+                           name="upload.release")
+        raise Conflict("parts_missing")
+    return [UploadedPart(part.part_number, part.etag) for part in listed], problem
 
 
 def _measure(store, key: str) -> tuple[int, str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 from uuid import UUID
 
 from app.db.conn import Conn
@@ -107,3 +107,10 @@ def release_write(conn: Conn, file_id: UUID, claimed_at: datetime) -> None:
 def set_tail(conn: Conn, file_id: UUID, tail_bytes: int) -> None:
     """How many bytes of the tail object count (0: none; the object may hold more, never fewer)."""
     conn.execute("UPDATE upload_sessions SET tail_bytes = %s WHERE file_id = %s", (tail_bytes, file_id))
+
+
+def open_upload_ids(conn: Conn, file_ids: Sequence[UUID]) -> set[tuple[UUID, str]]:
+    """(file id, store upload id) of the open sessions of these files (the audit's multipart pass, issue 26)."""
+    rows = conn.execute("SELECT file_id, storage_upload_id FROM upload_sessions WHERE file_id = ANY(%s) "
+                        "AND state = 'open' AND storage_upload_id IS NOT NULL", (list(file_ids),)).fetchall()
+    return {(row.file_id, row.storage_upload_id) for row in rows}

@@ -28,6 +28,22 @@ def expected_part_size(size_bytes: int, part_size: int, part_number: int) -> int
     return size_bytes - part_size * (count - 1)
 
 
+def listed_parts_problem(listed: list[tuple[int, int]], size_bytes: int, part_size: int) -> str | None:
+    """What is wrong with the parts a store lists for a direct upload (issue 26), judged by the store's own
+    list, never by the client: `parts_missing` when a part 1..n is not there yet (the client may still send
+    it), `size_mismatch` when a part has another size than the plan or a part past n exists (final: the file
+    fails), None when parts 1..n are there with their exact sizes (so their total is size_bytes)."""
+    count = part_count(size_bytes, part_size)
+    numbers = {number for number, _ in listed}
+    if any(number < 1 or number > count for number in numbers):
+        return "size_mismatch"
+    if any(size != expected_part_size(size_bytes, part_size, number) for number, size in listed):
+        return "size_mismatch"
+    if numbers != set(range(1, count + 1)):
+        return "parts_missing"
+    return None
+
+
 @dataclass(frozen=True)
 class UploadLimits:
     """The limits an upload works by, built once per process from the configuration (app.platform.runtime)."""

@@ -259,13 +259,14 @@ def cmd_audit(args) -> int:
     print(f"audit of f/ and uploads/: {report.listed} objects listed")
     for label, finding in (("orphans (objects, no row)", report.orphans),
                            ("objects of deleted rows", report.deleted_present),
-                           ("deliverable rows, original missing", report.missing_originals)):
+                           ("deliverable rows, original missing", report.missing_originals),
+                           ("multipart uploads, no open session", report.uploads_orphaned)):
         shown = ", ".join(finding.file_ids[:10]) + (" ..." if finding.count > 10 else "")
         print(f"  {label:<36} {finding.count:>8}  {shown}")
     print(f"  {'keys outside the schema':<36} {report.unrecognized:>8}")
     if args.delete:
         print(f"  orphans deleted {report.orphans_deleted}, younger than the grace {report.orphans_too_young}, "
-              f"failed {report.orphans_failed}")
+              f"failed {report.orphans_failed}; multipart uploads aborted {report.uploads_aborted}")
     return 0
 
 

@@ -56,6 +56,9 @@ class AuditReport:
     orphans_deleted: int = 0
     orphans_failed: int = 0
     orphans_too_young: int = 0
+    # Issue 26: unfinished multipart uploads under f/ and uploads/ whose session row is gone or ended.
+    uploads_orphaned: Finding = field(default_factory=Finding)
+    uploads_aborted: int = 0
 
     def as_dict(self) -> dict:
         def finding(f: Finding) -> dict:
@@ -65,7 +68,8 @@ class AuditReport:
                 "orphans": finding(self.orphans), "deleted_present": finding(self.deleted_present),
                 "missing_originals": finding(self.missing_originals), "unrecognized": self.unrecognized,
                 "delete": self.delete, "orphans_deleted": self.orphans_deleted,
-                "orphans_failed": self.orphans_failed, "orphans_too_young": self.orphans_too_young}
+                "orphans_failed": self.orphans_failed, "orphans_too_young": self.orphans_too_young,
+                "uploads_orphaned": finding(self.uploads_orphaned), "uploads_aborted": self.uploads_aborted}
 
 
 def file_id_of(key: str) -> uuid.UUID | None:
@@ -209,8 +213,48 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
     else:
         for _ in both_passes():
             pass
+    _multipart_uploads(rt, report, delete, cutoff)
     log_event(log, "info", "audit.ran", "audit finished", listed=report.listed, orphans=report.orphans.count,
               deleted_present=report.deleted_present.count, missing_originals=report.missing_originals.count,
               unrecognized=report.unrecognized, delete=delete, orphans_deleted=report.orphans_deleted,
-              orphans_failed=report.orphans_failed)
+              orphans_failed=report.orphans_failed, uploads_orphaned=report.uploads_orphaned.count,
+              uploads_aborted=report.uploads_aborted)
     return report
+
+
+def _multipart_uploads(rt: Runtime, report: AuditReport, delete: bool, cutoff: datetime) -> None:
+    """Unfinished multipart uploads under f/ and uploads/ (ListMultipartUploads, paged; S3) whose session row
+    is gone or no longer open: a lost abort, or a direct upload's part that landed after it (issue 26). With
+    delete, those begun before the grace are aborted, after a re-check against the table."""
+    for prefix in (FILES_PREFIX, UPLOADS_PREFIX):
+        chunk: list = []
+        for listed in rt.maintenance.list_uploads(prefix):
+            chunk.append(listed)
+            if len(chunk) == ROWS_PAGE:
+                _multipart_chunk(rt, report, chunk, delete, cutoff)
+                chunk = []
+        _multipart_chunk(rt, report, chunk, delete, cutoff)
+
+
+def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list, delete: bool, cutoff: datetime) -> None:
+    from app.db import sessions as sessions_sql
+    from app.storage.base import MultipartRef
+
+    if not chunk:
+        return
+    owners = [(listed, file_id_of(listed.key)) for listed in chunk]
+    ids = sorted({file_id for _, file_id in owners if file_id is not None})
+    open_ids = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, ids))
+    for listed, file_id in owners:
+        if file_id is None:
+            report.unrecognized += 1
+            continue
+        if (file_id, listed.upload_id) in open_ids:
+            continue  # a live session's upload
+        report.uploads_orphaned.add(file_id)
+        if delete and listed.initiated_at is not None and listed.initiated_at < cutoff:
+            # Re-checked just before: a session opened meanwhile explains its upload.
+            if (file_id, listed.upload_id) in rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, [file_id])):
+                continue
+            rt.store.abort_upload(MultipartRef(str(file_id), listed.key, listed.upload_id), 0)
+            report.uploads_aborted += 1

@@ -4,7 +4,7 @@
 # app/domain/ages.py before anything is marked. Deleting goes through mark_deleted (D5) only. One failing
 # candidate never undoes the others (a savepoint each when a batch fails); a database error ends only its
 # step, and the run reports the first error after the last step (D8).
-"""cleanup_pending (D8): steps a to l as values, one runner, and its dry run.
+"""cleanup_pending (D8): steps a to m as values, one runner, and its dry run.
 
 A step over candidates is a small value: `page` reads a batch by (time, id) after a cursor, `decide` says
 which of a batch's ids the step acts on now (read-only, so the dry run calls it alone and cannot drift from
@@ -26,6 +26,7 @@ import psycopg
 from app.platform.observability import metrics
 from app.db import cleanup as sql
 from app.db import purge_failures as failures_sql
+from app.db import aborts as aborts_sql
 from app.db import erasures as erasures_sql
 from app.db import files as files_sql
 from app.db import messages as messages_sql
@@ -41,11 +42,12 @@ from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.erasure import erase_round
 from app.domain.ages import (CleanupFacts, failed_row_expired, pending_scan_action, session_expired, unattached_expired,
                              unheld_expired)
-from app.errors import StorageError
+from app.errors import ObjectFailed, StorageError
 from app.db.events import write_files_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.lifecycle.purge import purge_files
 from app.platform.observability.logs import log_event
+from app.storage.base import MultipartRef
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
     from app.platform.runtime import Runtime
@@ -65,6 +67,7 @@ class CleanupPolicy:
     receipt_ttl: timedelta
     scan_pending_ttl: timedelta
     message_tombstone_ttl: timedelta
+    direct_abort_delay: timedelta = timedelta(minutes=1)
 
     @classmethod
     def from_config(cls, cfg) -> "CleanupPolicy":
@@ -72,7 +75,8 @@ class CleanupPolicy:
                    failed_row_ttl=cfg.file.failed_row_ttl, tmp_ttl=cfg.file.upload_session_ttl,
                    object_delete_delay=cfg.privacy.object_delete_delay, receipt_ttl=cfg.privacy.receipt_ttl,
                    scan_pending_ttl=cfg.scan.pending_ttl,
-                   message_tombstone_ttl=cfg.privacy.message_tombstone_ttl)
+                   message_tombstone_ttl=cfg.privacy.message_tombstone_ttl,
+                   direct_abort_delay=cfg.file.direct_abort_delay)
 
 
 @dataclass
@@ -148,6 +152,7 @@ class Steps:
                           self._pending_decide, self._in_unit_of_work("j", self._drive_pending)),
             WholeStep("k", "gauges", self._gauges),
             WholeStep("l", "message_tombstones", self._old_tombstones),
+            WholeStep("m", "multipart_aborts", self._multipart_aborts),
         ]
 
     # -- a: expired sessions ----------------------------------------------------------------------------------
@@ -299,6 +304,47 @@ class Steps:
         self._delete_in_batches(report, dry_run, "cleanup.l",
                                 lambda conn: messages_sql.count_old_tombstones(conn, cutoff),
                                 lambda conn, limit: messages_sql.delete_old_tombstones(conn, cutoff, limit))
+
+    # -- m: direct uploads aborted again and confirmed gone (issue 26) ------------------------------------------
+
+    def _multipart_aborts(self, report: StepReport, dry_run: bool) -> None:
+        """A part PUT in flight while AbortMultipartUpload ran may still land (AWS: abort again). Every abort of a
+        direct upload older than file.direct_abort_delay is repeated, then the uploads of its key are listed
+        (that key only); a row goes once none is listed, else every listed upload of the key is aborted and the
+        row waits for the next run. A store-wide error ends the step."""
+        before = self.now - self.policy.direct_abort_delay
+        cursor: tuple[datetime, str] | None = None
+        while True:
+            rows = self.db.read(lambda conn: aborts_sql.due(conn, before, cursor, self.policy.batch_size))
+            report.candidates += len(rows)
+            report.batches += 1
+            if rows and not dry_run:
+                gone: list[str] = []
+                left: list[str] = []
+                for row in rows:
+                    try:
+                        (left if self._abort_again(row) else gone).append(row.upload_id)
+                    except ObjectFailed:  # this upload refused: the others go on, it is tried at the next run
+                        report.failed += 1
+                if gone:
+                    self.db.unit_of_work(lambda uow: aborts_sql.confirmed(uow.conn, gone), name="cleanup.m")
+                if left:
+                    self.db.unit_of_work(lambda uow: aborts_sql.again(uow.conn, left), name="cleanup.m")
+                    log_event(log, "warning", "cleanup.uploads_left", "aborted direct uploads were still listed; "
+                              "aborted again, confirmed at the next run", count=len(left))
+                report.acted += len(gone)
+                report.kept += len(left)
+            if len(rows) < self.policy.batch_size:
+                return
+            cursor = (rows[-1].first_aborted_at, rows[-1].upload_id)
+
+    def _abort_again(self, row) -> bool:
+        """Abort once more, then list the key's uploads and abort each: True when any was still listed."""
+        self.rt.store.abort_upload(MultipartRef(str(row.file_id), row.object_key, row.upload_id), 0)
+        listed = self.rt.store.uploads_of(row.object_key)
+        for upload_id in listed:
+            self.rt.store.abort_upload(MultipartRef(str(row.file_id), row.object_key, upload_id), 0)
+        return bool(listed)
 
     # -- f: backlog -------------------------------------------------------------------------------------------
 

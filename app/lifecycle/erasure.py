@@ -23,6 +23,7 @@ from app.db.locks import exclusive
 from app.domain import access
 from app.domain.keys import KeyError_, tail_key
 from app.domain.purge_plan import object_keys_of
+from app.storage.base import MultipartRef
 from app.errors import Forbidden, NotFound
 from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
 from app.lifecycle.deletion import mark_deleted
@@ -168,6 +169,21 @@ def _keys(rt: Runtime, file_id: uuid.UUID, object_key: str | None, part_count: i
     return object_keys_of(file_id, object_key) + rt.store.part_keys(str(file_id), part_count) + [tail_key(file_id)]
 
 
+def _uploads_left(rt: Runtime, file_id: uuid.UUID, object_key: str | None) -> bool:
+    """Whether a multipart upload of the file's original is still listed (S3; issue 26: a direct upload's part
+    PUT in flight during the abort may have landed): then it is aborted again and the file is not confirmed
+    in this round."""
+    if object_key is None or not rt.store.supports_direct:
+        return False
+    left = rt.store.uploads_of(object_key)
+    for upload_id in left:
+        rt.store.abort_upload(MultipartRef(str(file_id), object_key, upload_id), 0)
+    if left:
+        log_event(log, "warning", "erasure.upload_remains", "a purged file's multipart upload was still listed; "
+                  "aborted again", file_id=str(file_id), uploads=len(left))
+    return bool(left)
+
+
 def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
     after = uuid.UUID(int=0)
     while True:
@@ -180,6 +196,8 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
                 log_event(log, "error", "erasure.bad_key", "stored key refused; not confirmed", file_id=str(row.file_id))
                 continue
             left = rt.maintenance.remains(keys)  # a read of the store, key by key (K1: outside any transaction)
+            if not left and _uploads_left(rt, row.file_id, row.object_key):
+                continue  # aborted again just now; the next round reads again
             if not left:
                 absent[row.file_id] = len(keys)
             else:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 import psycopg
 
 from app.platform.observability import metrics
+from app.db import aborts as aborts_sql
 from app.db import files as files_sql
 from app.db import purge_failures as failures_sql
 from app.domain.keys import KeyError_
@@ -121,8 +122,13 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
         keys_deleted = {facts.file_id: len(keys_of[facts.file_id])
                         + (len(rt.store.part_keys(str(facts.file_id), facts.part_count)) if has_parts(facts) else 0)
                         for facts, _ in done}
+        # A direct upload's abort is repeated and confirmed later (cleanup m, issue 26): a part PUT in flight
+        # while it ran may still land.
+        aborts = [(facts.storage_upload_id, facts.file_id, facts.object_key) for facts, _ in done
+                  if facts.protocol == "direct" and has_parts(facts) and facts.storage_upload_id and facts.object_key]
         removed, kept, overdue_ids = rt.db.unit_of_work(
-            lambda uow: _settle(uow, rt.cfg, row_ids, objects_only, refused, now, keys_deleted), name="purge.rows")
+            lambda uow: _settle(uow, rt.cfg, row_ids, objects_only, refused, now, keys_deleted, aborts),
+            name="purge.rows")
         report.results["row"] += removed
         for why, file_ids in kept.items():
             for file_id in file_ids:
@@ -143,10 +149,13 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
 
 
 def _settle(uow, cfg, row_ids: list[uuid.UUID], objects_only: list[uuid.UUID], refused: dict[uuid.UUID, str],
-            now: datetime, keys_deleted: dict[uuid.UUID, int]) -> tuple[int, dict[str, list[uuid.UUID]], list[uuid.UUID]]:
+            now: datetime, keys_deleted: dict[uuid.UUID, int],
+            aborts: Sequence[tuple[str, uuid.UUID, str]] = ()) -> tuple[int, dict[str, list[uuid.UUID]], list[uuid.UUID]]:
     """Remove the rows of the purged deleted files (each leaves a receipt), mark the objects of the purged
-    live files gone (the catch-up need not come back, D8 d), forget past failures of purged files, and record
-    the refused ones with their next attempt. Returns (rows removed, rows kept by why, files newly overdue)."""
+    live files gone (the catch-up need not come back, D8 d), forget past failures of purged files, record
+    the refused ones with their next attempt, and the aborted direct uploads for their second abort. Returns
+    (rows removed, rows kept by why, files newly overdue)."""
+    aborts_sql.record(uow.conn, aborts, now)
     removed, kept = _remove_rows(uow, row_ids, now, keys_deleted) if row_ids else (0, {})
     if objects_only:
         failures_sql.clear(uow.conn, objects_only)

@@ -15,7 +15,7 @@ Rules every driver keeps:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import BinaryIO, Generator, Iterable, Iterator, Protocol, Sequence
 
 
@@ -59,10 +59,29 @@ class UploadedPart:
     etag: str
 
 
+@dataclass(frozen=True)
+class ListedPart:
+    """One part the store holds of a multipart upload, as the store lists it (never as a client says)."""
+
+    part_number: int
+    size_bytes: int
+    etag: str
+
+
+@dataclass(frozen=True)
+class ListedUpload:
+    """One unfinished multipart upload the store lists (the audit): its key, its id, when it began."""
+
+    key: str
+    upload_id: str
+    initiated_at: datetime | None
+
+
 class ObjectStore(Protocol):
     """What Lethe needs of an object store, and nothing more."""
 
     driver: str
+    supports_direct: bool  # parts can go straight to the store through presigned URLs (S3)
 
     def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
         """Write a whole object atomically (overwrites)."""
@@ -119,6 +138,18 @@ class ObjectStore(Protocol):
         """Drop every part of an upload (fs: part-1..part-N; s3: abort the multipart upload). Idempotent.
         Raises ObjectFailed when the store refused this upload's objects, StorageError when it failed."""
 
+    def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
+        """A URL that takes part n of the multipart upload by a plain PUT, for `expires_in` (direct uploads,
+        issue 26; S3 only: `supports_direct`). Local: no request to the store."""
+
+    def list_parts(self, ref: MultipartRef) -> list[ListedPart]:
+        """Every part the store holds of the multipart upload, in order (ListParts, paged). Raises NotFound
+        when the upload ended (completed or aborted)."""
+
+    def uploads_of(self, key: str) -> list[str]:
+        """The ids of the unfinished multipart uploads on exactly this key (ListMultipartUploads for the key:
+        never the key space); fs: none."""
+
     def check(self) -> None:
         """Raise StorageError when the store is not reachable (readiness)."""
 
@@ -146,6 +177,9 @@ class StoreMaintenance(Protocol):
         """Every object under `prefix` (which ends with `/`), in ascending key order, page by page: never
         the whole listing in memory. Only for D16's sweeps and audit (K2). A key that cannot be addressed
         (a control character) is listed as it is; the caller filters it."""
+
+    def list_uploads(self, prefix: str) -> Iterator[ListedUpload]:
+        """Every unfinished multipart upload under `prefix`, page by page (the audit, issue 26); fs: none."""
 
     def prune_dirs(self, prefix: str) -> int:
         """Remove the empty directories below `prefix`, deepest first, never following a link, keeping the

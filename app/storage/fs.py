@@ -14,12 +14,13 @@ import stat
 import tempfile
 import contextlib
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import BinaryIO, Generator, Iterable, Iterator, Sequence
 
 from app.domain.keys import KeyError_, part_key, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
-from app.storage.base import DeleteFailure, ListedObject, MultipartRef, ObjectInfo, UploadedPart, raise_on_failures
+from app.storage.base import (DeleteFailure, ListedObject, ListedPart, ListedUpload, MultipartRef, ObjectInfo,
+                              UploadedPart, raise_on_failures)
 
 TMP_DIR = ".tmp"
 CHUNK = 1024 * 1024
@@ -66,6 +67,7 @@ class FsStore:
     """
 
     driver = "fs"
+    supports_direct = False  # no URL can take bytes into a local directory (issue 26: 422 direct_transfer_unavailable)
 
     def __init__(self, root: str, min_free_bytes: int = 0):
         os.makedirs(root, exist_ok=True)
@@ -356,6 +358,18 @@ class FsStore:
         raise_on_failures(self.delete_many(part_key(ref.file_id, n) for n in range(1, part_count + 1)))
 
     # -- operations -----------------------------------------------------------------------------------------
+
+    def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
+        raise StorageError("the fs driver has no direct uploads")
+
+    def list_parts(self, ref: MultipartRef) -> list[ListedPart]:
+        raise StorageError("the fs driver has no direct uploads")
+
+    def uploads_of(self, key: str) -> list[str]:
+        return []  # fs parts are objects of their own (part_keys), not an upload of the store
+
+    def list_uploads(self, prefix: str) -> Iterator[ListedUpload]:
+        return iter(())
 
     def check(self) -> None:
         """Ready when a file can be created in the root's temporary area and the free space is above the

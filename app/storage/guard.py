@@ -8,11 +8,12 @@ across a slow network call. tests/unit/test_guard.py fails if a port method is l
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import BinaryIO, Callable, Generator, Iterable, Iterator, Sequence
 
 from app.errors import StoreCallInTransaction
-from app.storage.base import DeleteFailure, ListedObject, MultipartRef, ObjectInfo, Store, UploadedPart
+from app.storage.base import (DeleteFailure, ListedObject, ListedPart, ListedUpload, MultipartRef, ObjectInfo, Store,
+                              UploadedPart)
 
 
 class GuardedStore:
@@ -22,6 +23,7 @@ class GuardedStore:
         self._store = store
         self._in_transaction = in_transaction
         self.driver = store.driver
+        self.supports_direct = store.supports_direct
 
     @property
     def inner(self) -> Store:
@@ -70,6 +72,18 @@ class GuardedStore:
 
     def abort_upload(self, ref: MultipartRef, part_count: int) -> None:
         self._checked("abort_upload").abort_upload(ref, part_count)
+
+    def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
+        return self._checked("presign_part").presign_part(ref, part_number, expires_in)
+
+    def list_parts(self, ref: MultipartRef) -> list[ListedPart]:
+        return self._checked("list_parts").list_parts(ref)
+
+    def uploads_of(self, key: str) -> list[str]:
+        return self._checked("uploads_of").uploads_of(key)
+
+    def list_uploads(self, prefix: str) -> Iterator[ListedUpload]:
+        return self._checked("list_uploads").list_uploads(prefix)
 
     def check(self) -> None:
         self._checked("check").check()

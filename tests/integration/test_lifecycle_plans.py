@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from psycopg.rows import namedtuple_row
 
+from app.db import aborts as aborts_sql
 from app.db import cleanup as cleanup_sql
 from app.db import erasures as erasures_sql
 from app.db import files as files_sql
@@ -25,6 +26,7 @@ from app.db import messages as messages_sql
 from app.db import purge_failures as failures_sql
 from app.db import receipts as receipts_sql
 from app.db import retention as retention_sql
+from app.db import sessions as sessions_sql
 from app.db import slots as slots_sql
 from app.db.migrate import migrate
 from app.db.uow import UnitOfWork
@@ -200,6 +202,9 @@ QUERIES = {
     "cleanup l": lambda c, ids: messages_sql.delete_old_tombstones(c, NOW, 500),
     "cleanup b facts": lambda c, ids: cleanup_sql.cleanup_facts(c, ids),
     "cleanup a sessions": lambda c, ids: cleanup_sql.lock_open_sessions(c, ids),
+    "cleanup m": lambda c, ids: aborts_sql.due(c, NOW, None, 500),
+    "cleanup m+after": lambda c, ids: aborts_sql.due(c, NOW, (NOW, "u"), 500),
+    "audit open uploads": lambda c, ids: sessions_sql.open_upload_ids(c, ids),
 }
 
 

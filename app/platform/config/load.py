@@ -87,6 +87,8 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         add("file.purge_retry_base", "Must be at least 1s and at most file.purge_retry_max.")
     if have("outbox.relay_age") and values["outbox.relay_age"] < 1:
         add("outbox.relay_age", "Must be at least 1s.")
+    if have("file.direct_url_ttl") and not 1 <= values["file.direct_url_ttl"] <= 7 * 86400:
+        add("file.direct_url_ttl", "Must be at least 1s and at most 7d (the S3 limit of a presigned URL).")
     if have("auth.leeway") and values["auth.leeway"] > 300:
         add("auth.leeway", "Must be at most 5m (a longer leeway keeps expired tokens valid).")
     for name, least in (("file.s3.timeout", 1), ("database.pool_timeout", 0.1), ("database.connect_timeout", 2),

@@ -83,6 +83,11 @@ class FileConfig:
     write_timeout: timedelta = key(Duration(), "60s",
         "How long a tus PATCH holds its upload without a sign of life (it renews the hold while its body "
         "arrives); a PATCH after that may take the upload over (409 upload_busy before).")
+    direct_url_ttl: timedelta = key(Duration(), "15m",
+        "How long a presigned part URL of a direct upload works (never past its session's expiry; s3 only).")
+    direct_abort_delay: timedelta = key(Duration(), "1m",
+        "How long after aborting a direct upload the cleanup aborts it again and lists its key to confirm that "
+        "nothing is left (a part PUT in flight during an abort may still land).")
     max_size: int = key(Size(validate=_no_value_range(1)), "1GiB",
         "Largest file accepted by POST /uploads (413 above it).")
     max_attachments: int = key(Number(validate=_no_value_range(1, 1000)), 10,

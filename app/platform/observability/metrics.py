@@ -13,6 +13,9 @@ HTTP_REQUESTS = Counter("lethe_http_requests_total", "HTTP requests by route tem
                         ["route", "method", "status"])
 HTTP_DURATION = Histogram("lethe_http_request_duration_seconds", "HTTP request duration by route template.",
                           ["route", "method"])
+UPLOADS_CREATED = Counter("lethe_uploads_created_total", "Upload sessions created, by transfer: api (the bytes pass "
+                          "through the api), direct (straight to S3 through presigned URLs, issue 26) or tus.",
+                          ["transfer"])
 FILES_DELETED = Counter("lethe_files_deleted_total", "Files marked deleted, by what deleted them.", ["via"])
 PURGED_FILES = Counter("lethe_purge_files_total", "Files handled by purge, by result: row (objects and row "
                                                   "removed), objects (objects only; the row stays for its "

@@ -1,0 +1,77 @@
+# Direct uploads sign URLs; they never carry a byte. The session row and its multipart upload exist before any
+# URL is signed (create_upload commits the row after the store began the upload), a URL lives no longer than
+# the session nor file.direct_url_ttl, and the completion trusts only what the store lists (ListParts), never
+# a size or ETag from the client. Every abort of a direct upload is repeated and confirmed (cleanup m).
+"""Direct uploads (issue 26, D19): parts go straight to S3 through presigned part URLs."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Iterable
+
+from app.content import uploads
+from app.content.uploads import NewUpload, UploadView, _check_not_claimed, _check_open, _ref, _require_write, _visible_upload
+from app.errors import Conflict, Invalid
+
+if TYPE_CHECKING:
+    from app.domain.access import Principal
+    from app.platform.runtime import Runtime
+
+MIN_URL_LIFETIME = timedelta(seconds=1)  # S3's presigned URLs live at least a second (and at most 7 days)
+
+
+@dataclass(frozen=True)
+class PartUrl:
+    """Where part n goes by a plain PUT, until when."""
+
+    number: int
+    url: str
+    expires_at: datetime
+
+
+def part_urls(rt: Runtime, file_row, session, numbers: Iterable[int]) -> list[PartUrl]:
+    """Sign a PUT URL for each of these parts: valid until the earlier of the session's expiry and
+    file.direct_url_ttl from now. Local signing: no request to the store."""
+    now = rt.clock.now()
+    expires_at = min(session.expires_at, now + rt.cfg.file.direct_url_ttl)
+    lifetime = max(expires_at - now, MIN_URL_LIFETIME)
+    ref = _ref(file_row, session)
+    return [PartUrl(number, rt.store.presign_part(ref, number, lifetime), expires_at) for number in numbers]
+
+
+def create(rt: Runtime, principal: Principal, new: NewUpload) -> tuple[UploadView, list[PartUrl]]:
+    """Create a direct upload: the file, its session and the multipart upload (committed first), then a URL
+    for every part.
+
+    Raises:
+        Invalid(direct_transfer_unavailable): the store takes no direct uploads (the fs driver).
+    """
+    if not rt.store.supports_direct:
+        raise Invalid("direct_transfer_unavailable",
+                      "This installation's store takes no direct uploads (file.storage.driver is fs); send the parts "
+                      "through the API.")
+    view = uploads.create_upload(rt, principal, dataclasses.replace(new, protocol="direct"))
+    session: Any = view.session
+    return view, part_urls(rt, view.file, session, range(1, session.part_count + 1))
+
+
+def fresh_url(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number: int) -> PartUrl:
+    """A new URL for part n of the caller's open direct upload (409 once completing or ended, 410 expired)."""
+
+    def read(conn):
+        return _visible_upload(conn, principal, file_id)
+
+    file_row, session = rt.db.read(read)
+    _require_write(principal)
+    if session.protocol != "direct":
+        raise Conflict("not_a_direct_upload", "This upload's parts go through the API (PUT .../parts/{n}).")
+    now = rt.clock.now()
+    _check_open(session, now)
+    _check_not_claimed(rt, session, now)
+    if not 1 <= part_number <= session.part_count:
+        raise Invalid("part_number_out_of_range")
+    (url,) = part_urls(rt, file_row, session, [part_number])
+    return url

@@ -1,0 +1,43 @@
+"""SQL of multipart_aborts (issue 26, D19): the aborts of direct uploads, repeated and confirmed by cleanup m."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Sequence
+from uuid import UUID
+
+from app.db.conn import Conn
+
+
+def record(conn: Conn, aborts: Sequence[tuple[str, UUID, str]], now: datetime) -> None:
+    """Remember aborted direct uploads (upload id, file id, key); one already remembered keeps its first time."""
+    if aborts:
+        conn.cursor().executemany(
+            "INSERT INTO multipart_aborts (upload_id, file_id, object_key, first_aborted_at) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (upload_id) DO NOTHING", [(upload_id, file_id, key, now) for upload_id, file_id, key in aborts])
+
+
+def due(conn: Conn, before: datetime, after: tuple[datetime, str] | None, limit: int) -> list[Any]:
+    """Aborts first made before `before`, after a (time, upload id) cursor, oldest first."""
+    if after is None:
+        return conn.execute("SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
+                            "WHERE first_aborted_at < %s ORDER BY first_aborted_at, upload_id LIMIT %s",
+                            (before, limit)).fetchall()
+    return conn.execute("SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
+                        "WHERE first_aborted_at < %s AND (first_aborted_at, upload_id) > (%s, %s) "
+                        "ORDER BY first_aborted_at, upload_id LIMIT %s", (before, *after, limit)).fetchall()
+
+
+def confirmed(conn: Conn, upload_ids: Sequence[str]) -> None:
+    """Nothing is left of these uploads: forget them."""
+    conn.execute("DELETE FROM multipart_aborts WHERE upload_id = ANY(%s)", (list(upload_ids),))
+
+
+def again(conn: Conn, upload_ids: Sequence[str]) -> None:
+    """These uploads were still listed: count one more attempt (the next run tries again)."""
+    conn.execute("UPDATE multipart_aborts SET attempts = attempts + 1 WHERE upload_id = ANY(%s)", (list(upload_ids),))
+
+
+def pending(conn: Conn) -> Any:
+    """How many aborts wait for their confirmation, and the oldest (step m's report, the audit)."""
+    return conn.execute("SELECT count(*) AS n, min(first_aborted_at) AS oldest FROM multipart_aborts").fetchone()
