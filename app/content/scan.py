@@ -9,11 +9,14 @@ ended as `error` after that (app/lifecycle/cleanup.py, step j).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
+from typing import Iterator
 from app.content import clamd
 from app.db import files as files_sql
-from app.db.scans import record_outcome, scannable
+from app.db import sessions as sessions_sql
+from app.db.scans import record_checked, record_outcome, scannable
 from app.platform.observability.logs import log_event
 
 from typing import TYPE_CHECKING
@@ -36,6 +39,9 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     row = rt.db.read(lambda conn: files_sql.file_by_id(conn, file_id))
     if not scannable(row):
         return None
+    # A complete file without a digest is a direct upload whose completion left the check to this read
+    # (issue 26): its bytes are hashed on their way to clamd, and checked before the outcome is written.
+    measure = _Measure() if row.sha256 is None else None
     address = rt.cfg.scan.clamd_address
     if not address:
         verdict = clamd.Verdict("skipped")
@@ -45,12 +51,54 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
         assert row.object_key is not None  # a complete file references its original (D3)
         chunks = rt.store.open(row.object_key)
         try:
-            verdict = clamd.instream(address, chunks, rt.cfg.scan.timeout.total_seconds())
+            verdict = clamd.instream(address, measure.through(chunks) if measure else chunks,
+                                     rt.cfg.scan.timeout.total_seconds())
         finally:
             chunks.close()
-    written = rt.db.unit_of_work(lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now()),
-                                 name="scan.record")
+    if measure is None:
+        written = rt.db.unit_of_work(lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now()),
+                                     name="scan.record")
+    else:
+        if not measure.streamed and row.object_key is not None:
+            measure.read(rt.store, row.object_key)  # no scanner took the bytes: read them for the digest alone
+        expected = rt.db.read(lambda conn: getattr(sessions_sql.session_of(conn, file_id), "expected_sha256", None))
+        written = rt.db.unit_of_work(lambda uow: record_checked(uow, file_id, verdict.outcome, measure.result(),
+                                                                expected, rt.clock.now()), name="scan.record")
+        if written == "failed":
+            log_event(log, "info", "upload.failed", "upload failed verification", file_id=str(file_id),
+                      reason="checksum_mismatch")
+            return written
     if written is not None:
         log_event(log, "info", "scan.done", "file scanned", file_id=str(file_id), outcome=written,
                   reason=verdict.reason)
     return written
+
+
+class _Measure:
+    """The size and sha256 of the bytes a scan streams (or reads, when no scanner takes them)."""
+
+    def __init__(self) -> None:
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.streamed = False
+
+    def through(self, chunks) -> Iterator[bytes]:
+        """The chunks as they are, hashed and counted on their way."""
+        self.streamed = True
+        for chunk in chunks:
+            self.digest.update(chunk)
+            self.size += len(chunk)
+            yield chunk
+
+    def read(self, store, key: str) -> None:
+        """Hash the object without a scanner (the configuration changed after the completion)."""
+        chunks = store.open(key)
+        try:
+            for _ in self.through(chunks):
+                pass
+        finally:
+            chunks.close()
+
+    def result(self) -> tuple[int, str]:
+        """The size and hex sha256 of the bytes seen."""
+        return self.size, self.digest.hexdigest()

@@ -264,8 +264,14 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         if reason is None:
             assembled = rt.store.complete_upload(_ref(file_row, session), uploaded)
             # A driver that hashed the bytes while assembling them gives the digest: they are not read again.
-            size, digest = ((assembled.size_bytes, assembled.sha256) if assembled.sha256 is not None
-                            else _measure(rt.store, file_row.object_key))
+            # A direct upload that a scanner will read has its digest checked in that read (issue 26: the
+            # bytes are read once); it is not deliverable before.
+            if assembled.sha256 is not None:
+                size, digest = assembled.size_bytes, assembled.sha256
+            elif session.protocol == "direct" and scan_reads(rt, file_row.size_bytes):
+                size, digest = assembled.size_bytes, None
+            else:
+                size, digest = _measure(rt.store, file_row.object_key)
     except (StorageError, NotFound):
         rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_id, claimed_at),
                            name="upload.release")
@@ -276,8 +282,8 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         pass  # the store's parts broke the plan: nothing was assembled
     elif size != file_row.size_bytes:
         reason = "size_mismatch"
-    elif session.expected_sha256 and digest != session.expected_sha256:
-        reason = "checksum_mismatch"
+    elif session.expected_sha256 and digest is not None and digest != session.expected_sha256:
+        reason = "checksum_mismatch"  # (no digest yet: the scan checks it before the file is deliverable)
 
     def record(uow):
         try:
@@ -293,8 +299,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         now = rt.clock.now()
         sessions_sql.delete_parts(uow.conn, file_id)
         if reason is None:
-            assert digest is not None  # measured with the assembly
-            files_sql.set_complete(uow.conn, file_id, digest, now)
+            files_sql.set_complete(uow.conn, file_id, digest, now)  # no digest yet: the scan checks it
             sessions_sql.set_completed(uow.conn, file_id, now)
             write_file_updated(uow, file_id, principal.id, now)
             enqueue_scan(uow, file_id)
@@ -324,6 +329,12 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         raise Invalid(reason)
     log_event(log, "info", "upload.completed", "upload completed", file_id=str(file_id))
     return row
+
+
+def scan_reads(rt: Runtime, size_bytes: int) -> bool:
+    """Whether the scan will stream every byte of a file of this size to clamd (a scanner is configured and
+    takes it)."""
+    return bool(rt.cfg.scan.clamd_address) and size_bytes <= rt.cfg.scan.max_size
 
 
 def _listed_parts(rt: Runtime, file_row, session, claimed_at) -> tuple[list[UploadedPart], str | None]:

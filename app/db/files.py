@@ -90,11 +90,17 @@ def lock_files(conn: Conn, file_ids: Sequence[UUID]) -> list[FileRow]:
                            (list(file_ids),)).fetchall()
 
 
-def set_complete(conn: Conn, file_id: UUID, sha256: str, now: datetime) -> None:
-    """The upload is assembled and verified: complete, with its digest."""
+def set_complete(conn: Conn, file_id: UUID, sha256: str | None, now: datetime) -> None:
+    """The upload is assembled and verified: complete, with its digest (None: a direct upload whose digest the
+    scan checks as it reads the bytes, issue 26)."""
     conn.execute(
         "UPDATE files SET upload_state = 'complete', sha256 = %s, last_change_at = greatest(last_change_at, %s) "
         "WHERE id = %s", (sha256, now, file_id))
+
+
+def set_sha256(conn: Conn, file_id: UUID, sha256: str) -> None:
+    """The digest of a complete file, measured by its scan (a direct upload, issue 26)."""
+    conn.execute("UPDATE files SET sha256 = %s WHERE id = %s", (sha256, file_id))
 
 
 def set_failed(conn: Conn, file_id: UUID, changed_at: datetime) -> None:

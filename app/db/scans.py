@@ -35,3 +35,26 @@ def record_outcome(uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime) 
     if outcome in ("infected", "error"):
         enqueue_purge(uow, file_id)  # D7: final and not deliverable
     return outcome
+
+
+def record_checked(uow: UnitOfWork, file_id: UUID, outcome: str, measured: tuple[int, str],
+                   expected_sha256: str | None, now: datetime) -> str | None:
+    """A scan outcome of a file whose digest the scan measured (a direct upload, issue 26): a size or digest
+    that is not the declared one fails the file (its purge committed with it) whatever clamd said; else the
+    digest is kept and the outcome written as record_outcome does.
+
+    Returns:
+        The outcome written (`failed` for a mismatch), or None when the file was deleted, purged or scanned
+        meanwhile.
+    """
+    locked = files_sql.lock_file(uow.conn, file_id)
+    if not scannable(locked):
+        return None
+    size, digest = measured
+    if size != locked.size_bytes or (expected_sha256 is not None and digest != expected_sha256):
+        files_sql.set_failed(uow.conn, file_id, now)
+        write_file_updated(uow, file_id, None, now)
+        enqueue_purge(uow, file_id)  # D7: final and not deliverable
+        return "failed"
+    files_sql.set_sha256(uow.conn, file_id, digest)
+    return record_outcome(uow, file_id, outcome, now)

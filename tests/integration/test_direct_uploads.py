@@ -274,3 +274,44 @@ def test_direct_uploads_are_counted_apart(lethe):
     create(lethe, b"12345")
     lethe.start_upload(ALEX, b"12345")
     assert (count("direct"), count("api")) == (before[0] + 1, before[1] + 1)
+
+
+def test_with_a_scanner_a_direct_upload_is_read_once_and_checked_before_it_is_deliverable(make_lethe, clamd,
+                                                                                          swap_store):
+    """Issue 26: with a scanner the declared sha256 is checked in the scan's read, so the bytes are read once;
+    until then the file is not deliverable, and a mismatch fails it and purges it."""
+    lethe = make_lethe(**{"scan.clamd_address": clamd.address})
+    original = lethe.store
+    opened: list[str] = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(original, name)
+
+        def open(self, key):
+            opened.append(key)
+            return original.open(key)
+
+    swap_store(lethe, Counting())
+    for honest in (True, False):
+        data = three_parts(lethe)
+        created = create(lethe, data, sha256=hashlib.sha256(data).hexdigest()).json
+        file_id = created["file"]["id"]
+        sent = data if honest else data[:-5] + b"other"  # the same size, other bytes
+        send_all(created, sent)
+        completed = lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX, json={})
+        assert completed.status_code == 200 and completed.json["upload_state"] == "complete", completed.json
+        assert "sha256" not in completed.json  # not checked yet
+        problem(lethe.call("PUT", "/api/v1/messages/m1", ALEX, json={"file_ids": [file_id]}), 409, "conflict",
+                "file_not_attachable")  # not deliverable before its scan
+        assert opened == []
+        lethe.run_jobs("scan_file")
+        assert opened == [lethe.row(file_id).object_key]  # one read: the scan's
+        opened.clear()
+        row = lethe.row(file_id)
+        if honest:
+            assert (row.upload_state, row.scan_status, row.sha256) == ("complete", "clean", hashlib.sha256(data).hexdigest())
+        else:
+            assert row.upload_state == "failed"
+            lethe.run_jobs("purge_objects")
+            assert residue(lethe, file_id) == []
