@@ -244,7 +244,7 @@ ON_SEAWEED = {"test_storage_conformance", "test_deletion", "test_purge_isolation
 VERSIONED_ONLY = {"test_tus"}
 # Elsewhere SeaweedFS runs its versioned bucket only, but for the conformance suite and the deletion paths,
 # which also take its plain bucket (the plain delete path on a real server): 2 cores, 15 minutes.
-SEAWEED_PLAIN = {"test_storage_conformance", "test_deletion"}
+SEAWEED_PLAIN = {"test_storage_conformance", "test_deletion", "test_direct_uploads"}
 
 
 @pytest.fixture(params=STORES)

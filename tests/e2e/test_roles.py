@@ -107,7 +107,7 @@ def test_two_schedulers_trigger_one_cleanup_at_start_and_the_worker_runs_it(role
     for scheduler in schedulers:
         wait_for_output(scheduler, '"event": "scheduler.started"')
     # The leader triggers at start; the worker runs every step.
-    wait_for_output(worker, '"step": "l"')
+    wait_for_output(worker, '"step": "m"')
     triggered = [s.output().count('"event": "scheduler.cleanup_triggered"') for s in schedulers]
     assert sorted(triggered) == [0, 1]
     assert worker.output().count('"event": "cleanup.step"') == 13  # steps a to m
