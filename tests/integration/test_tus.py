@@ -440,3 +440,32 @@ def test_generated_tus_requests_get_a_problem_answer_never_a_500(lethe):
     offset = head(lethe, file_id)
     if offset.status_code == 200:
         assert int(offset.headers["Upload-Offset"]) <= 64
+
+
+# -- CORS (api.cors_origins) ---------------------------------------------------------------------------------
+
+@pytest.mark.one_store
+def test_cors_is_off_by_default(lethe):
+    response = lethe.client.options("/api/v1/tus", headers={"Origin": "https://app.example.com",
+                                                             "Access-Control-Request-Method": "POST"})
+    assert response.status_code == 204 and "Access-Control-Allow-Origin" not in response.headers
+
+
+@pytest.mark.one_store
+def test_cors_lets_a_listed_origin_preflight_and_read_the_tus_headers(make_lethe):
+    lethe = make_lethe(**{"api.cors_origins": "https://app.example.com"})
+    file_id = created_id(create(lethe, 10))
+    preflight = lethe.client.options(f"/api/v1/tus/{file_id}", headers={
+        "Origin": "https://app.example.com", "Access-Control-Request-Method": "PATCH",
+        "Access-Control-Request-Headers": "authorization,content-type,tus-resumable,upload-offset,upload-checksum"})
+    assert preflight.status_code == 204  # no token: a browser sends none with a preflight
+    assert preflight.headers["Access-Control-Allow-Origin"] == "https://app.example.com"
+    allowed = preflight.headers["Access-Control-Allow-Headers"].lower()
+    assert all(name in allowed for name in ("authorization", "tus-resumable", "upload-offset", "upload-checksum"))
+    assert "PATCH" in preflight.headers["Access-Control-Allow-Methods"]
+    response = lethe.call("HEAD", f"/api/v1/tus/{file_id}", ALEX, headers={**TUS, "Origin": "https://app.example.com"})
+    exposed = response.headers["Access-Control-Expose-Headers"].lower()
+    assert all(name.lower() in exposed for name in ("Location", "Upload-Offset", "Upload-Length", "Upload-Expires",
+                                                     "Tus-Resumable"))
+    other = lethe.call("HEAD", f"/api/v1/tus/{file_id}", ALEX, headers={**TUS, "Origin": "https://evil.example"})
+    assert "Access-Control-Allow-Origin" not in other.headers
