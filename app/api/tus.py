@@ -168,7 +168,7 @@ class TusUploads(MethodView):
             try:
                 upload = _append(upload.file_id, 0)
             except (BadRequest, ChecksumMismatch, StorageError):
-                upload = tus.status(runtime(), caller(), upload.file_id)  # created; the bytes count as far as kept
+                upload = tus.status(runtime(), caller(), upload.file_id, reading=False)  # the bytes count as far as kept
             _upload_headers(response, upload)
         elif upload.expires_at is not None:
             response.headers["Upload-Expires"] = http_date(upload.expires_at)

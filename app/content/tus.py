@@ -82,12 +82,13 @@ def create(rt: Runtime, principal: Principal, new: NewUpload) -> TusUpload:
     return _view(view.file, view.session, [])
 
 
-def status(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> TusUpload:
-    """HEAD: the caller's own tus upload (404 for anyone else's, then 403 without files:read)."""
+def status(rt: Runtime, principal: Principal, file_id: uuid.UUID, reading: bool = True) -> TusUpload:
+    """HEAD: the caller's own tus upload (404 for anyone else's, then 403 without files:read). With reading
+    False, the offset a PATCH or creation answers, which files:write alone may ask."""
 
     def read(conn) -> TusUpload:
         row, session = _visible_upload(conn, principal, file_id)
-        if not access.may_read(principal):
+        if reading and not access.may_read(principal):
             raise Forbidden()
         _check_tus_alive(session, rt.clock.now())
         return _view(row, session, [part.size_bytes for part in sessions_sql.parts_of(conn, file_id)])
@@ -140,7 +141,7 @@ def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, b
             log_event(log, "warning", "tus.tail_left", "the tail of a completed upload could not be removed; "
                       "it goes with the file", file_id=str(file_id))
         uploads.complete_upload(rt, principal, file_id)
-    return status(rt, principal, file_id)
+    return status(rt, principal, file_id, reading=False)
 
 
 def _claim(rt: Runtime, uow, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None):

@@ -143,6 +143,11 @@ def test_head_needs_files_read_and_patch_files_write(lethe):
     writer = Person("Alex", ALEX.email, ("files:write",))
     reader = Person("Alex", ALEX.email, ("files:read",))
     assert head(lethe, file_id, writer).status_code == 403
+    # files:write alone uploads: the PATCH answers its offset without reading the file.
+    response = patch(lethe, file_id, 0, b"12345", writer)
+    assert response.status_code == 204 and response.headers["Upload-Offset"] == "5"
+    completed = patch(lethe, file_id, 5, b"67890", writer)
+    assert completed.status_code == 204 and completed.headers["Upload-Offset"] == "10"
     problem(patch(lethe, file_id, 0, b"x", reader), 403, "forbidden")
     problem(create(lethe, 10, reader), 403, "forbidden")
 
