@@ -124,8 +124,7 @@ def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, b
         size or digest check: the file is now failed), StorageError.
     """
     _require_write(principal)
-    claimed = rt.db.unit_of_work(lambda uow: _claim(rt, uow, principal, file_id, offset, content_length),
-                                 name="tus.claim")
+    claimed = _claim_waiting(rt, principal, file_id, offset, content_length)
     if isinstance(claimed, TusUpload):
         return claimed  # complete already: a PATCH of no byte at its length is answered as done
     row, session, sizes, claimed_at = claimed
@@ -142,6 +141,21 @@ def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, b
                       "it goes with the file", file_id=str(file_id))
         uploads.complete_upload(rt, principal, file_id)
     return status(rt, principal, file_id, reading=False)
+
+
+def _claim_waiting(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None):
+    """Hold the session for this PATCH. While another PATCH holds it, wait up to file.write_wait for it to give
+    the hold back (a client that paused, or lost its connection, sends again at once while the server still
+    finishes the part the old request was writing), then answer 409 upload_busy."""
+    deadline = time.monotonic() + rt.cfg.file.write_wait.total_seconds()
+    while True:
+        try:
+            return rt.db.unit_of_work(lambda uow: _claim(rt, uow, principal, file_id, offset, content_length),
+                                      name="tus.claim")
+        except Conflict as exc:
+            if exc.reason != "upload_busy" or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.05)  # a bounded wait for a hold held by a request of this service
 
 
 def _claim(rt: Runtime, uow, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None):

@@ -211,7 +211,7 @@ const uppy = new Uppy({ autoProceed: false })
   .use(Dashboard, { inline: true, target: '#uppy', width: 800, height: 450, proudlyDisplayPoweredByUppy: false,
                     hideProgressDetails: true })
   .use(Tus, { endpoint: CONFIG.endpoint, headers: { Authorization: 'Bearer ' + CONFIG.token },
-              chunkSize: CONFIG.chunkSize, retryDelays: [0, 500], removeFingerprintOnSuccess: true });
+              chunkSize: CONFIG.chunkSize, retryDelays: [0, 500, 1000, 2000], removeFingerprintOnSuccess: true });
 function report (result) { return fetch('/result', { method: 'POST', body: JSON.stringify(result) }); }
 async function run () {
   const data = await (await fetch('/data.bin')).blob();

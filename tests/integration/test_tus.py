@@ -300,7 +300,8 @@ def test_a_digest_mismatch_at_the_end_fails_the_file_as_complete_does(lethe):
 
 
 @pytest.mark.one_store
-def test_a_second_patch_while_one_writes_is_409_busy_until_the_hold_lapses(lethe, clock):
+def test_a_second_patch_while_one_writes_is_409_busy_until_the_hold_lapses(make_lethe, clock):
+    lethe = make_lethe(**{"file.write_wait": "0s"})
     file_id = created_id(create(lethe, 10))
     lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(
         "UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (clock.now(), file_id)), name="test")
@@ -308,6 +309,42 @@ def test_a_second_patch_while_one_writes_is_409_busy_until_the_hold_lapses(lethe
     clock.advance(lethe.cfg.file.write_timeout)
     assert patch(lethe, file_id, 0, b"12345").status_code == 204
     assert rows(lethe, "upload_sessions", file_id=file_id)[0].writing_since is None  # given back
+
+
+@pytest.mark.one_store
+def test_a_patch_waits_for_the_hold_of_a_patch_about_to_end(lethe, clock, monkeypatch):
+    """A client that paused (or lost its connection) sends again at once, while the server still finishes what
+    the old request wrote: the new PATCH waits for the old one's hold (file.write_wait), not 409."""
+    import threading
+
+    from app.content import tus as tus_content
+    from app.errors import Conflict
+
+    file_id = created_id(create(lethe, 10))
+    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(
+        "UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (clock.now(), file_id)), name="test")
+    refused = threading.Event()
+    claim = tus_content._claim
+
+    def watched(*args, **kwargs):
+        try:
+            return claim(*args, **kwargs)
+        except Conflict as exc:
+            if exc.reason == "upload_busy":
+                refused.set()
+            raise
+
+    monkeypatch.setattr(tus_content, "_claim", watched)
+    answers = []
+    sender = threading.Thread(target=lambda: answers.append(patch(lethe, file_id, 0, b"12345")))
+    sender.start()
+    assert refused.wait(10), "the PATCH never met the hold"
+    assert not answers  # it waits
+    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(  # the old request ends: its hold is given back
+        "UPDATE upload_sessions SET writing_since = NULL WHERE file_id = %s", (file_id,)), name="test")
+    sender.join(10)
+    assert answers and answers[0].status_code == 204, answers and answers[0].get_data(as_text=True)
+    assert answers[0].headers["Upload-Offset"] == "5"
 
 
 def test_a_tail_lost_with_its_store_sends_the_client_back_to_the_last_whole_part(lethe):
