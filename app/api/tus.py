@@ -85,14 +85,6 @@ def _parsed(value, what):
         raise BadRequest(exc.reason) from None
 
 
-def _checksum():
-    return _parsed(request.headers.get("Upload-Checksum"), protocol.parse_checksum)
-
-
-def _body_length() -> int | None:
-    return request.content_length
-
-
 def _require_octets() -> None:
     if request.mimetype != protocol.OFFSET_OCTET_STREAM:
         raise UnsupportedMediaType("offset_octet_stream_expected",
@@ -107,10 +99,10 @@ def _upload_headers(response: Response, upload: tus.TusUpload) -> Response:
 
 
 def _append(file_id: uuid.UUID, offset: int) -> tus.TusUpload:
-    checksum = _checksum()
+    checksum = _parsed(request.headers.get("Upload-Checksum"), protocol.parse_checksum)
     try:
         return tus.append(runtime(), caller(), file_id, offset, request.stream,  # type: ignore[arg-type]
-                          _body_length(), checksum)
+                          request.content_length, checksum)
     except ClientDisconnected:
         raise BadRequest("body_incomplete") from None
 

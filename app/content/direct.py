@@ -61,10 +61,7 @@ def create(rt: Runtime, principal: Principal, new: NewUpload) -> tuple[UploadVie
 def fresh_url(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number: int) -> PartUrl:
     """A new URL for part n of the caller's open direct upload (409 once completing or ended, 410 expired)."""
 
-    def read(conn):
-        return _visible_upload(conn, principal, file_id)
-
-    file_row, session = rt.db.read(read)
+    file_row, session = rt.db.read(lambda conn: _visible_upload(conn, principal, file_id))
     _require_write(principal)
     if session.protocol != "direct":
         raise Conflict("not_a_direct_upload", "This upload's parts go through the API (PUT .../parts/{n}).")

@@ -14,6 +14,7 @@ import logging
 import uuid
 from typing import Iterator
 from app.content import clamd
+from app.content.uploads import measure_object, scan_reads
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
 from app.db.scans import record_checked, record_outcome, scannable
@@ -45,7 +46,7 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     address = rt.cfg.scan.clamd_address
     if not address:
         verdict = clamd.Verdict("skipped")
-    elif row.size_bytes > rt.cfg.scan.max_size:
+    elif not scan_reads(rt, row.size_bytes):
         verdict = clamd.Verdict("error", "size_limit")  # clamd would refuse it: do not stream it (D19)
     else:
         assert row.object_key is not None  # a complete file references its original (D3)
@@ -59,10 +60,11 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
         written = rt.db.unit_of_work(lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now()),
                                      name="scan.record")
     else:
-        if not measure.streamed and row.object_key is not None:
-            measure.read(rt.store, row.object_key)  # no scanner took the bytes: read them for the digest alone
+        assert row.object_key is not None  # a complete file references its original (D3)
+        # No scanner took the bytes (the configuration changed after the completion): read them for the digest.
+        measured = measure.result() if measure.streamed else measure_object(rt.store, row.object_key)
         expected = rt.db.read(lambda conn: getattr(sessions_sql.session_of(conn, file_id), "expected_sha256", None))
-        written = rt.db.unit_of_work(lambda uow: record_checked(uow, file_id, verdict.outcome, measure.result(),
+        written = rt.db.unit_of_work(lambda uow: record_checked(uow, file_id, verdict.outcome, measured,
                                                                 expected, rt.clock.now()), name="scan.record")
         if written == "failed":
             log_event(log, "info", "upload.failed", "upload failed verification", file_id=str(file_id),
@@ -89,15 +91,6 @@ class _Measure:
             self.digest.update(chunk)
             self.size += len(chunk)
             yield chunk
-
-    def read(self, store, key: str) -> None:
-        """Hash the object without a scanner (the configuration changed after the completion)."""
-        chunks = store.open(key)
-        try:
-            for _ in self.through(chunks):
-                pass
-        finally:
-            chunks.close()
 
     def result(self) -> tuple[int, str]:
         """The size and hex sha256 of the bytes seen."""

@@ -255,7 +255,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
     file_row, session, parts, claimed_at = rt.db.unit_of_work(claim, name="upload.claim")
     if session is None:
         return file_row
-    reason = None
+    reason = None  # a reason the file fails: the store's parts broke the plan (direct), or a check below
     size, digest = 0, None
     try:
         uploaded = [UploadedPart(part.part_number, part.etag) for part in parts]
@@ -271,18 +271,16 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
             elif session.protocol == "direct" and scan_reads(rt, file_row.size_bytes):
                 size, digest = assembled.size_bytes, None
             else:
-                size, digest = _measure(rt.store, file_row.object_key)
+                size, digest = measure_object(rt.store, file_row.object_key)
     except (StorageError, NotFound):
         rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_id, claimed_at),
                            name="upload.release")
         # The upload may have been aborted or deleted meanwhile: answer what the row says, else 503.
         _raise_what_the_row_says(rt, principal, file_id)
         raise StorageError("the upload could not be assembled") from None
-    if reason is not None:
-        pass  # the store's parts broke the plan: nothing was assembled
-    elif size != file_row.size_bytes:
+    if reason is None and size != file_row.size_bytes:
         reason = "size_mismatch"
-    elif session.expected_sha256 and digest is not None and digest != session.expected_sha256:
+    elif reason is None and session.expected_sha256 and digest is not None and digest != session.expected_sha256:
         reason = "checksum_mismatch"  # (no digest yet: the scan checks it before the file is deliverable)
 
     def record(uow):
@@ -352,7 +350,8 @@ def _listed_parts(rt: Runtime, file_row, session, claimed_at) -> tuple[list[Uplo
     return [UploadedPart(part.part_number, part.etag) for part in listed], problem
 
 
-def _measure(store, key: str) -> tuple[int, str]:
+def measure_object(store, key: str) -> tuple[int, str]:
+    """The size and hex sha256 of a stored object, read once, streamed."""
     digest = hashlib.sha256()
     size = 0
     chunks = store.open(key)

@@ -36,8 +36,3 @@ def confirmed(conn: Conn, upload_ids: Sequence[str]) -> None:
 def again(conn: Conn, upload_ids: Sequence[str]) -> None:
     """These uploads were still listed: count one more attempt (the next run tries again)."""
     conn.execute("UPDATE multipart_aborts SET attempts = attempts + 1 WHERE upload_id = ANY(%s)", (list(upload_ids),))
-
-
-def pending(conn: Conn) -> Any:
-    """How many aborts wait for their confirmation, and the oldest (step m's report, the audit)."""
-    return conn.execute("SELECT count(*) AS n, min(first_aborted_at) AS oldest FROM multipart_aborts").fetchone()

@@ -17,11 +17,12 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from app.db import files as files_sql
+from app.db import sessions as sessions_sql
 from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
 from app.domain.states import is_deliverable
 from app.lifecycle.waves import delete_in_waves
 from app.platform.observability.logs import log_event
-from app.storage.base import ListedObject
+from app.storage.base import ListedObject, MultipartRef
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
     from app.platform.runtime import Runtime
@@ -237,14 +238,12 @@ def _multipart_uploads(rt: Runtime, report: AuditReport, delete: bool, cutoff: d
 
 
 def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list, delete: bool, cutoff: datetime) -> None:
-    from app.db import sessions as sessions_sql
-    from app.storage.base import MultipartRef
-
     if not chunk:
         return
     owners = [(listed, file_id_of(listed.key)) for listed in chunk]
     ids = sorted({file_id for _, file_id in owners if file_id is not None})
     open_ids = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, ids))
+    doomed = []
     for listed, file_id in owners:
         if file_id is None:
             report.unrecognized += 1
@@ -253,8 +252,12 @@ def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list, delete: bool
             continue  # a live session's upload
         report.uploads_orphaned.add(file_id)
         if delete and listed.initiated_at is not None and listed.initiated_at < cutoff:
-            # Re-checked just before: a session opened meanwhile explains its upload.
-            if (file_id, listed.upload_id) in rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, [file_id])):
-                continue
+            doomed.append((listed, file_id))
+    if not doomed:
+        return
+    # Re-checked just before the aborts: a session opened meanwhile explains its upload.
+    still_open = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, sorted({f for _, f in doomed})))
+    for listed, file_id in doomed:
+        if (file_id, listed.upload_id) not in still_open:
             rt.store.abort_upload(MultipartRef(str(file_id), listed.key, listed.upload_id), 0)
             report.uploads_aborted += 1
