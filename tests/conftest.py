@@ -25,7 +25,7 @@ from app.db.migrate import migrate
 IN_CI = bool(os.environ.get("CI"))
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
 TABLES = ("erasure_files", "erasures", "slots", "receipts", "schedule_runs", "attachments", "messages", "upload_parts", "upload_sessions", "purge_failures", "files", "drafts", "events",
-          "outbox")
+          "outbox", "legal_holds", "multipart_aborts")
 
 
 MISSING_SERVICES: dict[str, str] = {}  # service -> what failed, for the summary at the end of the run
@@ -241,7 +241,7 @@ ON_SEAWEED = {"test_storage_conformance", "test_deletion", "test_purge_isolation
               "test_direct_uploads"}
 # Modules whose S3 tests run on versioned buckets only: a versioned variant proves all a plain one does, and
 # also that no delete left a version or a marker behind (the suite's time, issue 25).
-VERSIONED_ONLY = {"test_tus"}
+VERSIONED_ONLY = {"test_tus", "test_holds"}
 # Elsewhere SeaweedFS runs its versioned bucket only, but for the conformance suite and the deletion paths,
 # which also take its plain bucket (the plain delete path on a real server): 2 cores, 15 minutes.
 SEAWEED_PLAIN = {"test_storage_conformance", "test_deletion", "test_direct_uploads"}

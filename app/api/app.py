@@ -13,8 +13,8 @@ from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from app.platform.observability import metrics
-from app.api import (common, drafts, erasures, events, files, json_body, messages, ops, problems, receipts, slots,
-                     tus, uploads)
+from app.api import (common, drafts, erasures, events, files, holds, json_body, messages, ops, problems, receipts,
+                     slots, tus, uploads)
 from app.api.schemas import ProblemSchema
 from app.api.auth import Authenticator
 from app.errors import LetheError
@@ -83,7 +83,7 @@ def create_app(runtime) -> Flask:
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
     api.register_converter(common.SegmentConverter, common.segment_schema)
     api.register_converter(common.PartNumberConverter, common.part_number_schema)
-    for module in (uploads, tus, files, messages, drafts, events, receipts, slots, erasures):
+    for module in (uploads, tus, files, messages, drafts, events, receipts, slots, erasures, holds):
         api.register_blueprint(module.blp)
     _allow_cors(app, runtime.cfg.api.cors_origins)
     app.register_error_handler(LetheError, problems.from_lethe_error)

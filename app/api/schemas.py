@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from marshmallow import Schema, ValidationError, fields, post_dump, pre_dump, validate
+from marshmallow import Schema, ValidationError, fields, post_dump, pre_dump, validate, validates_schema
 
+from app.domain.holds import CASE_REF_PATTERN
 from app.domain.states import PURPOSES, SESSION_STATES, SHOWN_SCAN_STATUSES, UPLOAD_STATES, shown_scan_status
 from app.domain.uploads import MAX_NAME_LENGTH, NAME_PATTERN
 
@@ -226,6 +227,12 @@ class ReceiptSchema(NoNulls):
     purged_at = fields.DateTime(required=True)
     keys_deleted = fields.Integer(required=True)
     keys_confirmed_absent = fields.Integer(required=True)
+    deferred_by_hold = fields.UUID(metadata={"description": "A legal hold deferred the purge: the hold released "
+                                                            "last (issue 27). Absent when no hold did."})
+    deferred_from = fields.DateTime(metadata={"description": "The deferral's start: the later of the mark and "
+                                                             "the first covering hold's placement."})
+    deferred_until = fields.DateTime(metadata={"description": "The deferral's end: the last covering hold's "
+                                                              "release."})
 
 
 class SlotPutSchema(Schema):
@@ -257,3 +264,43 @@ class ErasureSchema(NoNulls):
     messages_removed = fields.Integer(required=True)
     drafts_removed = fields.Integer(required=True)
     receipts = fields.List(fields.Nested(ReceiptSchema), required=True, dump_default=list)
+
+
+class HoldRequestSchema(Schema):
+    """A legal hold (issue 27): exactly one of `subject_id` and `file_id`, and a case reference."""
+
+    subject_id = fields.UUID(metadata={"description": "A principal: every file they uploaded, now and later."})
+    file_id = fields.UUID(metadata={"description": "One file (it must still have a row: not purged yet)."})
+    case_ref = fields.String(required=True, validate=FullMatch(
+        CASE_REF_PATTERN, error="A case reference is 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-' (a ticket number, "
+                                "never free text)."),
+        metadata={"description": "A ticket number or similar token; never a name or free text."})
+
+    @validates_schema
+    def _one_target(self, data, **kwargs):
+        if ("subject_id" in data) == ("file_id" in data):
+            raise ValidationError("Give exactly one of subject_id and file_id.", "_schema")
+
+
+class HoldSchema(NoNulls):
+    """A legal hold: its target, case reference, times, and how many deleted files it holds back (live while
+    it is active; as it was at its release after)."""
+
+    id = fields.UUID(required=True)
+    subject_id = fields.UUID()
+    file_id = fields.UUID()
+    case_ref = fields.String(required=True)
+    created_at = fields.DateTime(required=True)
+    released_at = fields.DateTime(metadata={"description": "Absent while the hold is in force."})
+    files_deferred = fields.Integer(required=True, metadata={
+        "description": "Deleted files whose purge this hold defers (another hold may cover them too)."})
+
+
+class HoldsQuerySchema(Schema):
+    after = fields.UUID(metadata={"description": "Cursor: the id of the last hold seen (absent for the start)."})
+    limit = fields.Integer(load_default=100, validate=validate.Range(min=1, max=1000))
+
+
+class HoldListSchema(NoNulls):
+    holds = fields.List(fields.Nested(HoldSchema), required=True)
+    next_after = fields.UUID(metadata={"description": "The cursor of the next page; absent on the last page."})

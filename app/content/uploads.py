@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 from app.domain.access import Principal
 from app.db import files as files_sql
+from app.db import holds as holds_sql
 from app.db import sessions as sessions_sql
 from app.domain import access, keys
 from app.domain.uploads import claim_held, expected_part_size, listed_parts_problem, part_count
@@ -364,9 +365,14 @@ def measure_object(store, key: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
+def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> bool:
     """Abort the caller's open upload: the session is aborted and the file failed (one event); the parts are
-    dropped by the purge job committed with the change, and at once as a best effort."""
+    dropped by the purge job committed with the change, and at once as a best effort, unless a legal hold
+    covers the file (issue 27: the purge defers it until the release).
+
+    Returns:
+        Whether a legal hold keeps the upload's bytes (the caller removes nothing of it either).
+    """
     _require_write(principal)
 
     def record(uow):
@@ -382,15 +388,19 @@ def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
         files_sql.set_failed(uow.conn, file_id, now)
         write_file_updated(uow, file_id, principal.id, now)
         enqueue_purge(uow, file_id)  # D7: final and not deliverable
-        return row, session
+        return row, session, holds_sql.file_on_hold(uow.conn, file_id)
 
     result = rt.db.unit_of_work(record, name="upload.abort")
     if result is None:
-        return
-    row, session = result
+        return False
+    row, session, on_hold = result
+    if on_hold:
+        log_event(log, "info", "upload.aborted", "upload aborted; a legal hold keeps its parts", file_id=str(file_id))
+        return True
     try:
         rt.store.abort_upload(_ref(row, session), session.part_count)
     except StorageError:
         log_event(log, "warning", "upload.abort_deferred", "abort left parts for the purge job",
                   file_id=str(file_id))
     log_event(log, "info", "upload.aborted", "upload aborted", file_id=str(file_id))
+    return False

@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from app.db import redaction
 from app.domain.redaction import BLANKED
+from app.db import holds
 from app.db.conn import Conn, one
 
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
@@ -198,14 +199,16 @@ def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
 
 
 def lock_deleted_unattached(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
-    """Lock the rows (ascending id) and tell, per row, whether it is still deleted and whether it is
-    attached or held by a slot (slots.file_id is ON DELETE RESTRICT): the re-check before a row is removed
+    """Lock the rows (ascending id) and tell, per row, whether it is still deleted, whether it is attached or
+    held by a slot (slots.file_id is ON DELETE RESTRICT), and whether a legal hold placed since the purge's
+    claim covers it (issue 27: the row then stays until the release): the re-check before a row is removed
     (D7)."""
     return conn.execute(
-        """
+        f"""
         SELECT f.id, f.deleted_at IS NOT NULL AS deleted,
                EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id) AS attached,
-               EXISTS (SELECT 1 FROM slots s WHERE s.file_id = f.id) AS held
+               EXISTS (SELECT 1 FROM slots s WHERE s.file_id = f.id) AS held,
+               {holds.covered("f")} AS on_hold
         FROM files f WHERE f.id = ANY(%s) ORDER BY f.id FOR UPDATE OF f
         """,
         (list(file_ids),),
@@ -214,13 +217,25 @@ def lock_deleted_unattached(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
 
 def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_deleted: dict[UUID, int]) -> list[datetime]:
     """Remove files rows, leaving a name-free receipt of each (D16); sessions and parts go by ON DELETE
-    CASCADE. Returns the deletion marks of the rows removed (for the delete-to-gone histogram)."""
+    CASCADE. A file whose purge a released legal hold deferred (a hold that covered it while it was deleted)
+    has it on its receipt: the hold released last, from the later of the mark and the first such hold's
+    placement until the last release (issue 27). Returns the deletion marks of the rows removed (for the
+    delete-to-gone histogram)."""
     ids = list(file_ids)
     conn.execute(
         """
-        INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted)
-        SELECT f.id, coalesce(f.deleted_via, 'unknown'), f.deleted_at, greatest(%s, f.deleted_at), k.n
+        INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted, deferred_by_hold, deferred_from,
+                              deferred_until)
+        SELECT f.id, coalesce(f.deleted_via, 'unknown'), f.deleted_at, greatest(%s, f.deleted_at), k.n,
+               d.last_id, CASE WHEN d.last_id IS NOT NULL THEN greatest(d.first_placed, f.deleted_at) END, d.last_released
         FROM files f JOIN unnest(%s::uuid[], %s::int[]) AS k(id, n) ON k.id = f.id
+        LEFT JOIN LATERAL (
+            SELECT (array_agg(h.id ORDER BY h.released_at DESC, h.id))[1] AS last_id,
+                   min(h.created_at) AS first_placed, max(h.released_at) AS last_released
+            FROM legal_holds h
+            WHERE (h.file_id = f.id OR h.subject_id = f.uploaded_by) AND h.released_at >= f.deleted_at
+            HAVING count(*) > 0
+        ) d ON true
         WHERE f.deleted_at IS NOT NULL
         ON CONFLICT (file_id) DO NOTHING
         """,

@@ -9,7 +9,8 @@ from uuid import UUID
 
 from app.db.conn import Conn, one
 
-COLUMNS = "file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent"
+COLUMNS = ("file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent, deferred_by_hold, deferred_from, "
+           "deferred_until")
 
 
 def receipt_of(conn: Conn, file_id: UUID) -> Any:

@@ -105,6 +105,11 @@ def may_erase(caller: Caller | None) -> bool:
     return caller is None or is_manager(caller)
 
 
+def may_hold(caller: Caller | None) -> bool:
+    """Placing, reading and releasing legal holds (issue 27): `manage`, or an operator's command (None)."""
+    return caller is None or is_manager(caller)
+
+
 def may_read_receipt(caller: Caller | None) -> bool:
     """Deletion receipts are for operators (D16): `manage`, or an operator's command (None)."""
     return caller is None or is_manager(caller)

@@ -14,6 +14,8 @@
     lethe audit [--json] [--delete --grace 24h]                  what no row explains in the store (D16)
     lethe receipt FILE_ID [--json]                               the receipt of a purged file (D16)
     lethe erase --subject UUID [--wait]                          erase everything of a person (D16)
+    lethe hold place --subject UUID|--file UUID --case-ref REF   suspend purges for a legal claim (issue 27)
+    lethe hold list | lethe hold release ID                      the holds; release one
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -26,8 +28,8 @@ import logging
 import os
 import sys
 
-from app.entry.ops import (cmd_audit, cmd_cleanup, cmd_erase, cmd_receipt, cmd_retention_restore, cmd_retention_run,
-                         cmd_sweep_run, uuid_arg)
+from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_hold, cmd_receipt,
+                           cmd_retention_restore, cmd_retention_run, cmd_sweep_run, uuid_arg)
 from app.entry.support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
                              setup_role_logging, warn_if_autovacuum_off)
 from app.errors import ConfigError
@@ -324,6 +326,20 @@ def build_parser() -> argparse.ArgumentParser:
     erase.add_argument("--wait", action="store_true", help="run the erasure here until it ends")
     erase.add_argument("--json", action="store_true", help="print one JSON object")
     erase.set_defaults(func=cmd_erase)
+
+    hold = commands.add_parser("hold", help="legal holds: suspend the purge of a person's or a file's data")
+    hold_commands = hold.add_subparsers(dest="hold_command", required=True)
+    place = hold_commands.add_parser("place", help="place a hold on a subject or a file")
+    target = place.add_mutually_exclusive_group(required=True)
+    target.add_argument("--subject", type=uuid_arg, help="the principal, a UUID: every file they uploaded")
+    target.add_argument("--file", type=uuid_arg, help="one file, a UUID")
+    place.add_argument("--case-ref", required=True, type=case_ref_arg, help="a ticket number (never free text)")
+    hold_list = hold_commands.add_parser("list", help="every hold, in force or released")
+    release = hold_commands.add_parser("release", help="release a hold; the files it alone held are purged")
+    release.add_argument("hold_id", type=uuid_arg)
+    for sub in (place, hold_list, release):
+        sub.add_argument("--json", action="store_true", help="print one JSON object")
+        sub.set_defaults(func=cmd_hold)
 
     receipt = commands.add_parser("receipt", help="the name-free receipt of a purged file (D16)")
     receipt.add_argument("file_id", type=uuid_arg)

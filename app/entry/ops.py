@@ -286,13 +286,79 @@ def cmd_receipt(args) -> int:
         return 1
     finally:
         runtime.close()
-    fields = {name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if name == "file_id" else value)
-              for name, value in row._asdict().items()}
+    fields = {name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if isinstance(value, uuid.UUID)
+                     else value)
+              for name, value in row._asdict().items() if value is not None}  # as the API: no null (D6)
     if args.json:
         print(json.dumps(fields))
     else:
         for name, value in fields.items():
             print(f"{name + ':':<23} {value}")
+    return 0
+
+
+def case_ref_arg(text: str) -> str:
+    """argparse type: a case reference (issue 27); the error states the form, never echoes the value."""
+    from app.domain.holds import valid_case_ref
+
+    if not valid_case_ref(text):
+        raise argparse.ArgumentTypeError("must be 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-' (a ticket number)")
+    return text
+
+
+def _hold_fields(row) -> dict:
+    return {name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if isinstance(value, uuid.UUID)
+                   else value) for name, value in row._asdict().items() if value is not None}
+
+
+def _print_hold(fields: dict) -> None:
+    for name, value in fields.items():
+        print(f"{name + ':':<16} {value}")
+
+
+def cmd_hold(args) -> int:
+    """Legal holds (issue 27): place, list, release; `field: value` lines, a table, or JSON."""
+    from app.errors import NotFound
+    from app.lifecycle import holds
+
+    runtime = _one_shot_runtime("hold", needs_store=False)
+    try:
+        if args.hold_command == "place":
+            try:
+                row = holds.place_hold(runtime, None, args.case_ref, subject_id=args.subject, file_id=args.file)
+            except NotFound:
+                print("no such file (never uploaded, or purged already)", file=sys.stderr)
+                return 1
+            fields = _hold_fields(row)
+        elif args.hold_command == "release":
+            try:
+                row, freed = holds.release_hold(runtime, None, args.hold_id)
+            except NotFound:
+                print("no such hold (unknown, or its record expired)", file=sys.stderr)
+                return 1
+            fields = {**_hold_fields(row), "files_sent_to_purge": freed}
+        else:
+            rows, after = [], None
+            while True:  # every hold, page by page
+                page = holds.list_holds(runtime, None, after, 1000)
+                rows += page
+                if len(page) < 1000:
+                    break
+                after = page[-1].id
+            if args.json:
+                print(json.dumps({"holds": [_hold_fields(row) for row in rows]}))
+            else:
+                print(f"{'id':<36}  {'target':<7}  {'case_ref':<20}  {'state':<8}  files_deferred")
+                for row in rows:
+                    print(f"{row.id!s:<36}  {'file' if row.file_id else 'subject':<7}  {row.case_ref:<20}  "
+                          f"{'released' if row.released_at else 'active':<8}  {row.files_deferred}")
+            return 0
+    finally:
+        runtime.close()
+    if args.json:
+        print(json.dumps(fields))
+    else:
+        _print_hold(fields)
     return 0
 
 
@@ -304,8 +370,15 @@ def cmd_erase(args) -> int:
     runtime = _one_shot_runtime("erase")
     from app.lifecycle.erasure import erase_round, erasure_of, request_erasure
 
+    from app.errors import Conflict
+
     try:
-        row = request_erasure(runtime, None, subject)
+        try:
+            row = request_erasure(runtime, None, subject)
+        except Conflict as exc:
+            # GDPR 17(3)(e): a legal hold covers the subject; request the erasure again after its release.
+            print(f"not erased: {exc.reason} (a legal hold covers the subject; see lethe hold list)", file=sys.stderr)
+            return 1
         if not args.json:
             print(f"erasure {row.id}: {row.state}")
         if not args.wait:

@@ -1,7 +1,7 @@
 # The audit is the operator's safety net, never part of the normal path (D16). It is the only listing of
 # Lethe's own key space (f/ and uploads/), and it is read-only unless asked to delete. With --delete it removes
 # orphans only: objects whose file id has no row, last written before the grace, re-checked against the
-# table just before their wave goes out; never an object a row explains. It holds neither listing nor table
+# table just before their wave goes out; never an object a row explains or a legal hold covers (issue 27). It holds neither listing nor table
 # in memory: f/ is listed in ascending file id order (fixed-length directory names) and merged with the rows
 # read in id order, page by page.
 """`lethe audit`: objects no row explains, objects of deleted rows still present, deliverable rows whose
@@ -17,6 +17,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from app.db import files as files_sql
+from app.db import holds as holds_sql
 from app.db import sessions as sessions_sql
 from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
 from app.domain.states import is_deliverable
@@ -192,6 +193,7 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
         def flush() -> Iterator[str]:
             ids = [file_id for file_id, _ in pending]
             existing = {r.id for r in rt.db.read(lambda conn: files_sql.files_by_ids(conn, ids))}
+            existing |= rt.db.read(lambda conn: holds_sql.held_ids(conn, ids))  # a legal hold keeps them (issue 27)
             for file_id, keys in pending:
                 if file_id not in existing:
                     yield from keys
@@ -255,9 +257,12 @@ def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list, delete: bool
             doomed.append((listed, file_id))
     if not doomed:
         return
-    # Re-checked just before the aborts: a session opened meanwhile explains its upload.
-    still_open = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, sorted({f for _, f in doomed})))
+    # Re-checked just before the aborts: a session opened meanwhile explains its upload, and a legal hold keeps
+    # its file's parts (issue 27).
+    doomed_ids = sorted({f for _, f in doomed})
+    still_open = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, doomed_ids))
+    held = rt.db.read(lambda conn: holds_sql.held_ids(conn, doomed_ids))
     for listed, file_id in doomed:
-        if (file_id, listed.upload_id) not in still_open:
+        if (file_id, listed.upload_id) not in still_open and file_id not in held:
             rt.store.abort_upload(MultipartRef(str(file_id), listed.key, listed.upload_id), 0)
             report.uploads_aborted += 1

@@ -29,6 +29,7 @@ from app.db import purge_failures as failures_sql
 from app.db import aborts as aborts_sql
 from app.db import erasures as erasures_sql
 from app.db import files as files_sql
+from app.db import holds as holds_sql
 from app.db import messages as messages_sql
 from app.db import receipts as receipts_sql
 from app.db import scans as scans_sql
@@ -140,7 +141,7 @@ class Steps:
                           lambda conn, ids: list(ids), self._purge),
             WholeStep("e", "temporary_files", self._temporary_files),
             WholeStep("f", "backlog", self._backlog),
-            WholeStep("g", "old_receipts", self._old_receipts),
+            WholeStep("g", "old_receipts", self._old_receipts),  # and released legal holds (issue 27)
             CandidateStep("h", "unheld_slot_files",
                           [lambda conn, cursor, limit: slots_sql.unheld_candidates(conn, unattached_cutoff, cursor,
                                                                                   limit)],
@@ -199,7 +200,7 @@ class Steps:
         purged = purge_files(self.rt, ids)
         return Outcome(acted=purged.results["row"] + purged.results["objects"],
                        kept=sum(purged.results[why] for why in ("kept_attached", "kept_held", "row_refused",
-                                                                "bad_key")),
+                                                                "bad_key", "held")),
                        failed=purged.results["refused"])
 
     # -- e: temporary files -----------------------------------------------------------------------------------
@@ -281,13 +282,18 @@ class Steps:
         cutoff = self.now - self.policy.receipt_ttl
         self._delete_in_batches(report, dry_run, "cleanup.g", lambda conn: receipts_sql.count_expired(conn, cutoff),
                                 lambda conn, limit: receipts_sql.delete_expired(conn, cutoff, limit))
+        # Released legal holds are name-free records kept as long as the receipts (issue 27).
+        self._delete_in_batches(report, dry_run, "cleanup.g", lambda conn: holds_sql.count_released(conn, cutoff),
+                                lambda conn, limit: holds_sql.delete_released(conn, cutoff, limit))
 
     def _delete_in_batches(self, report: StepReport, dry_run: bool, name: str, count: Callable[[Conn], int],
                            delete: Callable[[Conn, int], int]) -> None:
         """Steps g and l: rows past a cutoff go in batches of file.gc_batch_size, one unit of work each, until a
         batch comes back smaller (STYLE.md); the dry run counts them."""
         if dry_run:
-            report.candidates = report.acted = self.db.read(count)
+            counted = self.db.read(count)
+            report.candidates += counted
+            report.acted += counted
             return
         while True:
             removed = self.db.unit_of_work(lambda uow: delete(uow.conn, self.policy.batch_size), name=name)
@@ -358,6 +364,10 @@ class Steps:
             count_gauge.set(row.n)
             oldest_gauge.set(max(age.total_seconds(), 0.0))
             metrics.purge_failing_gauge().set(refused.n)
+            held = self.db.read(holds_sql.summary)
+            active_gauge, held_gauge = metrics.hold_gauges()
+            active_gauge.set(held.active)
+            held_gauge.set(held.files_held)
         if row.oldest is not None and age > self.policy.object_delete_delay:
             log_event(log, "warning", "cleanup.backlog_overdue", "purge backlog older than privacy.object_delete_delay",
                       count=row.n, refused=refused.n)

@@ -4,7 +4,9 @@
 # order slots, messages, files, attachments: D10), purge (inline, outside every transaction: K1), confirm
 # (a read of the store for every key of every purged file), then complete only when no row of the subject is
 # left and every key was confirmed absent. A complete erasure forgets its subject: what stays is its counts
-# and the files' name-free receipts.
+# and the files' name-free receipts. A person a legal hold covers (a hold on them or on one of their files) is
+# not erased: the request answers 409 subject_on_hold, and a running erasure meeting a new hold fails with that
+# reason before it marks anything more (issue 27); it can be requested again after the release.
 """Erasure of a person: request, one round, and its state."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.domain.access import Principal
 from app.db import erasures as sql
+from app.db import holds as holds_sql
 from app.db import messages as messages_sql
 from app.db import receipts as receipts_sql
 from app.db import slots as slots_sql
@@ -24,7 +27,7 @@ from app.domain import access
 from app.domain.keys import KeyError_, tail_key
 from app.domain.purge_plan import object_keys_of
 from app.storage.base import MultipartRef
-from app.errors import Forbidden, NotFound
+from app.errors import Conflict, Forbidden, NotFound
 from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
 from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.purge import purge_files
@@ -47,11 +50,17 @@ def request_erasure(rt: Runtime, principal: Principal | None, subject_id: uuid.U
 
     Returns:
         The erasure's row.
+
+    Raises:
+        Forbidden: not `manage`.
+        Conflict(subject_on_hold): a legal hold covers the subject or one of their files (issue 27).
     """
     _manager(principal)
     new_id = uuid.uuid4()
 
     def work(uow):
+        if holds_sql.subject_on_hold(uow.conn, subject_id):
+            raise Conflict("subject_on_hold")  # GDPR 17(3)(e): kept for legal claims until the release
         row = sql.start(uow.conn, new_id, subject_id, rt.clock.now())
         if row.id == new_id:
             uow.enqueue(ERASE_QUEUE, ERASE_ACTOR, str(new_id))
@@ -93,6 +102,13 @@ def erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
         if row.state != "running" or not mine:
             return str(row.state)  # ended, or another runner is in a round of it now (D19)
         subject, batch = row.subject_id, rt.cfg.file.gc_batch_size
+        if rt.db.read(lambda conn: holds_sql.subject_on_hold(conn, subject)):
+            # A hold placed while the erasure ran (issue 27): stop before marking more; what it purged is gone.
+            rt.db.unit_of_work(lambda uow: sql.finish(uow.conn, row.id, "failed", "subject_on_hold", rt.clock.now()),
+                               name="erasure.finish")
+            log_event(log, "warning", "erasure.failed", "a legal hold covers the subject; the erasure stops",
+                      erasure_id=str(row.id), reason="subject_on_hold")
+            return "failed"
         _mark(rt, erasure_id, subject, batch)
         _purge(rt, erasure_id, batch)
         _confirm(rt, erasure_id, batch)

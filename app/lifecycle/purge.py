@@ -2,7 +2,9 @@
 # (D4 K1), and removes a row only after re-checking under its lock that it is still deleted and not attached
 # (D7). A missing object counts as deleted. A file whose objects the store refused is isolated and retried
 # later with backoff, so it never strands the others; a store-wide error is raised, so the job retries and
-# nothing is lost. It never lists the store and never touches another file's objects (K2, K3).
+# nothing is lost. It never lists the store and never touches another file's objects (K2, K3). A file a legal
+# hold covers is deferred: the purge claims its files under their row locks in a short transaction of its own
+# before any object goes, and leaves a held one whole (issue 27, D19); the release purges it.
 """purge_objects (D7): the objects of many files in batches, then their rows in one transaction."""
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import psycopg
 from app.platform.observability import metrics
 from app.db import aborts as aborts_sql
 from app.db import files as files_sql
+from app.db import holds as holds_sql
 from app.db import purge_failures as failures_sql
 from app.domain.keys import KeyError_
 from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge, tail_keys_of
@@ -87,6 +90,8 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
             report.results["bad_key"] += 1
             continue
         purgeable.append((facts, action))
+    purgeable = _without_held(rt, purgeable, report)
+    keys_of = {facts.file_id: keys_of[facts.file_id] for facts, _ in purgeable}
 
     owner = {key: file_id for file_id, keys in keys_of.items() for key in keys}
     refused: dict[uuid.UUID, str] = {}
@@ -131,6 +136,11 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
             name="purge.rows")
         report.results["row"] += removed
         for why, file_ids in kept.items():
+            if why == "held":  # a hold placed since the claim: its objects went, the row stays until the release
+                log_event(log, "info", "purge.deferred", "a legal hold placed during the purge keeps the rows",
+                          files=len(file_ids))
+                report.results[why] += len(file_ids)
+                continue
             for file_id in file_ids:
                 # D7: a deleted row that is still attached or held is an internal error, and a row the database
                 # refuses is isolated like a key the store refuses: the row stays, the id is logged, the others go.
@@ -146,6 +156,22 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
               rows_removed=report.results["row"], objects_only=report.results["objects"],
               refused=report.results["refused"], duration_s=round(duration, 4))
     return report
+
+
+def _without_held(rt: Runtime, purgeable: list[tuple[PurgeFacts, PurgeAction]],
+                  report: PurgeReport) -> list[tuple[PurgeFacts, PurgeAction]]:
+    """The claim (issue 27, D19): lock the files' rows and leave out those an active legal hold covers, at
+    execution and not when the job was queued. The lock is released before any object is deleted (K1): a hold
+    placed after this commit does not stop this purge's deletes, and the re-check under the row lock in
+    _remove_rows keeps such a row."""
+    if not purgeable:
+        return purgeable
+    held = rt.db.unit_of_work(lambda uow: holds_sql.lock_held(uow.conn, [facts.file_id for facts, _ in purgeable]),
+                              name="purge.claim")
+    if held:
+        report.results["held"] += len(held)
+        log_event(log, "info", "purge.deferred", "a legal hold defers the purge of some files", files=len(held))
+    return [(facts, action) for facts, action in purgeable if facts.file_id not in held]
 
 
 def _settle(uow, cfg, row_ids: list[uuid.UUID], objects_only: list[uuid.UUID], refused: dict[uuid.UUID, str],
@@ -194,8 +220,9 @@ def _remove_rows(uow, row_ids: list[uuid.UUID], now: datetime,
     kept: dict[str, list[uuid.UUID]] = {
         "kept_attached": [row.id for row in checked if row.deleted and row.attached],
         "kept_held": [row.id for row in checked if row.deleted and row.held and not row.attached],
+        "held": [row.id for row in checked if row.deleted and row.on_hold and not row.held and not row.attached],
     }
-    removable = [row.id for row in checked if row.deleted and not row.attached and not row.held]
+    removable = [row.id for row in checked if row.deleted and not row.attached and not row.held and not row.on_hold]
     marks, kept["row_refused"] = _delete_isolated(uow, removable, now, keys_deleted)
 
     def observe() -> None:

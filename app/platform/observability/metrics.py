@@ -20,7 +20,8 @@ FILES_DELETED = Counter("lethe_files_deleted_total", "Files marked deleted, by w
 PURGED_FILES = Counter("lethe_purge_files_total", "Files handled by purge, by result: row (objects and row "
                                                   "removed), objects (objects only; the row stays for its "
                                                   "uploader), nothing, refused (the store refused its objects; "
-                                                  "retried later), kept_attached (an internal error).",
+                                                  "retried later), held (a legal hold defers it, issue 27), "
+                                                  "kept_attached (an internal error).",
                        ["result"])
 PURGE_KEYS = Counter("lethe_purge_keys_total", "Object keys sent to the store for deletion by purge.")
 PURGE_ERRORS = Counter("lethe_purge_errors_total", "Purge runs that met a storage error and will retry.")
@@ -78,6 +79,14 @@ def purge_backlog_gauges() -> tuple[Gauge, Gauge]:
     return (_lazy_gauge("lethe_file_purge_backlog", "Deleted files rows not yet purged (set by each cleanup run)."),
             _lazy_gauge("lethe_file_purge_backlog_oldest_seconds",
                         "Age of the oldest deletion mark not yet purged (0 when none)."))
+
+
+def hold_gauges() -> tuple[Gauge, Gauge]:
+    """Legal holds in force and the deleted files they hold back (issue 27; set by each cleanup run). Held files
+    are not in the backlog gauges: the backlog alert does not fire for them."""
+    return (_lazy_gauge("lethe_holds_active", "Legal holds placed and not released (set by each cleanup run)."),
+            _lazy_gauge("lethe_files_held", "Deleted files whose purge a legal hold defers (set by each cleanup "
+                                            "run; not counted in lethe_file_purge_backlog)."))
 
 
 def purge_failing_gauge() -> Gauge:
