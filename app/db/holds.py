@@ -32,6 +32,7 @@ COLUMNS = ("h.id, h.subject_id, h.file_id, h.case_ref, h.created_at, h.released_
 
 def insert(conn: Conn, hold_id: UUID, subject_id: UUID | None, file_id: UUID | None, case_ref: str,
            now: datetime) -> None:
+    """Record a new hold (the caller checked its form and its target)."""
     conn.execute("INSERT INTO legal_holds (id, subject_id, file_id, case_ref, created_at) VALUES (%s, %s, %s, %s, %s)",
                  (hold_id, subject_id, file_id, case_ref, now))
 

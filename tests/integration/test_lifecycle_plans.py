@@ -22,6 +22,7 @@ from app.db import aborts as aborts_sql
 from app.db import cleanup as cleanup_sql
 from app.db import erasures as erasures_sql
 from app.db import files as files_sql
+from app.db import holds as holds_sql
 from app.db import messages as messages_sql
 from app.db import purge_failures as failures_sql
 from app.db import receipts as receipts_sql
@@ -37,6 +38,7 @@ NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 WATCHED = {"files", "events", "attachments", "upload_sessions", "messages"}
 SUBJECT = uuid.UUID("00000000-0000-4000-8000-000000000123")  # one uploader among thousands
 ERASURE = uuid.UUID("00000000-0000-4000-8000-0000000e7a5e")
+HOLD = uuid.UUID("00000000-0000-4000-8000-00000000401d")
 ZERO = uuid.UUID(int=0)
 CURSOR = (NOW - timedelta(days=30), ZERO)
 
@@ -109,6 +111,16 @@ def _seed(url: str) -> str:
             "INSERT INTO slots (kind, holder_id, file_id, set_at) "
             "SELECT 'avatar', uploaded_by, min(id::text)::uuid, now() FROM files WHERE purpose = 'avatar' "
             "AND deleted_at IS NULL AND upload_state = 'complete' GROUP BY uploaded_by")
+        # Legal holds (issue 27): a few hundred on files and on uploaders, half of them released, and one on the
+        # subject.
+        conn.execute(
+            "INSERT INTO legal_holds (id, subject_id, file_id, case_ref, created_at, released_at, files_deferred) "
+            "SELECT gen_random_uuid(), CASE WHEN mod(n, 4) = 0 THEN uploaded_by END, CASE WHEN mod(n, 4) <> 0 THEN id END, "
+            "'T-' || n, timestamptz '2026-01-01', CASE WHEN mod(n, 2) = 0 THEN timestamptz '2026-02-01' END, "
+            "CASE WHEN mod(n, 2) = 0 THEN 0 END FROM (SELECT id, uploaded_by, row_number() OVER (ORDER BY id) AS n "
+            "FROM files WHERE uploaded_by <> %s LIMIT 400) AS picked", (SUBJECT,))
+        conn.execute("INSERT INTO legal_holds (id, subject_id, case_ref, created_at) VALUES (%s, %s, 'T-s', now())",
+                     (HOLD, SUBJECT))
         conn.execute("ANALYZE")
     return url
 
@@ -205,6 +217,21 @@ QUERIES = {
     "cleanup m": lambda c, ids: aborts_sql.due(c, NOW, None, 500),
     "cleanup m+after": lambda c, ids: aborts_sql.due(c, NOW, (NOW, "u"), 500),
     "audit open uploads": lambda c, ids: sessions_sql.open_upload_ids(c, ids),
+    "audit held": lambda c, ids: holds_sql.held_ids(c, ids),
+    "cleanup d deleted": lambda c, ids: cleanup_sql.deleted_rows(c, NOW, None, 500),
+    "cleanup d refused": lambda c, ids: cleanup_sql.due_refused_live(c, NOW, None, 500),
+    "cleanup f backlog": lambda c, ids: cleanup_sql.backlog(c),
+    "holds claim": lambda c, ids: holds_sql.lock_held(c, ids),
+    "holds one": lambda c, ids: holds_sql.hold(c, HOLD),
+    "holds page": lambda c, ids: (holds_sql.page(c, None, 100), holds_sql.page(c, HOLD, 100)),
+    "holds file on hold": lambda c, ids: holds_sql.file_on_hold(c, ids[0]),
+    "holds subject on hold": lambda c, ids: holds_sql.subject_on_hold(c, SUBJECT),
+    "holds release": lambda c, ids: holds_sql.release(c, HOLD, NOW),
+    "holds freed": lambda c, ids: (holds_sql.release(c, HOLD, NOW), holds_sql.freed(c, HOLD, ZERO, 500)),
+    "holds summary": lambda c, ids: holds_sql.summary(c),
+    "holds g": lambda c, ids: (holds_sql.delete_released(c, NOW, 500), holds_sql.count_released(c, NOW)),
+    "purge receipts": lambda c, ids: (messages_sql.detach_files(c, ids), slots_sql.clear_holder(c, SUBJECT),
+                                      files_sql.delete_rows(c, ids, NOW, {})),
 }
 
 
