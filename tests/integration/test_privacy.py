@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 
 from app.lifecycle.cleanup import run_cleanup
-from tests.support.lethe import ALEX, SAM, sha256
+from tests.support.lethe import ALEX, OWNER, SAM, sha256
 
 CANARY = "Canary-7731-diagnosis"
 
@@ -297,3 +297,27 @@ def test_tus_keeps_the_canary_inside(lethe, everything_logged):
     for secret in secrets:
         assert secret not in metrics
         assert all(secret not in body for body in bodies), secret
+
+
+def test_a_legal_hold_keeps_the_canary_and_the_subject_inside(lethe, everything_logged):
+    """Issue 27: placing, deferring, releasing and purging under a hold log ids and counts only: never the file's
+    name, key or digest, never the held subject's id, never the case reference."""
+    case_ref = "Canary-Lh27-case"
+    hold = lethe.call("POST", "/api/v1/holds", OWNER, json={"subject_id": str(ALEX.id), "case_ref": case_ref}).json
+    owner = OWNER
+    file_id = lethe.upload(ALEX, b"held " + CANARY.encode(), name=f"{CANARY}.pdf")
+    secrets = {CANARY, lethe.row(file_id).object_key, sha256(b"held " + CANARY.encode()), str(ALEX.id), case_ref}
+    lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
+    lethe.run_jobs()
+    run_cleanup(lethe.rt)
+    assert lethe.call("DELETE", f"/api/v1/holds/{hold['id']}", owner).status_code == 204
+    lethe.run_jobs()
+    assert lethe.row(file_id) is None
+    logged = [record for record in everything_logged.records if record.name in ("lethe.holds", "lethe.purge")]
+    assert {getattr(record, "event", None) for record in logged} >= {"hold.placed", "purge.deferred", "hold.released"}
+    for record in everything_logged.records:
+        text = record_text(record)
+        for secret in secrets:
+            assert secret not in text, f"{record.name}: {record.getMessage()}"
+    metrics = generate_latest(REGISTRY).decode()
+    assert all(secret not in metrics for secret in secrets)
