@@ -25,7 +25,7 @@ from app.db.migrate import migrate
 IN_CI = bool(os.environ.get("CI"))
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
 TABLES = ("erasure_files", "erasures", "slots", "receipts", "schedule_runs", "attachments", "messages", "upload_parts", "upload_sessions", "purge_failures", "files", "drafts", "events",
-          "outbox", "legal_holds", "multipart_aborts")
+          "outbox", "legal_holds", "multipart_aborts", "webhook_deliveries", "webhook_endpoints_disabled")
 
 
 MISSING_SERVICES: dict[str, str] = {}  # service -> what failed, for the summary at the end of the run

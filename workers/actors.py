@@ -19,7 +19,7 @@ from app.platform import jobs
 from app.content import scan
 from app.content.clamd import ClamdUnavailable
 from app.errors import NotFound, ObjectFailed, StorageError
-from app.lifecycle import cleanup, erasure, purge, retention, sweeps
+from app.lifecycle import cleanup, erasure, purge, retention, sweeps, webhooks
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
@@ -122,3 +122,12 @@ def erase_subject(rt: Runtime, erasure_id: str) -> None:
     the retries run out, the cleanup's step i runs the rounds of every running erasure."""
     if erasure.erase_round(rt, uuid.UUID(erasure_id)) == "running":
         raise dramatiq.Retry(delay=5_000)  # not an error: another round in 5 s
+
+
+@actor(jobs.WEBHOOK_QUEUE, max_retries=40, time_limit=30 * 60_000)
+def deliver_webhooks(rt: Runtime, delivery_ids: list[str]) -> None:
+    """Attempt the due webhook deliveries of this message (issue 28); while any is pending, the message comes
+    back when the earliest is due (webhooks.retry_schedule). A lost message is sent again by the cleanup."""
+    report = webhooks.deliver(rt, [uuid.UUID(delivery_id) for delivery_id in delivery_ids])
+    if report.next_in is not None:
+        raise dramatiq.Retry(delay=max(int(report.next_in.total_seconds() * 1000), 1_000))  # not an error

@@ -215,12 +215,12 @@ def lock_deleted_unattached(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     ).fetchall()
 
 
-def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_deleted: dict[UUID, int]) -> list[datetime]:
+def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_deleted: dict[UUID, int]) -> list[Any]:
     """Remove files rows, leaving a name-free receipt of each (D16); sessions and parts go by ON DELETE
     CASCADE. A file whose purge a released legal hold deferred (a hold that covered it while it was deleted)
     has it on its receipt: the hold released last, from the later of the mark and the first such hold's
-    placement until the last release (issue 27). Returns the deletion marks of the rows removed (for the
-    delete-to-gone histogram)."""
+    placement until the last release (issue 27). Returns the rows removed: their ids and deletion marks (for the
+    webhooks and the delete-to-gone histogram)."""
     ids = list(file_ids)
     conn.execute(
         """
@@ -240,7 +240,7 @@ def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_delete
         ON CONFLICT (file_id) DO NOTHING
         """,
         (now, ids, [keys_deleted.get(file_id, 0) for file_id in ids]))
-    return [row.deleted_at for row in conn.execute("DELETE FROM files WHERE id = ANY(%s) RETURNING deleted_at", (ids,))]
+    return conn.execute("DELETE FROM files WHERE id = ANY(%s) RETURNING id, deleted_at", (ids,)).fetchall()
 
 
 def set_objects_purged(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:

@@ -16,6 +16,7 @@
     lethe erase --subject UUID [--wait]                          erase everything of a person (D16)
     lethe hold place --subject UUID|--file UUID --case-ref REF   suspend purges for a legal claim (issue 27)
     lethe hold list | lethe hold release ID                      the holds; release one
+    lethe webhooks list [--failed] | lethe webhooks redeliver ID  webhook deliveries (issue 28)
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -29,7 +30,8 @@ import os
 import sys
 
 from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_hold, cmd_receipt,
-                           cmd_retention_restore, cmd_retention_run, cmd_sweep_run, uuid_arg)
+                           cmd_retention_restore, cmd_retention_run, cmd_sweep_run, cmd_webhooks, delivery_arg,
+                           limit_arg, uuid_arg)
 from app.entry.support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
                              setup_role_logging, warn_if_autovacuum_off)
 from app.errors import ConfigError
@@ -340,6 +342,17 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (place, hold_list, release):
         sub.add_argument("--json", action="store_true", help="print one JSON object")
         sub.set_defaults(func=cmd_hold)
+
+    hooks = commands.add_parser("webhooks", help="webhook deliveries (issue 28)")
+    hooks_commands = hooks.add_subparsers(dest="webhooks_command", required=True)
+    hooks_list = hooks_commands.add_parser("list", help="the latest deliveries, newest first")
+    hooks_list.add_argument("--failed", action="store_true", help="only those that failed or were disabled")
+    hooks_list.add_argument("--limit", type=limit_arg, default=100, metavar="N", help="at most N (1 to 10000; 100)")
+    redeliver = hooks_commands.add_parser("redeliver", help="send a delivery again, with the same webhook-id")
+    redeliver.add_argument("delivery_id", type=delivery_arg, help="its id, or its webhook-id (msg_...)")
+    for sub in (hooks_list, redeliver):
+        sub.add_argument("--json", action="store_true", help="print one JSON object")
+        sub.set_defaults(func=cmd_webhooks)
 
     receipt = commands.add_parser("receipt", help="the name-free receipt of a purged file (D16)")
     receipt.add_argument("file_id", type=uuid_arg)

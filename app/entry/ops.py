@@ -362,6 +362,51 @@ def cmd_hold(args) -> int:
     return 0
 
 
+def cmd_webhooks(args) -> int:
+    """Webhook deliveries (issue 28): the latest (or the failed ones) as a table or JSON; send one again."""
+    from app.lifecycle import webhooks
+
+    runtime = _one_shot_runtime("webhooks", needs_store=False)
+    try:
+        if args.webhooks_command == "redeliver":
+            delivery_id = args.delivery_id
+            row = webhooks.redeliver(runtime, delivery_id)
+            if row is None:
+                print("no such delivery (unknown, or older than webhooks.delivery_ttl)", file=sys.stderr)
+                return 1
+            rows = [row]
+        else:
+            rows = webhooks.list_deliveries(runtime, failed_only=args.failed, limit=args.limit)
+    finally:
+        runtime.close()
+    shown = [{name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if isinstance(value, uuid.UUID)
+                     else value) for name, value in row._asdict().items() if name != "data" and value is not None}
+             for row in rows]  # ids, endpoint, type, attempts, status: never the message's data
+    if args.json:
+        print(json.dumps(shown[0] if args.webhooks_command == "redeliver" else {"deliveries": shown}))
+        return 0
+    if args.webhooks_command == "redeliver":
+        print(f"delivery {shown[0]['id']}: pending again; a worker sends it now with the same webhook-id")
+        return 0
+    print(f"{'id':<36}  {'endpoint':<16}  {'event_type':<17}  {'state':<9}  attempts  last")
+    for row in rows:
+        last = row.last_status if row.last_status is not None else (row.last_error or "")
+        print(f"{row.id!s:<36}  {row.endpoint:<16}  {row.event_type:<17}  {row.state:<9}  {row.attempts:<8}  {last}")
+    return 0
+
+
+def limit_arg(text: str) -> int:
+    """argparse type: a count from 1 to 10000."""
+    if not text.isdigit() or not 1 <= int(text) <= 10_000:
+        raise argparse.ArgumentTypeError("must be a number from 1 to 10000")
+    return int(text)
+
+
+def delivery_arg(text: str):
+    """argparse type: a delivery id, as a UUID or as its webhook-id (msg_<hex>)."""
+    return uuid_arg(text[4:] if text.startswith("msg_") else text)
+
+
 def cmd_erase(args) -> int:
     """Erase a subject (D16): start (or join) the erasure; with --wait, run its rounds here until it ends,
     with progress on a terminal."""

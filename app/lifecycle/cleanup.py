@@ -4,7 +4,7 @@
 # app/domain/ages.py before anything is marked. Deleting goes through mark_deleted (D5) only. One failing
 # candidate never undoes the others (a savepoint each when a batch fails); a database error ends only its
 # step, and the run reports the first error after the last step (D8).
-"""cleanup_pending (D8): steps a to m as values, one runner, and its dry run.
+"""cleanup_pending (D8): steps a to n as values, one runner, and its dry run.
 
 A step over candidates is a small value: `page` reads a batch by (time, id) after a cursor, `decide` says
 which of a batch's ids the step acts on now (read-only, so the dry run calls it alone and cannot drift from
@@ -46,6 +46,7 @@ from app.domain.ages import (CleanupFacts, failed_row_expired, pending_scan_acti
 from app.errors import ObjectFailed, StorageError
 from app.db.events import write_files_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
+from app.lifecycle import webhooks
 from app.lifecycle.purge import purge_files
 from app.platform.observability.logs import log_event
 from app.storage.base import MultipartRef
@@ -69,6 +70,8 @@ class CleanupPolicy:
     scan_pending_ttl: timedelta
     message_tombstone_ttl: timedelta
     direct_abort_delay: timedelta = timedelta(minutes=1)
+    webhook_lost_after: timedelta = timedelta(minutes=15)
+    webhook_ttl: timedelta = timedelta(days=7)
 
     @classmethod
     def from_config(cls, cfg) -> "CleanupPolicy":
@@ -77,7 +80,8 @@ class CleanupPolicy:
                    object_delete_delay=cfg.privacy.object_delete_delay, receipt_ttl=cfg.privacy.receipt_ttl,
                    scan_pending_ttl=cfg.scan.pending_ttl,
                    message_tombstone_ttl=cfg.privacy.message_tombstone_ttl,
-                   direct_abort_delay=cfg.file.direct_abort_delay)
+                   direct_abort_delay=cfg.file.direct_abort_delay, webhook_lost_after=cfg.file.gc_interval,
+                   webhook_ttl=cfg.webhooks.delivery_ttl)
 
 
 @dataclass
@@ -154,6 +158,7 @@ class Steps:
             WholeStep("k", "gauges", self._gauges),
             WholeStep("l", "message_tombstones", self._old_tombstones),
             WholeStep("m", "multipart_aborts", self._multipart_aborts),
+            WholeStep("n", "webhooks", self._webhooks),
         ]
 
     # -- a: expired sessions ----------------------------------------------------------------------------------
@@ -351,6 +356,16 @@ class Steps:
         for upload_id in listed:
             self.rt.store.abort_upload(MultipartRef(str(row.file_id), row.object_key, upload_id), 0)
         return bool(listed)
+
+    # -- n: webhook deliveries whose job was lost, and old delivery rows (issue 28) ------------------------------
+
+    def _webhooks(self, report: StepReport, dry_run: bool) -> None:
+        """Pending deliveries due more than one cleanup interval ago are sent again (their job was lost; a
+        receiver may see a message twice, with the same webhook-id); rows older than webhooks.delivery_ttl go."""
+        lost, removed = webhooks.catch_up(self.rt, self.now, self.policy.webhook_lost_after, self.policy.webhook_ttl,
+                                          self.policy.batch_size, dry_run)
+        report.candidates = lost + removed
+        report.acted = lost + removed
 
     # -- f: backlog -------------------------------------------------------------------------------------------
 

@@ -30,7 +30,9 @@ from app.storage.base import MultipartRef
 from app.errors import Conflict, Forbidden, NotFound
 from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
 from app.lifecycle.deletion import mark_deleted
+from app.lifecycle import webhooks
 from app.lifecycle.purge import purge_files
+from app.domain.webhooks import ERASURE_COMPLETED
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
@@ -240,7 +242,17 @@ def _finish(rt: Runtime, row: Any, subject: uuid.UUID) -> str:
     left = rt.db.read(lambda conn: sql.remaining(conn, subject, row.id))
     now = rt.clock.now()
     if not any(left):
-        rt.db.unit_of_work(lambda uow: sql.finish(uow.conn, row.id, "complete", None, now), name="erasure.finish")
+        def complete(uow) -> None:
+            sql.finish(uow.conn, row.id, "complete", None, now)
+            done = sql.erasure(uow.conn, row.id)
+            # After the confirming read, with the completion (issue 28): counts and file ids, never the subject.
+            webhooks.record_event(uow, rt.cfg, ERASURE_COMPLETED, {
+                "erasure_id": str(row.id), "files_marked": done.files_marked, "files_purged": done.files_purged,
+                "keys_confirmed_absent": done.keys_confirmed_absent, "messages_removed": done.messages_removed,
+                "drafts_removed": done.drafts_removed,
+                "file_ids": [str(file_id) for file_id in sql.file_ids_of(uow.conn, row.id)]}, now)
+
+        rt.db.unit_of_work(complete, name="erasure.finish")
         log_event(log, "info", "erasure.complete", "erasure complete", erasure_id=str(row.id))
         return "complete"
     if now - row.created_at > rt.cfg.privacy.object_delete_delay:

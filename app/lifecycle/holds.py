@@ -19,6 +19,8 @@ from app.domain import access
 from app.domain.access import Principal
 from app.domain.holds import valid_case_ref
 from app.errors import Forbidden, Invalid, NotFound
+from app.domain.webhooks import HOLD_PLACED, HOLD_RELEASED
+from app.lifecycle import webhooks
 from app.platform.jobs import enqueue_purge
 from app.platform.observability.logs import log_event
 
@@ -54,12 +56,26 @@ def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_
         if file_id is not None and files_sql.file_by_id(uow.conn, file_id) is None:
             raise NotFound()
         sql.insert(uow.conn, hold_id, subject_id, file_id, case_ref, rt.clock.now())
-        return sql.hold(uow.conn, hold_id)
+        row = sql.hold(uow.conn, hold_id)
+        webhooks.record_event(uow, rt.cfg, HOLD_PLACED, _event_data(row), row.created_at)
+        return row
 
     row = rt.db.unit_of_work(work, name="hold.place")
     log_event(log, "info", "hold.placed", "legal hold placed", hold_id=str(row.id),
               target="file" if file_id is not None else "subject", files_deferred=row.files_deferred)
     return row
+
+
+def _event_data(row: Any) -> dict[str, Any]:
+    """A hold's webhook data (issue 28): its id, the kind of target, a file id for a file hold, times and counts;
+    never the subject and never the case reference."""
+    data: dict[str, Any] = {"hold_id": str(row.id), "target": "file" if row.file_id else "subject",
+                            "placed_at": row.created_at.isoformat(), "files_deferred": row.files_deferred}
+    if row.file_id:
+        data["file_id"] = str(row.file_id)
+    if row.released_at:
+        data["released_at"] = row.released_at.isoformat()
+    return data
 
 
 def hold_of(rt: Runtime, principal: Principal | None, hold_id: uuid.UUID) -> Any:
@@ -103,8 +119,11 @@ def release_hold(rt: Runtime, principal: Principal | None, hold_id: uuid.UUID) -
             enqueue_purge(uow, ids)
             freed += len(ids)
             if len(ids) < batch:
-                return row, freed
+                break
             after = ids[-1]
+        webhooks.record_event(uow, rt.cfg, HOLD_RELEASED, {**_event_data(row), "files_freed": freed},
+                              row.released_at)
+        return row, freed
 
     row, freed = rt.db.unit_of_work(work, name="hold.release")
     if freed >= 0:

@@ -15,7 +15,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import psycopg
 
@@ -28,6 +28,7 @@ from app.domain.keys import KeyError_
 from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge, tail_keys_of
 from app.domain.purge_retry import next_attempt_at, overdue
 from app.errors import ObjectFailed, StorageError
+from app.lifecycle import webhooks
 from app.platform.observability.logs import log_event
 from app.storage.base import MultipartRef
 
@@ -182,7 +183,7 @@ def _settle(uow, cfg, row_ids: list[uuid.UUID], objects_only: list[uuid.UUID], r
     the refused ones with their next attempt, and the aborted direct uploads for their second abort. Returns
     (rows removed, rows kept by why, files newly overdue)."""
     aborts_sql.record(uow.conn, aborts, now)
-    removed, kept = _remove_rows(uow, row_ids, now, keys_deleted) if row_ids else (0, {})
+    removed, kept = _remove_rows(uow, cfg, row_ids, now, keys_deleted) if row_ids else (0, {})
     if objects_only:
         failures_sql.clear(uow.conn, objects_only)
         files_sql.set_objects_purged(uow.conn, objects_only, now)
@@ -214,7 +215,7 @@ def _log_refused(refused: dict[uuid.UUID, str], overdue_ids: list[uuid.UUID]) ->
                   file_id=str(file_id), error=refused[file_id])
 
 
-def _remove_rows(uow, row_ids: list[uuid.UUID], now: datetime,
+def _remove_rows(uow, cfg, row_ids: list[uuid.UUID], now: datetime,
                  keys_deleted: dict[uuid.UUID, int]) -> tuple[int, dict[str, list[uuid.UUID]]]:
     checked = files_sql.lock_deleted_unattached(uow.conn, row_ids)
     kept: dict[str, list[uuid.UUID]] = {
@@ -223,21 +224,23 @@ def _remove_rows(uow, row_ids: list[uuid.UUID], now: datetime,
         "held": [row.id for row in checked if row.deleted and row.on_hold and not row.held and not row.attached],
     }
     removable = [row.id for row in checked if row.deleted and not row.attached and not row.held and not row.on_hold]
-    marks, kept["row_refused"] = _delete_isolated(uow, removable, now, keys_deleted)
+    removed, kept["row_refused"] = _delete_isolated(uow, removable, now, keys_deleted)
+    # After the commit only, by construction: the messages ride this transaction's outbox (issue 28).
+    webhooks.record_file_purged(uow, cfg, [row.id for row in removed], now)
 
     def observe() -> None:
-        for mark in marks:
-            metrics.DELETE_TO_GONE.observe(max((now - mark).total_seconds(), 0.0))
+        for row in removed:
+            metrics.DELETE_TO_GONE.observe(max((now - row.deleted_at).total_seconds(), 0.0))
 
     uow.after_commit_metric(observe)
-    return len(marks), {why: ids for why, ids in kept.items() if ids}
+    return len(removed), {why: ids for why, ids in kept.items() if ids}
 
 
 def _delete_isolated(uow, file_ids: list[uuid.UUID], now: datetime,
-                     keys_deleted: dict[uuid.UUID, int]) -> tuple[list[datetime], list[uuid.UUID]]:
+                     keys_deleted: dict[uuid.UUID, int]) -> tuple[list[Any], list[uuid.UUID]]:
     """Delete the rows in one statement; when the database refuses it (a constraint: a row another table
     still references), once per row, each in a savepoint of its own, so one row never strands its batch (D7).
-    Returns (the deletion marks of the rows removed, the rows refused)."""
+    Returns (the rows removed: ids and deletion marks, the rows refused)."""
     if not file_ids:
         return [], []
     try:
@@ -245,7 +248,7 @@ def _delete_isolated(uow, file_ids: list[uuid.UUID], now: datetime,
             return files_sql.delete_rows(uow.conn, file_ids, now, keys_deleted), []
     except psycopg.IntegrityError:
         pass
-    marks: list[datetime] = []
+    marks: list[Any] = []
     refused: list[uuid.UUID] = []
     for file_id in file_ids:
         try:

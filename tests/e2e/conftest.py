@@ -103,7 +103,7 @@ def purge_queues(broker_url: str) -> None:
 
     connection = pika.BlockingConnection(pika.URLParameters(broker_url))
     try:
-        for queue in ("maintenance", "scan"):
+        for queue in ("maintenance", "scan", "webhooks"):
             for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
                 channel = connection.channel()
                 try:

@@ -20,7 +20,8 @@ from app.entry.embedded_pg import free_port
 from tests.support.lethe import ALEX
 
 FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-LETHE_QUEUES = {"maintenance", "maintenance.DQ", "maintenance.XQ", "scan", "scan.DQ", "scan.XQ"}
+LETHE_QUEUES = {"maintenance", "maintenance.DQ", "maintenance.XQ", "scan", "scan.DQ", "scan.XQ", "webhooks",
+                "webhooks.DQ", "webhooks.XQ"}
 
 
 @pytest.fixture

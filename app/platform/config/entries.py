@@ -13,6 +13,7 @@ from apscheduler.triggers.cron import CronTrigger
 from app.domain.durations import parse_duration
 from app.domain.keys import KeyError_, validate_key
 from app.domain.retention import PURPOSES, RESERVED_PREFIXES, Policy, UnmanagedPrefix
+from app.domain.webhooks import EVENTS, Endpoint, decode_secret
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 
@@ -203,6 +204,71 @@ def parse_prefixes(raw: Any) -> tuple[UnmanagedPrefix, ...]:
         if len(errors) == before:
             found.append(UnmanagedPrefix(prefix=prefix, schedule=schedule, max_age=max_age))
             positions.append(index)
+    if errors:
+        raise EntryErrors(errors)
+    return tuple(found)
+
+
+def _url(value: Any) -> str:
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str) or len(value) > 2048:
+        raise ValueError("Must be an http or https URL.")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  # a port that is not a number raises here
+    except ValueError:
+        raise ValueError("Must be an http or https URL.") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("Must be an http or https URL.")
+    return value
+
+
+def _secrets(value: Any) -> tuple[bytes, ...]:
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, (list, tuple)) or not values or len(values) > 4:
+        raise ValueError("Must be a whsec_<base64> secret, or a list of 1 to 4 of them (a rotation).")
+    return tuple(decode_secret(item) for item in values)
+
+
+def _events(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not value or any(item not in EVENTS for item in value):
+        raise ValueError(f"Must be a non-empty list of {', '.join(EVENTS)}.")
+    return tuple(dict.fromkeys(value))
+
+
+def parse_endpoints(raw: Any) -> tuple[Endpoint, ...]:
+    """`webhooks.endpoints` from JSON text or a list (issue 28).
+
+    Raises:
+        EntryErrors: one message per problem, naming the endpoint (by its name when valid, else its position)
+            and the field; never a URL or a secret.
+    """
+    entries = _read_entries(raw, "endpoint")
+    errors: list[str] = []
+    found: list[Endpoint] = []
+    names: set[str] = set()
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            errors.append(f"endpoint {_ordinal(index)}: must be an object.")
+            continue
+        raw_name = entry.get("name")
+        valid_name = isinstance(raw_name, str) and bool(_NAME.match(raw_name))
+        name = str(raw_name) if valid_name else ""
+        label = f"endpoint {name}" if valid_name else f"endpoint {_ordinal(index)}"
+        before = len(errors)
+        if not valid_name:
+            errors.append(f"{label}: name is required: lowercase letters, digits, '_', '.', '-' (at most 63).")
+        elif name in names:
+            errors.append(f"{label}: name is used by another endpoint.")
+        _unknown(entry, {"name", "url", "secret", "events"}, label, errors)
+        url = _field(entry, "url", label, errors, _url)
+        secrets = _field(entry, "secret", label, errors, _secrets)
+        events = _field(entry, "events", label, errors, _events)
+        if valid_name:
+            names.add(name)
+        if len(errors) == before:
+            found.append(Endpoint(name=name, url=url, secrets=secrets, events=events))
     if errors:
         raise EntryErrors(errors)
     return tuple(found)

@@ -3,6 +3,8 @@ validate values, and the validators; every error message names the key and never
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import dataclasses
 import re
 import typing
@@ -96,6 +98,28 @@ class Origins(fields.Field):  # type: ignore[type-arg]
         return tuple(value)
 
 
+class Durations(fields.Field):  # type: ignore[type-arg]
+    """A list of durations, comma-separated (`5s,5m,30m`, or a list from the TOML file), each more than 0s; a
+    tuple of timedeltas in the Config. The errors never repeat a value."""
+
+    default_error_messages = {"invalid": "Not a list of durations (write them as 5s,5m,30m,2h, each more than 0s)."}
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if isinstance(value, tuple) and all(isinstance(item, timedelta) for item in value):
+            return value  # already parsed (Config.replace)
+        if isinstance(value, str):
+            value = [item.strip() for item in value.split(",") if item.strip()]
+        if not isinstance(value, (list, tuple)) or not value:
+            raise self.make_error("invalid")
+        try:
+            parsed = tuple(timedelta(seconds=parse_duration(item)) for item in value)
+        except (ValueError, TypeError):
+            raise self.make_error("invalid") from None
+        if any(item <= timedelta(0) for item in parsed):
+            raise self.make_error("invalid")
+        return parsed
+
+
 class Flag(fields.Boolean):
     default_error_messages = {"invalid": "Not a boolean (true or false)."}
 
@@ -161,6 +185,7 @@ class Key:
             Number: "integer",
             EntryList: "JSON list",
             Origins: "list of origins",
+            Durations: "list of durations",
         }.get(type(self.field), "string")
 
 

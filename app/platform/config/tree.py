@@ -10,8 +10,9 @@ from typing import Any
 from marshmallow import validate
 
 from app.domain.retention import Policy, UnmanagedPrefix
-from app.platform.config.entries import parse_policies, parse_prefixes
-from app.platform.config.keys import (Duration, EntryList, Flag, Key, Number, Origins, Size, Text, _keys_of, _no_value_range,
+from app.domain.webhooks import Endpoint
+from app.platform.config.entries import parse_endpoints, parse_policies, parse_prefixes
+from app.platform.config.keys import (Duration, Durations, EntryList, Flag, Key, Number, Origins, Size, Text, _keys_of, _no_value_range,
                                       _timezone, _url_scheme, key)
 
 
@@ -289,6 +290,24 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class WebhooksConfig:
+    """Keys `webhooks.*` (issue 28, Standard Webhooks 1.0)."""
+
+    endpoints: tuple[Endpoint, ...] = key(EntryList(parse_endpoints, Endpoint), "[]",
+        "Receivers of signed, name-free deletion events: a JSON list of {name, url, secret, events}; secret is "
+            "whsec_<base64> or a list of them (a rotation); events of file.purged, erasure.completed, hold.placed, "
+            "hold.released. See docs/api.md.", secret=True)
+    retry_schedule: tuple[timedelta, ...] = key(Durations(), "5s,5m,30m,2h,5h,10h,10h",
+        "Delays before each retry of a delivery that timed out, met a connection error or a 5xx; after the last "
+            "the delivery failed (lethe webhooks redeliver sends it again).")
+    timeout: timedelta = key(Duration(), "10s",
+        "Longest wait of one delivery attempt for the receiver's connection and for each read of its answer.")
+    delivery_ttl: timedelta = key(Duration(), "7d",
+        "How long a delivery's row (ids, endpoint, event type, attempts, status; no body) is kept; the cleanup "
+            "removes older ones.")
+
+
+@dataclass(frozen=True)
 class Config:
     """The validated configuration, a tree of frozen dataclasses: `cfg.file.unattached_ttl` is a timedelta,
     `cfg.get("file.unattached_ttl")` the same by name. Each leaf declares its key (key()); KEYS is read from
@@ -310,6 +329,7 @@ class Config:
     schedule: ScheduleConfig
     retention: RetentionConfig
     storage: StorageConfig
+    webhooks: WebhooksConfig
 
     def get(self, name: str) -> Any:
         node: Any = self

@@ -10,7 +10,7 @@ from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker, dq_name,
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import default_middleware
 
-QUEUES = ("maintenance", "scan")
+QUEUES = ("maintenance", "scan", "webhooks")
 
 
 class LetheRabbitmqBroker(RabbitmqBroker):

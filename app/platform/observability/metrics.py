@@ -16,6 +16,12 @@ HTTP_DURATION = Histogram("lethe_http_request_duration_seconds", "HTTP request d
 UPLOADS_CREATED = Counter("lethe_uploads_created_total", "Upload sessions created, by transfer: api (the bytes pass "
                           "through the api), direct (straight to S3 through presigned URLs, issue 26) or tus.",
                           ["transfer"])
+WEBHOOK_DELIVERIES = Counter("lethe_webhook_deliveries_total", "Webhook deliveries that ended an attempt, by endpoint "
+                             "and outcome: delivered, retry (a timeout, a connection error or a 5xx; tried again), "
+                             "failed (a 4xx, or the schedule spent), disabled (a 410, or the endpoint is disabled).",
+                             ["endpoint", "outcome"])
+WEBHOOK_ATTEMPTS = Counter("lethe_webhook_attempts_total", "HTTP attempts of webhook deliveries, by endpoint.",
+                           ["endpoint"])
 FILES_DELETED = Counter("lethe_files_deleted_total", "Files marked deleted, by what deleted them.", ["via"])
 PURGED_FILES = Counter("lethe_purge_files_total", "Files handled by purge, by result: row (objects and row "
                                                   "removed), objects (objects only; the row stays for its "
@@ -87,6 +93,12 @@ def hold_gauges() -> tuple[Gauge, Gauge]:
     return (_lazy_gauge("lethe_holds_active", "Legal holds placed and not released (set by each cleanup run)."),
             _lazy_gauge("lethe_files_held", "Deleted files whose purge a legal hold defers (set by each cleanup "
                                             "run; not counted in lethe_file_purge_backlog)."))
+
+
+def webhook_backlog_gauge() -> Gauge:
+    """The age of the oldest undelivered webhook message (set by each cleanup run; 0 when none)."""
+    return _lazy_gauge("lethe_webhook_oldest_undelivered_seconds", "Age of the oldest webhook message not delivered "
+                                                                   "yet (set by each cleanup run; 0 when none).")
 
 
 def purge_failing_gauge() -> Gauge:

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS webhook_endpoints_disabled;
+DROP TABLE IF EXISTS webhook_deliveries;

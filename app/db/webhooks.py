@@ -1,0 +1,129 @@
+"""SQL of webhook deliveries (issue 28): written in the transaction of the event they report, read and updated
+by the delivery job, listed by `lethe webhooks`, pruned by the cleanup."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Sequence
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from app.db.conn import Conn, one
+
+COLUMNS = ("id, endpoint, event_type, data, occurred_at, state, attempts, last_status, last_error, next_attempt_at, "
+           "created_at, finished_at")
+
+
+def insert(conn: Conn, rows: Sequence[tuple[str, str, dict[str, Any], datetime]], now: datetime) -> list[UUID]:
+    """One delivery per (endpoint, event type, data, occurred_at), due now; returns their ids in order."""
+    if not rows:
+        return []
+    ids = [uuid.uuid4() for _ in rows]
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO webhook_deliveries (id, endpoint, event_type, data, occurred_at, next_attempt_at, created_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(delivery_id, endpoint, event_type, Jsonb(data), occurred_at, now, now)
+             for delivery_id, (endpoint, event_type, data, occurred_at) in zip(ids, rows)])
+    return ids
+
+
+def insert_file_purged(conn: Conn, endpoints: Sequence[str], file_ids: Sequence[UUID], now: datetime) -> list[UUID]:
+    """A `file.purged` delivery for each endpoint and each of these files, from the receipts this transaction
+    wrote (the fields of the receipt, nothing else), in one statement."""
+    if not endpoints or not file_ids:
+        return []
+    return [row.id for row in conn.execute(
+        """
+        INSERT INTO webhook_deliveries (id, endpoint, event_type, data, occurred_at, next_attempt_at, created_at)
+        SELECT gen_random_uuid(), e.name, 'file.purged',
+               jsonb_build_object('file_id', r.file_id, 'deleted_via', r.via, 'marked_at', r.marked_at,
+                                  'purged_at', r.purged_at, 'keys_deleted', r.keys_deleted),
+               r.purged_at, %(now)s, %(now)s
+        FROM receipts r CROSS JOIN unnest(%(endpoints)s::text[]) AS e(name)
+        WHERE r.file_id = ANY(%(ids)s)
+        RETURNING id
+        """, {"now": now, "endpoints": list(endpoints), "ids": list(file_ids)})]
+
+
+def due(conn: Conn, delivery_ids: Sequence[UUID], now: datetime) -> list[Any]:
+    """The pending deliveries among these that are due (no lock: the attempts run outside any transaction, and
+    two runs of one delivery send it twice at worst: at least once)."""
+    return conn.execute(
+        f"SELECT {COLUMNS} FROM webhook_deliveries WHERE id = ANY(%s) AND state = 'pending' AND next_attempt_at <= %s "
+        "ORDER BY id", (list(delivery_ids), now)).fetchall()
+
+
+def next_due(conn: Conn, delivery_ids: Sequence[UUID]) -> datetime | None:
+    """The earliest next attempt of the pending deliveries among these, or None when all ended."""
+    at: datetime | None = one(conn.execute("SELECT min(next_attempt_at) AS at FROM webhook_deliveries "
+                                           "WHERE id = ANY(%s) AND state = 'pending'", (list(delivery_ids),))).at
+    return at
+
+
+def record(conn: Conn, delivery_id: UUID, state: str, attempts: int, status: int | None, error: str | None,
+           next_attempt_at: datetime | None, now: datetime) -> None:
+    """The outcome of an attempt (or of a decision not to send: a disabled or removed endpoint)."""
+    conn.execute(
+        "UPDATE webhook_deliveries SET state = %s, attempts = %s, last_status = %s, last_error = %s, "
+        "next_attempt_at = %s, finished_at = CASE WHEN %s = 'pending' THEN NULL ELSE %s END WHERE id = %s",
+        (state, attempts, status, error, next_attempt_at, state, now, delivery_id))
+
+
+def disabled(conn: Conn) -> dict[str, str]:
+    """Endpoints a 410 disabled, with the fingerprint of the configuration they were disabled under."""
+    return {row.endpoint: row.fingerprint for row in conn.execute(
+        "SELECT endpoint, fingerprint FROM webhook_endpoints_disabled")}
+
+
+def disable(conn: Conn, endpoint: str, fingerprint: str, now: datetime) -> None:
+    conn.execute(
+        "INSERT INTO webhook_endpoints_disabled (endpoint, fingerprint, disabled_at) VALUES (%s, %s, %s) "
+        "ON CONFLICT (endpoint) DO UPDATE SET fingerprint = excluded.fingerprint, disabled_at = excluded.disabled_at",
+        (endpoint, fingerprint, now))
+
+
+def enable(conn: Conn, endpoint: str) -> None:
+    """Forget a 410 of an endpoint whose configuration changed since."""
+    conn.execute("DELETE FROM webhook_endpoints_disabled WHERE endpoint = %s", (endpoint,))
+
+
+def listed(conn: Conn, failed_only: bool, limit: int) -> list[Any]:
+    """The latest deliveries, newest first (`lethe webhooks list [--failed]`)."""
+    where = "WHERE state IN ('failed', 'disabled')" if failed_only else ""
+    return conn.execute(f"SELECT {COLUMNS} FROM webhook_deliveries {where} ORDER BY created_at DESC, id DESC LIMIT %s",
+                        (limit,)).fetchall()
+
+
+def redeliver(conn: Conn, delivery_id: UUID, now: datetime) -> Any:
+    """Make a delivery pending and due now again (its id, so its webhook-id, stays); None when unknown."""
+    return conn.execute(
+        f"UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = %s, finished_at = NULL WHERE id = %s "
+        f"RETURNING {COLUMNS}", (now, delivery_id)).fetchone()
+
+
+def overdue(conn: Conn, before: datetime, limit: int) -> list[UUID]:
+    """Pending deliveries due before `before`: their job was lost (index webhook_deliveries_due)."""
+    return [row.id for row in conn.execute(
+        "SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at < %s "
+        "ORDER BY next_attempt_at, id LIMIT %s", (before, limit))]
+
+
+def oldest_undelivered(conn: Conn) -> datetime | None:
+    """When the oldest pending delivery was created (the age gauge)."""
+    at: datetime | None = one(conn.execute("SELECT min(created_at) AS at FROM webhook_deliveries "
+                                           "WHERE state = 'pending'")).at
+    return at
+
+
+def delete_old(conn: Conn, cutoff: datetime, limit: int) -> int:
+    """Remove up to `limit` deliveries created before cutoff, oldest first (index webhook_deliveries_created)."""
+    return conn.execute(
+        "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE created_at < %s "
+        "ORDER BY created_at, id LIMIT %s)", (cutoff, limit)).rowcount
+
+
+def count_old(conn: Conn, cutoff: datetime) -> int:
+    return int(one(conn.execute("SELECT count(*) AS n FROM webhook_deliveries WHERE created_at < %s", (cutoff,))).n)
