@@ -29,6 +29,9 @@ CASES = {
     "LetheOutboxGrowing": (
         {"lethe_outbox_depth": "0+10x60"},
         {"lethe_outbox_depth": "500x60"}, 45),
+    "LetheWebhooksBehind": (
+        {"lethe_webhook_oldest_undelivered_seconds": "4000x60"},
+        {"lethe_webhook_oldest_undelivered_seconds": "3000x60"}, 45),
     "LetheCleanupNotRunning": (
         {'lethe_cleanup_runs_total{outcome="ok"}': "3x120"},
         {'lethe_cleanup_runs_total{outcome="ok"}': "0+1x120"}, 60),

@@ -29,6 +29,7 @@ from app.db import receipts as receipts_sql
 from app.db import retention as retention_sql
 from app.db import sessions as sessions_sql
 from app.db import slots as slots_sql
+from app.db import webhooks as webhooks_sql
 from app.db.migrate import migrate
 from app.db.uow import UnitOfWork
 from app.lifecycle import deletion
@@ -230,6 +231,10 @@ QUERIES = {
     "holds freed": lambda c, ids: (holds_sql.release(c, HOLD, NOW), holds_sql.freed(c, HOLD, ZERO, 500)),
     "holds summary": lambda c, ids: holds_sql.summary(c),
     "holds g": lambda c, ids: (holds_sql.delete_released(c, NOW, 500), holds_sql.count_released(c, NOW)),
+    "webhooks file.purged": lambda c, ids: webhooks_sql.insert_file_purged(c, ["app"], ids, NOW),
+    "webhooks due": lambda c, ids: (webhooks_sql.due(c, ids, NOW), webhooks_sql.next_due(c, ids)),
+    "webhooks n": lambda c, ids: (webhooks_sql.overdue(c, NOW, 500), webhooks_sql.oldest_undelivered(c),
+                                  webhooks_sql.delete_old(c, NOW, 500)),
     "purge receipts": lambda c, ids: (messages_sql.detach_files(c, ids), slots_sql.clear_holder(c, SUBJECT),
                                       files_sql.delete_rows(c, ids, NOW, {})),
 }

@@ -299,6 +299,7 @@ def test_tus_keeps_the_canary_inside(lethe, everything_logged):
         assert all(secret not in body for body in bodies), secret
 
 
+@pytest.mark.one_store
 def test_a_legal_hold_keeps_the_canary_and_the_subject_inside(lethe, everything_logged):
     """Issue 27: placing, deferring, releasing and purging under a hold log ids and counts only: never the file's
     name, key or digest, never the held subject's id, never the case reference."""
@@ -321,3 +322,38 @@ def test_a_legal_hold_keeps_the_canary_and_the_subject_inside(lethe, everything_
             assert secret not in text, f"{record.name}: {record.getMessage()}"
     metrics = generate_latest(REGISTRY).decode()
     assert all(secret not in metrics for secret in secrets)
+
+
+@pytest.mark.one_store
+def test_webhook_bodies_keep_the_canary_inside(make_lethe):
+    """Issue 28: what a receiver gets (bodies and headers of file.purged, erasure.completed and the hold events)
+    holds no name, key, digest, uploader, subject or case reference."""
+    import base64
+    import os
+
+    from app.lifecycle.erasure import erase_round
+    from tests.support.webhook_receiver import Receiver
+
+    receiver = Receiver()
+    try:
+        secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+        lethe = make_lethe(**{"webhooks.endpoints": json.dumps([{
+            "name": "app", "url": receiver.url, "secret": secret,
+            "events": ["file.purged", "erasure.completed", "hold.placed", "hold.released"]}])})
+        data = b"webhook " + CANARY.encode()
+        file_id = lethe.upload(ALEX, data, name=f"{CANARY}.pdf")
+        secrets = {CANARY, lethe.row(file_id).object_key, sha256(data), str(ALEX.id), "Canary-case-9"}
+        hold = lethe.call("POST", "/api/v1/holds", OWNER, json={"file_id": file_id, "case_ref": "Canary-case-9"}).json
+        lethe.call("DELETE", f"/api/v1/holds/{hold['id']}", OWNER)
+        erasure = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json
+        lethe.run_jobs()
+        erase_round(lethe.rt, uuid.UUID(erasure["id"]))
+        lethe.run_jobs()
+        types = {json.loads(got.body)["type"] for got in receiver.received}
+        assert types == {"hold.placed", "hold.released", "file.purged", "erasure.completed"}
+        for got in receiver.received:
+            text = got.body.decode() + json.dumps(got.headers)
+            for value in secrets:
+                assert value not in text
+    finally:
+        receiver.close()
