@@ -79,6 +79,7 @@ def disabled(conn: Conn) -> dict[str, str]:
 
 
 def disable(conn: Conn, endpoint: str, fingerprint: str, now: datetime) -> None:
+    """Record a 410 of an endpoint, under the fingerprint of its configuration."""
     conn.execute(
         "INSERT INTO webhook_endpoints_disabled (endpoint, fingerprint, disabled_at) VALUES (%s, %s, %s) "
         "ON CONFLICT (endpoint) DO UPDATE SET fingerprint = excluded.fingerprint, disabled_at = excluded.disabled_at",
@@ -126,4 +127,5 @@ def delete_old(conn: Conn, cutoff: datetime, limit: int) -> int:
 
 
 def count_old(conn: Conn, cutoff: datetime) -> int:
+    """How many deliveries were created before cutoff (the cleanup's dry run)."""
     return int(one(conn.execute("SELECT count(*) AS n FROM webhook_deliveries WHERE created_at < %s", (cutoff,))).n)

@@ -100,6 +100,21 @@ def _one_of(choices: Sequence[str]) -> Callable[[Any], str]:
     return parse
 
 
+def _named(entry: Mapping[str, Any], index: int, kind: str, names: set[str], errors: list[str]) -> tuple[str, str]:
+    """The entry's name ("" when it has no valid one) and its label in messages: `<kind> <name>`, or
+    `<kind> entry <n>` without a valid name. A missing, invalid or repeated name is an error of the entry
+    (the caller counts the entry's errors from before this call)."""
+    raw_name = entry.get("name")
+    valid_name = isinstance(raw_name, str) and bool(_NAME.match(raw_name))
+    name = str(raw_name) if valid_name else ""
+    label = f"{kind} {name}" if valid_name else f"{kind} {_ordinal(index)}"
+    if not valid_name:
+        errors.append(f"{label}: name is required: lowercase letters, digits, '_', '.', '-' (at most 63).")
+    elif name in names:
+        errors.append(f"{label}: name is used by another {kind}.")
+    return name, label
+
+
 def _unknown(entry: Mapping[str, Any], allowed: set[str], label: str, errors: list[str]) -> None:
     # Field names come from the operator's own file: printing them is printing the key, not a value. Long
     # or odd names are not printed.
@@ -124,15 +139,9 @@ def parse_policies(raw: Any) -> tuple[Policy, ...]:
         if not isinstance(entry, Mapping):
             errors.append(f"policy {_ordinal(index)}: must be an object.")
             continue
-        raw_name = entry.get("name")
-        valid_name = isinstance(raw_name, str) and bool(_NAME.match(raw_name))
-        name = str(raw_name) if valid_name else ""
-        label = f"policy {name}" if valid_name else f"policy {_ordinal(index)}"
         before = len(errors)
-        if not valid_name:
-            errors.append(f"{label}: name is required: lowercase letters, digits, '_', '.', '-' (at most 63).")
-        elif name in names:
-            errors.append(f"{label}: name is used by another policy.")
+        name, label = _named(entry, index, "policy", names, errors)
+        valid_name = bool(name)
         _unknown(entry, allowed, label, errors)
         purpose = _field(entry, "purpose", label, errors, _one_of(PURPOSES))
         if purpose is not None and purpose in purposes:
@@ -252,15 +261,9 @@ def parse_endpoints(raw: Any) -> tuple[Endpoint, ...]:
         if not isinstance(entry, Mapping):
             errors.append(f"endpoint {_ordinal(index)}: must be an object.")
             continue
-        raw_name = entry.get("name")
-        valid_name = isinstance(raw_name, str) and bool(_NAME.match(raw_name))
-        name = str(raw_name) if valid_name else ""
-        label = f"endpoint {name}" if valid_name else f"endpoint {_ordinal(index)}"
         before = len(errors)
-        if not valid_name:
-            errors.append(f"{label}: name is required: lowercase letters, digits, '_', '.', '-' (at most 63).")
-        elif name in names:
-            errors.append(f"{label}: name is used by another endpoint.")
+        name, label = _named(entry, index, "endpoint", names, errors)
+        valid_name = bool(name)
         _unknown(entry, {"name", "url", "secret", "events"}, label, errors)
         url = _field(entry, "url", label, errors, _url)
         secrets = _field(entry, "secret", label, errors, _secrets)
