@@ -6,7 +6,7 @@ For each driver it marks N files deleted (default 10,000) and measures files/s o
 - raw limit: no Lethe code on the store path: on fs os.unlink of the same keys plus rmdir, on S3 minio's
   remove_objects in batches of 1,000; plus one DELETE ... WHERE id = ANY(...) per 1,000 ids.
 
-    python bench/purge.py [--files 10000] [--drivers fs s3 s3-versioned]
+    python bench/purge.py [--files 10000] [--drivers fs s3 s3-versioned] [--webhook] [--hold]
 
 PostgreSQL from DATABASE_URL (else an embedded server); S3 is moto's server in a process of its own.
 """
@@ -108,11 +108,27 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--drivers", nargs="+", default=["fs", "s3"])
+    parser.add_argument("--webhook", action="store_true",
+                        help="an endpoint that takes file.purged: every purged row also writes its message")
+    parser.add_argument("--hold", action="store_true",
+                        help="a legal hold on a subject with no files: every claim checks it")
     args = parser.parse_args()
+    settings = {}
+    if args.webhook:
+        import base64
+        import json
+
+        settings["webhooks.endpoints"] = json.dumps([{"name": "bench", "url": "http://127.0.0.1:9/",
+                                                      "secret": "whsec_" + base64.b64encode(os.urandom(32)).decode(),
+                                                      "events": ["file.purged"]}])
     print(f"machine: {machine()}; files: {args.files}")
     with bench_database() as url, tempfile.TemporaryDirectory() as workdir, moto_server() as endpoint:
         for driver in args.drivers:
-            rt = make_runtime(url, make_store(driver, endpoint, workdir))
+            rt = make_runtime(url, make_store(driver, endpoint, workdir), **settings)
+            if args.hold:
+                from app.lifecycle.holds import place_hold
+
+                place_hold(rt, None, "BENCH-1", subject_id=uuid.uuid4())
             try:
                 figures = {name: measure(rt, args.files, run)
                            for name, run in (("batched", batched), ("baseline", baseline), ("raw", raw_limit))}

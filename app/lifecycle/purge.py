@@ -3,8 +3,9 @@
 # (D7). A missing object counts as deleted. A file whose objects the store refused is isolated and retried
 # later with backoff, so it never strands the others; a store-wide error is raised, so the job retries and
 # nothing is lost. It never lists the store and never touches another file's objects (K2, K3). A file a legal
-# hold covers is deferred: the purge claims its files under their row locks in a short transaction of its own
-# before any object goes, and leaves a held one whole (issue 27, D19); the release purges it.
+# hold covers is deferred: the purge reads the holds of its files at execution, right before any object goes
+# (and again under the row lock before its row goes), and leaves a held one whole (issue 27, D19); the
+# release purges it.
 """purge_objects (D7): the objects of many files in batches, then their rows in one transaction."""
 
 from __future__ import annotations
@@ -161,14 +162,13 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
 
 def _without_held(rt: Runtime, purgeable: list[tuple[PurgeFacts, PurgeAction]],
                   report: PurgeReport) -> list[tuple[PurgeFacts, PurgeAction]]:
-    """The claim (issue 27, D19): lock the files' rows and leave out those an active legal hold covers, at
-    execution and not when the job was queued. The lock is released before any object is deleted (K1): a hold
-    placed after this commit does not stop this purge's deletes, and the re-check under the row lock in
-    _remove_rows keeps such a row."""
+    """The check at execution (issue 27, D19): leave out the files an active legal hold covers, read right
+    before any object is deleted and not when the job was queued. No lock is held across the store calls
+    (K1): a hold committed after this read does not stop this purge's deletes, and the re-check under the row
+    lock in _remove_rows keeps such a row until the release."""
     if not purgeable:
         return purgeable
-    held = rt.db.unit_of_work(lambda uow: holds_sql.lock_held(uow.conn, [facts.file_id for facts, _ in purgeable]),
-                              name="purge.claim")
+    held = rt.db.read(lambda conn: holds_sql.held_among(conn, [facts.file_id for facts, _ in purgeable]))
     if held:
         report.results["held"] += len(held)
         log_event(log, "info", "purge.deferred", "a legal hold defers the purge of some files", files=len(held))

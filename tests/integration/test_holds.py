@@ -197,7 +197,7 @@ def test_a_hold_placed_while_the_purge_job_waits_defers_it(lethe):
 
 
 class HoldingDuringDelete:
-    """A store whose delete_many lets a hold be placed first: the hold lands between the purge's claim and its
+    """A store whose delete_many lets a hold be placed first: the hold lands between the purge's check and its
     settle."""
 
     def __init__(self, inner, before):
@@ -219,7 +219,7 @@ def test_a_hold_placed_during_the_purge_keeps_the_row_until_its_release(lethe):
     holds = []
     lethe.rt.store = HoldingDuringDelete(lethe.rt.store, lambda: holds.append(place(lethe, file_id=file_id)))
     report = purge_files(lethe.rt, [file_id])
-    # The claim came first: its objects went (K1 keeps no lock across store calls), the row stays under the hold.
+    # The check came first: its objects went (K1 keeps no lock across store calls), the row stays under the hold.
     assert report.results["held"] == 1 and report.results["row"] == 0
     assert lethe.row(file_id) is not None and not stored(lethe, file_id)
     lethe.rt.store = lethe.rt.store.inner

@@ -222,7 +222,7 @@ QUERIES = {
     "cleanup d deleted": lambda c, ids: cleanup_sql.deleted_rows(c, NOW, None, 500),
     "cleanup d refused": lambda c, ids: cleanup_sql.due_refused_live(c, NOW, None, 500),
     "cleanup f backlog": lambda c, ids: cleanup_sql.backlog(c),
-    "holds claim": lambda c, ids: holds_sql.lock_held(c, ids),
+    "holds claim": lambda c, ids: holds_sql.held_among(c, ids),
     "holds one": lambda c, ids: holds_sql.hold(c, HOLD),
     "holds page": lambda c, ids: (holds_sql.page(c, None, 100), holds_sql.page(c, HOLD, 100)),
     "holds file on hold": lambda c, ids: holds_sql.file_on_hold(c, ids[0]),
