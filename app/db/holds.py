@@ -100,7 +100,7 @@ def file_on_hold(conn: Conn, file_id: UUID) -> bool:
 def subject_on_hold(conn: Conn, subject_id: UUID) -> bool:
     """Whether an active hold covers the subject or one of their files (their erasure is refused)."""
     return bool(one(conn.execute(
-        f"""
+        """
         SELECT EXISTS (SELECT 1 FROM legal_holds WHERE subject_id = %(s)s AND released_at IS NULL)
             OR EXISTS (SELECT 1 FROM legal_holds lh JOIN files f ON f.id = lh.file_id
                        WHERE lh.released_at IS NULL AND f.uploaded_by = %(s)s) AS on_hold
