@@ -244,6 +244,8 @@ def _finish(rt: Runtime, row: Any, subject: uuid.UUID) -> str:
     if not any(left):
         def complete(uow) -> None:
             sql.finish(uow.conn, row.id, "complete", None, now)
+            if not webhooks.wanted(rt.cfg, ERASURE_COMPLETED):
+                return
             done = sql.erasure(uow.conn, row.id)
             # After the confirming read, with the completion (issue 28): counts and file ids, never the subject.
             webhooks.record_event(uow, rt.cfg, ERASURE_COMPLETED, {

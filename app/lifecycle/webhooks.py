@@ -37,6 +37,11 @@ def _subscribed(cfg, event_type: str) -> list[str]:
     return [endpoint.name for endpoint in cfg.webhooks.endpoints if event_type in endpoint.events]
 
 
+def wanted(cfg, event_type: str) -> bool:
+    """Whether any endpoint takes `event_type` (a caller skips building data nobody receives)."""
+    return bool(_subscribed(cfg, event_type))
+
+
 def _enqueue(uow: UnitOfWork, ids: list[uuid.UUID]) -> None:
     for start in range(0, len(ids), JOB_IDS):
         uow.enqueue(WEBHOOK_QUEUE, WEBHOOK_ACTOR, [str(delivery_id) for delivery_id in ids[start:start + JOB_IDS]])
