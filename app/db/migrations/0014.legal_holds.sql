@@ -27,6 +27,10 @@ CREATE INDEX legal_holds_file ON legal_holds (file_id, released_at) WHERE file_i
 CREATE INDEX legal_holds_listed ON legal_holds (created_at, id);
 CREATE INDEX legal_holds_released ON legal_holds (released_at, id) WHERE released_at IS NOT NULL;
 
+-- A subject hold's deleted files (its count, the files its release frees) without a visit of every file the
+-- subject ever uploaded.
+CREATE INDEX files_deleted_by_uploader ON files (uploaded_by, id) WHERE deleted_at IS NOT NULL;
+
 -- A receipt records that a hold deferred the purge: the hold released last, and the deferral's start and end.
 ALTER TABLE receipts ADD COLUMN deferred_by_hold uuid, ADD COLUMN deferred_from timestamptz,
     ADD COLUMN deferred_until timestamptz,
