@@ -201,7 +201,7 @@ def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
 def lock_deleted_unattached(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
     """Lock the rows (ascending id) and tell, per row, whether it is still deleted, whether it is attached or
     held by a slot (slots.file_id is ON DELETE RESTRICT), and whether a legal hold placed since the purge's
-    claim covers it (issue 27: the row then stays until the release): the re-check before a row is removed
+    check covers it (issue 27: the row then stays until the release): the re-check before a row is removed
     (D7)."""
     return conn.execute(
         f"""
@@ -223,17 +223,18 @@ def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_delete
     webhooks and the delete-to-gone histogram)."""
     ids = list(file_ids)
     conn.execute(
-        """
+        f"""
         INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted, deferred_by_hold, deferred_from,
                               deferred_until)
         SELECT f.id, coalesce(f.deleted_via, 'unknown'), f.deleted_at, greatest(%s, f.deleted_at), k.n,
-               d.last_id, CASE WHEN d.last_id IS NOT NULL THEN greatest(d.first_placed, f.deleted_at) END, d.last_released
+               d.last_id, CASE WHEN d.last_id IS NOT NULL THEN greatest(d.first_placed, f.deleted_at) END,
+               d.last_released
         FROM files f JOIN unnest(%s::uuid[], %s::int[]) AS k(id, n) ON k.id = f.id
         LEFT JOIN LATERAL (
             SELECT (array_agg(h.id ORDER BY h.released_at DESC, h.id))[1] AS last_id,
                    min(h.created_at) AS first_placed, max(h.released_at) AS last_released
             FROM legal_holds h
-            WHERE (h.file_id = f.id OR h.subject_id = f.uploaded_by) AND h.released_at >= f.deleted_at
+            WHERE {holds.OF_HOLD} AND h.released_at >= f.deleted_at
             HAVING count(*) > 0
         ) d ON true
         WHERE f.deleted_at IS NOT NULL

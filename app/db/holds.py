@@ -23,10 +23,12 @@ def covered(alias: str = "f") -> str:
 _PURGE_DUE = ("(f.deleted_at IS NOT NULL OR (f.objects_purged_at IS NULL"
               " AND (f.upload_state = 'failed' OR f.scan_status IN ('infected', 'error'))))")
 
-_OF_HOLD = "(f.id = h.file_id OR f.uploaded_by = h.subject_id)"
+# The files a hold `h` covers, as a join condition on `f` (the hold need not be active: the receipts read
+# released ones).
+OF_HOLD = "(f.id = h.file_id OR f.uploaded_by = h.subject_id)"
 
 COLUMNS = ("h.id, h.subject_id, h.file_id, h.case_ref, h.created_at, h.released_at, "
-           f"coalesce(h.files_deferred, (SELECT count(*) FROM files f WHERE {_OF_HOLD}"
+           f"coalesce(h.files_deferred, (SELECT count(*) FROM files f WHERE {OF_HOLD}"
            " AND f.deleted_at IS NOT NULL))::int AS files_deferred")
 
 
@@ -55,7 +57,7 @@ def release(conn: Conn, hold_id: UUID, now: datetime) -> Any:
     return conn.execute(
         f"""
         UPDATE legal_holds h SET released_at = greatest(%(now)s, h.created_at),
-            files_deferred = (SELECT count(*) FROM files f WHERE {_OF_HOLD} AND f.deleted_at IS NOT NULL)
+            files_deferred = (SELECT count(*) FROM files f WHERE {OF_HOLD} AND f.deleted_at IS NOT NULL)
         WHERE h.id = %(id)s AND h.released_at IS NULL
         RETURNING {COLUMNS}
         """, {"id": hold_id, "now": now}).fetchone()
@@ -65,7 +67,7 @@ def freed(conn: Conn, hold_id: UUID, after: UUID, limit: int) -> list[UUID]:
     """Files the (released) hold covered whose purge is due and that no other active hold covers, by id."""
     return [row.id for row in conn.execute(
         f"""
-        SELECT f.id FROM legal_holds h JOIN files f ON {_OF_HOLD}
+        SELECT f.id FROM legal_holds h JOIN files f ON {OF_HOLD}
         WHERE h.id = %s AND f.id > %s AND {_PURGE_DUE} AND NOT {covered("f")}
         ORDER BY f.id LIMIT %s
         """, (hold_id, after, limit))]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 CASE_REF_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
-_CASE_REF = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_CASE_REF = re.compile(CASE_REF_PATTERN)  # always fullmatch: `$` alone would take a trailing newline
 
 
 def valid_case_ref(text: str) -> bool:

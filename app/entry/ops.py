@@ -286,9 +286,7 @@ def cmd_receipt(args) -> int:
         return 1
     finally:
         runtime.close()
-    fields = {name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if isinstance(value, uuid.UUID)
-                     else value)
-              for name, value in row._asdict().items() if value is not None}  # as the API: no null (D6)
+    fields = _printable(row)
     if args.json:
         print(json.dumps(fields))
     else:
@@ -306,9 +304,10 @@ def case_ref_arg(text: str) -> str:
     return text
 
 
-def _hold_fields(row) -> dict:
+def _printable(row, leave_out: tuple[str, ...] = ()) -> dict:
+    """A row as JSON-ready fields: times as ISO 8601, ids as text, and no null (as the API answers, D6)."""
     return {name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if isinstance(value, uuid.UUID)
-                   else value) for name, value in row._asdict().items() if value is not None}
+                   else value) for name, value in row._asdict().items() if value is not None and name not in leave_out}
 
 
 def _print_hold(fields: dict) -> None:
@@ -329,14 +328,14 @@ def cmd_hold(args) -> int:
             except NotFound:
                 print("no such file (never uploaded, or purged already)", file=sys.stderr)
                 return 1
-            fields = _hold_fields(row)
+            fields = _printable(row)
         elif args.hold_command == "release":
             try:
                 row, freed = holds.release_hold(runtime, None, args.hold_id)
             except NotFound:
                 print("no such hold (unknown, or its record expired)", file=sys.stderr)
                 return 1
-            fields = {**_hold_fields(row), "files_sent_to_purge": freed}
+            fields = {**_printable(row), "files_sent_to_purge": freed}
         else:
             rows, after = [], None
             while True:  # every hold, page by page
@@ -346,7 +345,7 @@ def cmd_hold(args) -> int:
                     break
                 after = page[-1].id
             if args.json:
-                print(json.dumps({"holds": [_hold_fields(row) for row in rows]}))
+                print(json.dumps({"holds": [_printable(row) for row in rows]}))
             else:
                 print(f"{'id':<36}  {'target':<7}  {'case_ref':<20}  {'state':<8}  files_deferred")
                 for row in rows:
@@ -379,9 +378,7 @@ def cmd_webhooks(args) -> int:
             rows = webhooks.list_deliveries(runtime, failed_only=args.failed, limit=args.limit)
     finally:
         runtime.close()
-    shown = [{name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if isinstance(value, uuid.UUID)
-                     else value) for name, value in row._asdict().items() if name != "data" and value is not None}
-             for row in rows]  # ids, endpoint, type, attempts, status: never the message's data
+    shown = [_printable(row, leave_out=("data",)) for row in rows]  # ids, endpoint, type, attempts: never the data
     if args.json:
         print(json.dumps(shown[0] if args.webhooks_command == "redeliver" else {"deliveries": shown}))
         return 0

@@ -1,8 +1,8 @@
 # The audit is the operator's safety net, never part of the normal path (D16). It is the only listing of
 # Lethe's own key space (f/ and uploads/), and it is read-only unless asked to delete. With --delete it removes
 # orphans only: objects whose file id has no row, last written before the grace, re-checked against the
-# table just before their wave goes out; never an object a row explains or a legal hold covers (issue 27). It holds neither listing nor table
-# in memory: f/ is listed in ascending file id order (fixed-length directory names) and merged with the rows
+# table just before their wave goes out; never an object a row explains or a legal hold covers (issue 27). It
+# holds neither listing nor table in memory: f/ is listed in ascending file id order (fixed-length directory names) and merged with the rows
 # read in id order, page by page.
 """`lethe audit`: objects no row explains, objects of deleted rows still present, deliverable rows whose
 original is missing."""

@@ -35,6 +35,7 @@ from app.db import receipts as receipts_sql
 from app.db import scans as scans_sql
 from app.db import slots as slots_sql
 from app.db import vacuum as vacuum_sql
+from app.db import webhooks as webhooks_sql
 from app.db.conn import Conn
 from app.db.locks import exclusive
 from app.db.uow import UnitOfWork
@@ -293,7 +294,7 @@ class Steps:
 
     def _delete_in_batches(self, report: StepReport, dry_run: bool, name: str, count: Callable[[Conn], int],
                            delete: Callable[[Conn, int], int]) -> None:
-        """Steps g and l: rows past a cutoff go in batches of file.gc_batch_size, one unit of work each, until a
+        """Steps g, l and n: rows past a cutoff go in batches of file.gc_batch_size, one unit of work each, until a
         batch comes back smaller (STYLE.md); the dry run counts them."""
         if dry_run:
             counted = self.db.read(count)
@@ -362,10 +363,12 @@ class Steps:
     def _webhooks(self, report: StepReport, dry_run: bool) -> None:
         """Pending deliveries due more than one cleanup interval ago are sent again (their job was lost; a
         receiver may see a message twice, with the same webhook-id); rows older than webhooks.delivery_ttl go."""
-        lost, removed = webhooks.catch_up(self.rt, self.now, self.policy.webhook_lost_after, self.policy.webhook_ttl,
-                                          self.policy.batch_size, dry_run)
-        report.candidates = lost + removed
-        report.acted = lost + removed
+        lost = webhooks.catch_up(self.rt, self.now, self.policy.webhook_lost_after, self.policy.batch_size, dry_run)
+        report.candidates += lost
+        report.acted += lost
+        cutoff = self.now - self.policy.webhook_ttl
+        self._delete_in_batches(report, dry_run, "cleanup.n", lambda conn: webhooks_sql.count_old(conn, cutoff),
+                                lambda conn, limit: webhooks_sql.delete_old(conn, cutoff, limit))
 
     # -- f: backlog -------------------------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 # A legal hold suspends the purge of the files it covers (a file, or every file of an uploader) without lying
 # to users: their deletions answer as always, the file disappears for every reader and its events are
-# redacted; only its objects and row wait. The purge checks holds under the row lock at execution (purge.py);
-# the catch-up, the backlog and the audit's --delete leave held files alone; an erasure of a held person is
-# refused. A release enqueues the purge of every file it freed (one job per batch) in its own transaction, so
+# redacted; only its objects and row wait. The purge checks holds at execution and again under the row lock
+# (purge.py); the catch-up, the backlog and the audit's --delete leave held files alone; an erasure of a held
+# person is refused. A release enqueues the purge of every file it freed (one job per batch) in its own transaction, so
 # they go within one cleanup interval, and their receipts record the deferral. Events carry ids and counts
 # only (D15): never the subject, never the case reference.
 """Legal holds (issue 27, D19): place, read, list and release."""

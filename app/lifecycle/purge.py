@@ -138,7 +138,7 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
             name="purge.rows")
         report.results["row"] += removed
         for why, file_ids in kept.items():
-            if why == "held":  # a hold placed since the claim: its objects went, the row stays until the release
+            if why == "held":  # a hold placed since the check: its objects went, the row stays until the release
                 log_event(log, "info", "purge.deferred", "a legal hold placed during the purge keeps the rows",
                           files=len(file_ids))
                 report.results[why] += len(file_ids)
@@ -248,12 +248,12 @@ def _delete_isolated(uow, file_ids: list[uuid.UUID], now: datetime,
             return files_sql.delete_rows(uow.conn, file_ids, now, keys_deleted), []
     except psycopg.IntegrityError:
         pass
-    marks: list[Any] = []
+    removed: list[Any] = []
     refused: list[uuid.UUID] = []
     for file_id in file_ids:
         try:
             with uow.savepoint():
-                marks += files_sql.delete_rows(uow.conn, [file_id], now, keys_deleted)
+                removed += files_sql.delete_rows(uow.conn, [file_id], now, keys_deleted)
         except psycopg.IntegrityError:
             refused.append(file_id)
-    return marks, refused
+    return removed, refused

@@ -184,26 +184,18 @@ def redeliver(rt: Runtime, delivery_id: uuid.UUID) -> Any:
     return rt.db.unit_of_work(work, name="webhooks.redeliver")
 
 
-def catch_up(rt: Runtime, now: datetime, lost_after: timedelta, ttl: timedelta, batch: int,
-             dry_run: bool) -> tuple[int, int]:
+def catch_up(rt: Runtime, now: datetime, lost_after: timedelta, batch: int, dry_run: bool) -> int:
     """The cleanup's pass (step n): send again the pending deliveries due more than `lost_after` ago (their
-    job was lost: at least once), remove deliveries older than the ttl, and set the age gauge.
+    job was lost: at least once), and set the age gauge.
 
     Returns:
-        (deliveries sent again, rows removed).
+        How many deliveries were sent again (would be, in a dry run).
     """
     lost = rt.db.read(lambda conn: sql.overdue(conn, now - lost_after, batch))
-    cutoff = now - ttl
     if dry_run:
-        return len(lost), rt.db.read(lambda conn: sql.count_old(conn, cutoff))
+        return len(lost)
     if lost:
         rt.db.unit_of_work(lambda uow: _enqueue(uow, lost), name="webhooks.catch_up")
-    removed = 0
-    while True:
-        gone = rt.db.unit_of_work(lambda uow: sql.delete_old(uow.conn, cutoff, batch), name="webhooks.prune")
-        removed += gone
-        if gone < batch:
-            break
     oldest = rt.db.read(sql.oldest_undelivered)
     metrics.webhook_backlog_gauge().set(max((now - oldest).total_seconds(), 0.0) if oldest is not None else 0.0)
-    return len(lost), removed
+    return len(lost)

@@ -12,8 +12,8 @@ from marshmallow import validate
 from app.domain.retention import Policy, UnmanagedPrefix
 from app.domain.webhooks import Endpoint
 from app.platform.config.entries import parse_endpoints, parse_policies, parse_prefixes
-from app.platform.config.keys import (Duration, Durations, EntryList, Flag, Key, Number, Origins, Size, Text, _keys_of, _no_value_range,
-                                      _timezone, _url_scheme, key)
+from app.platform.config.keys import (Duration, Durations, EntryList, Flag, Key, Number, Origins, Size, Text, _keys_of,
+                                      _no_value_range, _timezone, _url_scheme, key)
 
 
 @dataclass(frozen=True)
