@@ -25,7 +25,7 @@ from app.platform.clock import SystemClock  # noqa: E402
 from app.db.context import in_transaction  # noqa: E402
 from app.db.migrate import migrate  # noqa: E402
 from app.domain.keys import original_key  # noqa: E402
-from app.platform.runtime import build_runtime  # noqa: E402
+from app.entry.wiring import build_runtime  # noqa: E402
 from app.storage.guard import GuardedStore  # noqa: E402
 
 

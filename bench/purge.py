@@ -29,7 +29,7 @@ from common import bench_database, machine, make_runtime, make_store, mark_all_d
 from common import seed as common_seed
 
 from app.domain.keys import original_key
-from app.domain.purge_plan import object_keys_of
+from app.domain.objects import FileObjects
 from app.lifecycle.purge import purge_files, read_facts
 
 BATCH = 1000
@@ -50,8 +50,8 @@ def batched(rt, ids):
 
 def baseline(rt, ids):
     for file_id in ids:  # one job per file
-        (facts,) = read_facts(rt.db, [file_id])
-        for key in object_keys_of(file_id, facts.object_key):  # one delete call per key
+        (facts,) = read_facts(rt, [file_id])
+        for key in FileObjects(file_id, facts.object_key).object_keys():  # one delete call per key
             rt.store.delete(key)
         rt.db.unit_of_work(lambda uow, file_id=file_id: uow.execute(  # one transaction per file
             "DELETE FROM files WHERE id = %s AND deleted_at IS NOT NULL", (file_id,)), name="bench.baseline")
@@ -63,7 +63,7 @@ def raw_limit(rt, ids):
     os.rmdir of the directories that empties; on S3 the minio client's remove_objects in batches of 1,000;
     the rows with one psycopg DELETE per 1,000 ids. The key list (which keys a file may have) is computed
     before the clock starts: the purge computes it too, but it is not the store's work."""
-    keys = [key for file_id in ids for key in object_keys_of(file_id, original_key(file_id))]
+    keys = [key for file_id in ids for key in FileObjects(file_id, original_key(file_id)).object_keys()]
     store = rt.store.inner
     started = time.perf_counter()
     if store.driver == "fs":

@@ -21,7 +21,7 @@ import uuid
 from common import machine, make_store, moto_server, seaweed_server
 
 from app.domain.keys import original_key
-from app.domain.purge_plan import object_keys_of
+from app.domain.objects import FileObjects
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def run(server: str, driver: str, store, files: int) -> None:
     ids = [uuid.uuid4() for _ in range(files)]
     for file_id in ids:
         store.put(original_key(file_id), b"x" * 64, 64)
-    keys = [key for file_id in ids for key in object_keys_of(file_id, original_key(file_id))]
+    keys = [key for file_id in ids for key in FileObjects(file_id, original_key(file_id)).object_keys()]
     started = time.perf_counter()
     assert store.delete_many(keys) == []
     elapsed = time.perf_counter() - started

@@ -8,7 +8,7 @@ import signal
 from apscheduler.schedulers.blocking import BlockingScheduler
 
 from app.platform.observability.registry import metrics_registry
-from app.platform.runtime import build_runtime
+from app.entry.wiring import build_runtime
 from scheduler.jobs import register_jobs
 from app.platform.jobs.broker import build_broker
 from app.platform.observability.logs import log_event

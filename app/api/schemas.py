@@ -7,7 +7,7 @@ import re
 
 from marshmallow import Schema, ValidationError, fields, post_dump, pre_dump, validate, validates_schema
 
-from app.domain.holds import CASE_REF_PATTERN
+from app.domain.holds import CASE_REF_TOKEN
 from app.domain.states import PURPOSES, SESSION_STATES, SHOWN_SCAN_STATUSES, UPLOAD_STATES, shown_scan_status
 from app.domain.uploads import MAX_NAME_LENGTH, NAME_PATTERN
 
@@ -233,6 +233,11 @@ class ReceiptSchema(NoNulls):
                                                              "the first covering hold's placement."})
     deferred_until = fields.DateTime(metadata={"description": "The deferral's end: the last covering hold's "
                                                               "release."})
+    removal_began_at = fields.DateTime(metadata={"description": "When the removal of the file's bytes began (the "
+                                                                "point of no return)."})
+    hold_too_late = fields.Boolean(metadata={"description": "True when a legal hold covering the file was placed "
+                                                            "after its removal had begun: its bytes could not be "
+                                                            "kept."})
 
 
 class SlotPutSchema(Schema):
@@ -272,9 +277,11 @@ class HoldRequestSchema(Schema):
     subject_id = fields.UUID(metadata={"description": "A principal: every file they uploaded, now and later."})
     file_id = fields.UUID(metadata={"description": "One file (it must still have a row: not purged yet)."})
     case_ref = fields.String(required=True, validate=FullMatch(
-        CASE_REF_PATTERN, error="A case reference is 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-' (a ticket number, "
-                                "never free text)."),
-        metadata={"description": "A ticket number or similar token; never a name or free text."})
+        CASE_REF_TOKEN, error="A case reference is 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-' (a ticket number, "
+                              "never free text)."),
+        metadata={"description": "An opaque ticket number of the installation's form (holds.case_ref_pattern; "
+                                 "by default capitals and digits ending with a number, as CASE-2026-0042): never "
+                                 "a name, a file name or free text (422 case_ref_invalid)."})
 
     @validates_schema
     def _one_target(self, data, **kwargs):
@@ -283,17 +290,24 @@ class HoldRequestSchema(Schema):
 
 
 class HoldSchema(NoNulls):
-    """A legal hold: its target, case reference, times, and how many deleted files it holds back (live while
-    it is active; as it was at its release after)."""
+    """A legal hold: its target, case reference, times, how many deleted files it holds back (live while it is
+    active; as it was at its release after), and how many it could not keep."""
 
     id = fields.UUID(required=True)
-    subject_id = fields.UUID()
+    subject_id = fields.UUID(metadata={"description": "Absent for a file hold, and once a released hold forgot "
+                                                      "the person after their erasure (subject_forgotten)."})
     file_id = fields.UUID()
+    subject_forgotten = fields.Boolean(required=True, metadata={
+        "description": "True once the person a released subject hold named was erased: the record keeps ids, "
+                       "times and counts only."})
     case_ref = fields.String(required=True)
     created_at = fields.DateTime(required=True)
     released_at = fields.DateTime(metadata={"description": "Absent while the hold is in force."})
     files_deferred = fields.Integer(required=True, metadata={
-        "description": "Deleted files whose purge this hold defers (another hold may cover them too)."})
+        "description": "Deleted files whose bytes this hold keeps (another hold may cover them too)."})
+    files_lost = fields.Integer(required=True, metadata={
+        "description": "Files the hold covers whose removal had begun before it was placed: their bytes could not "
+                       "be kept (their rows and receipts say so). Fixed at the placement."})
 
 
 class HoldsQuerySchema(Schema):

@@ -22,7 +22,7 @@ from app.api.schemas import UploadCreateSchema
 from app.content import tus
 from app.content.uploads import NewUpload
 from app.domain import tus as protocol
-from app.errors import BadRequest, ChecksumMismatch, StorageError, UnsupportedMediaType
+from app.errors import BadRequest, ChecksumMismatch, StorageError, TooLarge, UnsupportedMediaType
 
 PREFIX = "/api/v1/tus"
 blp = Blueprint("tus", __name__, url_prefix=PREFIX, description=(
@@ -143,6 +143,8 @@ class TusUploads(MethodView):
         has_body = bool(request.content_length) or "chunked" in request.headers.get("Transfer-Encoding", "").lower()
         if has_body:
             _require_octets()
+            if request.content_length is not None and request.content_length > length:
+                raise TooLarge("past_upload_length")  # known before anything is created: nothing is
         try:
             fields = UploadCreateSchema().load({k: v for k, v in {
                 "name": meta.name, "size_bytes": length, "mime_type": meta.mime_type, "purpose": meta.purpose,
@@ -159,6 +161,11 @@ class TusUploads(MethodView):
         if has_body:
             try:
                 upload = _append(upload.file_id, 0)
+            except TooLarge as exc:
+                # A body without a length that ran past Upload-Length: the upload exists, so the answer names it
+                # (Location), and the client can resume or terminate it.
+                return problem_answers.problem(413, reason=exc.reason,
+                                               headers={"Location": response.headers["Location"]})
             except (BadRequest, ChecksumMismatch, StorageError):
                 upload = tus.status(runtime(), caller(), upload.file_id, reading=False)  # the bytes count as far as kept
             _upload_headers(response, upload)

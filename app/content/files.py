@@ -31,7 +31,7 @@ def visible_file(rt: Runtime, principal: Principal, file_id: uuid.UUID):
     if row.retired_at is not None:
         # D16: retired by a retention policy. Its uploader learns it expired; to everyone else, managers
         # included, it is the same 404 as an unknown id (a manager restores it by id, without reading it).
-        if access.sees_deleted_file(principal, row.uploaded_by):
+        if access.sees_retired_file(principal, row.uploaded_by):
             raise Gone("file_expired", "The file expired under a retention policy.")
         raise NotFound()
     if not access.may_read(principal):

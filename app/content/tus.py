@@ -1,8 +1,8 @@
 # A tus PATCH writes objects before the rows that count them and never inside a transaction (D4 K1), as the
 # native parts do: it holds its session in a short transaction (writing_since), writes whole parts and the
 # tail to the store, and records each under the row lock after re-checking that the session is still open and
-# still its own. When a record finds the session ended, what this PATCH wrote is removed at once (the purge
-# job of the ending names the same keys: the parts and uploads/<id>/tail).
+# still its own. When a record finds the session ended, what it left is removed as the one rule for bytes allows
+# (the purge job of the ending names the same keys: the parts and uploads/<id>/tail); a legal hold keeps all.
 """tus 1.0 uploads (issue 25, D19): creation, offset, PATCH, termination over Lethe's upload sessions.
 
 A tus upload is an upload session of protocol `tus`: created like a native one (the same rules, quotas and
@@ -102,13 +102,7 @@ def terminate(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     upload_not_open: it is a file now, deleted through deleteFile."""
     _require_write(principal)
     rt.db.read(lambda conn: _check_tus_alive(_visible_upload(conn, principal, file_id)[1], rt.clock.now()))
-    if uploads.abort_upload(rt, principal, file_id):
-        return  # a legal hold covers the file: its tail waits for the purge after the release (issue 27)
-    try:
-        rt.store.delete(keys.tail_key(file_id))
-    except StorageError:
-        log_event(log, "warning", "tus.tail_deferred", "termination left the tail for the purge job",
-                  file_id=str(file_id))
+    uploads.abort_upload(rt, principal, file_id)  # its parts and tail go as the one rule allows
 
 
 def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, body: BinaryIO,
@@ -135,11 +129,7 @@ def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, b
     finally:
         patch.release()
     if complete:
-        try:
-            rt.store.delete(keys.tail_key(file_id))  # its bytes are in the last part now
-        except StorageError:
-            log_event(log, "warning", "tus.tail_left", "the tail of a completed upload could not be removed; "
-                      "it goes with the file", file_id=str(file_id))
+        uploads.remove_strays(rt, file_id, [keys.tail_key(file_id)])  # its bytes are in the last part now
         uploads.complete_upload(rt, principal, file_id)
     return status(rt, principal, file_id, reading=False)
 
@@ -186,6 +176,7 @@ class _Patch:
 
     def __init__(self, rt: Runtime, principal: Principal, row, session, sizes: list[int], claimed_at: datetime):
         self.rt, self.principal, self.file_id = rt, principal, row.id
+        self.row, self.session = row, session
         self.ref = _ref(row, session)
         self.length, self.part_size, self.count = row.size_bytes, session.part_size, session.part_count
         self.next = len(sizes) + 1
@@ -303,23 +294,21 @@ class _Patch:
         self.claimed_at, self.last_beat = now, time.monotonic()
 
     def _drop_unrecorded(self, numbers: list[int]) -> None:
-        """Parts written from a body that failed its checksum: on fs their objects go now; on S3 a part
-        cannot be removed alone, and it stays inside the multipart upload (no object, nothing readable) until
-        the next PATCH overwrites it or the upload completes or is aborted."""
+        """Parts written from a body that failed its checksum: on fs their objects go now (as strays: a legal
+        hold keeps them for the purge); on S3 a part cannot be removed alone, and it stays inside the multipart
+        upload (no object, nothing readable) until the next PATCH overwrites it or the session ends."""
         keys_of_parts = self.rt.store.part_keys(str(self.file_id), max(numbers, default=0))
-        doomed = [keys_of_parts[number - 1] for number in numbers if number <= len(keys_of_parts)]
-        if doomed:
-            self.rt.store.delete_many(doomed)
+        uploads.remove_strays(self.rt, self.file_id,
+                              [keys_of_parts[number - 1] for number in numbers if number <= len(keys_of_parts)])
 
     def _ended(self) -> None:
         """The session ended (terminated, expired, deleted, completed) or another PATCH took it over while this
-        one wrote: what this one wrote is removed unless the session is another PATCH's now; then answer what
+        one wrote: unless it is another PATCH's now, what the session left goes as the one rule allows (a
+        legal hold keeps every part and the tail; a session that completed keeps its file); then answer what
         the row says."""
         taken_over = self.rt.db.read(lambda conn: _taken_over(conn, self.file_id, self.claimed_at))
         if not taken_over:
-            for number in self.written:
-                self.rt.store.discard_part(self.ref, number)
-            self.rt.store.delete(keys.tail_key(self.file_id))
+            uploads.remove_ended(self.rt, self.row, self.session)
         self.written = []
         self.rt.db.read(lambda conn: _check_tus_alive(_visible_upload(conn, self.principal, self.file_id)[1],
                                                       self.rt.clock.now()))

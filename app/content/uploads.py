@@ -1,6 +1,8 @@
 # Uploads write objects before the rows that reference them and never inside a transaction (D4 K1): each
 # store call runs between units of work, and a unit of work re-checks under the file's row lock what the
-# earlier read saw. When recording fails, what was written is removed.
+# earlier read saw. What an ended session leaves is removed only as the one rule for bytes allows (a legal
+# hold keeps it whole, for the purge after the release); a stray part is never dropped by ending a whole
+# multipart upload that still counts other parts.
 """Resumable uploads (D13): create, put a part, complete, show, abort."""
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Iterator
 
+import psycopg
+
 from app.domain.access import Principal
 from app.db import files as files_sql
-from app.db import holds as holds_sql
+from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
 from app.domain import access, keys
+from app.domain.ends import Clearance, Scope
+from app.domain.objects import FileObjects
 from app.domain.uploads import claim_held, expected_part_size, listed_parts_problem, part_count
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.db.events import write_file_updated
@@ -67,6 +73,53 @@ def _ref(file_row, session) -> MultipartRef:
     return MultipartRef(file_id=str(file_row.id), key=file_row.object_key, upload_id=session.storage_upload_id)
 
 
+def objects_of(file_row, session) -> FileObjects:
+    """What an upload's file owns in the store, from its rows: everything an ended session may have left."""
+    return FileObjects(file_row.id, file_row.object_key, upload_id=session.storage_upload_id,
+                       part_count=session.part_count, parts_open=session.state != "completed",
+                       tail=session.protocol == "tus")
+
+
+def clearance(rt: Runtime, file_id: uuid.UUID, scope: Scope) -> Clearance:
+    """The one rule's answer for this file's bytes, right before a removal (its own short transaction)."""
+    return rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, [file_id], scope, rt.clock.now()),
+                              name="upload.clear")
+
+
+def remove_ended(rt: Runtime, file_row, session) -> bool:
+    """Remove what an ended session (aborted, expired, deleted) left in the store, as the one rule allows: its
+    parts or multipart upload, its tail, an original assembled too late. The purge job committed with the
+    ending names the same objects, so a failure here leaves them to it.
+
+    Returns:
+        Whether the rule keeps them (a legal hold: the purge after its release removes them).
+    """
+    try:
+        cleared = clearance(rt, file_row.id, Scope.FILE)
+        if file_row.id not in cleared:
+            return True
+        refused = rt.files.remove(cleared, [objects_of(file_row, session)])
+    except (StorageError, psycopg.Error):
+        refused = {file_row.id: "unavailable"}
+    if refused:
+        log_event(log, "warning", "upload.removal_deferred", "what an ended upload left is left to its purge job",
+                  file_id=str(file_row.id))
+    return False
+
+
+def remove_strays(rt: Runtime, file_id: uuid.UUID, keys_of_file: list[str]) -> None:
+    """Remove copies no row counts of a file that lives on (parts written after its completion, a tail whose
+    bytes went into the last part, parts of a body that failed its checksum), unless a legal hold keeps them:
+    they then go with the file's purge. A failure leaves them to the purge or to `lethe audit`."""
+    if not keys_of_file:
+        return
+    try:
+        rt.files.remove_keys(clearance(rt, file_id, Scope.STRAY), {file_id: keys_of_file})
+    except (StorageError, psycopg.Error):
+        log_event(log, "warning", "upload.strays_left", "copies of an upload's bytes could not be removed; they "
+                  "go with the file", file_id=str(file_id))
+
+
 def _require_write(principal: Principal) -> None:
     if not access.may_write(principal):
         raise Forbidden()
@@ -104,7 +157,12 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
     try:
         view = rt.db.unit_of_work(record, name="upload.create")
     except Exception:
-        rt.store.abort_upload(ref, 0)
+        # No row names the upload begun above: it goes as the rule allows (a failure leaves it to `lethe audit`).
+        try:
+            rt.files.abort_uploads(clearance(rt, file_id, Scope.FILE), {file_id: [ref]})
+        except (StorageError, psycopg.Error):
+            log_event(log, "warning", "upload.begun_left", "an upload begun for a file never recorded is left to "
+                      "`lethe audit`", file_id=str(file_id))
         raise
     metrics.UPLOADS_CREATED.labels(TRANSFERS[new.protocol]).inc()
     log_event(log, "info", "upload.created", "upload created", file_id=str(file_id),
@@ -199,9 +257,9 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
         return True
 
     if not rt.db.unit_of_work(record, name="upload.part"):
-        # No row references this part any more (aborted, expired, deleted or completed): remove what was
-        # written, then answer what the row says.
-        rt.store.discard_part(_ref(file_row, session), part_number)
+        # The session ended while the part was written (aborted, expired, deleted or completed): what it left
+        # goes as the rule allows (never by dropping a live upload), then the answer is what the row says.
+        remove_ended(rt, file_row, session)
         _raise_what_the_row_says(rt, principal, file_id)
         raise Conflict("upload_not_open")
     return expected
@@ -311,16 +369,14 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
 
     outcome, row = rt.db.unit_of_work(record, name="upload.complete")
     if outcome == "orphan":
-        rt.store.delete(file_row.object_key)  # no row references this object any more
+        # The upload ended while it was assembled (deleted, aborted, expired): the parts are in the object now,
+        # which goes as the rule allows (a legal hold keeps it for the purge after the release).
+        remove_ended(rt, file_row, session)
         _raise_what_the_row_says(rt, principal, file_id)
         raise Conflict("upload_not_open")
     # A part PUT that passed its check before our claim may have landed after the assembly dropped the parts;
     # its own record saw the claim and answered 409 without removing it (D19): drop the parts once more.
-    try:
-        rt.store.clear_parts(_ref(file_row, session), session.part_count)
-    except StorageError:  # the completion stands; a part left here is reported by `lethe audit`
-        log_event(log, "warning", "upload.parts_left", "parts written during the completion could not be "
-                  "removed", file_id=str(file_id))
+    remove_strays(rt, file_id, rt.store.part_keys(str(file_id), session.part_count))
     if outcome == "done":
         return row
     if reason is not None:
@@ -365,14 +421,10 @@ def measure_object(store, key: str) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> bool:
-    """Abort the caller's open upload: the session is aborted and the file failed (one event); the parts are
-    dropped by the purge job committed with the change, and at once as a best effort, unless a legal hold
-    covers the file (issue 27: the purge defers it until the release).
-
-    Returns:
-        Whether a legal hold keeps the upload's bytes (the caller removes nothing of it either).
-    """
+def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
+    """Abort the caller's open upload: the session is aborted and the file failed (one event); its parts (and
+    a tus upload's tail) are removed by the purge job committed with the change, and at once as the one rule
+    allows (a legal hold keeps them until the purge after its release)."""
     _require_write(principal)
 
     def record(uow):
@@ -388,19 +440,10 @@ def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> bool:
         files_sql.set_failed(uow.conn, file_id, now)
         write_file_updated(uow, file_id, principal.id, now)
         enqueue_purge(uow, file_id)  # D7: final and not deliverable
-        return row, session, holds_sql.file_on_hold(uow.conn, file_id)
+        return row, session
 
     result = rt.db.unit_of_work(record, name="upload.abort")
     if result is None:
-        return False
-    row, session, on_hold = result
-    if on_hold:
-        log_event(log, "info", "upload.aborted", "upload aborted; a legal hold keeps its parts", file_id=str(file_id))
-        return True
-    try:
-        rt.store.abort_upload(_ref(row, session), session.part_count)
-    except StorageError:
-        log_event(log, "warning", "upload.abort_deferred", "abort left parts for the purge job",
-                  file_id=str(file_id))
+        return
+    remove_ended(rt, *result)
     log_event(log, "info", "upload.aborted", "upload aborted", file_id=str(file_id))
-    return False

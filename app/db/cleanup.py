@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db import holds
+from app.db.keeps import held
 from app.db.conn import Conn, one
 from app.db.keyset import Cursor, after
 
@@ -82,7 +82,7 @@ def deleted_rows(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> list[
         f"""
         SELECT id, deleted_at AS at FROM files f WHERE deleted_at IS NOT NULL{extra}
           AND NOT EXISTS (SELECT 1 FROM purge_failures p WHERE p.file_id = f.id AND p.next_attempt_at > %s)
-          AND NOT {holds.covered("f")}
+          AND NOT {held("f")}
         ORDER BY deleted_at, id LIMIT %s
         """,
         (*params, now, limit),
@@ -96,7 +96,7 @@ def due_refused_live(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> l
     return conn.execute(
         f"""
         SELECT p.file_id AS id, p.next_attempt_at AS at FROM purge_failures p JOIN files f ON f.id = p.file_id
-        WHERE p.next_attempt_at <= %s AND f.deleted_at IS NULL{extra} AND NOT {holds.covered("f")}
+        WHERE p.next_attempt_at <= %s AND f.deleted_at IS NULL{extra} AND NOT {held("f")}
         ORDER BY p.next_attempt_at, p.file_id LIMIT %s
         """,
         (now, *params, limit),
@@ -174,7 +174,7 @@ def backlog(conn: Conn) -> Any:
     the backlog alert must not fire for them (issue 27)."""
     return conn.execute(
         f"SELECT count(*) AS n, min(deleted_at) AS oldest FROM files f WHERE deleted_at IS NOT NULL"
-        f" AND NOT {holds.covered('f')}").fetchone()
+        f" AND NOT {held('f')}").fetchone()
 
 
 def objects_due_live(conn: Conn, cursor: Cursor, limit: int) -> list[Any]:
@@ -188,7 +188,7 @@ def objects_due_live(conn: Conn, cursor: Cursor, limit: int) -> list[Any]:
         SELECT id, last_change_at AS at FROM files f
         WHERE deleted_at IS NULL AND objects_purged_at IS NULL
           AND (upload_state = 'failed' OR scan_status IN ('infected', 'error')){extra}
-          AND NOT EXISTS (SELECT 1 FROM purge_failures p WHERE p.file_id = f.id) AND NOT {holds.covered("f")}
+          AND NOT EXISTS (SELECT 1 FROM purge_failures p WHERE p.file_id = f.id) AND NOT {held("f")}
         ORDER BY last_change_at, id LIMIT %s
         """,
         (*params, limit),

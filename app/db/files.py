@@ -12,9 +12,10 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from app.db import redaction
-from app.domain.redaction import BLANKED
-from app.db import holds
 from app.db.conn import Conn, one
+from app.domain.ends import RemovedRow
+from app.domain.purge_plan import PurgeFacts
+from app.domain.redaction import BLANKED
 
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
            "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at")
@@ -185,63 +186,28 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
                   unredactable=row.unredactable)
 
 
-def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
-    """The facts a purge plans from, for many files at once (no lock, no transaction)."""
-    return conn.execute(
-        """
-        SELECT f.id, f.deleted_at, f.upload_state, f.scan_status, f.object_key,
-               s.state AS session_state, s.storage_upload_id, s.part_count, s.protocol
-        FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
-        WHERE f.id = ANY(%s)
-        """,
-        (list(file_ids),),
-    ).fetchall()
+def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[PurgeFacts]:
+    """The facts a purge plans from, for the files that have a row (no lock, no transaction)."""
+    with conn.cursor(row_factory=class_row(PurgeFacts)) as cur:
+        return cur.execute(
+            """
+            SELECT f.id AS file_id, true AS "exists", f.deleted_at, f.upload_state, f.scan_status, f.object_key,
+                   s.state AS session_state, s.storage_upload_id, coalesce(s.part_count, 0) AS part_count, s.protocol
+            FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
+            WHERE f.id = ANY(%s)
+            """,
+            (list(file_ids),),
+        ).fetchall()
 
 
-def lock_deleted_unattached(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
-    """Lock the rows (ascending id) and tell, per row, whether it is still deleted, whether it is attached or
-    held by a slot (slots.file_id is ON DELETE RESTRICT), and whether a legal hold placed since the purge's
-    check covers it (issue 27: the row then stays until the release): the re-check before a row is removed
-    (D7)."""
-    return conn.execute(
-        f"""
-        SELECT f.id, f.deleted_at IS NOT NULL AS deleted,
-               EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id) AS attached,
-               EXISTS (SELECT 1 FROM slots s WHERE s.file_id = f.id) AS held,
-               {holds.covered("f")} AS on_hold
-        FROM files f WHERE f.id = ANY(%s) ORDER BY f.id FOR UPDATE OF f
-        """,
-        (list(file_ids),),
-    ).fetchall()
-
-
-def delete_rows(conn: Conn, file_ids: Sequence[UUID], now: datetime, keys_deleted: dict[UUID, int]) -> list[Any]:
-    """Remove files rows, leaving a name-free receipt of each (D16); sessions and parts go by ON DELETE
-    CASCADE. A file whose purge a released legal hold deferred (a hold that covered it while it was deleted)
-    has it on its receipt: the hold released last, from the later of the mark and the first such hold's
-    placement until the last release (issue 27). Returns the rows removed: their ids and deletion marks (for the
-    webhooks and the delete-to-gone histogram)."""
-    ids = list(file_ids)
-    conn.execute(
-        f"""
-        INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted, deferred_by_hold, deferred_from,
-                              deferred_until)
-        SELECT f.id, coalesce(f.deleted_via, 'unknown'), f.deleted_at, greatest(%s, f.deleted_at), k.n,
-               d.last_id, CASE WHEN d.last_id IS NOT NULL THEN greatest(d.first_placed, f.deleted_at) END,
-               d.last_released
-        FROM files f JOIN unnest(%s::uuid[], %s::int[]) AS k(id, n) ON k.id = f.id
-        LEFT JOIN LATERAL (
-            SELECT (array_agg(h.id ORDER BY h.released_at DESC, h.id))[1] AS last_id,
-                   min(h.created_at) AS first_placed, max(h.released_at) AS last_released
-            FROM legal_holds h
-            WHERE {holds.OF_HOLD} AND h.released_at >= f.deleted_at
-            HAVING count(*) > 0
-        ) d ON true
-        WHERE f.deleted_at IS NOT NULL
-        ON CONFLICT (file_id) DO NOTHING
-        """,
-        (now, ids, [keys_deleted.get(file_id, 0) for file_id in ids]))
-    return conn.execute("DELETE FROM files WHERE id = ANY(%s) RETURNING id, deleted_at", (ids,)).fetchall()
+def delete_rows(conn: Conn, file_ids: Sequence[UUID], keys_deleted: dict[UUID, int]) -> list[RemovedRow]:
+    """Remove files rows (sessions and parts go by ON DELETE CASCADE), answering what each removed row's
+    receipt is made of (the Receipts subscriber writes it: app/lifecycle/ends.py)."""
+    rows = conn.execute(
+        "DELETE FROM files WHERE id = ANY(%s) RETURNING id, uploaded_by, coalesce(deleted_via, 'unknown') AS via, "
+        "deleted_at, removal_begun_at", (list(file_ids),)).fetchall()
+    return [RemovedRow(row.id, row.uploaded_by, row.via, row.deleted_at, row.removal_begun_at,
+                       keys_deleted.get(row.id, 0)) for row in rows]
 
 
 def set_objects_purged(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:

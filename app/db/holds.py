@@ -1,5 +1,5 @@
-"""SQL of legal holds (issue 27, D19): the holds themselves, and the one rule every purge path shares, which
-files an active hold covers (a hold on the file, or on its uploader)."""
+"""SQL of legal holds (D19): the holds themselves, their counts, and what a release frees. Whether a hold covers
+a file is the one rule's (app/db/keeps.py)."""
 
 from __future__ import annotations
 
@@ -8,35 +8,42 @@ from typing import Any, Sequence
 from uuid import UUID
 
 from app.db.conn import Conn, one
-
-
-def covered(alias: str = "f") -> str:
-    """The condition that an active hold covers the file row `alias` (two index lookups, never a scan of files)."""
-    return (f"(EXISTS (SELECT 1 FROM legal_holds lh WHERE lh.file_id = {alias}.id AND lh.released_at IS NULL)"
-            f" OR EXISTS (SELECT 1 FROM legal_holds lh WHERE lh.subject_id = {alias}.uploaded_by"
-            f" AND lh.released_at IS NULL))")
+from app.db.keeps import ENDED, held
 
 
 # What a hold defers: a deleted file, or a live one that is final and not deliverable whose objects no purge
 # removed yet (failed, infected, error: D7 purges its objects). A hold covers both; only the first is counted
 # as "deferred" in the answers and the gauge (the users deleted those).
-_PURGE_DUE = ("(f.deleted_at IS NOT NULL OR (f.objects_purged_at IS NULL"
-              " AND (f.upload_state = 'failed' OR f.scan_status IN ('infected', 'error'))))")
+_PURGE_DUE = f"(f.deleted_at IS NOT NULL OR (f.objects_purged_at IS NULL AND {ENDED}))"
 
 # The files a hold `h` covers, as a join condition on `f` (the hold need not be active: the receipts read
 # released ones).
 OF_HOLD = "(f.id = h.file_id OR f.uploaded_by = h.subject_id)"
 
+# What a hold keeps (a deleted file whose removal has not begun) and what it could not keep (a file whose removal
+# had begun when the hold was placed: its row records it, D19).
+_KEPT = "f.deleted_at IS NOT NULL AND f.removal_begun_at IS NULL"
+_LOST = f"f.removal_begun_at IS NOT NULL AND {_PURGE_DUE}"
+
 COLUMNS = ("h.id, h.subject_id, h.file_id, h.case_ref, h.created_at, h.released_at, "
-           f"coalesce(h.files_deferred, (SELECT count(*) FROM files f WHERE {OF_HOLD}"
-           " AND f.deleted_at IS NOT NULL))::int AS files_deferred")
+           f"coalesce(h.files_deferred, (SELECT count(*) FROM files f WHERE {OF_HOLD} AND {_KEPT}))::int AS files_deferred, "
+           "h.files_lost, "
+           "h.subject_forgotten_at IS NOT NULL AS subject_forgotten")
 
 
 def insert(conn: Conn, hold_id: UUID, subject_id: UUID | None, file_id: UUID | None, case_ref: str,
            now: datetime) -> None:
-    """Record a new hold (the caller checked its form and its target)."""
-    conn.execute("INSERT INTO legal_holds (id, subject_id, file_id, case_ref, created_at) VALUES (%s, %s, %s, %s, %s)",
-                 (hold_id, subject_id, file_id, case_ref, now))
+    """Record a new hold (the caller checked its form and its target, and holds removals back:
+    keeps.lock_against_removals), with the count of the files it covers whose removal had begun: those it cannot
+    keep. No removal of a covered file begins after this commit, so the count is fixed here."""
+    conn.execute(
+        f"""
+        INSERT INTO legal_holds (id, subject_id, file_id, case_ref, created_at, files_lost)
+        SELECT h.id, h.subject_id, h.file_id, h.case_ref, h.created_at,
+               (SELECT count(*) FROM files f WHERE {OF_HOLD} AND {_LOST})
+        FROM (VALUES (%s::uuid, %s::uuid, %s::uuid, %s::text, %s::timestamptz))
+             AS h(id, subject_id, file_id, case_ref, created_at)
+        """, (hold_id, subject_id, file_id, case_ref, now))
 
 
 def hold(conn: Conn, hold_id: UUID) -> Any:
@@ -57,7 +64,7 @@ def release(conn: Conn, hold_id: UUID, now: datetime) -> Any:
     return conn.execute(
         f"""
         UPDATE legal_holds h SET released_at = greatest(%(now)s, h.created_at),
-            files_deferred = (SELECT count(*) FROM files f WHERE {OF_HOLD} AND f.deleted_at IS NOT NULL)
+            files_deferred = (SELECT count(*) FROM files f WHERE {OF_HOLD} AND {_KEPT})
         WHERE h.id = %(id)s AND h.released_at IS NULL
         RETURNING {COLUMNS}
         """, {"id": hold_id, "now": now}).fetchone()
@@ -68,35 +75,9 @@ def freed(conn: Conn, hold_id: UUID, after: UUID, limit: int) -> list[UUID]:
     return [row.id for row in conn.execute(
         f"""
         SELECT f.id FROM legal_holds h JOIN files f ON {OF_HOLD}
-        WHERE h.id = %s AND f.id > %s AND {_PURGE_DUE} AND NOT {covered("f")}
+        WHERE h.id = %s AND f.id > %s AND {_PURGE_DUE} AND NOT {held("f")}
         ORDER BY f.id LIMIT %s
         """, (hold_id, after, limit))]
-
-
-def held_among(conn: Conn, file_ids: Sequence[UUID]) -> set[UUID]:
-    """Which of these files an active hold covers: the purge's check at execution, right before it deletes
-    any object (D7, D19). No row lock: a hold takes none, so a lock would order nothing, and locking a
-    thousand rows costs the purge a write of each (the re-check under the row lock before the rows go is
-    files.lock_deleted_unattached)."""
-    return {row.id for row in conn.execute(
-        f"SELECT f.id FROM files f WHERE f.id = ANY(%s) AND {covered('f')}", (list(file_ids),))}
-
-
-def held_ids(conn: Conn, file_ids: Sequence[UUID]) -> set[UUID]:
-    """Which of these file ids an active hold covers, with a row or without one (a hold on the id alone): the
-    audit's --delete re-check (issue 27)."""
-    ids = list(file_ids)
-    return {row.id for row in conn.execute(
-        f"""
-        SELECT file_id AS id FROM legal_holds WHERE released_at IS NULL AND file_id = ANY(%s)
-        UNION SELECT f.id FROM files f WHERE f.id = ANY(%s) AND {covered("f")}
-        """, (ids, ids))}
-
-
-def file_on_hold(conn: Conn, file_id: UUID) -> bool:
-    """Whether an active hold covers this file (a best-effort removal of an aborted upload's parts waits)."""
-    return bool(one(conn.execute(f"SELECT {covered('f')} AS on_hold FROM files f WHERE f.id = %s"
-                                 " UNION ALL SELECT false LIMIT 1", (file_id,))).on_hold)
 
 
 def subject_on_hold(conn: Conn, subject_id: UUID) -> bool:
@@ -114,7 +95,7 @@ def summary(conn: Conn) -> Any:
     return one(conn.execute(
         f"""
         SELECT (SELECT count(*) FROM legal_holds WHERE released_at IS NULL) AS active,
-               (SELECT count(*) FROM files f WHERE f.deleted_at IS NOT NULL AND {covered("f")}) AS files_held
+               (SELECT count(*) FROM files f WHERE f.deleted_at IS NOT NULL AND {held("f")}) AS files_held
         """))
 
 
@@ -130,3 +111,11 @@ def delete_released(conn: Conn, cutoff: datetime, limit: int) -> int:
 def count_released(conn: Conn, cutoff: datetime) -> int:
     """How many hold records were released before cutoff (the cleanup's dry run)."""
     return int(one(conn.execute("SELECT count(*) AS n FROM legal_holds WHERE released_at < %s", (cutoff,))).n)
+
+
+def forget_subject(conn: Conn, subject_id: UUID, now: datetime) -> int:
+    """A completed erasure of the person: the released holds that named them forget them (ids, times, counts
+    stay); returns how many. An active hold blocks the erasure, so none is left to change."""
+    return conn.execute(
+        "UPDATE legal_holds SET subject_id = NULL, subject_forgotten_at = %s "
+        "WHERE subject_id = %s AND released_at IS NOT NULL", (now, subject_id)).rowcount

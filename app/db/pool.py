@@ -125,12 +125,14 @@ class Database:
         after_commit: called with the jobs of a committed unit of work (the outbox publisher).
         clock: the project's clock (D17): the time an outbox row is written with.
         timeouts: how long to wait for the server (D13: an outage answers fast).
+        subscribers: the consequences of a file's end, handed to every unit of work (app/lifecycle/ends.py).
     """
 
     def __init__(self, url: str, pool_size: int = 10, tx_retry_max: int = 5,
                  after_commit: Callable[[Sequence[Job]], None] | None = None, clock: Clock | None = None,
-                 timeouts: Timeouts | None = None):
+                 timeouts: Timeouts | None = None, subscribers: Sequence[Any] | None = None):
         self.url = url
+        self.subscribers = subscribers
         self.tx_retry_max = tx_retry_max
         self.after_commit = after_commit
         self.clock: Clock = clock or SystemClock()
@@ -236,7 +238,7 @@ class Database:
             try:
                 with self.pool.connection() as conn:
                     with conn.transaction(), self._maintenance_timeout(conn):
-                        uow = UnitOfWork(conn=conn, name=name, clock=self.clock)
+                        uow = UnitOfWork(conn=conn, name=name, clock=self.clock, subscribers=self.subscribers)
                         result = fn(uow)
             except RETRYABLE as exc:
                 attempt += 1

@@ -1,5 +1,6 @@
-"""SQL of deletion receipts (D16): written with the row delete of the purge (app/db/files.delete_rows), read
-by id, confirmed by the erasure, and removed after privacy.receipt_ttl by the cleanup."""
+"""SQL of deletion receipts (D16): written when the purge removes a row (the Receipts subscriber of
+app/lifecycle/ends.py), read by id, confirmed by the erasure, and removed after privacy.receipt_ttl by the
+cleanup."""
 
 from __future__ import annotations
 
@@ -8,9 +9,42 @@ from typing import Any, Sequence
 from uuid import UUID
 
 from app.db.conn import Conn, one
+from app.domain.ends import RemovedRow
 
 COLUMNS = ("file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent, deferred_by_hold, deferred_from, "
-           "deferred_until")
+           "deferred_until, removal_began_at, hold_too_late")
+
+
+def write(conn: Conn, rows: Sequence[RemovedRow], now: datetime) -> None:
+    """A receipt per removed row. A file whose purge a released legal hold deferred (a hold that covered it
+    while it was deleted) has it on its receipt: the hold released last, from the later of the mark and the
+    first such hold's placement until the last release. A hold placed after the file's removal had begun could
+    not keep its bytes: `hold_too_late` says so."""
+    if not rows:
+        return
+    conn.execute(
+        """
+        INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted, deferred_by_hold, deferred_from,
+                              deferred_until, removal_began_at, hold_too_late)
+        SELECT r.id, r.via, r.marked_at, greatest(%s, r.marked_at), r.keys, d.last_id,
+               CASE WHEN d.last_id IS NOT NULL THEN greatest(d.first_placed, r.marked_at) END, d.last_released,
+               r.begun,
+               r.begun IS NOT NULL AND EXISTS (SELECT 1 FROM legal_holds h
+                   WHERE (h.file_id = r.id OR h.subject_id = r.uploaded_by) AND h.created_at > r.begun)
+        FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[], %s::timestamptz[], %s::int[])
+             AS r(id, uploaded_by, via, marked_at, begun, keys)
+        LEFT JOIN LATERAL (
+            SELECT (array_agg(h.id ORDER BY h.released_at DESC, h.id))[1] AS last_id,
+                   min(h.created_at) AS first_placed, max(h.released_at) AS last_released
+            FROM legal_holds h
+            WHERE (h.file_id = r.id OR h.subject_id = r.uploaded_by) AND h.released_at >= r.marked_at
+            HAVING count(*) > 0
+        ) d ON true
+        ON CONFLICT (file_id) DO NOTHING
+        """,
+        (now, [row.file_id for row in rows], [row.uploaded_by for row in rows], [row.via for row in rows],
+         [row.marked_at for row in rows], [row.removal_begun_at for row in rows],
+         [row.keys_deleted for row in rows]))
 
 
 def receipt_of(conn: Conn, file_id: UUID) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import psycopg
 
@@ -32,6 +32,8 @@ class UnitOfWork:
     clock: Clock = field(default_factory=SystemClock)
     jobs: list[Job] = field(default_factory=list)
     on_commit: list[Callable[[], None]] = field(default_factory=list)
+    # The consequences of a file's end (app/lifecycle/ends.py), wired by the composition root; None: not wired.
+    subscribers: Sequence[Any] | None = None
 
     @contextmanager
     def savepoint(self) -> Iterator["UnitOfWork"]:
@@ -46,8 +48,9 @@ class UnitOfWork:
             del self.on_commit[hooks:]
             raise
 
-    def after_commit_metric(self, fn: Callable[[], None]) -> None:
-        """Run fn once this unit of work committed (a counter must not count a rolled-back change)."""
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run fn once this unit of work committed (a counter must not count a rolled-back change); a savepoint
+        rolled back forgets it."""
         self.on_commit.append(fn)
 
     def execute(self, query: str, params: Any = None) -> psycopg.Cursor:

@@ -16,8 +16,9 @@ COLUMNS = ("id, endpoint, event_type, data, occurred_at, state, attempts, last_s
            "created_at, finished_at")
 
 
-def insert(conn: Conn, rows: Sequence[tuple[str, str, dict[str, Any], datetime]], now: datetime) -> list[UUID]:
-    """One delivery per (endpoint, event type, data, occurred_at), due now; returns their ids in order."""
+def insert(conn: Conn, rows: Sequence[tuple[str, str, dict[str, Any], datetime]],
+           now: datetime) -> list[tuple[UUID, str]]:
+    """One delivery per (endpoint, event type, data, occurred_at), due now; returns (id, endpoint) in order."""
     if not rows:
         return []
     ids = [uuid.uuid4() for _ in rows]
@@ -27,15 +28,16 @@ def insert(conn: Conn, rows: Sequence[tuple[str, str, dict[str, Any], datetime]]
             "VALUES (%s, %s, %s, %s, %s, %s, %s)",
             [(delivery_id, endpoint, event_type, Jsonb(data), occurred_at, now, now)
              for delivery_id, (endpoint, event_type, data, occurred_at) in zip(ids, rows)])
-    return ids
+    return [(delivery_id, endpoint) for delivery_id, (endpoint, _, _, _) in zip(ids, rows)]
 
 
-def insert_file_purged(conn: Conn, endpoints: Sequence[str], file_ids: Sequence[UUID], now: datetime) -> list[UUID]:
+def insert_file_purged(conn: Conn, endpoints: Sequence[str], file_ids: Sequence[UUID],
+                       now: datetime) -> list[tuple[UUID, str]]:
     """A `file.purged` delivery for each endpoint and each of these files, from the receipts this transaction
     wrote (the fields of the receipt, nothing else), in one statement."""
     if not endpoints or not file_ids:
         return []
-    return [row.id for row in conn.execute(
+    return [(row.id, row.endpoint) for row in conn.execute(
         """
         INSERT INTO webhook_deliveries (id, endpoint, event_type, data, occurred_at, next_attempt_at, created_at)
         SELECT gen_random_uuid(), e.name, 'file.purged',
@@ -44,31 +46,38 @@ def insert_file_purged(conn: Conn, endpoints: Sequence[str], file_ids: Sequence[
                r.purged_at, %(now)s, %(now)s
         FROM receipts r CROSS JOIN unnest(%(endpoints)s::text[]) AS e(name)
         WHERE r.file_id = ANY(%(ids)s)
-        RETURNING id
+        RETURNING id, endpoint
         """, {"now": now, "endpoints": list(endpoints), "ids": list(file_ids)})]
 
 
-def due(conn: Conn, delivery_ids: Sequence[UUID], now: datetime) -> list[Any]:
-    """The pending deliveries among these that are due (no lock: the attempts run outside any transaction, and
-    two runs of one delivery send it twice at worst: at least once)."""
+def lease_due(conn: Conn, delivery_ids: Sequence[UUID], now: datetime, until: datetime) -> list[Any]:
+    """Take the pending deliveries among these that are due and that no attempt holds, leasing each until
+    `until`: one attempt of a delivery at a time, whichever job or catch-up sends it."""
     return conn.execute(
-        f"SELECT {COLUMNS} FROM webhook_deliveries WHERE id = ANY(%s) AND state = 'pending' AND next_attempt_at <= %s "
-        "ORDER BY id", (list(delivery_ids), now)).fetchall()
+        f"""
+        UPDATE webhook_deliveries SET leased_until = %s
+        WHERE id = ANY(%s) AND state = 'pending' AND next_attempt_at <= %s
+          AND (leased_until IS NULL OR leased_until <= %s)
+        RETURNING {COLUMNS}
+        """, (until, list(delivery_ids), now, now)).fetchall()
 
 
 def next_due(conn: Conn, delivery_ids: Sequence[UUID]) -> datetime | None:
-    """The earliest next attempt of the pending deliveries among these, or None when all ended."""
-    at: datetime | None = one(conn.execute("SELECT min(next_attempt_at) AS at FROM webhook_deliveries "
-                                           "WHERE id = ANY(%s) AND state = 'pending'", (list(delivery_ids),))).at
+    """The earliest time a pending delivery among these may be attempted again (its next attempt, or the end of
+    the lease an attempt holds), or None when all ended."""
+    at: datetime | None = one(conn.execute(
+        "SELECT min(greatest(next_attempt_at, leased_until)) AS at FROM webhook_deliveries "
+        "WHERE id = ANY(%s) AND state = 'pending'", (list(delivery_ids),))).at
     return at
 
 
 def record(conn: Conn, delivery_id: UUID, state: str, attempts: int, status: int | None, error: str | None,
            next_attempt_at: datetime | None, now: datetime) -> None:
-    """The outcome of an attempt (or of a decision not to send: a disabled or removed endpoint)."""
+    """The outcome of an attempt (or of a decision not to send: a disabled or removed endpoint); its lease ends."""
     conn.execute(
         "UPDATE webhook_deliveries SET state = %s, attempts = %s, last_status = %s, last_error = %s, "
-        "next_attempt_at = %s, finished_at = CASE WHEN %s = 'pending' THEN NULL ELSE %s END WHERE id = %s",
+        "next_attempt_at = %s, leased_until = NULL, finished_at = CASE WHEN %s = 'pending' THEN NULL ELSE %s END "
+        "WHERE id = %s",
         (state, attempts, status, error, next_attempt_at, state, now, delivery_id))
 
 
@@ -105,11 +114,13 @@ def redeliver(conn: Conn, delivery_id: UUID, now: datetime) -> Any:
         f"RETURNING {COLUMNS}", (now, delivery_id)).fetchone()
 
 
-def overdue(conn: Conn, before: datetime, limit: int) -> list[UUID]:
-    """Pending deliveries due before `before`: their job was lost (index webhook_deliveries_due)."""
-    return [row.id for row in conn.execute(
-        "SELECT id FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at < %s "
-        "ORDER BY next_attempt_at, id LIMIT %s", (before, limit))]
+def overdue(conn: Conn, before: datetime, now: datetime, limit: int) -> list[tuple[UUID, str]]:
+    """Pending deliveries due before `before` that no attempt holds now: their job was lost (index
+    webhook_deliveries_due); (id, endpoint)."""
+    return [(row.id, row.endpoint) for row in conn.execute(
+        "SELECT id, endpoint FROM webhook_deliveries WHERE state = 'pending' AND next_attempt_at < %s "
+        "AND (leased_until IS NULL OR leased_until <= %s) ORDER BY next_attempt_at, id LIMIT %s",
+        (before, now, limit))]
 
 
 def oldest_undelivered(conn: Conn) -> datetime | None:

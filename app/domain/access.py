@@ -56,9 +56,9 @@ def sees_file(caller: Caller, uploaded_by: uuid.UUID) -> bool:
     return caller.id == uploaded_by or is_manager(caller)
 
 
-def sees_deleted_file(caller: Caller, uploaded_by: uuid.UUID) -> bool:
-    """A deleted file is visible to its uploader only (deleteFile answers it 204 again, D12). Not to a
-    manager: to everyone else a deleted id must look exactly like a purged or unknown one."""
+def sees_retired_file(caller: Caller, uploaded_by: uuid.UUID) -> bool:
+    """A file a retention policy retired is visible to its uploader only (410 file_expired, D16). Not to a
+    manager: to everyone else a retired id must look exactly like an unknown one."""
     return caller.id == uploaded_by
 
 
@@ -119,11 +119,13 @@ def delete_answer(caller: Caller, uploaded_by: uuid.UUID, deleted: bool, attache
     """deleteFile's answer table (D12), in its order, for a file that exists (no row: `not_found`).
 
     Returns:
-        `delete` (mark it), `done` (deleted before: 204 again to its uploader), or a refusal: `not_found`
-        (the same 404 as an unknown id), `forbidden` (403), `file_attached` or `purpose_not_deletable` (409).
+        `delete` (mark it), or a refusal: `not_found` (the same 404 as an unknown id), `forbidden` (403),
+        `file_attached` or `purpose_not_deletable` (409). A file deleted before answers 404 to everyone, its
+        uploader included, whether its row still waits (the purge delay, a legal hold) or is gone: the answer
+        rests on the deletion, never on the row, so that nothing tells a held file from a purged one.
     """
     if deleted:
-        return "done" if sees_deleted_file(caller, uploaded_by) else "not_found"
+        return "not_found"
     if not sees_file(caller, uploaded_by):
         return "not_found"
     if not may_write(caller):

@@ -5,20 +5,17 @@
 - final and not deliverable (failed, infected, error): objects only, the row stays for the uploader;
 - anything else (uploading, scan pending, deliverable): nothing, so a stray job never touches a live file.
 
-The keys: the originals and variants of the file (object_keys_of), the parts of an unfinished session
-(has_parts), and the tail of a tus upload (tail_keys_of), whatever its session's state: a tail left by a
-completion that could not remove it goes with its file.
+What it removes is the file's objects (objects_of, app/domain/objects.py).
 """
 
 from __future__ import annotations
 
 import enum
-import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from app.domain.keys import FILES_PREFIX, VARIANTS, KeyError_, original_key, tail_key, variant_key
+from app.domain.objects import FileObjects
 from app.domain.states import is_deliverable, is_final
 
 
@@ -61,32 +58,13 @@ def has_parts(facts: PurgeFacts) -> bool:
     return facts.session_state is not None and facts.session_state != "completed"
 
 
-def tail_keys_of(facts: PurgeFacts) -> list[str]:
-    """The tail key of a file uploaded through tus (`uploads/<id>/tail`, issue 25), else nothing: a tail is
-    written by tus PATCH requests only."""
-    return [tail_key(facts.file_id)] if facts.protocol == "tus" else []
-
-
-_ORIGINAL = re.compile(r"^f/([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f-]{36})/orig-([1-9][0-9]{0,8})$")
-
-
-def object_keys_of(file_id: uuid.UUID | str, object_key: str | None) -> list[str]:
-    """Every object key a file may have: its originals orig-1..orig-(r+1) (r from the stored key; r+1
-    covers an original written but not yet referenced) and the four variants.
+def objects_of(facts: PurgeFacts) -> FileObjects:
+    """What the file owns in the store, as its purge removes it: originals and variants, the parts and the
+    multipart upload of a session that did not complete, the tail of a tus upload whatever its session's state
+    (a tail left by a completion that could not remove it goes with its file).
 
     Raises:
-        KeyError_: the stored key is not an original of this file (another file's key, a variant or part
-            key, or malformed): nothing must be deleted on the strength of it.
+        KeyError_: the stored key is not an original of this file: nothing is deleted on its strength (K3).
     """
-    canonical = uuid.UUID(str(file_id))
-    if object_key is None:
-        revision = 0
-    else:
-        match = _ORIGINAL.fullmatch(object_key)
-        if not match or match.group(3) != str(canonical) or not object_key.startswith(FILES_PREFIX):
-            raise KeyError_("the stored key is not an original of this file")
-        if (match.group(1), match.group(2)) != (canonical.hex[0:2], canonical.hex[2:4]):
-            raise KeyError_("the stored key's directories do not match the file id")
-        revision = int(match.group(4))
-    originals = [original_key(canonical, r) for r in range(1, revision + 2)]
-    return originals + [variant_key(canonical, name) for name in VARIANTS]
+    return FileObjects(facts.file_id, facts.object_key, upload_id=facts.storage_upload_id,
+                       part_count=facts.part_count, parts_open=has_parts(facts), tail=facts.protocol == "tus")

@@ -111,10 +111,11 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     from app.db.migrate import migrate
     from app.entry.embedded_pg import EmbeddedPostgres
     from app.platform.observability.log_setup import setup_logging
-    from app.platform.runtime import build_runtime
+    from app.entry.wiring import build_runtime
     from scheduler.jobs import register_jobs
     from workers.actors import register
-    from app.platform.jobs.broker import build_broker
+    from workers.pools import add_webhook_pool, split_queues
+    from app.platform.jobs.broker import QUEUES, build_broker
 
     cfg = load_config_or_exit("dev")
     explicit_format = "LETHE_LOG_FORMAT" in os.environ
@@ -154,7 +155,10 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
         runtime = build_runtime(cfg, broker, role="all")
         register(broker, runtime)
-        worker = Worker(broker, worker_threads=cfg.worker.threads)
+        queues, pool = split_queues(QUEUES)
+        if pool:
+            add_webhook_pool(broker, cfg.webhooks.concurrency)  # webhook deliveries on threads of their own
+        worker = Worker(broker, queues=queues, worker_threads=cfg.worker.threads)
         worker.start()
         scheduler = BackgroundScheduler(timezone=cfg.schedule.timezone)
         leadership = register_jobs(scheduler, runtime)

@@ -94,7 +94,7 @@ def cmd_config_check(args) -> int:
               "cadence gates are ignored (development only)")
     if cfg.file.storage.driver == "s3":
         from app.errors import StorageError
-        from app.platform.runtime import build_store
+        from app.entry.wiring import build_store
 
         try:
             facts = build_store(cfg).describe()
@@ -167,7 +167,7 @@ def cmd_api(args) -> int:
         def load(self):
             # Runs in each worker after the fork: every process gets its own pools.
             from app.api.app import create_app
-            from app.platform.runtime import build_runtime
+            from app.entry.wiring import build_runtime
             from app.platform.jobs.broker import build_broker
 
             _setup("api", cfg)
@@ -215,10 +215,14 @@ def cmd_worker(args) -> int:
 
     # The parent serves the metrics of every forked worker process (D15).
     start_http_server(cfg.metrics.port, addr=cfg.api.host, registry=metrics_registry())
+    from app.platform.jobs.broker import QUEUES
+    from workers.pools import POOL_ENV, split_queues
+
+    # Webhook deliveries run on threads of their own (webhooks.concurrency): the main threads never take them.
+    queues, pool = split_queues(args.queues or QUEUES)
+    os.environ[POOL_ENV] = "1" if pool else "0"
     argv = ["workers.entry", "--processes", str(args.processes or cfg.worker.processes),
-            "--threads", str(args.threads or cfg.worker.threads), "--skip-logging"]
-    if args.queues:
-        argv += ["--queues", *args.queues]
+            "--threads", str(args.threads or cfg.worker.threads), "--skip-logging", "--queues", *sorted(queues)]
     return dramatiq_cli.main(dramatiq_cli.make_argument_parser().parse_args(argv)) or 0
 
 

@@ -90,7 +90,7 @@ def _one_shot_runtime(name: str, needs_store: bool = True):
     setup_role_logging(name, cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
     if needs_store:
         inspect_store_or_exit(cfg, name)
-    from app.platform.runtime import build_runtime
+    from app.entry.wiring import build_runtime
     from app.platform.jobs.broker import build_broker
 
     runtime = build_runtime(cfg, build_broker(cfg.broker.url, cfg.broker.queue_type), role=name)
@@ -296,10 +296,11 @@ def cmd_receipt(args) -> int:
 
 
 def case_ref_arg(text: str) -> str:
-    """argparse type: a case reference (issue 27); the error states the form, never echoes the value."""
-    from app.domain.holds import valid_case_ref
+    """argparse type: a case reference's outer form (the configured pattern is checked when the hold is placed);
+    the error states the form, never echoes the value."""
+    from app.domain.holds import CASE_REF_TOKEN, valid_case_ref
 
-    if not valid_case_ref(text):
+    if not valid_case_ref(text, CASE_REF_TOKEN):
         raise argparse.ArgumentTypeError("must be 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-' (a ticket number)")
     return text
 
@@ -317,7 +318,7 @@ def _print_hold(fields: dict) -> None:
 
 def cmd_hold(args) -> int:
     """Legal holds (issue 27): place, list, release; `field: value` lines, a table, or JSON."""
-    from app.errors import NotFound
+    from app.errors import Invalid, NotFound
     from app.lifecycle import holds
 
     runtime = _one_shot_runtime("hold", needs_store=False)
@@ -328,6 +329,10 @@ def cmd_hold(args) -> int:
             except NotFound:
                 print("no such file (never uploaded, or purged already)", file=sys.stderr)
                 return 1
+            except Invalid:
+                print("lethe hold place: --case-ref must be a ticket number of the form holds.case_ref_pattern "
+                      "sets (for example CASE-2026-0042), never a name", file=sys.stderr)
+                return 2
             fields = _printable(row)
         elif args.hold_command == "release":
             try:

@@ -50,7 +50,7 @@ def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
     import logging
 
     from app.errors import StorageError
-    from app.platform.runtime import build_store
+    from app.entry.wiring import build_store
 
     if cfg.file.storage.driver != "s3":
         return

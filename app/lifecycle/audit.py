@@ -1,7 +1,8 @@
 # The audit is the operator's safety net, never part of the normal path (D16). It is the only listing of
 # Lethe's own key space (f/ and uploads/), and it is read-only unless asked to delete. With --delete it removes
 # orphans only: objects whose file id has no row, last written before the grace, re-checked against the
-# table just before their wave goes out; never an object a row explains or a legal hold covers (issue 27). It
+# table and the one rule for bytes just before their wave goes out; never an object a row explains or a legal
+# hold covers. It
 # holds neither listing nor table in memory: f/ is listed in ascending file id order (fixed-length directory names) and merged with the rows
 # read in id order, page by page.
 """`lethe audit`: objects no row explains, objects of deleted rows still present, deliverable rows whose
@@ -14,16 +15,18 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from app.db import files as files_sql
-from app.db import holds as holds_sql
+from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
+from app.domain.ends import Clearance, Scope
 from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
+from app.domain.objects import owner_of
 from app.domain.states import is_deliverable
 from app.lifecycle.waves import delete_in_waves
 from app.platform.observability.logs import log_event
-from app.storage.base import ListedObject, MultipartRef
+from app.storage.base import DeleteFailure, ListedObject, MultipartRef
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
     from app.platform.runtime import Runtime
@@ -58,8 +61,10 @@ class AuditReport:
     orphans_deleted: int = 0
     orphans_failed: int = 0
     orphans_too_young: int = 0
-    # Issue 26: unfinished multipart uploads under f/ and uploads/ whose session row is gone or ended.
+    # Unfinished multipart uploads under f/ and uploads/ whose session row is gone or ended: orphans, but for
+    # those a legal hold keeps (their file's bytes wait for the purge after the release).
     uploads_orphaned: Finding = field(default_factory=Finding)
+    uploads_held: Finding = field(default_factory=Finding)
     uploads_aborted: int = 0
 
     def as_dict(self) -> dict:
@@ -71,24 +76,13 @@ class AuditReport:
                 "missing_originals": finding(self.missing_originals), "unrecognized": self.unrecognized,
                 "delete": self.delete, "orphans_deleted": self.orphans_deleted,
                 "orphans_failed": self.orphans_failed, "orphans_too_young": self.orphans_too_young,
-                "uploads_orphaned": finding(self.uploads_orphaned), "uploads_aborted": self.uploads_aborted}
+                "uploads_orphaned": finding(self.uploads_orphaned), "uploads_held": finding(self.uploads_held),
+                "uploads_aborted": self.uploads_aborted}
 
 
 def file_id_of(key: str) -> uuid.UUID | None:
-    """The file id a key of Lethe's schema belongs to (`f/<aa>/<bb>/<id>/<name>`, `uploads/<id>/<name>`),
-    or None for a key outside the schema."""
-    parts = key.split("/")
-    try:
-        if parts[0] == "f" and len(parts) == 5:
-            file_id = uuid.UUID(parts[3])
-            return file_id if str(file_id) == parts[3] and file_id.hex[:2] == parts[1] and \
-                file_id.hex[2:4] == parts[2] else None
-        if parts[0] == "uploads" and len(parts) == 3:
-            file_id = uuid.UUID(parts[1])
-            return file_id if str(file_id) == parts[1] else None
-    except ValueError:
-        return None
-    return None
+    """The file id a key of Lethe's schema belongs to, or None for a key outside the schema."""
+    return owner_of(key)
 
 
 def _rows_in_id_order(db) -> Iterator:
@@ -185,18 +179,20 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
             elif row.deleted_at is not None:
                 report.deleted_present.add(file_id, len(objects))
 
-    def still_orphans(candidates: Iterator[tuple[uuid.UUID, list[str]]]) -> Iterator[str]:
-        """Re-check against the table just before deleting: a row that appeared meanwhile explains its
-        objects, and they stay."""
+    def still_orphans(candidates: Iterator[tuple[uuid.UUID, list[str]]]) -> Iterator[tuple[str, Clearance]]:
+        """Re-check against the table and the one rule just before deleting: a row that appeared meanwhile
+        explains its objects, and a legal hold on the id keeps them."""
         pending: list[tuple[uuid.UUID, list[str]]] = []
 
-        def flush() -> Iterator[str]:
+        def flush() -> Iterator[tuple[str, Clearance]]:
             ids = [file_id for file_id, _ in pending]
             existing = {r.id for r in rt.db.read(lambda conn: files_sql.files_by_ids(conn, ids))}
-            existing |= rt.db.read(lambda conn: holds_sql.held_ids(conn, ids))  # a legal hold keeps them (issue 27)
+            orphans = [file_id for file_id in ids if file_id not in existing]
+            cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, orphans, Scope.FILE,
+                                                                         rt.clock.now()), name="audit.clear")
             for file_id, keys in pending:
-                if file_id not in existing:
-                    yield from keys
+                if file_id not in existing and file_id in cleared:
+                    yield from ((key, cleared) for key in keys)
 
         for candidate in candidates:
             pending.append(candidate)
@@ -210,8 +206,17 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
         yield from files_pass()
         yield from uploads_pass()
 
+    def remove(batch: Sequence[tuple[str, Clearance]]) -> list[DeleteFailure]:
+        failures: list[DeleteFailure] = []
+        for cleared, group in groupby(batch, key=lambda pair: pair[1]):
+            by_file: dict[uuid.UUID, list[str]] = {}
+            for key, _ in group:
+                by_file.setdefault(file_id_of(key) or uuid.UUID(int=0), []).append(key)
+            failures += rt.files.remove_keys(cleared, by_file)
+        return failures
+
     if delete:
-        waves = delete_in_waves(rt.store, still_orphans(both_passes()), rt.cfg.storage.sweep_concurrency)
+        waves = delete_in_waves(remove, still_orphans(both_passes()), rt.cfg.storage.sweep_concurrency)
         report.orphans_deleted, report.orphans_failed = waves.deleted, waves.failed
     else:
         for _ in both_passes():
@@ -221,7 +226,7 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
               deleted_present=report.deleted_present.count, missing_originals=report.missing_originals.count,
               unrecognized=report.unrecognized, delete=delete, orphans_deleted=report.orphans_deleted,
               orphans_failed=report.orphans_failed, uploads_orphaned=report.uploads_orphaned.count,
-              uploads_aborted=report.uploads_aborted)
+              uploads_held=report.uploads_held.count, uploads_aborted=report.uploads_aborted)
     return report
 
 
@@ -245,6 +250,7 @@ def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list, delete: bool
     owners = [(listed, file_id_of(listed.key)) for listed in chunk]
     ids = sorted({file_id for _, file_id in owners if file_id is not None})
     open_ids = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, ids))
+    held = rt.db.read(lambda conn: keeps_sql.held_among(conn, ids))
     doomed = []
     for listed, file_id in owners:
         if file_id is None:
@@ -252,17 +258,22 @@ def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list, delete: bool
             continue
         if (file_id, listed.upload_id) in open_ids:
             continue  # a live session's upload
+        if file_id in held:
+            report.uploads_held.add(file_id)  # kept, not an orphan: the purge after the release aborts it
+            continue
         report.uploads_orphaned.add(file_id)
         if delete and listed.initiated_at is not None and listed.initiated_at < cutoff:
             doomed.append((listed, file_id))
     if not doomed:
         return
-    # Re-checked just before the aborts: a session opened meanwhile explains its upload, and a legal hold keeps
-    # its file's parts (issue 27).
+    # Re-checked just before the aborts: a session opened meanwhile explains its upload, and the one rule asked
+    # again (an upload no session counts is a stray: only a legal hold keeps it).
     doomed_ids = sorted({f for _, f in doomed})
     still_open = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, doomed_ids))
-    held = rt.db.read(lambda conn: holds_sql.held_ids(conn, doomed_ids))
+    cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, doomed_ids, Scope.STRAY, rt.clock.now()),
+                                 name="audit.clear")
+    uploads: dict[uuid.UUID, list[MultipartRef]] = {}
     for listed, file_id in doomed:
-        if (file_id, listed.upload_id) not in still_open and file_id not in held:
-            rt.store.abort_upload(MultipartRef(str(file_id), listed.key, listed.upload_id), 0)
-            report.uploads_aborted += 1
+        if (file_id, listed.upload_id) not in still_open:
+            uploads.setdefault(file_id, []).append(MultipartRef(str(file_id), listed.key, listed.upload_id))
+    report.uploads_aborted += rt.files.abort_uploads(cleared, uploads)

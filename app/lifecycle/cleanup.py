@@ -30,6 +30,7 @@ from app.db import aborts as aborts_sql
 from app.db import erasures as erasures_sql
 from app.db import files as files_sql
 from app.db import holds as holds_sql
+from app.db import keeps as keeps_sql
 from app.db import messages as messages_sql
 from app.db import receipts as receipts_sql
 from app.db import scans as scans_sql
@@ -44,6 +45,7 @@ from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.erasure import erase_round
 from app.domain.ages import (CleanupFacts, failed_row_expired, pending_scan_action, session_expired, unattached_expired,
                              unheld_expired)
+from app.domain.ends import Clearance, Scope
 from app.errors import ObjectFailed, StorageError
 from app.db.events import write_files_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
@@ -205,8 +207,8 @@ class Steps:
     def _purge(self, ids: list[uuid.UUID]) -> Outcome:
         purged = purge_files(self.rt, ids)
         return Outcome(acted=purged.results["row"] + purged.results["objects"],
-                       kept=sum(purged.results[why] for why in ("kept_attached", "kept_held", "row_refused",
-                                                                "bad_key", "held")),
+                       kept=sum(purged.results[why] for why in ("kept_attached", "kept_slot", "kept_live",
+                                                                "row_refused", "bad_key", "held")),
                        failed=purged.results["refused"])
 
     # -- e: temporary files -----------------------------------------------------------------------------------
@@ -333,9 +335,12 @@ class Steps:
             if rows and not dry_run:
                 gone: list[str] = []
                 left: list[str] = []
+                cleared = self.db.unit_of_work(
+                    lambda uow: keeps_sql.clearance(uow.conn, [row.file_id for row in rows], Scope.FILE, self.now),
+                    name="cleanup.m")
                 for row in rows:
                     try:
-                        (left if self._abort_again(row) else gone).append(row.upload_id)
+                        (left if self._abort_again(cleared, row) else gone).append(row.upload_id)
                     except ObjectFailed:  # this upload refused: the others go on, it is tried at the next run
                         report.failed += 1
                 if gone:
@@ -350,12 +355,16 @@ class Steps:
                 return
             cursor = (rows[-1].first_aborted_at, rows[-1].upload_id)
 
-    def _abort_again(self, row) -> bool:
-        """Abort once more, then list the key's uploads and abort each: True when any was still listed."""
-        self.rt.store.abort_upload(MultipartRef(str(row.file_id), row.object_key, row.upload_id), 0)
+    def _abort_again(self, cleared: Clearance, row) -> bool:
+        """Abort once more, then list the key's uploads and abort each (as the one rule allows: a legal hold
+        keeps them): True when any was still listed, or kept."""
+        if row.file_id not in cleared:
+            return True
+        self.rt.files.abort_uploads(cleared, {row.file_id: [MultipartRef(str(row.file_id), row.object_key,
+                                                                        row.upload_id)]})
         listed = self.rt.store.uploads_of(row.object_key)
-        for upload_id in listed:
-            self.rt.store.abort_upload(MultipartRef(str(row.file_id), row.object_key, upload_id), 0)
+        self.rt.files.abort_uploads(cleared, {row.file_id: [MultipartRef(str(row.file_id), row.object_key, upload_id)
+                                                            for upload_id in listed]})
         return bool(listed)
 
     # -- n: webhook deliveries whose job was lost, and old delivery rows (issue 28) ------------------------------

@@ -13,14 +13,15 @@ from datetime import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from app.platform.observability import metrics
 from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import messages as messages_sql
 from app.db.uow import UnitOfWork
 from app.domain import access
+from app.domain.ends import FilesMarked
 from app.domain.redaction import RedactionError
 from app.errors import Conflict, Forbidden, NotFound
+from app.lifecycle import ends
 from app.platform.jobs import PURGE_ACTOR, PURGE_QUEUE
 from app.platform.observability.logs import log_event
 
@@ -61,8 +62,7 @@ def _mark(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: st
         raise RedactionError("no redaction rule for a stored event of a file being deleted")  # D6
     if marked.outbox_id is not None:
         uow.enqueued(marked.outbox_id, PURGE_QUEUE, PURGE_ACTOR, [str(file_id) for file_id in marked.file_ids])
-        count = len(marked.file_ids)
-        uow.after_commit_metric(lambda: metrics.FILES_DELETED.labels(via).inc(count))
+        ends.files_marked(uow, FilesMarked(tuple(marked.file_ids), via, now))
     return marked
 
 
@@ -133,7 +133,7 @@ def delete_files(rt: Runtime, principal: Principal, file_ids: Sequence[uuid.UUID
 
 # The answer of one id in a batch, as deleteFile's status and reason (forbidden cannot occur: checked first).
 _STATUS: dict[str, tuple[int, str | None]] = {
-    "delete": (204, None), "done": (204, None), "not_found": (404, "not_found"),
+    "delete": (204, None), "not_found": (404, "not_found"),
     "file_attached": (409, "file_attached"), "purpose_not_deletable": (409, "purpose_not_deletable"),
 }
 

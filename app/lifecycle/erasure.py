@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING, Any
 from app.domain.access import Principal
 from app.db import erasures as sql
 from app.db import holds as holds_sql
+from app.db import keeps as keeps_sql
 from app.db import messages as messages_sql
 from app.db import receipts as receipts_sql
 from app.db import slots as slots_sql
 from app.db.files import lock_files
 from app.db.locks import exclusive
 from app.domain import access
-from app.domain.keys import KeyError_, tail_key
-from app.domain.purge_plan import object_keys_of
+from app.domain.ends import Clearance, Scope
+from app.domain.keys import KeyError_
+from app.domain.objects import FileObjects
 from app.storage.base import MultipartRef
 from app.errors import Conflict, Forbidden, NotFound
 from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
@@ -105,7 +107,9 @@ def erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
             return str(row.state)  # ended, or another runner is in a round of it now (D19)
         subject, batch = row.subject_id, rt.cfg.file.gc_batch_size
         if rt.db.read(lambda conn: holds_sql.subject_on_hold(conn, subject)):
-            # A hold placed while the erasure ran (issue 27): stop before marking more; what it purged is gone.
+            # A hold placed while the erasure ran: stop before marking more. What went before it is gone, and
+            # is confirmed and counted first: the counts are the proof, whatever interrupts the round.
+            _confirm(rt, erasure_id, batch)
             rt.db.unit_of_work(lambda uow: sql.finish(uow.conn, row.id, "failed", "subject_on_hold", rt.clock.now()),
                                name="erasure.finish")
             log_event(log, "warning", "erasure.failed", "a legal hold covers the subject; the erasure stops",
@@ -183,19 +187,18 @@ def _purge(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
 
 
 def _keys(rt: Runtime, file_id: uuid.UUID, object_key: str | None, part_count: int) -> list[str]:
-    # The tail key of a tus upload is read for every file (issue 25): one more head, and no column to trust.
-    return object_keys_of(file_id, object_key) + rt.store.part_keys(str(file_id), part_count) + [tail_key(file_id)]
+    # The tail key is read for every file: one more head, and no column to trust.
+    return rt.files.keys_of(FileObjects(file_id, object_key, part_count=part_count), with_tail=True)
 
 
-def _uploads_left(rt: Runtime, file_id: uuid.UUID, object_key: str | None) -> bool:
-    """Whether a multipart upload of the file's original is still listed (S3; issue 26: a direct upload's part
-    PUT in flight during the abort may have landed): then it is aborted again and the file is not confirmed
-    in this round."""
+def _uploads_left(rt: Runtime, cleared: Clearance, file_id: uuid.UUID, object_key: str | None) -> bool:
+    """Whether a multipart upload of the file's original is still listed (S3: a direct upload's part PUT in
+    flight during the abort may have landed): then it is aborted again (as the one rule allows) and the file is
+    not confirmed in this round."""
     if object_key is None or not rt.store.supports_direct:
         return False
     left = rt.store.uploads_of(object_key)
-    for upload_id in left:
-        rt.store.abort_upload(MultipartRef(str(file_id), object_key, upload_id), 0)
+    rt.files.abort_uploads(cleared, {file_id: [MultipartRef(str(file_id), object_key, upload_id) for upload_id in left]})
     if left:
         log_event(log, "warning", "erasure.upload_remains", "a purged file's multipart upload was still listed; "
                   "aborted again", file_id=str(file_id), uploads=len(left))
@@ -206,6 +209,10 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
     after = uuid.UUID(int=0)
     while True:
         rows = rt.db.read(lambda conn: sql.unconfirmed_purged(conn, erasure_id, batch, after))
+        # Their rows are gone; what a read finds left goes again as the one rule allows (a hold on the id).
+        cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, [row.file_id for row in rows],
+                                                                     Scope.FILE, rt.clock.now()),
+                                     name="erasure.clear")
         absent: dict[uuid.UUID, int] = {}
         for row in rows:
             try:
@@ -214,7 +221,7 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
                 log_event(log, "error", "erasure.bad_key", "stored key refused; not confirmed", file_id=str(row.file_id))
                 continue
             left = rt.maintenance.remains(keys)  # a read of the store, key by key (K1: outside any transaction)
-            if not left and _uploads_left(rt, row.file_id, row.object_key):
+            if not left and _uploads_left(rt, cleared, row.file_id, row.object_key):
                 continue  # aborted again just now; the next round reads again
             if not left:
                 absent[row.file_id] = len(keys)
@@ -223,7 +230,7 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
                 # delete it again; the next round reads again.
                 log_event(log, "warning", "erasure.key_remains", "a purged file's key is still in the store; "
                           "deleting it again", file_id=str(row.file_id), keys=len(left))
-                rt.store.delete_many(left)
+                rt.files.remove_keys(cleared, {row.file_id: left})
 
         def record(uow) -> None:
             confirmed = sql.set_confirmed(uow.conn, erasure_id, absent, rt.clock.now())  # each file once
@@ -244,6 +251,7 @@ def _finish(rt: Runtime, row: Any, subject: uuid.UUID) -> str:
     if not any(left):
         def complete(uow) -> None:
             sql.finish(uow.conn, row.id, "complete", None, now)
+            holds_sql.forget_subject(uow.conn, subject, now)  # released holds stop naming the person
             if not webhooks.wanted(rt.cfg, ERASURE_COMPLETED):
                 return
             done = sql.erasure(uow.conn, row.id)

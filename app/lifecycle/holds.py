@@ -1,11 +1,12 @@
-# A legal hold suspends the purge of the files it covers (a file, or every file of an uploader) without lying
-# to users: their deletions answer as always, the file disappears for every reader and its events are
-# redacted; only its objects and row wait. The purge checks holds at execution and again under the row lock
-# (purge.py); the catch-up, the backlog and the audit's --delete leave held files alone; an erasure of a held
-# person is refused. A release enqueues the purge of every file it freed (one job per batch) in its own transaction, so
-# they go within one cleanup interval, and their receipts record the deferral. Events carry ids and counts
-# only (D15): never the subject, never the case reference.
-"""Legal holds (issue 27, D19): place, read, list and release."""
+# A legal hold suspends the removal of every byte of the files it covers (a file, or every file of an
+# uploader) without lying to users: their deletions answer as always, the file disappears for every reader
+# and its events are redacted; only its objects and row wait. Every removal asks the one rule for bytes right
+# before it removes anything (app/domain/ends.py), and placing a hold waits for the removals being cleared and
+# holds new ones back, so what a hold could not keep (its removal had begun) is counted and said (files_lost),
+# never reported as kept. An erasure of a held person is refused. A release enqueues the purge of every file it
+# freed (one job per batch) in its own transaction, so they go within one cleanup interval, and their receipts
+# record the deferral. Events carry ids and counts only (D15): never the subject, never the case reference.
+"""Legal holds (D19): place, read, list and release."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.db import files as files_sql
 from app.db import holds as sql
+from app.db import keeps as keeps_sql
 from app.domain import access
 from app.domain.access import Principal
 from app.domain.holds import valid_case_ref
@@ -46,8 +48,9 @@ def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_
         NotFound: a file hold on a file with no row (never uploaded, or purged already).
     """
     _manager(principal)
-    if not valid_case_ref(case_ref):
-        raise Invalid("case_ref_invalid")
+    if not valid_case_ref(case_ref, rt.cfg.holds.case_ref_pattern):
+        raise Invalid("case_ref_invalid", "A case reference is an opaque ticket number (holds.case_ref_pattern), "
+                                          "never a name.")
     if (subject_id is None) == (file_id is None):
         raise Invalid("hold_target")
     hold_id = uuid.uuid4()
@@ -55,6 +58,7 @@ def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_
     def work(uow) -> Any:
         if file_id is not None and files_sql.file_by_id(uow.conn, file_id) is None:
             raise NotFound()
+        keeps_sql.lock_against_removals(uow.conn)  # the removals being cleared are counted, none begins meanwhile
         sql.insert(uow.conn, hold_id, subject_id, file_id, case_ref, rt.clock.now())
         row = sql.hold(uow.conn, hold_id)
         webhooks.record_event(uow, rt.cfg, HOLD_PLACED, _event_data(row), row.created_at)
@@ -62,7 +66,11 @@ def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_
 
     row = rt.db.unit_of_work(work, name="hold.place")
     log_event(log, "info", "hold.placed", "legal hold placed", hold_id=str(row.id),
-              target="file" if file_id is not None else "subject", files_deferred=row.files_deferred)
+              target="file" if file_id is not None else "subject", files_deferred=row.files_deferred,
+              files_lost=row.files_lost)
+    if row.files_lost:
+        log_event(log, "warning", "hold.too_late", "the removal of some files the hold covers had begun before it "
+                  "was placed; their bytes could not be kept", hold_id=str(row.id), files=row.files_lost)
     return row
 
 
@@ -70,7 +78,8 @@ def _event_data(row: Any) -> dict[str, Any]:
     """A hold's webhook data (issue 28): its id, the kind of target, a file id for a file hold, times and counts;
     never the subject and never the case reference."""
     data: dict[str, Any] = {"hold_id": str(row.id), "target": "file" if row.file_id else "subject",
-                            "placed_at": row.created_at.isoformat(), "files_deferred": row.files_deferred}
+                            "placed_at": row.created_at.isoformat(), "files_deferred": row.files_deferred,
+                            "files_lost": row.files_lost}
     if row.file_id:
         data["file_id"] = str(row.file_id)
     if row.released_at:

@@ -1,12 +1,13 @@
-# Purge is irreversible. It reads facts without a transaction, deletes objects outside every transaction
-# (D4 K1), and removes a row only after re-checking under its lock that it is still deleted and not attached
-# (D7). A missing object counts as deleted. A file whose objects the store refused is isolated and retried
-# later with backoff, so it never strands the others; a store-wide error is raised, so the job retries and
-# nothing is lost. It never lists the store and never touches another file's objects (K2, K3). A file a legal
-# hold covers is deferred: the purge reads the holds of its files at execution, right before any object goes
-# (and again under the row lock before its row goes), and leaves a held one whole (issue 27, D19); the
-# release purges it.
-"""purge_objects (D7): the objects of many files in batches, then their rows in one transaction."""
+# Purge is irreversible. It reads facts without a transaction, then for each small chunk of files asks the one
+# rule for bytes right before their keys go (the clearance records that their removal begins: a legal hold
+# placed after it counts them as lost, one placed before it keeps them whole), deletes objects outside every
+# transaction (D4 K1), and removes a row only after re-checking it under its lock with the same rule (D7). A
+# missing object counts as deleted. A file whose objects the store refused is isolated and retried later with
+# backoff, so it never strands the others; a store-wide error is raised after what was done is recorded, so
+# the job retries and nothing is lost. It never lists the store and never touches another file's objects
+# (K2, K3). Receipts, webhooks, hold accounting and metrics are the subscribers of the end events it commits
+# (app/lifecycle/ends.py).
+"""purge_objects (D7): the objects of many files in chunks, then their rows in one transaction."""
 
 from __future__ import annotations
 
@@ -16,139 +17,106 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import psycopg
 
-from app.platform.observability import metrics
 from app.db import aborts as aborts_sql
 from app.db import files as files_sql
-from app.db import holds as holds_sql
+from app.db import keeps as keeps_sql
 from app.db import purge_failures as failures_sql
+from app.db.uow import UnitOfWork
+from app.domain.ends import Keep, ObjectsGone, RemovedRow, RowsRemoved, Scope, keep
 from app.domain.keys import KeyError_
-from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge, tail_keys_of
+from app.domain.objects import FileObjects
+from app.domain.purge_plan import PurgeAction, PurgeFacts, objects_of, plan_purge
 from app.domain.purge_retry import next_attempt_at, overdue
 from app.errors import ObjectFailed, StorageError
-from app.lifecycle import webhooks
+from app.lifecycle import ends
+from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
-from app.storage.base import MultipartRef
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:
+    from app.platform.config import Config
     from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.purge")
+# Files cleared and removed at once: a legal hold placed while a purge runs loses at most the files of the
+# chunk whose removal had begun (and says so), never the rest of the job.
+PURGE_CHUNK = 100
+_KEPT_AS = {Keep.ATTACHED: "kept_attached", Keep.SLOT: "kept_slot", Keep.HELD: "held"}
 
 
 @dataclass
 class PurgeReport:
     """What one purge run did, as counts (D15: no keys, no names)."""
 
-    results: Counter = field(default_factory=Counter)
+    results: Counter[str] = field(default_factory=Counter)
     keys: int = 0
 
 
-def read_facts(db, file_ids: Sequence[uuid.UUID]) -> list[PurgeFacts]:
-    rows = {row.id: row for row in db.read(lambda conn: files_sql.purge_facts(conn, file_ids))}
-    facts = []
-    for file_id in file_ids:
-        row = rows.get(file_id)
-        if row is None:
-            facts.append(PurgeFacts(file_id=file_id, exists=False))
-            continue
-        facts.append(PurgeFacts(file_id=file_id, exists=True, deleted_at=row.deleted_at,
-                                upload_state=row.upload_state, scan_status=row.scan_status,
-                                object_key=row.object_key, session_state=row.session_state,
-                                storage_upload_id=row.storage_upload_id, part_count=row.part_count or 0,
-                                protocol=row.protocol))
-    return facts
+def read_facts(rt: Runtime, file_ids: Sequence[uuid.UUID]) -> list[PurgeFacts]:
+    """The facts a purge plans from, one per id (a missing row is a fact too)."""
+    rows = {row.file_id: row for row in rt.db.read(lambda conn: files_sql.purge_facts(conn, file_ids))}
+    return [rows.get(file_id) or PurgeFacts(file_id=file_id, exists=False) for file_id in file_ids]
+
+
+@dataclass
+class _Done:
+    """The files whose objects went, by what the plan does next, and the keys each had."""
+
+    rows: list[uuid.UUID] = field(default_factory=list)
+    objects_only: list[uuid.UUID] = field(default_factory=list)
+    keys: dict[uuid.UUID, int] = field(default_factory=dict)
+    direct_aborts: list[tuple[str, uuid.UUID, str]] = field(default_factory=list)
+    refused: dict[uuid.UUID, str] = field(default_factory=dict)
 
 
 def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
-    """Purge many files: plan each, delete all their objects with batched deletes, abort their unfinished
-    uploads, then remove the rows of the deleted ones in one transaction with a re-check per row.
+    """Purge many files: plan each, then chunk by chunk ask the rule and delete the freed files' objects with
+    batched deletes (aborting their unfinished uploads), then remove the rows of the deleted ones in one
+    transaction with a re-check per row.
 
     A file whose objects the store refused (one key, one upload) is isolated: the others go on, and it is
     recorded in purge_failures with its next attempt, which the cleanup's catch-up honours (D7, D8 d).
 
     Raises:
-        StorageError: a store-wide failure (unreachable, timed out, 5xx); no row was removed, the job
-            retries and the catch-up step stops.
+        StorageError: a store-wide failure (unreachable, timed out, 5xx); what went before it is recorded, the
+            job retries and the catch-up step stops.
     """
     started = time.monotonic()
     ids = sorted({uuid.UUID(str(file_id)) for file_id in file_ids})
     report = PurgeReport()
-    keys_of: dict[uuid.UUID, list[str]] = {}
-    purgeable: list[tuple[PurgeFacts, PurgeAction]] = []
-    for facts in read_facts(rt.db, ids):
+    planned: list[tuple[FileObjects, PurgeFacts, PurgeAction]] = []
+    for facts in read_facts(rt, ids):
         action = plan_purge(facts)
         if action is PurgeAction.NOTHING:
             report.results["nothing"] += 1
             continue
         try:
-            keys_of[facts.file_id] = object_keys_of(facts.file_id, facts.object_key) + tail_keys_of(facts)
+            planned.append((objects_of(facts), facts, action))
         except KeyError_:
             # A stored key that is not this file's original: delete nothing on its strength (K3).
             log_event(log, "error", "purge.bad_key", "stored key refused; file kept", file_id=str(facts.file_id))
             report.results["bad_key"] += 1
-            continue
-        purgeable.append((facts, action))
-    purgeable = _without_held(rt, purgeable, report)
-    keys_of = {facts.file_id: keys_of[facts.file_id] for facts, _ in purgeable}
 
-    owner = {key: file_id for file_id, keys in keys_of.items() for key in keys}
-    refused: dict[uuid.UUID, str] = {}
+    done = _Done()
+    failure: StorageError | None = None
     try:
-        for failure in rt.store.delete_many(owner):
-            refused.setdefault(owner[failure.key], failure.code or "refused")
-        for facts, _ in purgeable:
-            if has_parts(facts) and facts.file_id not in refused:
-                try:
-                    rt.store.abort_upload(MultipartRef(str(facts.file_id), facts.object_key or "",
-                                                       facts.storage_upload_id), facts.part_count)
-                except ObjectFailed as exc:
-                    refused[facts.file_id] = exc.store_code or "refused"
+        for start in range(0, len(planned), PURGE_CHUNK):
+            _remove_chunk(rt, planned[start:start + PURGE_CHUNK], done, report)
     except StorageError as exc:
         if isinstance(exc, ObjectFailed):
             raise  # a driver's delete_many returns refusals; raising one is a driver bug
         metrics.PURGE_ERRORS.inc()
         log_event(log, "warning", "purge.storage_error", "purge met a store-wide error; it will retry",
-                  files=len(purgeable), error=exc)
-        raise
-    report.keys = len(owner)
-    metrics.PURGE_KEYS.inc(len(owner))
-
-    done = [(facts, action) for facts, action in purgeable if facts.file_id not in refused]
-    row_ids = [facts.file_id for facts, action in done if action is PurgeAction.OBJECTS_AND_ROW]
-    objects_only = [facts.file_id for facts, action in done if action is PurgeAction.OBJECTS]
-    report.results["objects"] += len(objects_only)
-    report.results["refused"] += len(refused)
-    if row_ids or objects_only or refused:
-        now = rt.clock.now()
-        # Keys for the receipt: the object keys, and the parts where they are objects of their own (fs; S3
-        # parts go with their multipart upload's abort).
-        keys_deleted = {facts.file_id: len(keys_of[facts.file_id])
-                        + (len(rt.store.part_keys(str(facts.file_id), facts.part_count)) if has_parts(facts) else 0)
-                        for facts, _ in done}
-        # A direct upload's abort is repeated and confirmed later (cleanup m, issue 26): a part PUT in flight
-        # while it ran may still land.
-        aborts = [(facts.storage_upload_id, facts.file_id, facts.object_key) for facts, _ in done
-                  if facts.protocol == "direct" and has_parts(facts) and facts.storage_upload_id and facts.object_key]
-        removed, kept, overdue_ids = rt.db.unit_of_work(
-            lambda uow: _settle(uow, rt.cfg, row_ids, objects_only, refused, now, keys_deleted, aborts),
-            name="purge.rows")
-        report.results["row"] += removed
-        for why, file_ids in kept.items():
-            if why == "held":  # a hold placed since the check: its objects went, the row stays until the release
-                log_event(log, "info", "purge.deferred", "a legal hold placed during the purge keeps the rows",
-                          files=len(file_ids))
-                report.results[why] += len(file_ids)
-                continue
-            for file_id in file_ids:
-                # D7: a deleted row that is still attached or held is an internal error, and a row the database
-                # refuses is isolated like a key the store refuses: the row stays, the id is logged, the others go.
-                log_event(log, "error", f"purge.{why}", "deleted file's row kept", file_id=str(file_id))
-            report.results[why] += len(file_ids)
-        _log_refused(refused, overdue_ids)
+                  files=len(planned), error=exc)
+        failure = exc
+    metrics.PURGE_KEYS.inc(report.keys)
+    report.results["objects"] += len(done.objects_only)
+    report.results["refused"] += len(done.refused)
+    if done.rows or done.objects_only or done.refused:
+        _settle_recorded(rt, done, report)
 
     for result, count in report.results.items():
         metrics.PURGED_FILES.labels(result).inc(count)
@@ -156,43 +124,81 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
     metrics.PURGE_DURATION.observe(duration)
     log_event(log, "info", "purge.done", "purge done", files=len(ids), key_count=report.keys,
               rows_removed=report.results["row"], objects_only=report.results["objects"],
-              refused=report.results["refused"], duration_s=round(duration, 4))
+              refused=report.results["refused"], held=report.results["held"], duration_s=round(duration, 4))
+    if failure is not None:
+        raise failure
     return report
 
 
-def _without_held(rt: Runtime, purgeable: list[tuple[PurgeFacts, PurgeAction]],
-                  report: PurgeReport) -> list[tuple[PurgeFacts, PurgeAction]]:
-    """The check at execution (issue 27, D19): leave out the files an active legal hold covers, read right
-    before any object is deleted and not when the job was queued. No lock is held across the store calls
-    (K1): a hold committed after this read does not stop this purge's deletes, and the re-check under the row
-    lock in _remove_rows keeps such a row until the release."""
-    if not purgeable:
-        return purgeable
-    held = rt.db.read(lambda conn: holds_sql.held_among(conn, [facts.file_id for facts, _ in purgeable]))
-    if held:
-        report.results["held"] += len(held)
-        log_event(log, "info", "purge.deferred", "a legal hold defers the purge of some files", files=len(held))
-    return [(facts, action) for facts, action in purgeable if facts.file_id not in held]
+def _remove_chunk(rt: Runtime, chunk: list[tuple[FileObjects, PurgeFacts, PurgeAction]], done: _Done,
+                  report: PurgeReport) -> None:
+    """Ask the rule for a chunk, right before its keys go (a committed clearance is the point of no return),
+    then remove what it freed."""
+    clearance = rt.db.unit_of_work(
+        lambda uow: keeps_sql.clearance(uow.conn, [objects.file_id for objects, _, _ in chunk], Scope.FILE,
+                                        rt.clock.now()), name="purge.clear")
+    for why in set(clearance.kept.values()):
+        kept = [file_id for file_id, reason in clearance.kept.items() if reason is why]
+        report.results[_KEPT_AS.get(why, "kept_live")] += len(kept)
+        if why is Keep.HELD:
+            log_event(log, "info", "purge.deferred", "a legal hold defers the purge of some files", files=len(kept))
+        else:  # a deleted file still attached or in a slot, or a live one: an internal error, logged by id (D7)
+            for file_id in kept:
+                log_event(log, "error", f"purge.{_KEPT_AS.get(why, 'kept_live')}", "file kept", file_id=str(file_id))
+    freed = [(objects, facts, action) for objects, facts, action in chunk if objects.file_id in clearance]
+    refused = rt.files.remove(clearance, [objects for objects, _, _ in freed])
+    for objects, facts, action in freed:
+        keys = len(rt.files.keys_of(objects))
+        report.keys += keys
+        if objects.file_id in refused:
+            done.refused[objects.file_id] = refused[objects.file_id]
+            continue
+        done.keys[objects.file_id] = keys
+        (done.rows if action is PurgeAction.OBJECTS_AND_ROW else done.objects_only).append(objects.file_id)
+        # A direct upload's abort is repeated and confirmed later (cleanup m): a part PUT in flight while it ran
+        # may still land.
+        if facts.protocol == "direct" and objects.parts_open and objects.upload_id and objects.object_key:
+            done.direct_aborts.append((objects.upload_id, objects.file_id, objects.object_key))
 
 
-def _settle(uow, cfg, row_ids: list[uuid.UUID], objects_only: list[uuid.UUID], refused: dict[uuid.UUID, str],
-            now: datetime, keys_deleted: dict[uuid.UUID, int],
-            aborts: Sequence[tuple[str, uuid.UUID, str]] = ()) -> tuple[int, dict[str, list[uuid.UUID]], list[uuid.UUID]]:
-    """Remove the rows of the purged deleted files (each leaves a receipt), mark the objects of the purged
-    live files gone (the catch-up need not come back, D8 d), forget past failures of purged files, record
-    the refused ones with their next attempt, and the aborted direct uploads for their second abort. Returns
-    (rows removed, rows kept by why, files newly overdue)."""
-    aborts_sql.record(uow.conn, aborts, now)
-    removed, kept = _remove_rows(uow, cfg, row_ids, now, keys_deleted) if row_ids else (0, {})
-    if objects_only:
-        failures_sql.clear(uow.conn, objects_only)
-        files_sql.set_objects_purged(uow.conn, objects_only, now)
-    if not refused:
+def _settle_recorded(rt: Runtime, done: _Done, report: PurgeReport) -> None:
+    now = rt.clock.now()
+    removed, kept, overdue_ids = rt.db.unit_of_work(lambda uow: _settle(uow, rt.cfg, done, now), name="purge.rows")
+    report.results["row"] += removed
+    for why, file_ids in kept.items():
+        if why == "held":  # a hold placed since the chunk's clearance: its objects went, the row stays
+            log_event(log, "info", "purge.deferred", "a legal hold placed during the purge keeps the rows",
+                      files=len(file_ids))
+        else:
+            for file_id in file_ids:
+                # D7: a deleted row that is still attached or in a slot is an internal error, and a row the
+                # database refuses is isolated like a key the store refuses: the row stays, the id is logged.
+                log_event(log, "error", f"purge.{why}", "deleted file's row kept", file_id=str(file_id))
+        report.results[why] += len(file_ids)
+    _log_refused(done.refused, overdue_ids)
+
+
+def _settle(uow: UnitOfWork, cfg: Config, done: _Done,
+            now: datetime) -> tuple[int, dict[str, list[uuid.UUID]], list[uuid.UUID]]:
+    """Record what the store answered: the objects gone (an end event), the rows of the purged deleted files
+    removed (each leaves a receipt: end events), the objects of the purged live files gone (the catch-up need
+    not come back, D8 d), past failures of purged files forgotten, the refused ones recorded with their next
+    attempt, and the aborted direct uploads for their second abort. Returns (rows removed, rows kept by why,
+    files newly overdue)."""
+    aborts_sql.record(uow.conn, done.direct_aborts, now)
+    gone = done.rows + done.objects_only
+    if gone:
+        ends.objects_gone(uow, ObjectsGone(tuple(gone), now, dict(done.keys)))
+    removed, kept = _remove_rows(uow, done.rows, now, done.keys) if done.rows else (0, {})
+    if done.objects_only:
+        failures_sql.clear(uow.conn, done.objects_only)
+        files_sql.set_objects_purged(uow.conn, done.objects_only, now)
+    if not done.refused:
         return removed, kept, []
     base, cap, delay = cfg.file.purge_retry_base, cfg.file.purge_retry_max, cfg.privacy.object_delete_delay
-    previous = failures_sql.attempts_of(uow.conn, list(refused))
+    previous = failures_sql.attempts_of(uow.conn, list(done.refused))
     rows = []
-    for file_id, code in sorted(refused.items()):
+    for file_id, code in sorted(done.refused.items()):
         attempts = previous.get(file_id, 0) + 1
         rows.append((file_id, attempts, code, next_attempt_at(attempts, now, base, cap)))
     recorded = failures_sql.record(uow.conn, rows, now)
@@ -215,45 +221,45 @@ def _log_refused(refused: dict[uuid.UUID, str], overdue_ids: list[uuid.UUID]) ->
                   file_id=str(file_id), error=refused[file_id])
 
 
-def _remove_rows(uow, cfg, row_ids: list[uuid.UUID], now: datetime,
+def _remove_rows(uow: UnitOfWork, row_ids: list[uuid.UUID], now: datetime,
                  keys_deleted: dict[uuid.UUID, int]) -> tuple[int, dict[str, list[uuid.UUID]]]:
-    checked = files_sql.lock_deleted_unattached(uow.conn, row_ids)
-    kept: dict[str, list[uuid.UUID]] = {
-        "kept_attached": [row.id for row in checked if row.deleted and row.attached],
-        "kept_held": [row.id for row in checked if row.deleted and row.held and not row.attached],
-        "held": [row.id for row in checked if row.deleted and row.on_hold and not row.held and not row.attached],
-    }
-    removable = [row.id for row in checked if row.deleted and not row.attached and not row.held and not row.on_hold]
-    removed, kept["row_refused"] = _delete_isolated(uow, removable, now, keys_deleted)
-    # After the commit only, by construction: the messages ride this transaction's outbox (issue 28).
-    webhooks.record_file_purged(uow, cfg, [row.id for row in removed], now)
+    """The re-check before a row goes (D7): under the rows' locks, the rule again. A row still attached or in a
+    slot (an internal error), or covered by a hold placed since the chunk's clearance, stays."""
+    files_sql.lock_files(uow.conn, row_ids)
+    kept: dict[str, list[uuid.UUID]] = {}
+    removable = []
+    for facts in keeps_sql.byte_facts(uow.conn, row_ids):
+        why = keep(facts, Scope.FILE)
+        if why is None and facts.exists and facts.deleted:
+            removable.append(facts.file_id)
+        elif why is not None:
+            kept.setdefault(_KEPT_AS.get(why, "kept_live"), []).append(facts.file_id)
+    removed, refused = _delete_isolated(uow, removable, keys_deleted)
+    if refused:
+        kept["row_refused"] = refused
+    if removed:
+        ends.rows_removed(uow, RowsRemoved(tuple(removed), now))
+    return len(removed), kept
 
-    def observe() -> None:
-        for row in removed:
-            metrics.DELETE_TO_GONE.observe(max((now - row.deleted_at).total_seconds(), 0.0))
 
-    uow.after_commit_metric(observe)
-    return len(removed), {why: ids for why, ids in kept.items() if ids}
-
-
-def _delete_isolated(uow, file_ids: list[uuid.UUID], now: datetime,
-                     keys_deleted: dict[uuid.UUID, int]) -> tuple[list[Any], list[uuid.UUID]]:
+def _delete_isolated(uow: UnitOfWork, file_ids: list[uuid.UUID],
+                     keys_deleted: dict[uuid.UUID, int]) -> tuple[list[RemovedRow], list[uuid.UUID]]:
     """Delete the rows in one statement; when the database refuses it (a constraint: a row another table
     still references), once per row, each in a savepoint of its own, so one row never strands its batch (D7).
-    Returns (the rows removed: ids and deletion marks, the rows refused)."""
+    Returns (the rows removed, the rows refused)."""
     if not file_ids:
         return [], []
     try:
         with uow.savepoint():
-            return files_sql.delete_rows(uow.conn, file_ids, now, keys_deleted), []
+            return files_sql.delete_rows(uow.conn, file_ids, keys_deleted), []
     except psycopg.IntegrityError:
         pass
-    removed: list[Any] = []
+    removed: list[RemovedRow] = []
     refused: list[uuid.UUID] = []
     for file_id in file_ids:
         try:
             with uow.savepoint():
-                removed += files_sql.delete_rows(uow.conn, [file_id], now, keys_deleted)
+                removed += files_sql.delete_rows(uow.conn, [file_id], keys_deleted)
         except psycopg.IntegrityError:
             refused.append(file_id)
     return removed, refused

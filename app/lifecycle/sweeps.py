@@ -94,7 +94,7 @@ def _sweep_alone(rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool,
     if dry_run:
         report.deleted = sum(1 for _ in doomed())
     else:
-        waves = delete_in_waves(rt.store, doomed(), rt.cfg.storage.sweep_concurrency)
+        waves = delete_in_waves(rt.files.remove_unmanaged, doomed(), rt.cfg.storage.sweep_concurrency)
         report.deleted, report.failed, report.batches = waves.deleted, waves.failed, waves.batches
         report.directories = rt.maintenance.prune_dirs(unmanaged.prefix)
         rt.db.unit_of_work(lambda uow: runs_sql.record_run(uow.conn, unmanaged.run_name, started_at),

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable, Sequence, TypeVar
 
-from app.storage.base import ObjectStore
+from app.storage.base import DeleteFailure
 
 BATCH_KEYS = 1000  # the S3 DeleteObjects limit
+T = TypeVar("T")
 
 
 @dataclass
@@ -21,9 +22,10 @@ class WaveReport:
     batches: int = 0
 
 
-def delete_in_waves(store: ObjectStore, keys: Iterable[str], concurrency: int,
+def delete_in_waves(delete: Callable[[Sequence[T]], list[DeleteFailure]], keys: Iterable[T], concurrency: int,
                     batch_keys: int = BATCH_KEYS) -> WaveReport:
-    """Delete `keys` (consumed lazily) in batches of at most batch_keys, at most `concurrency` in flight.
+    """Delete `keys` (consumed lazily: keys, or keys with what their removal needs) in batches of at most
+    batch_keys, at most `concurrency` in flight, each through `delete` (a removal of the file facade).
 
     Returns:
         Counts: keys deleted (or already gone), keys the store refused, batches sent.
@@ -32,19 +34,19 @@ def delete_in_waves(store: ObjectStore, keys: Iterable[str], concurrency: int,
         StorageError: the store as a whole failed; the batches in flight finish first, no new one starts.
     """
     report = WaveReport()
-    in_flight: set[Future] = set()
+    in_flight: set[Future[tuple[int, list[DeleteFailure]]]] = set()
 
-    def settle(done: set[Future]) -> None:
+    def settle(done: set[Future[tuple[int, list[DeleteFailure]]]]) -> None:
         for future in done:
             sent, failures = future.result()  # a store-wide StorageError raises here
             report.failed += len(failures)
             report.deleted += sent - len(failures)
 
-    def send(batch: list[str]) -> tuple[int, list]:
-        return len(batch), store.delete_many(batch)
+    def send(batch: list[T]) -> tuple[int, list[DeleteFailure]]:
+        return len(batch), delete(batch)
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lethe-wave") as pool:
-        def submit(batch: list[str]) -> None:
+        def submit(batch: list[T]) -> None:
             nonlocal in_flight
             if len(in_flight) >= concurrency:  # the width bound: wait for one batch before the next
                 done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -53,7 +55,7 @@ def delete_in_waves(store: ObjectStore, keys: Iterable[str], concurrency: int,
             report.batches += 1
 
         try:
-            batch: list[str] = []
+            batch: list[T] = []
             for key in keys:
                 batch.append(key)
                 if len(batch) == batch_keys:

@@ -4,19 +4,26 @@
 # a purge (D9). The job posts outside every transaction, signed as Standard Webhooks 1.0 says, with the same
 # id and bytes at every attempt; a timeout, a connection error or a 5xx is tried again on
 # webhooks.retry_schedule; a 410 disables the endpoint until its configuration changes; another 4xx ends the
-# message. Bodies carry ids, times and counts only, never a name, key, digest, uploader or subject (D15).
-"""Deletion webhooks (issue 28): record, deliver, list, redeliver, and the cleanup's pass."""
+# message. An attempt leases its delivery (one attempt of it at a time, whoever sends it) and lasts at most
+# webhooks.timeout end to end; each endpoint's deliveries travel in jobs of their own, on threads of their own
+# (workers/pools.py), so a slow receiver delays neither another receiver nor a purge. Bodies carry ids, times
+# and counts only, never a name, key, digest, uploader or subject (D15).
+"""Deletion webhooks: record, deliver, list, redeliver, and the cleanup's pass."""
 
 from __future__ import annotations
 
+import http.client
 import logging
+import socket
+import ssl
+import threading
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
-
-import requests
+from urllib.parse import urlsplit
 
 from app.db import webhooks as sql
 from app.db.uow import UnitOfWork
@@ -31,6 +38,7 @@ if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every servi
 
 log = logging.getLogger("lethe.webhooks")
 JOB_IDS = 500  # deliveries per job
+LEASE_MARGIN = timedelta(seconds=5)  # a lease outlives its attempt's webhooks.timeout by this much
 
 
 def _subscribed(cfg, event_type: str) -> list[str]:
@@ -42,9 +50,15 @@ def wanted(cfg, event_type: str) -> bool:
     return bool(_subscribed(cfg, event_type))
 
 
-def _enqueue(uow: UnitOfWork, ids: list[uuid.UUID]) -> None:
-    for start in range(0, len(ids), JOB_IDS):
-        uow.enqueue(WEBHOOK_QUEUE, WEBHOOK_ACTOR, [str(delivery_id) for delivery_id in ids[start:start + JOB_IDS]])
+def _enqueue(uow: UnitOfWork, deliveries: Sequence[tuple[uuid.UUID, str]]) -> None:
+    """Jobs for these deliveries, one endpoint per job: one endpoint's receiver never waits for another's."""
+    by_endpoint: dict[str, list[uuid.UUID]] = {}
+    for delivery_id, endpoint in deliveries:
+        by_endpoint.setdefault(endpoint, []).append(delivery_id)
+    for ids in by_endpoint.values():
+        for start in range(0, len(ids), JOB_IDS):
+            uow.enqueue(WEBHOOK_QUEUE, WEBHOOK_ACTOR,
+                        [str(delivery_id) for delivery_id in ids[start:start + JOB_IDS]])
 
 
 def record_event(uow: UnitOfWork, cfg, event_type: str, data: Mapping[str, Any], occurred_at: datetime) -> None:
@@ -76,7 +90,8 @@ def deliver(rt: Runtime, delivery_ids: Sequence[uuid.UUID]) -> DeliveryReport:
     """
     endpoints = {endpoint.name: endpoint for endpoint in rt.cfg.webhooks.endpoints}
     now = rt.clock.now()
-    rows = rt.db.read(lambda conn: sql.due(conn, delivery_ids, now))
+    until = now + rt.cfg.webhooks.timeout + LEASE_MARGIN
+    rows = rt.db.unit_of_work(lambda uow: sql.lease_due(uow.conn, delivery_ids, now, until), name="webhooks.lease")
     disabled = rt.db.read(sql.disabled) if rows else {}
     down: dict[str, tuple[int | None, str | None]] = {}  # endpoints that failed in this run: the others wait
     report = DeliveryReport()
@@ -107,7 +122,7 @@ def _attempt(rt: Runtime, row: Any, endpoint: Endpoint | None, disabled: dict[st
     if endpoint.name in down:
         status, error = down[endpoint.name]  # it failed a moment ago in this run: this one shares its fate
     else:
-        status, error = _post(rt, row, endpoint)
+        status, error = _attempt_post(rt, row, endpoint)
     attempts = row.attempts + 1
     outcome = outcome_of(status if error is None else None)
     if outcome == "delivered":
@@ -148,24 +163,74 @@ def _counted(endpoint: str, outcome: str) -> str:
     return outcome
 
 
-def _post(rt: Runtime, row: Any, endpoint: Endpoint) -> tuple[int | None, str | None]:
+def _attempt_post(rt: Runtime, row: Any, endpoint: Endpoint) -> tuple[int | None, str | None]:
     """One HTTP attempt: (status, None) for an answer, (None, error) for none. The webhook-timestamp is the wall
     clock (receivers check it against theirs); the body is the message's, byte for byte, at every attempt."""
     body = body_of(row.event_type, row.occurred_at, row.data)
     headers = headers_of(endpoint.secrets, message_id(row.id), int(time.time()), body)
-    timeout = rt.cfg.webhooks.timeout.total_seconds()
     metrics.WEBHOOK_ATTEMPTS.labels(endpoint.name).inc()
-    try:
-        # No redirect is followed (the URL is the operator's), and the answer's body is never read.
-        with requests.post(endpoint.url, data=body, headers=headers, timeout=(timeout, timeout),
-                           allow_redirects=False, stream=True) as response:
-            return response.status_code, None
-    except requests.Timeout:
-        return None, "timeout"
-    except requests.ConnectionError:
-        return None, "connection"
-    except requests.RequestException:
+    return post(endpoint.url, body, {**headers, "Content-Type": "application/json", "User-Agent": "lethe-webhooks"},
+                rt.cfg.webhooks.timeout.total_seconds())
+
+
+def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> tuple[int | None, str | None]:
+    """POST `body` and read the status line and headers of the answer, within `timeout_s` seconds end to end:
+    a receiver that trickles its answer is cut off when the time is up (each read's own timeout would let it
+    go on for ever). No redirect is followed (the URL is the operator's) and the answer's body is never read.
+    The environment's HTTP(S)_PROXY and NO_PROXY apply, as they would for any HTTP client.
+
+    Returns:
+        (status, None) for an answer; (None, "timeout" | "connection" | "request_error") for none.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         return None, "request_error"
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and urllib.request.proxy_bypass(parts.hostname):
+        proxy = None
+    conn: http.client.HTTPConnection
+    if proxy:
+        via = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if parts.scheme == "https":
+            conn = http.client.HTTPSConnection(via.hostname or "", via.port or 80, timeout=timeout_s,
+                                               context=ssl.create_default_context())
+            conn.set_tunnel(parts.hostname, port)
+        else:
+            conn = http.client.HTTPConnection(via.hostname or "", via.port or 80, timeout=timeout_s)
+            target = url
+    elif parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout_s, context=ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, port, timeout=timeout_s)
+    cut = threading.Event()
+
+    def cut_off() -> None:
+        cut.set()
+        sock = conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # a blocked read returns at once
+            except OSError:
+                pass
+
+    watchdog = threading.Timer(timeout_s, cut_off)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        conn.request("POST", target, body=body, headers=dict(headers))
+        status = conn.getresponse().status
+        return (None, "timeout") if cut.is_set() else (status, None)
+    except (TimeoutError, socket.timeout):
+        return None, "timeout"
+    except (OSError, http.client.HTTPException):
+        return None, "timeout" if cut.is_set() else "connection"
+    except ValueError:
+        return None, "request_error"
+    finally:
+        watchdog.cancel()
+        conn.close()
 
 
 def list_deliveries(rt: Runtime, failed_only: bool = False, limit: int = 100) -> list[Any]:
@@ -178,7 +243,7 @@ def redeliver(rt: Runtime, delivery_id: uuid.UUID) -> Any:
     def work(uow: UnitOfWork) -> Any:
         row = sql.redeliver(uow.conn, delivery_id, rt.clock.now())
         if row is not None:
-            _enqueue(uow, [row.id])
+            _enqueue(uow, [(row.id, row.endpoint)])
         return row
 
     return rt.db.unit_of_work(work, name="webhooks.redeliver")
@@ -191,7 +256,7 @@ def catch_up(rt: Runtime, now: datetime, lost_after: timedelta, batch: int, dry_
     Returns:
         How many deliveries were sent again (would be, in a dry run).
     """
-    lost = rt.db.read(lambda conn: sql.overdue(conn, now - lost_after, batch))
+    lost = rt.db.read(lambda conn: sql.overdue(conn, now - lost_after, now, batch))
     if dry_run:
         return len(lost)
     if lost:

@@ -1,4 +1,5 @@
-"""The collaborators of one process, built once from the configuration and passed to services.
+"""The collaborators of one process, built once from the configuration (app/entry/wiring.py) and passed to
+services.
 
 Each member is typed by its port: the store by `ObjectStore` (the K1 guard implements it), the broker by
 `BrokerPort` (what the outbox needs of dramatiq's broker), the clock by `Clock`. Services take what they
@@ -10,16 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from app.platform.clock import Clock, SystemClock
+from app.platform.clock import Clock
 from app.platform.config import Config
-from app.db.pool import Database, Timeouts
+from app.db.pool import Database
 from app.domain.uploads import UploadLimits
 from app.platform.jobs.outbox import Outbox
 from app.storage.base import ObjectStore, StoreMaintenance
-from app.db.context import in_transaction
-from app.storage.fs import FsStore
-from app.storage.guard import GuardedStore
-from app.storage.s3 import S3Store
+from app.storage.files import FileStore
 
 
 class BrokerPort(Protocol):
@@ -50,47 +48,12 @@ class Runtime:
         (build_store) or handed in as a GuardedStore, which implements both ports."""
         return cast(StoreMaintenance, self.store)
 
+    @property
+    def files(self) -> FileStore:
+        """A file's objects on the store, and their removal under the one rule for bytes (the only way to remove
+        anything of a file). Made afresh from `store`, so that a store swapped in (a test's fault) is used."""
+        return FileStore(self.store)
+
     def close(self) -> None:
         self.outbox.close()
         self.db.close()
-
-
-def build_store(cfg: Config) -> GuardedStore:
-    """The driver named by `file.storage.driver`, wrapped in the K1 guard."""
-    store: ObjectStore
-    if cfg.file.storage.driver == "s3":
-        s3 = cfg.file.s3
-        store = S3Store(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key, region=s3.region,
-                        secure=s3.secure, create_bucket=s3.create_bucket, pool_size=cfg.database.pool_size + 6,
-                        timeout=s3.timeout.total_seconds())
-    else:
-        store = FsStore(cfg.file.fs.root, min_free_bytes=cfg.file.fs.min_free_bytes)
-    return GuardedStore(store, in_transaction)
-
-
-def database_timeouts(cfg: Config) -> Timeouts:
-    d = cfg.database
-    return Timeouts(pool=d.pool_timeout.total_seconds(), connect=d.connect_timeout.total_seconds(),
-                    statement=d.statement_timeout.total_seconds(),
-                    maintenance=d.maintenance_statement_timeout.total_seconds(), keepalive=d.keepalive.total_seconds(),
-                    pooled=d.pooler == "transaction")
-
-
-def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | None = None,
-                  store: ObjectStore | None = None, background_publish: bool = False) -> Runtime:
-    """Wire the database, the store, the broker and the outbox for one process.
-
-    background_publish: publish committed jobs from a thread of the process (the api and the worker: a
-    request never waits for RabbitMQ, D9); off, the committing thread publishes (tests, one-shot commands).
-    """
-    clock = clock or SystemClock()
-    db = Database(cfg.database.url, pool_size=cfg.database.pool_size, tx_retry_max=cfg.database.tx_retry_max,
-                  clock=clock, timeouts=database_timeouts(cfg))
-    outbox = Outbox(db, broker, background=background_publish,
-                    linger_s=cfg.outbox.publish_linger.total_seconds())
-    db.after_commit = outbox.publish_committed
-    limits = UploadLimits(part_size=cfg.file.part_size, max_size=cfg.file.max_size,
-                          max_attachments=cfg.file.max_attachments, session_ttl=cfg.file.upload_session_ttl,
-                          complete_timeout=cfg.file.complete_timeout)
-    return Runtime(cfg=cfg, clock=clock, db=db, store=store or build_store(cfg),
-                   broker=broker, outbox=outbox, role=role, limits=limits)

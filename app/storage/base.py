@@ -116,19 +116,9 @@ class ObjectStore(Protocol):
         """Store one part (overwrites a part with the same number), from bytes or from chunks as they arrive
         (an error raised by the chunks leaves nothing stored). Raises NotFound when the upload ended."""
 
-    def discard_part(self, ref: MultipartRef, part_number: int) -> None:
-        """Remove a part written for an upload that ended meanwhile (fs: its part object; S3: abort the
-        multipart upload again, since a part uploaded while an abort runs may still succeed and keep its
-        bytes, as AWS documents; a completed upload's id is gone and the abort a no-op). Idempotent."""
-
     def part_keys(self, file_id: str, part_count: int) -> list[str]:
         """The keys an upload's parts are stored under, when parts are objects of their own (fs:
         `uploads/<id>/part-1..N`); empty where they belong to a multipart upload (S3). No I/O."""
-
-    def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
-        """After a completion was recorded: remove any part written while it ran (fs: part-1..part-N, a
-        part PUT that passed its check before the claim may land after the assembly dropped the parts; S3:
-        nothing, no part can join a completed multipart upload). Idempotent."""
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         """Assemble the parts, in order, into the object `ref.key` and drop the parts; a driver that reads the

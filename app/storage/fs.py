@@ -322,14 +322,8 @@ class FsStore:
         self._publish(tmp_path, segments)
         return UploadedPart(part_number=part_number, etag=f"size-{size}")
 
-    def discard_part(self, ref: MultipartRef, part_number: int) -> None:
-        self.delete(part_key(ref.file_id, part_number))
-
     def part_keys(self, file_id: str, part_count: int) -> list[str]:
         return [part_key(file_id, n) for n in range(1, part_count + 1)]
-
-    def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
-        self.abort_upload(ref, part_count)  # part-1..part-N by name, as an abort does
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         segments = _segments(ref.key)

@@ -58,14 +58,8 @@ class GuardedStore:
     def put_part(self, ref: MultipartRef, part_number: int, data: bytes | Iterator[bytes]) -> UploadedPart:
         return self._checked("put_part").put_part(ref, part_number, data)
 
-    def discard_part(self, ref: MultipartRef, part_number: int) -> None:
-        self._checked("discard_part").discard_part(ref, part_number)
-
     def part_keys(self, file_id: str, part_count: int) -> list[str]:
         return self._checked("part_keys").part_keys(file_id, part_count)
-
-    def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
-        self._checked("clear_parts").clear_parts(ref, part_count)
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         return self._checked("complete_upload").complete_upload(ref, parts)

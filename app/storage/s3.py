@@ -359,16 +359,8 @@ class S3Store:
             etag = self.client._upload_part(self.bucket, _key(ref.key), data, None, _upload_id(ref), part_number)
         return UploadedPart(part_number=part_number, etag=etag)
 
-    def discard_part(self, ref: MultipartRef, part_number: int) -> None:
-        # A part uploaded while AbortMultipartUpload runs may still succeed and keep its bytes in the aborted
-        # upload; AWS says to abort again. A completed upload's id is gone: the abort answers NoSuchUpload.
-        self.abort_upload(ref, 0)
-
     def part_keys(self, file_id: str, part_count: int) -> list[str]:
         return []  # parts belong to the multipart upload, which its abort removes
-
-    def clear_parts(self, ref: MultipartRef, part_count: int) -> None:
-        return None  # no part can join a completed multipart upload
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         ordered = [Part(part.part_number, part.etag) for part in sorted(parts, key=lambda p: p.part_number)]

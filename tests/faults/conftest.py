@@ -24,7 +24,7 @@ from app.entry.token import mint_token
 from app.domain.keys import original_key
 from app.entry.embedded_pg import free_port
 from app.lifecycle.deletion import mark_deleted
-from app.platform.runtime import build_runtime
+from app.entry.wiring import build_runtime
 from app.storage.fs import FsStore
 from tests.conftest import make_s3_store, truncate_all
 from tests.e2e.conftest import Role, purge_queues, wait_for_http, wait_for_output

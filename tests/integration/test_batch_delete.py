@@ -51,12 +51,12 @@ def test_every_answer_of_deletefile_in_request_order(lethe):
     by_id = {r["id"]: (r["status"], r.get("reason")) for r in results}
     assert by_id == {
         str(avatar): (409, "purpose_not_deletable"), str(unknown): (404, "not_found"), str(own): (204, None),
-        str(foreign): (404, "not_found"), str(attached): (409, "file_attached"), str(deleted_before): (204, None),
-        str(purged): (404, "not_found"),
+        str(foreign): (404, "not_found"), str(attached): (409, "file_attached"),
+        str(deleted_before): (404, "not_found"), str(purged): (404, "not_found"),  # deleted is deleted, row or not
     }
-    # and deleteFile alone agrees for every one of them now
+    # and deleteFile alone agrees for every one of them now (own is deleted now: 404 like any deleted file)
     for file_id in ids:
-        status, reason = by_id[str(file_id)]
+        status, reason = (404, "not_found") if file_id == own else by_id[str(file_id)]
         assert alone(lethe, ALEX, file_id) == (status, reason if status == 409 else None)
     assert lethe.row(own).deleted_at is not None
     assert lethe.row(attached).deleted_at is None and lethe.row(avatar).deleted_at is None

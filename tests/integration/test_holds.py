@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from app.domain.holds import valid_case_ref
+from app.domain.holds import DEFAULT_CASE_REF_PATTERN, valid_case_ref
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.purge import purge_files
 from app.lifecycle.retention import run_policy
@@ -32,7 +32,7 @@ RETENTION = json.dumps([{"name": "chat-files", "purpose": "attachment", "max_age
                          "schedule": "0 3 * * *"}])
 
 
-def place(lethe, case_ref="CASE-2026.117", **target):
+def place(lethe, case_ref="CASE-2026-0117", **target):
     response = lethe.call("POST", "/api/v1/holds", OWNER,
                           json={"case_ref": case_ref, **{name: str(value) for name, value in target.items()}})
     assert response.status_code == 201, response.json
@@ -275,7 +275,8 @@ def test_the_target_is_exactly_one_and_a_file_must_exist(lethe):
 @FS_ONLY
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(case_ref=st.one_of(st.text(max_size=80), st.from_regex(r"[A-Za-z0-9._-]{1,64}", fullmatch=True),
-                          st.from_regex(r"[A-Za-z0-9._-]{60,70}\n?", fullmatch=True)))
+                          st.from_regex(r"[A-Za-z0-9._-]{60,70}\n?", fullmatch=True),
+                          st.from_regex(DEFAULT_CASE_REF_PATTERN.strip("^$"), fullmatch=True)))
 def test_a_case_reference_is_a_token_and_anything_else_is_422(lethe, case_ref):
     response = lethe.call("POST", "/api/v1/holds", OWNER, json={"case_ref": case_ref, "subject_id": str(SAM.id)})
     if valid_case_ref(case_ref):

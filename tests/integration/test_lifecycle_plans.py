@@ -9,6 +9,7 @@ messages. The cleanup's candidate queries stay covered by test_cleanup_indexes.p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import uuid
@@ -23,6 +24,7 @@ from app.db import cleanup as cleanup_sql
 from app.db import erasures as erasures_sql
 from app.db import files as files_sql
 from app.db import holds as holds_sql
+from app.db import keeps as keeps_sql
 from app.db import messages as messages_sql
 from app.db import purge_failures as failures_sql
 from app.db import receipts as receipts_sql
@@ -32,6 +34,7 @@ from app.db import slots as slots_sql
 from app.db import webhooks as webhooks_sql
 from app.db.migrate import migrate
 from app.db.uow import UnitOfWork
+from app.domain.ends import Scope
 from app.lifecycle import deletion
 from tests.conftest import _with_database, create_test_database
 
@@ -202,10 +205,10 @@ QUERIES = {
                                       failures_sql.record(c, [(i, 1, "S3Error", NOW) for i in ids], NOW),
                                       failures_sql.set_warned(c, ids, NOW), failures_sql.clear(c, ids),
                                       failures_sql.failing(c)),
-    "mark": lambda c, ids: deletion.mark_deleted(UnitOfWork(conn=c, name="plan"), ids, NOW, "erasure"),
+    "mark": lambda c, ids: deletion.mark_deleted(UnitOfWork(conn=c, name="plan", subscribers=()), ids, NOW, "erasure"),
     "mark sparing attached": lambda c, ids: files_sql.set_deleted(c, ids, NOW, "file", ("q", "a", NOW), ids),
     "purge facts": lambda c, ids: files_sql.purge_facts(c, ids),
-    "purge re-check": lambda c, ids: files_sql.lock_deleted_unattached(c, ids),
+    "purge re-check": lambda c, ids: (files_sql.lock_files(c, ids), keeps_sql.byte_facts(c, ids)),
     "audit page": lambda c, ids: files_sql.rows_after(c, ZERO, 1000),
     "audit page+after": lambda c, ids: files_sql.rows_after(c, ids[0], 1000),
     "audit rows": lambda c, ids: files_sql.files_by_ids(c, ids),
@@ -218,25 +221,28 @@ QUERIES = {
     "cleanup m": lambda c, ids: aborts_sql.due(c, NOW, None, 500),
     "cleanup m+after": lambda c, ids: aborts_sql.due(c, NOW, (NOW, "u"), 500),
     "audit open uploads": lambda c, ids: sessions_sql.open_upload_ids(c, ids),
-    "audit held": lambda c, ids: holds_sql.held_ids(c, ids),
+    "audit held": lambda c, ids: keeps_sql.held_among(c, ids + [uuid.uuid4()]),
     "cleanup d deleted": lambda c, ids: cleanup_sql.deleted_rows(c, NOW, None, 500),
     "cleanup d refused": lambda c, ids: cleanup_sql.due_refused_live(c, NOW, None, 500),
     "cleanup f backlog": lambda c, ids: cleanup_sql.backlog(c),
-    "holds claim": lambda c, ids: holds_sql.held_among(c, ids),
+    "clearance": lambda c, ids: keeps_sql.clearance(c, ids, Scope.FILE, NOW),
+    "holds place": lambda c, ids: (holds_sql.insert(c, uuid.uuid4(), SUBJECT, None, "CASE-1", NOW),
+                                   holds_sql.insert(c, uuid.uuid4(), None, ids[0], "CASE-2", NOW)),
     "holds one": lambda c, ids: holds_sql.hold(c, HOLD),
     "holds page": lambda c, ids: (holds_sql.page(c, None, 100), holds_sql.page(c, HOLD, 100)),
-    "holds file on hold": lambda c, ids: holds_sql.file_on_hold(c, ids[0]),
     "holds subject on hold": lambda c, ids: holds_sql.subject_on_hold(c, SUBJECT),
     "holds release": lambda c, ids: holds_sql.release(c, HOLD, NOW),
     "holds freed": lambda c, ids: (holds_sql.release(c, HOLD, NOW), holds_sql.freed(c, HOLD, ZERO, 500)),
     "holds summary": lambda c, ids: holds_sql.summary(c),
     "holds g": lambda c, ids: (holds_sql.delete_released(c, NOW, 500), holds_sql.count_released(c, NOW)),
     "webhooks file.purged": lambda c, ids: webhooks_sql.insert_file_purged(c, ["app"], ids, NOW),
-    "webhooks due": lambda c, ids: (webhooks_sql.due(c, ids, NOW), webhooks_sql.next_due(c, ids)),
-    "webhooks n": lambda c, ids: (webhooks_sql.overdue(c, NOW, 500), webhooks_sql.oldest_undelivered(c),
+    "webhooks due": lambda c, ids: (webhooks_sql.lease_due(c, ids, NOW, NOW), webhooks_sql.next_due(c, ids)),
+    "webhooks n": lambda c, ids: (webhooks_sql.overdue(c, NOW, NOW, 500), webhooks_sql.oldest_undelivered(c),
                                   webhooks_sql.delete_old(c, NOW, 500)),
     "purge receipts": lambda c, ids: (messages_sql.detach_files(c, ids), slots_sql.clear_holder(c, SUBJECT),
-                                      files_sql.delete_rows(c, ids, NOW, {})),
+                                      receipts_sql.write(c, [dataclasses.replace(row, marked_at=NOW) for row in
+                                                             files_sql.delete_rows(c, ids, {})], NOW)),
+    "holds forget subject": lambda c, ids: holds_sql.forget_subject(c, SUBJECT, NOW),
 }
 
 

@@ -10,8 +10,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from app.domain.ends import Clearance, Keep, Scope
 from app.domain.keys import original_key, part_key, variant_key
+from app.domain.objects import FileObjects
 from app.storage.base import MultipartRef
+from app.storage.files import FileStore
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, StoreCallInTransaction
 from tests.conftest import make_s3_store, uploads_left, versions_of
 from tests.support.faults import RefusingS3
@@ -153,21 +156,43 @@ def test_abort_upload_is_idempotent_and_drops_the_parts(store, raw_store):
         assert [upload.upload_id for upload in result.uploads] == []
 
 
-def test_discard_part_removes_what_put_part_wrote_and_is_idempotent(store, raw_store):
+def test_the_removal_of_an_ended_upload_leaves_no_part_nor_upload_and_is_idempotent(store, raw_store):
     # Given a part written into an upload that ended meanwhile (on S3 a part uploaded while an abort runs can
     # still succeed and keep its bytes in the upload: AWS says to abort again)
     file_id = uuid.uuid4()
     ref = store.begin_upload(str(file_id), original_key(file_id), "application/octet-stream")
     store.put_part(ref, 1, b"orphan part")
-    # When it is discarded, twice
-    store.discard_part(ref, 1)
-    store.discard_part(ref, 1)
+    objects = FileObjects(file_id, original_key(file_id), upload_id=ref.upload_id, part_count=1, parts_open=True)
+    # When the one rule freed the file and its objects are removed through the facade, twice
+    for _ in range(2):
+        assert FileStore(store).remove(Clearance(Scope.FILE, frozenset({file_id})), [objects]) == {}
     # Then neither its object (fs) nor its multipart upload (S3) is left
     assert versions_of(raw_store, [part_key(file_id, 1)]) == []
     assert uploads_left(raw_store, original_key(file_id)) == []
 
 
-def test_clear_parts_after_a_completion_leaves_no_part_and_keeps_the_object(store, raw_store):
+def test_a_clearance_that_keeps_a_file_removes_nothing_of_it(store, raw_store):
+    # Given an upload with a part and a stored object of the same file
+    file_id = uuid.uuid4()
+    ref = store.begin_upload(str(file_id), original_key(file_id, 2), "application/octet-stream")
+    store.put_part(ref, 1, b"held part")
+    store.put(original_key(file_id), b"held original", 13)
+    objects = FileObjects(file_id, original_key(file_id, 2), upload_id=ref.upload_id, part_count=1, parts_open=True)
+    # When the rule keeps the file (a legal hold), every removal of the facade is asked
+    kept = Clearance(Scope.FILE, frozenset(), {file_id: Keep.HELD})
+    assert FileStore(store).remove(kept, [objects]) == {}
+    assert FileStore(store).remove_keys(kept, {file_id: [original_key(file_id)]}) == []
+    assert FileStore(store).abort_uploads(kept, {file_id: [ref]}) == 0
+    # Then every byte stays: the object, and the part (its object on fs, its multipart upload on S3)
+    assert store.get(original_key(file_id)) == b"held original"
+    if raw_store.driver == "fs":
+        assert store.get(part_key(file_id, 1)) == b"held part"
+    else:
+        assert uploads_left(raw_store, original_key(file_id, 2)) == [ref.upload_id]
+    store.abort_upload(ref, 1)
+
+
+def test_strays_after_a_completion_go_and_the_object_stays(store, raw_store):
     file_id = uuid.uuid4()
     key = original_key(file_id)
     ref = store.begin_upload(str(file_id), key, "application/octet-stream")
@@ -175,11 +200,20 @@ def test_clear_parts_after_a_completion_leaves_no_part_and_keeps_the_object(stor
     store.complete_upload(ref, [part])
     if raw_store.driver == "fs":
         store.put_part(ref, 1, b"a late part")  # landed after the assembly dropped the parts
-    store.clear_parts(ref, 1)
-    store.clear_parts(ref, 1)
+    strays = {file_id: store.part_keys(str(file_id), 1)}  # S3: none, no part can join a completed upload
+    for _ in range(2):
+        assert FileStore(store).remove_keys(Clearance(Scope.STRAY, frozenset({file_id})), strays) == []
     assert versions_of(raw_store, [part_key(file_id, 1)]) == []
     assert store.get(key) == b"assembled"
-    store.delete(key)
+
+
+def test_the_facade_never_deletes_another_files_key_nor_a_file_key_as_unmanaged(store, raw_store):
+    mine, other = uuid.uuid4(), uuid.uuid4()
+    store.put(original_key(other), b"not mine", 8)
+    refused = FileStore(store).remove_keys(Clearance(Scope.FILE, frozenset({mine})), {mine: [original_key(other)]})
+    assert [failure.code for failure in refused] == ["not_its_key"]
+    assert [failure.code for failure in FileStore(store).remove_unmanaged([original_key(other)])] == ["file_key"]
+    assert store.get(original_key(other)) == b"not mine"
 
 
 def test_abort_of_an_unknown_upload_succeeds(store, raw_store):

@@ -145,7 +145,7 @@ def test_waves_never_have_more_batches_in_flight_than_configured(raw_store):
     for key in keys:
         raw_store.put(key, b"x", 1)
     counting = CountingStore(raw_store, width=3)
-    report = delete_in_waves(counting, iter(keys), concurrency=3, batch_keys=7)
+    report = delete_in_waves(counting.delete_many, iter(keys), concurrency=3, batch_keys=7)
     assert report.batches == 6 and report.deleted == len(keys) and report.failed == 0
     assert counting.most == 3  # reached, never passed
     assert max(counting.sizes) == 7
@@ -234,7 +234,7 @@ def test_waves_never_hold_more_of_the_listing_than_the_batches_in_flight(raw_sto
             return failures
 
     store = Holding()
-    report = delete_in_waves(store, listing(), concurrency=width, batch_keys=batch)
+    report = delete_in_waves(store.delete_many, listing(), concurrency=width, batch_keys=batch)
     assert report.deleted == len(keys)
     # Beyond the batches done: `width` in flight and one being filled, never more.
     assert store.ahead <= (width + 1) * batch

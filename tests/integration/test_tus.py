@@ -17,6 +17,7 @@ from app.domain.keys import tail_key
 from app.domain.tus import encode_metadata, parse_metadata
 from tests.conftest import all_versions
 from tests.support.helpers import problem, rows
+from tests.support.helpers import residue as stored_residue
 from tests.support.lethe import ALEX, OWNER, SAM, Person, sha256
 
 TUS = {"Tus-Resumable": "1.0.0"}
@@ -65,15 +66,8 @@ def send(lethe, file_id: str, data: bytes, chunk: int, start: int = 0) -> None:
 
 
 def residue(lethe, file_id: str) -> list:
-    """Everything the store holds of a file: objects (every version and delete marker on S3) under its keys,
-    and on S3 the multipart uploads of its original (a test may list; the service never does, K2)."""
-    store = lethe.raw_store
-    if store.driver == "fs":
-        return [listed.key for prefix in ("uploads/", "f/") for listed in store.list_prefix(prefix)
-                if file_id in listed.key]
-    found = [(item.object_name, item.version_id) for item in all_versions(store) if file_id in item.object_name]
-    uploads = store.client._list_multipart_uploads(store.bucket).uploads
-    return found + [("multipart", upload.object_name) for upload in uploads if file_id in upload.object_name]
+    """Everything the store holds of a file (tests/support/helpers.residue)."""
+    return stored_residue(lethe.raw_store, file_id)
 
 
 def chunk_sizes(lethe) -> tuple[int, int]:

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -20,7 +21,7 @@ import pytest
 from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from app.lifecycle import purge as purge_module
+from app.lifecycle import webhooks as webhooks_module
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.erasure import erase_round
 from app.lifecycle.purge import purge_files
@@ -46,8 +47,8 @@ def endpoint(receiver: Receiver, secrets, events=("file.purged", "erasure.comple
 def receiver():
     made = []
 
-    def make(*answers, default=204):
-        made.append(Receiver(*answers, default=default))
+    def make(*answers, default=204, trickle_s=0.3):
+        made.append(Receiver(*answers, default=default, trickle_s=trickle_s))
         return made[-1]
 
     yield make
@@ -167,6 +168,119 @@ def test_a_receiver_that_never_answers_is_bounded_by_the_timeout(make_lethe, rec
     assert len(hooks.received) == 2 and deliveries(lethe)[0].state == "delivered"
 
 
+def test_a_trickling_receivers_attempt_ends_within_the_timeout_end_to_end(make_lethe, receiver):
+    # A receiver that sends its status line a byte at a time never lets a read time out; the attempt still
+    # ends at webhooks.timeout (2s here), plus at most a second.
+    hooks = receiver("trickle", default="trickle")
+    lethe = make_lethe(**{"webhooks.endpoints": endpoint(hooks, secret()), "webhooks.timeout": "2s"})
+    deleted_and_purged(lethe)
+    started = time.monotonic()
+    lethe.run_jobs("deliver_webhooks")
+    assert time.monotonic() - started < 2 + 1
+    (row,) = deliveries(lethe)
+    assert (row.state, row.attempts, row.last_error, row.leased_until) == ("pending", 1, "timeout", None)
+
+
+def test_one_attempt_of_a_delivery_at_a_time_whoever_sends_it(make_lethe, receiver):
+    from app.lifecycle import webhooks
+
+    hooks = receiver(default="trickle")
+    lethe = make_lethe(**{"webhooks.endpoints": endpoint(hooks, secret()), "webhooks.timeout": "2s",
+                          "file.gc_interval": "2s"})
+    deleted_and_purged(lethe)
+    (job,) = lethe.broker.take("deliver_webhooks")
+    ids = [uuid.UUID(i) for i in job.args[0]]
+    first = threading.Thread(target=webhooks.deliver, args=(lethe.rt, ids))
+    first.start()
+    deadline = time.monotonic() + 10
+    while not hooks.received and time.monotonic() < deadline:
+        time.sleep(0.01)  # a condition polled: the first attempt's connection arrived
+    # While it trickles: the delivery is overdue for the cleanup's catch-up, and its job comes again
+    lethe.clock.advance(3)
+    assert webhooks.catch_up(lethe.rt, lethe.clock.now(), timedelta(seconds=2), 100, dry_run=False) == 0
+    assert lethe.broker.take("deliver_webhooks") == []
+    assert webhooks.deliver(lethe.rt, ids).outcomes == {}  # leased: not attempted twice
+    first.join(10)
+    assert len(hooks.received) == 1 and max(hooks.most.values()) == 1
+    # Once the attempt ended (its lease with it), the catch-up sends it again
+    lethe.clock.advance(10)
+    assert webhooks.catch_up(lethe.rt, lethe.clock.now(), timedelta(seconds=2), 100, dry_run=False) == 1
+
+
+def test_a_healthy_endpoint_is_served_on_time_beside_a_trickling_one(make_lethe, receiver):
+    from workers.actors import ACTORS
+
+    slow, fast = receiver(default="trickle"), receiver()
+    lethe = make_lethe(**{"webhooks.timeout": "2s", "webhooks.endpoints": json.dumps([
+        {"name": "slow", "url": slow.url, "secret": secret(), "events": ["file.purged"]},
+        {"name": "fast", "url": fast.url, "secret": secret(), "events": ["file.purged"]}])})
+    deleted_and_purged(lethe)
+    jobs = lethe.broker.take("deliver_webhooks")
+    assert len(jobs) == 2  # one job per endpoint: neither waits behind the other
+    started = time.monotonic()
+    threads = [threading.Thread(target=lambda job=job: run_job(lethe, ACTORS, job)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while not fast.received and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fast.received and fast.arrived[0] - started < 1.0  # not behind the slow one's 2 seconds
+    for thread in threads:
+        thread.join(10)
+    assert {row.endpoint: row.state for row in deliveries(lethe)} == {"fast": "delivered", "slow": "pending"}
+
+
+def run_job(lethe, actors, job):
+    import dramatiq
+
+    try:
+        actors[job.actor_name].fn(lethe.rt, *job.args)
+    except dramatiq.Retry:
+        pass
+
+
+def test_webhook_attempts_never_take_the_threads_of_purges(make_lethe, receiver):
+    # The worker's own threads (here one) keep purging while every webhook thread (here one) waits on a receiver
+    import dramatiq
+    from dramatiq.brokers.stub import StubBroker
+    from dramatiq import Worker
+
+    from app.platform.jobs.broker import QUEUES
+    from workers.actors import register
+    from workers.pools import add_webhook_pool, split_queues
+
+    hooks = receiver(default="trickle")
+    lethe = make_lethe(**{"webhooks.endpoints": endpoint(hooks, secret()), "webhooks.timeout": "3s"})
+    deleted_and_purged(lethe)  # its file.purged delivery trickles for 3 seconds
+    broker = StubBroker()
+    for queue in QUEUES:
+        broker.declare_queue(queue)
+    actors = register(broker, lethe.rt)
+    queues, pool = split_queues(QUEUES)
+    assert pool and queues == {"maintenance", "scan"}
+    add_webhook_pool(broker, 1)
+    worker = Worker(broker, queues=queues, worker_threads=1)
+    worker.start()
+    try:
+        for job in lethe.broker.take("deliver_webhooks"):
+            actors["deliver_webhooks"].send(*job.args)
+        deadline = time.monotonic() + 10
+        while not hooks.received and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert hooks.received  # the webhook thread is in its attempt now
+        other = lethe.upload(ALEX)
+        assert lethe.call("DELETE", f"/api/v1/files/{other}", ALEX).status_code == 204
+        for job in lethe.broker.take("purge_objects"):
+            actors["purge_objects"].send(*job.args)
+        started = time.monotonic()
+        broker.join("maintenance", timeout=10_000)
+        assert lethe.row(other) is None and time.monotonic() - started < 2  # not behind the receiver
+        assert hooks.open and max(hooks.open.values()) == 1  # still trickling meanwhile
+    finally:
+        worker.stop(timeout=5000)
+        dramatiq.set_broker(dramatiq.get_broker())
+
+
 def test_a_rotation_signs_with_both_secrets(make_lethe, receiver):
     hooks, old, new = receiver(), secret(), secret()
     lethe = make_lethe(**{"webhooks.endpoints": endpoint(hooks, [new, old])})
@@ -184,17 +298,17 @@ def test_a_rolled_back_purge_sends_nothing(make_lethe, receiver, monkeypatch):
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
     lethe.broker.take()
-    original = purge_module.webhooks.record_file_purged
+    original = webhooks_module.record_file_purged
 
     def then_fail(uow, cfg, file_ids, now):
         original(uow, cfg, file_ids, now)
         raise psycopg.errors.AdminShutdown("the database went away before the commit")
 
-    monkeypatch.setattr(purge_module.webhooks, "record_file_purged", then_fail)
+    monkeypatch.setattr(webhooks_module, "record_file_purged", then_fail)
     with pytest.raises(psycopg.Error):
         purge_files(lethe.rt, [file_id])
     assert deliveries(lethe) == [] and lethe.broker.take() == [] and lethe.row(file_id) is not None
-    monkeypatch.setattr(purge_module.webhooks, "record_file_purged", original)
+    monkeypatch.setattr(webhooks_module, "record_file_purged", original)
     purge_files(lethe.rt, [file_id])
     lethe.run_jobs()
     assert len(hooks.received) == 1 and len(deliveries(lethe)) == 1
@@ -209,8 +323,8 @@ def test_endpoints_take_only_their_events_and_hold_and_erasure_events_name_no_on
          "events": ["file.purged", "erasure.completed", "hold.placed", "hold.released"]}])})
     data = f"bytes of {CANARY}".encode()
     file_id = lethe.upload(ALEX, data, name=f"{CANARY}.pdf")
-    secrets = {CANARY, lethe.row(file_id).object_key, sha256(data), str(ALEX.id), "CASE-Wh28-7"}
-    hold = lethe.call("POST", "/api/v1/holds", OWNER, json={"subject_id": str(ALEX.id), "case_ref": "CASE-Wh28-7"}).json
+    secrets = {CANARY, lethe.row(file_id).object_key, sha256(data), str(ALEX.id), "CASE-WH28-7"}
+    hold = lethe.call("POST", "/api/v1/holds", OWNER, json={"subject_id": str(ALEX.id), "case_ref": "CASE-WH28-7"}).json
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
     lethe.run_jobs()
     assert lethe.call("DELETE", f"/api/v1/holds/{hold['id']}", OWNER).status_code == 204

@@ -95,3 +95,34 @@ def FailOnce(store, method):  # noqa: N802 - reads as the fault it makes
 def Down(store, method):  # noqa: N802 - reads as the fault it makes
     """The named call always fails (the store is down for it)."""
     return Failing(store, method)
+
+
+class Interleaved:
+    """Wraps a store; around the `call`-th call of `method` (before it, or after it returned: `when`), runs
+    `action()` once, in the caller's thread: a forced interleaving of a user's request with a store call that
+    is in flight (no lock is held then: K1). Everything else passes through."""
+
+    def __init__(self, store, method: str, action, when: str = "after", call: int = 1):
+        self._store, self._method, self._action, self._when = store, method, action, when
+        self.driver = store.driver
+        self._left = call
+        self.ran = False
+
+    def __getattr__(self, name):
+        attribute = getattr(self._store, name)
+        if name != self._method:
+            return attribute
+
+        def interleaved(*args, **kwargs):
+            self._left -= 1
+            due = self._left == 0
+            if due and self._when == "before":
+                self.ran = True
+                self._action()
+            result = attribute(*args, **kwargs)
+            if due and self._when == "after":
+                self.ran = True
+                self._action()
+            return result
+
+        return interleaved

@@ -64,3 +64,16 @@ def attach_while_a_request_waits(lethe, author, file_id, request) -> dict:
                      "VALUES (%s, 'forced', %s, now())", (author.id, file_id))
     thread.join(10)
     return answer
+
+
+def residue(raw_store, file_id) -> list:
+    """Everything the store holds of a file: its objects (every version and delete marker on S3) and, on S3, the
+    multipart uploads of its keys (a test may list; the service never does, K2)."""
+    file_id = str(file_id)
+    if raw_store.driver == "fs":
+        return [listed.key for prefix in ("uploads/", "f/") for listed in raw_store.list_prefix(prefix)
+                if file_id in listed.key]
+    found = [(item.object_name, item.version_id) for item in raw_store.client.list_objects(
+        raw_store.bucket, recursive=True, include_version=True) if file_id in item.object_name]
+    uploads = raw_store.client._list_multipart_uploads(raw_store.bucket).uploads
+    return found + [("multipart", upload.object_name) for upload in uploads if file_id in upload.object_name]

@@ -10,7 +10,7 @@ from app.platform import config
 from app.api.app import create_app
 from app.entry.token import mint_token
 from app.db.context import in_transaction
-from app.platform.runtime import build_runtime
+from app.entry.wiring import build_runtime
 from app.storage.guard import GuardedStore
 from tests.support.fakes import RecordingBroker
 

@@ -26,7 +26,7 @@ READER = Who(OWNER_ID, frozenset({access.READ}))
 
 @pytest.mark.parametrize("rule, uploader, stranger, manager", [
     (access.sees_file, True, False, True),
-    (access.sees_deleted_file, True, False, False),
+    (access.sees_retired_file, True, False, False),
     (access.drives_upload, True, False, False),
     (access.may_attach, True, False, False),
     (access.sees_message, True, False, True),
@@ -69,7 +69,7 @@ def test_an_operators_command_on_the_host_may_erase_and_read_receipts():
 
 @pytest.mark.parametrize("caller, deleted, attached, purpose, answer", [
     (UPLOADER, False, False, "attachment", "delete"),
-    (UPLOADER, True, False, "attachment", "done"),  # deleted before: 204 again
+    (UPLOADER, True, False, "attachment", "not_found"),  # deleted before: the same 404 for everyone, held or not
     (MANAGER, True, False, "attachment", "not_found"),  # a deleted file looks purged to everyone else
     (STRANGER, False, False, "attachment", "not_found"),
     (STRANGER, True, True, "avatar", "not_found"),

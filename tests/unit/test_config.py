@@ -283,7 +283,7 @@ def test_outage_bounds_have_a_floor(name, too_small, least):
 
 
 def test_the_database_timeouts_reach_libpq_and_the_server():
-    from app.platform.runtime import database_timeouts
+    from app.entry.wiring import database_timeouts
 
     timeouts = database_timeouts(config.load({"LETHE_DATABASE_STATEMENT_TIMEOUT": "2s"}))
     kwargs = timeouts.connect_kwargs("postgresql://u@h/db?options=-c%20search_path%3Dlethe")

@@ -32,7 +32,7 @@ def arguments(name):
 
 
 def test_the_port_has_the_methods_the_guard_knows():
-    assert len(PORT_METHODS) >= 14 and "delete_many" in PORT_METHODS and "discard_part" in PORT_METHODS
+    assert len(PORT_METHODS) >= 14 and "delete_many" in PORT_METHODS and "abort_upload" in PORT_METHODS
 
 
 @pytest.mark.parametrize("name", PORT_METHODS)

@@ -1,4 +1,5 @@
-"""Purge planning and the keys of a file (D7): pure."""
+"""Purge planning and the keys of a file (D7): pure. Every key of a file comes from FileObjects, and every key
+read back parses to its file and kind."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.domain.keys import KeyError_, original_key, part_key, tail_key, validate_key, variant_key
-from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, object_keys_of, plan_purge, tail_keys_of
+from app.domain.objects import FileObjects, owner_of, parse
+from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, objects_of, plan_purge
+
+
+def object_keys_of(file_id, stored):
+    return FileObjects(file_id, stored).object_keys()
+
+
+def tail_keys_of(facts):
+    return [key for key in objects_of(facts).object_keys() if key.endswith("/tail")]
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 ID = uuid.UUID("6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11")
@@ -85,3 +95,20 @@ def test_another_files_key_is_refused(file_id, other):
 def test_malformed_or_foreign_stored_keys_are_refused(stored):
     with pytest.raises(KeyError_):
         object_keys_of(ID, stored)
+
+
+@given(st.uuids(), st.integers(min_value=1, max_value=50), st.integers(min_value=1, max_value=10_000))
+def test_every_key_of_a_file_parses_back_to_it_and_its_kind(file_id, revision, part):
+    objects = FileObjects(file_id, original_key(file_id, revision), tail=True)
+    kinds = [parse(key) for key in objects.object_keys()]
+    assert {kind for _, kind in kinds} == {"original", "variant", "tail"}
+    assert {owner for owner, _ in kinds} == {file_id}
+    assert parse(part_key(file_id, part)) == (file_id, "part")
+
+
+@pytest.mark.parametrize("key", [
+    "f/00/00/" + str(ID) + "/orig-1", "f/zz/garbage", "issues/x", "uploads/not-a-uuid/part-1",
+    "uploads/" + str(ID).upper() + "/tail", "f/6f/1c/" + str(ID), "",
+])
+def test_keys_outside_the_schema_have_no_owner(key):
+    assert owner_of(key) is None

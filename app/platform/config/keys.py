@@ -139,6 +139,13 @@ def _timezone(value: str) -> None:
         raise ValidationError("Not a known time zone name (for example UTC or Europe/Berlin).") from None
 
 
+def _regex(value: str) -> None:
+    try:
+        re.compile(value)
+    except re.error:
+        raise ValidationError("Not a regular expression.") from None
+
+
 def _url_scheme(*schemes: str) -> Callable[[str], None]:
     def check(value: str) -> None:
         if value and not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):

@@ -9,11 +9,12 @@ from typing import Any
 
 from marshmallow import validate
 
+from app.domain.holds import DEFAULT_CASE_REF_PATTERN
 from app.domain.retention import Policy, UnmanagedPrefix
 from app.domain.webhooks import Endpoint
 from app.platform.config.entries import parse_endpoints, parse_policies, parse_prefixes
 from app.platform.config.keys import (Duration, Durations, EntryList, Flag, Key, Number, Origins, Size, Text, _keys_of,
-                                      _no_value_range, _timezone, _url_scheme, key)
+                                      _no_value_range, _regex, _timezone, _url_scheme, key)
 
 
 @dataclass(frozen=True)
@@ -290,6 +291,16 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class HoldsConfig:
+    """Keys `holds.*` (legal holds)."""
+
+    case_ref_pattern: str = key(Text(validate=_regex), DEFAULT_CASE_REF_PATTERN,
+        "The form of a hold's case reference, a regular expression matched whole: an opaque ticket number, never a "
+            "name. The default takes CASE-2026-0042 or LIT-17 and refuses Jane.Doe or a file name; whatever the "
+            "pattern, a reference is at most 64 ASCII letters, digits, '.', '_' and '-'.")
+
+
+@dataclass(frozen=True)
 class WebhooksConfig:
     """Keys `webhooks.*` (issue 28, Standard Webhooks 1.0)."""
 
@@ -301,7 +312,11 @@ class WebhooksConfig:
         "Delays before each retry of a delivery that timed out, met a connection error or a 5xx; after the last "
             "the delivery failed (lethe webhooks redeliver sends it again).")
     timeout: timedelta = key(Duration(), "10s",
-        "Longest wait of one delivery attempt for the receiver's connection and for each read of its answer.")
+        "Longest time one delivery attempt takes, end to end: connection, request, status line and headers (the "
+            "answer's body is never read); a slower receiver's attempt is cut off and retried on the schedule.")
+    concurrency: int = key(Number(validate=_no_value_range(1, 64)), 2,
+        "Threads of their own in each worker process for webhook attempts: a slow receiver never takes the threads "
+            "of purges and scans (worker.threads), and endpoints are attempted independently of each other.")
     delivery_ttl: timedelta = key(Duration(), "7d",
         "How long a delivery's row (ids, endpoint, event type, attempts, status; no body) is kept; the cleanup "
             "removes older ones.")
@@ -329,6 +344,7 @@ class Config:
     schedule: ScheduleConfig
     retention: RetentionConfig
     storage: StorageConfig
+    holds: HoldsConfig
     webhooks: WebhooksConfig
 
     def get(self, name: str) -> Any:

@@ -26,9 +26,11 @@ FILES_DELETED = Counter("lethe_files_deleted_total", "Files marked deleted, by w
 PURGED_FILES = Counter("lethe_purge_files_total", "Files handled by purge, by result: row (objects and row "
                                                   "removed), objects (objects only; the row stays for its "
                                                   "uploader), nothing, refused (the store refused its objects; "
-                                                  "retried later), held (a legal hold defers it, issue 27), "
-                                                  "kept_attached (an internal error).",
+                                                  "retried later), held (a legal hold keeps it), "
+                                                  "kept_attached, kept_slot, kept_live (an internal error).",
                        ["result"])
+HOLD_FILES_LOST = Counter("lethe_hold_files_lost_total", "Files whose objects went while a legal hold covered "
+                                                         "them: the hold was placed after their removal had begun.")
 PURGE_KEYS = Counter("lethe_purge_keys_total", "Object keys sent to the store for deletion by purge.")
 PURGE_ERRORS = Counter("lethe_purge_errors_total", "Purge runs that met a storage error and will retry.")
 PURGE_REFUSED_FILES = Counter("lethe_purge_refused_files_total",
