@@ -47,8 +47,9 @@ def cmd_cleanup(args) -> int:
 
     runtime = _one_shot_runtime("cleanup")
     from app.lifecycle.cleanup import run_cleanup
+    from app.lifecycle.steps import STEPS
 
-    bar = _progress_bar("cleanup", "step", args.json, total=12)
+    bar = _progress_bar("cleanup", "step", args.json, total=len(STEPS))
     try:
         report = run_cleanup(runtime, dry_run=args.dry_run,
                              on_step=(lambda step: bar.update(1)) if bar is not None else None)

@@ -1,0 +1,22 @@
+"""Step g, old receipts: deletion receipts past privacy.receipt_ttl go, and so do the records of legal holds
+released before it (name-free records kept as long as the receipts that name them)."""
+
+from __future__ import annotations
+
+from app.db import holds as holds_sql
+from app.db import receipts as receipts_sql
+from app.lifecycle.batches import StepReport
+from app.lifecycle.steps.base import Run, WholeStep
+
+
+def step(run: Run) -> WholeStep:
+    """Once per run, in batches."""
+    cutoff = run.now - run.policy.receipt_ttl
+
+    def prune(report: StepReport, dry_run: bool) -> None:
+        run.delete_in_batches(report, dry_run, "cleanup.g", lambda conn: receipts_sql.count_expired(conn, cutoff),
+                              lambda conn, limit: receipts_sql.delete_expired(conn, cutoff, limit))
+        run.delete_in_batches(report, dry_run, "cleanup.g", lambda conn: holds_sql.count_released(conn, cutoff),
+                              lambda conn, limit: holds_sql.delete_released(conn, cutoff, limit))
+
+    return WholeStep("g", "old_receipts", prune)
