@@ -377,3 +377,34 @@ def test_a_creation_whose_body_of_no_length_runs_past_it_names_what_it_created(l
     problem(response, 413, "payload_too_large", "past_upload_length")
     location = response.headers["Location"]
     assert lethe.call("DELETE", location, ALEX, headers=TUS).status_code == 204  # the client can end it
+
+
+# -- 5. case references are ticket numbers of the installation's form --------------------------------------------
+
+@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+def test_the_case_reference_follows_the_configured_ticket_pattern(make_lethe):
+    default = make_lethe()
+    for case_ref, status in (("CASE-2026-0042", 201), ("LIT-17", 201), ("Jane.Doe", 422), ("scan.pdf", 422),
+                             ("JANE-DOE", 422)):
+        response = default.call("POST", "/api/v1/holds", OWNER, json={"case_ref": case_ref, "subject_id": str(SAM.id)})
+        assert response.status_code == status, case_ref
+        if status == 422:
+            assert response.json["reason"] == "case_ref_invalid" and case_ref not in response.get_data(as_text=True)
+    dotted = make_lethe(**{"holds.case_ref_pattern": r"^INC\.[0-9]+$"})
+    assert dotted.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "INC.2041", "subject_id": str(SAM.id)}
+                       ).status_code == 201
+    assert dotted.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042", "subject_id": str(SAM.id)}
+                       ).status_code == 422
+
+
+def test_a_case_reference_pattern_that_is_no_regular_expression_is_a_configuration_error(database_url):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LETHE_DATABASE_URL": database_url, "LETHE_AUTH_JWT_SECRET": "x" * 32,
+           "LETHE_HOLDS_CASE_REF_PATTERN": "^(CANARY-[0-9]+$"}
+    result = subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], env=env, capture_output=True,
+                            text=True, timeout=60)
+    said = result.stdout + result.stderr  # `config check` prints its report on stdout
+    assert result.returncode == 2 and "holds.case_ref_pattern" in said
+    assert "CANARY" not in said and "Traceback" not in said
