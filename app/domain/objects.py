@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 
-from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX, VARIANTS, KeyError_, original_key, tail_key, variant_key
+from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX, VARIANTS, KeyError_, tail_key, variant_key
 
 _ORIGINAL = re.compile(r"^f/([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f-]{36})/orig-([1-9][0-9]{0,8})$")
 
@@ -49,13 +50,19 @@ class FileObjects:
             raise KeyError_("the stored key's directories do not match the file id")
         return int(match.group(4))
 
+    @cached_property
+    def _own_keys(self) -> tuple[str, ...]:
+        # The key schema's directory, computed once for every key (a purge builds thousands).
+        hex_id = self.file_id.hex
+        directory = f"{FILES_PREFIX}{hex_id[0:2]}/{hex_id[2:4]}/{self.file_id}"
+        return tuple([f"{directory}/orig-{r}" for r in range(1, self.revision + 2)]
+                     + [f"{directory}/v-{name}" for name in VARIANTS])
+
     def object_keys(self, with_tail: bool | None = None) -> list[str]:
         """The keys of the file's objects of its own: originals, variants and (for a tus upload, or with
         `with_tail`) the tail. Parts are the driver's to name (ObjectStore.part_keys)."""
-        originals = [original_key(self.file_id, r) for r in range(1, self.revision + 2)]
         tail = self.tail if with_tail is None else with_tail
-        return originals + [variant_key(self.file_id, name) for name in VARIANTS] + \
-            ([tail_key(self.file_id)] if tail else [])
+        return list(self._own_keys) + ([tail_key(self.file_id)] if tail else [])
 
     def variant(self, name: str) -> str:
         """The key of one variant."""

@@ -148,7 +148,7 @@ def _remove_chunk(rt: Runtime, chunk: list[tuple[FileObjects, PurgeFacts, PurgeA
     freed = [(objects, facts, action) for objects, facts, action in chunk if objects.file_id in clearance]
     refused = rt.files.remove(clearance, [objects for objects, _, _ in freed])
     for objects, facts, action in freed:
-        keys = len(rt.files.keys_of(objects))
+        keys = rt.files.count_keys(objects)
         report.keys += keys
         if objects.file_id in refused:
             done.refused[objects.file_id] = refused[objects.file_id]

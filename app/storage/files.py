@@ -14,6 +14,7 @@ import uuid
 from typing import Iterable, Mapping, Sequence
 
 from app.domain.ends import Clearance
+from app.domain.keys import VARIANTS
 from app.domain.objects import FileObjects, owner_of
 from app.errors import ObjectFailed
 from app.storage.base import DeleteFailure, MultipartRef, ObjectStore
@@ -30,6 +31,11 @@ class FileStore:
         objects (fs), whatever its session's state: a part that landed after a completion goes with its
         file."""
         return objects.object_keys(with_tail) + self.store.part_keys(str(objects.file_id), objects.part_count)
+
+    def count_keys(self, objects: FileObjects) -> int:
+        """How many keys keys_of names (for receipts and metrics), without building them."""
+        return objects.revision + 1 + len(VARIANTS) + (1 if objects.tail else 0) + \
+            len(self.store.part_keys(str(objects.file_id), objects.part_count))
 
     def remove(self, clearance: Clearance, files: Sequence[FileObjects]) -> dict[uuid.UUID, str]:
         """Remove everything of the freed files: their objects in batch deletes, then the multipart upload of

@@ -112,3 +112,24 @@ def test_a_held_file_is_never_freed_and_every_file_is_judged_once(facts, scope):
     assert all(one.file_id not in cleared for one in facts if one.held)
     assert set(cleared.held()) == {one.file_id for one in facts if one.held}
     assert isinstance(cleared, Clearance)
+
+
+class _PartsAreObjects:
+    """The part-naming half of a driver whose parts are objects of their own (as fs)."""
+
+    @staticmethod
+    def part_keys(file_id: str, part_count: int) -> list[str]:
+        from app.domain.keys import part_key
+
+        return [part_key(file_id, n) for n in range(1, part_count + 1)]
+
+
+@given(st.uuids(), st.integers(min_value=0, max_value=40), st.integers(min_value=0, max_value=30), st.booleans())
+def test_the_facade_counts_the_keys_it_names(file_id, revision, parts, tail):
+    from app.domain.keys import original_key
+    from app.domain.objects import FileObjects
+
+    objects = FileObjects(file_id, original_key(file_id, revision) if revision else None, part_count=parts, tail=tail)
+    facade = FileStore(_PartsAreObjects())  # type: ignore[arg-type]
+    keys = facade.keys_of(objects)
+    assert facade.count_keys(objects) == len(keys) == len(set(keys))
