@@ -79,33 +79,43 @@ def create_test_database(server_url: str, name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def database_url():
-    """A migrated database of this test session's own, dropped at the end."""
-    embedded = None
+def postgres_server():
+    """The PostgreSQL server of this test session: DATABASE_URL's, or (outside CI, when it is not set) an
+    embedded one from the PyPI wheel, started once. Tests create databases of their own on it."""
     server_url = os.environ.get("DATABASE_URL")
-    if not server_url:
-        if IN_CI:
-            pytest.fail("DATABASE_URL is not set in CI", pytrace=False)
-        from app.entry.embedded_pg import EmbeddedPostgres
+    if server_url:
+        yield server_url
+        return
+    if IN_CI:
+        pytest.fail("DATABASE_URL is not set in CI", pytrace=False)
+    from app.entry.embedded_pg import EmbeddedPostgres
 
-        base = tempfile.mkdtemp(prefix="lethe-pg-")
-        os.chmod(base, 0o755)
-        embedded = EmbeddedPostgres(Path(base) / "pg", database="postgres")
+    base = tempfile.mkdtemp(prefix="lethe-pg-")
+    os.chmod(base, 0o755)
+    embedded = EmbeddedPostgres(Path(base) / "pg", database="postgres")
+    try:
         server_url = embedded.start()
+    except Exception as exc:  # noqa: BLE001 - a server that does not start is a missing service
+        service_missing("PostgreSQL (embedded)", f"did not start: {type(exc).__name__}")
+    yield server_url
+    embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def database_url(postgres_server):
+    """A migrated database of this test session's own, dropped at the end."""
     name = f"lethe_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     try:
-        admin_url = create_test_database(server_url, name)
+        admin_url = create_test_database(postgres_server, name)
     except psycopg.OperationalError as exc:
         # Say what failed (refused, timed out, authentication), by type and SQLSTATE: never the URL.
         service_missing("PostgreSQL (DATABASE_URL)",
                         f"cannot connect to the server: {type(exc).__name__} {exc.sqlstate or ''}".strip())
-    url = _with_database(server_url, name)
+    url = _with_database(postgres_server, name)
     migrate(url)
     yield url
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    if embedded is not None:
-        embedded.stop()
 
 
 def truncate_all(url: str) -> None:

@@ -107,6 +107,11 @@ def listed(conn: Conn, failed_only: bool, limit: int) -> list[Any]:
                         (limit,)).fetchall()
 
 
+def delivery(conn: Conn, delivery_id: UUID) -> Any:
+    """One delivery, or None."""
+    return conn.execute(f"SELECT {COLUMNS} FROM webhook_deliveries WHERE id = %s", (delivery_id,)).fetchone()
+
+
 def redeliver(conn: Conn, delivery_id: UUID, now: datetime) -> Any:
     """Make a delivery pending and due now again (its id, so its webhook-id, stays); None when unknown."""
     return conn.execute(

@@ -67,7 +67,25 @@ def _signing_key_missing(cfg) -> ConfigError | None:
     """D11: the api verifies bearer tokens with one of the two keys; neither set is a bad configuration."""
     if cfg.auth.jwt_secret or cfg.auth.jwt_public_key:
         return None
-    return ConfigError({"auth.jwt_secret": [NO_SIGNING_KEY], "auth.jwt_public_key": [NO_SIGNING_KEY]})
+    return ConfigError({"auth.jwt_secret": [NO_SIGNING_KEY]})  # the message names the other key: said once
+
+
+def _as_the_running_dev(cfg):
+    """Beside a running `make run` (lethe dev) with no database.url of its own, the configuration checked is that
+    instance's: its database (./.lethe/dev.json) and the secret it made (./.lethe/jwt_secret), as every operator
+    command finds it."""
+    from app.entry.dev import running_dev
+
+    dev = running_dev()
+    if cfg.database.url or dev is None:
+        return cfg
+    changes: dict[str, object] = {"database.url": dev["database_url"]}
+    secret = os.path.join(".lethe", "jwt_secret")
+    if not cfg.auth.jwt_secret and not cfg.auth.jwt_public_key and os.path.exists(secret):
+        with open(secret) as handle:
+            changes["auth.jwt_secret"] = handle.read().strip()
+    print("checking the configuration of the lethe dev running from this folder (./.lethe/dev.json)")
+    return cfg.replace(**changes)
 
 
 def cmd_config_check(args) -> int:
@@ -79,6 +97,7 @@ def cmd_config_check(args) -> int:
     except ConfigError as exc:
         print_config_errors(exc, sys.stdout)
         return EXIT_CONFIG
+    cfg = _as_the_running_dev(cfg)
     missing = _signing_key_missing(cfg)
     if missing is not None:
         print_config_errors(missing, sys.stdout)

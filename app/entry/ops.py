@@ -45,7 +45,7 @@ def cmd_cleanup(args) -> int:
     """Run one cleanup in the foreground and print what each step did (or, with --dry-run, would do); --json
     prints one object."""
 
-    runtime = _one_shot_runtime("cleanup")
+    runtime = _one_shot_runtime("cleanup", commits=not args.dry_run)
     from app.lifecycle.cleanup import run_cleanup
     from app.lifecycle.steps import STEPS
 
@@ -83,10 +83,11 @@ def _progress_bar(desc: str, unit: str, as_json: bool, total: int | None = None)
     return tqdm(total=total, desc=desc, unit=f" {unit}", file=sys.stderr, leave=False)
 
 
-def _one_shot_runtime(name: str, needs_store: bool = True):
+def _one_shot_runtime(name: str, needs_store: bool = True, commits: bool = True):
     """The runtime of an operator command: configuration, database, logs on stderr (console on a terminal),
-    the report on stdout."""
-    cfg, _ = _attach_to_dev(load_config_or_exit(name))
+    the report on stdout. `commits`: whether the command may commit jobs (a read-only one says nothing of the
+    broker)."""
+    cfg, attached = _attach_to_dev(load_config_or_exit(name))
     check_database_or_exit(cfg.database.url)  # refused, unknown, authentication, not migrated: say so, exit 2
     setup_role_logging(name, cfg, fmt="console" if sys.stderr.isatty() else None, stream=sys.stderr)
     if needs_store:
@@ -99,10 +100,15 @@ def _one_shot_runtime(name: str, needs_store: bool = True):
         # Without RabbitMQ nobody consumes what this process would publish (an in-process broker dies with
         # it): the jobs stay in the outbox, committed, and a relay sends them (D9, D19).
         runtime.db.after_commit = None
-        print(NO_BROKER, file=sys.stderr)
+        if commits:
+            print(DEV_RELAYS.format(seconds=int(cfg.outbox.relay_interval.total_seconds()
+                                                + cfg.outbox.relay_age.total_seconds())) if attached else NO_BROKER,
+                  file=sys.stderr)
     return runtime
 
 
+DEV_RELAYS = ("lethe: the jobs this command commits go through the running lethe dev (its relay sends them within "
+              "about {seconds} s).")
 NO_BROKER = ("lethe: broker.url (LETHE_BROKER_URL) is not set: the jobs this command commits (purges, scans, "
              "erasure rounds) stay in the outbox until a relay sends them: the scheduler (lethe scheduler) or a "
              "running lethe dev. Set broker.url to send them at once.")
@@ -129,7 +135,7 @@ def _chosen(items, wanted: str | None, attribute: str, what: str):
 
 def cmd_retention_run(args) -> int:
     """Run retention policies now (their schedules aside; the cadence gate holds unless --force)."""
-    runtime = _one_shot_runtime("retention", needs_store=False)
+    runtime = _one_shot_runtime("retention", needs_store=False, commits=not args.dry_run)
     from app.lifecycle.retention import run_policy
 
 
@@ -188,7 +194,7 @@ def cmd_retention_restore(args) -> int:
 
 
 def cmd_sweep_run(args) -> int:
-    runtime = _one_shot_runtime("sweep")
+    runtime = _one_shot_runtime("sweep", commits=False)  # a sweep deletes in place and commits no job
     from app.errors import StorageError
     from app.lifecycle.sweeps import run_sweep
 
@@ -237,7 +243,7 @@ def cmd_audit(args) -> int:
     except ValueError:
         print("lethe audit: --grace must be a duration such as 24h or 7d", file=sys.stderr)
         return 2
-    runtime = _one_shot_runtime("audit")
+    runtime = _one_shot_runtime("audit", commits=False)  # --delete too: it removes in place, commits no job
     from app.lifecycle.audit import run_audit
 
     bar = _progress_bar("listing", "objects", args.json)
@@ -277,7 +283,7 @@ def cmd_receipt(args) -> int:
     from app.errors import NotFound
 
     file_id = args.file_id
-    runtime = _one_shot_runtime("receipt", needs_store=False)
+    runtime = _one_shot_runtime("receipt", needs_store=False, commits=False)
     from app.lifecycle.receipts import receipt_of
 
     try:
@@ -322,7 +328,7 @@ def cmd_hold(args) -> int:
     from app.errors import Invalid, NotFound
     from app.lifecycle import holds
 
-    runtime = _one_shot_runtime("hold", needs_store=False)
+    runtime = _one_shot_runtime("hold", needs_store=False, commits=args.hold_command != "list")
     try:
         if args.hold_command == "place":
             try:
@@ -371,14 +377,22 @@ def cmd_webhooks(args) -> int:
     """Webhook deliveries (issue 28): the latest (or the failed ones) as a table or JSON; send one again."""
     from app.lifecycle import webhooks
 
-    runtime = _one_shot_runtime("webhooks", needs_store=False)
+    redeliver = args.webhooks_command == "redeliver"
+    runtime = _one_shot_runtime("webhooks", needs_store=False, commits=False)
+    outcome = None
     try:
-        if args.webhooks_command == "redeliver":
+        if redeliver:
             delivery_id = args.delivery_id
             row = webhooks.redeliver(runtime, delivery_id)
             if row is None:
                 print("no such delivery (unknown, or older than webhooks.delivery_ttl)", file=sys.stderr)
                 return 1
+            if not runtime.cfg.broker.url and row.endpoint in {e.name for e in runtime.cfg.webhooks.endpoints}:
+                # No worker takes the job at once: this command attempts it itself (the delivery's lease keeps
+                # any other attempt out meanwhile), within webhooks.timeout.
+                report = webhooks.deliver(runtime, [delivery_id])
+                outcome = next(iter(report.outcomes), None)
+                row = webhooks.delivery(runtime, delivery_id) or row
             rows = [row]
         else:
             rows = webhooks.list_deliveries(runtime, failed_only=args.failed, limit=args.limit)
@@ -388,8 +402,12 @@ def cmd_webhooks(args) -> int:
     if args.json:
         print(json.dumps(shown[0] if args.webhooks_command == "redeliver" else {"deliveries": shown}))
         return 0
-    if args.webhooks_command == "redeliver":
-        print(f"delivery {shown[0]['id']}: pending again; a worker sends it now with the same webhook-id")
+    if redeliver:
+        if outcome is None:
+            print(f"delivery {shown[0]['id']}: pending again; a worker sends it at once with the same webhook-id")
+        else:
+            print(f"delivery {shown[0]['id']}: sent again with the same webhook-id: {outcome} "
+                  f"(state {shown[0]['state']})")
         return 0
     print(f"{'id':<36}  {'endpoint':<16}  {'event_type':<17}  {'state':<9}  attempts  last")
     for row in rows:

@@ -238,6 +238,11 @@ def list_deliveries(rt: Runtime, failed_only: bool = False, limit: int = 100) ->
     return rt.db.read(lambda conn: sql.listed(conn, failed_only, limit))
 
 
+def delivery(rt: Runtime, delivery_id: uuid.UUID) -> Any:
+    """One delivery's row, or None."""
+    return rt.db.read(lambda conn: sql.delivery(conn, delivery_id))
+
+
 def redeliver(rt: Runtime, delivery_id: uuid.UUID) -> Any:
     """Send a delivery again now, with its id (so its webhook-id) and its bytes; None when unknown."""
     def work(uow: UnitOfWork) -> Any:

@@ -42,11 +42,22 @@ def test_operator_commands_find_the_running_dev_server(database_url, tmp_path):
         assert "dry run" in cleanup.stdout
         token = lethe(["token", "--sub", "2f9a7c4e-8a39-4c53-9a43-3f2f0b1d6a11"], here, base_env)
         assert token.returncode == 0 and token.stdout.count(".") == 2
+        # `lethe config check` checks the running instance's configuration, as every operator command finds it
+        check = lethe(["config", "check"], here, base_env)
+        assert check.returncode == 0 and "OK" in check.stdout, check.stdout + check.stderr
+        # Read-only commands say nothing of a broker: they commit no job
+        for command in (["cleanup", "--dry-run"], ["audit"], ["hold", "list"], ["webhooks", "list"],
+                        ["receipt", "2f9a7c4e-8a39-4c53-9a43-3f2f0b1d6a11"]):
+            said = lethe(command, here, base_env)
+            assert "broker.url" not in said.stderr and "relay" not in said.stderr, (command, said.stderr)
         # From another folder: exit 2, saying exactly what to do
         lost = lethe(["cleanup"], elsewhere, base_env)
         assert lost.returncode == 2 and "make run" in lost.stderr and "LETHE_DATABASE_URL=" in lost.stderr
         no_secret = lethe(["token", "--sub", "2f9a7c4e-8a39-4c53-9a43-3f2f0b1d6a11"], elsewhere, base_env)
         assert no_secret.returncode == 2 and "--state-dir" in no_secret.stderr
+        # ... and config check there names the missing signing key once
+        unconfigured = lethe(["config", "check"], elsewhere, base_env)
+        assert unconfigured.returncode == 2 and unconfigured.stdout.count("Required") == 1
     finally:
         dev.stop(signal.SIGTERM)
     deadline = time.monotonic() + 10

@@ -48,10 +48,8 @@ CURSOR = (NOW - timedelta(days=30), ZERO)
 
 
 @pytest.fixture(scope="module")
-def seeded():
-    server = os.environ.get("DATABASE_URL")
-    if not server:
-        pytest.fail("the plan test needs DATABASE_URL (a server it may create a database on)", pytrace=False)
+def seeded(postgres_server):
+    server = postgres_server  # DATABASE_URL's server, or the suite's embedded one
     name = f"lethe_plans_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = create_test_database(server, name)
     url = _with_database(server, name)

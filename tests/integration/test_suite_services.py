@@ -27,11 +27,26 @@ def run_suite(database_url: str, ci: bool) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def server_url():
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        pytest.skip("runs against the DATABASE_URL server (the embedded one has no second database to name)")
-    return url
+def server_url(postgres_server):
+    return postgres_server
+
+
+BARE = ["tests/integration/test_lifecycle_plans.py", "tests/integration/test_db.py", "tests/integration/test_broker.py",
+        "tests/unit/test_one_rule.py"]
+
+
+def test_a_machine_with_nothing_but_python_passes_with_its_missing_services_named():
+    """`make test` on a bare machine: no DATABASE_URL (the suite starts its embedded PostgreSQL), no RabbitMQ (a
+    port nothing listens on), not CI. Every test that needs no missing service passes, every other one is
+    skipped with a SERVICE MISSING line; nothing errors."""
+    env = {key: value for key, value in os.environ.items() if key not in ("CI", "DATABASE_URL", "BROKER_URL")}
+    env["BROKER_URL"] = f"amqp://guest:guest@127.0.0.1:{free_port()}/"
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *BARE], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=300)
+    tail = result.stdout[-3000:] + result.stderr[-2000:]
+    assert result.returncode == 0, tail
+    assert " error" not in result.stdout.splitlines()[-1] and "passed" in result.stdout.splitlines()[-1], tail
+    assert "SERVICE MISSING: RabbitMQ (BROKER_URL)" in result.stdout, tail
 
 
 def test_a_database_that_does_not_exist_in_the_url_is_no_obstacle(server_url):

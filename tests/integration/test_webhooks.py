@@ -381,12 +381,19 @@ def test_lethe_webhooks_list_and_redeliver(make_lethe, receiver, database_url, t
     assert [(d["state"], d["last_status"], d["event_type"]) for d in listed] == [("failed", 400, "file.purged")]
     assert "data" not in listed[0] and CANARY not in cli("list").stdout
     lethe.clock.set(datetime.now(timezone.utc) + timedelta(minutes=1))  # past the command's own clock
+    # Without the endpoint's configuration the command only makes it pending again: its job waits in the
+    # outbox for the relay (the scheduler's), which sends it.
     again = cli("redeliver", "msg_" + listed[0]["id"].replace("-", ""), "--json")
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["state"] == "pending"
-    # Without broker.url its job waits in the outbox: the relay (the scheduler's) sends it.
     assert Outbox(lethe.rt.db, lethe.broker).relay(older_than=timedelta(0)) == 1
     lethe.run_jobs()
     assert [got.status for got in hooks.received] == [400, 204]
+    # With it (the operator's usual environment) and no broker, it sends the message itself, at once
+    env["LETHE_WEBHOOKS_ENDPOINTS"] = endpoint(hooks, secret())
+    started = time.monotonic()
+    now = cli("redeliver", listed[0]["id"])
+    assert now.returncode == 0 and "sent again" in now.stdout and "delivered" in now.stdout, now.stdout + now.stderr
+    assert time.monotonic() - started < 5 and len(hooks.received) == 3
     assert hooks.received[0].headers["webhook-id"] == hooks.received[1].headers["webhook-id"]
     assert cli("redeliver", str(uuid.uuid4())).returncode == 1
