@@ -22,9 +22,17 @@ class NotFound(LetheError):
 
 
 class Forbidden(LetheError):
+    """Visible but not allowed (403); with `scope`, the scope the token lacks (reason `scope_missing`)."""
+
     status = 403
     code = "forbidden"
     title = "Forbidden"
+
+    def __init__(self, scope: str | None = None):
+        super().__init__(self.code)
+        self.scope = scope
+        self.reason = "scope_missing" if scope else None
+        self.detail = f"This needs the `{scope}` scope, which the token does not carry." if scope else None
 
 
 class ReasonedError(LetheError):
@@ -95,8 +103,9 @@ class ConfigError(LetheError):
         super().__init__("; ".join(f"{key}: {' '.join(messages)}" for key, messages in sorted(errors.items())))
 
 
-class Unauthorized(LetheError):
-    """No valid bearer token (D11): answered before anything is looked up."""
+class Unauthorized(ReasonedError):
+    """No valid bearer token (D11): answered before anything is looked up, with why (`token_missing`,
+    `token_expired`, `token_invalid`), never the token."""
 
     status = 401
     code = "unauthorized"

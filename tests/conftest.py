@@ -248,7 +248,7 @@ STORES = ["fs", "s3", "s3-versioned", "seaweed", "seaweed-versioned"]
 # allow; on SeaweedFS they run end to end through the CLI in tests/e2e/test_seaweed_e2e.py.)
 ON_SEAWEED = {"test_storage_conformance", "test_deletion", "test_purge_isolation", "test_cleanup",
               "test_upload_races", "test_erasure", "test_every_file_ends", "test_tus",
-              "test_direct_uploads", "test_one_rule"}
+              "test_direct_uploads", "test_one_rule", "test_first_hour"}
 # Modules whose S3 tests run on versioned buckets only: a versioned variant proves all a plain one does, and
 # also that no delete left a version or a marker behind (the suite's time, issue 25).
 VERSIONED_ONLY = {"test_tus", "test_holds"}

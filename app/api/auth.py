@@ -2,7 +2,8 @@
 
 HS256 with `auth.jwt_secret`, or RS256/ES256 with `auth.jwt_public_key`; `iss` and `aud` are required
 when configured. `sub` is the principal (a UUID), `scope` a space-separated list of `files:read`,
-`files:write`, `manage`. Every failure is the same 401: the reason is logged as a category, never the token.
+`files:write`, `manage`. Every failure is a 401 saying why in a word (`token_missing`, `token_expired`,
+`token_invalid`), never echoing the token; the category of the error is logged, never the token.
 """
 
 from __future__ import annotations
@@ -45,19 +46,23 @@ class Authenticator:
         Raises:
             Unauthorized: missing, malformed, expired, wrongly signed, or without a UUID `sub`.
         """
-        if not self.key:
-            raise Unauthorized("no key configured")
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthorized("no bearer token")
+            raise Unauthorized("token_missing", "Send Authorization: Bearer <token>.")
+        if not self.key:
+            raise Unauthorized("token_invalid", "This installation has no key to verify tokens with.")
         options: Any = {"require": ["sub", "exp"]}
         try:
             claims = jwt.decode(token.strip(), self.key, algorithms=self.algorithms, issuer=self.issuer,
                                 audience=self.audience, options=options, leeway=self.leeway_s)
             principal_id = uuid.UUID(str(claims["sub"]))
+        except jwt.ExpiredSignatureError:
+            log_event(log, "info", "auth.refused", "token refused", error="ExpiredSignatureError")
+            raise Unauthorized("token_expired", "The token has expired: get a new one.") from None
         except (jwt.InvalidTokenError, ValueError, TypeError) as exc:
             log_event(log, "info", "auth.refused", "token refused", error=type(exc).__name__)
-            raise Unauthorized("invalid token") from None
+            raise Unauthorized("token_invalid", "The token is malformed, wrongly signed, or not for this "
+                                                "installation.") from None
         scope = claims.get("scope", "")
         scopes = frozenset(scope.split()) if isinstance(scope, str) else frozenset()
         return Principal(principal_id, scopes & set(SCOPES))

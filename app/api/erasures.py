@@ -21,11 +21,13 @@ class Erasures(MethodView):
     @blp.doc(operationId="createErasure")
     @blp.arguments(ErasureRequestSchema)
     @blp.response(202, ErasureSchema)
-    @problems(blp, 403, 422)
+    @problems(blp, 403, 409, 422)
     def post(self, body):
         """Erase everything Lethe holds of a subject: their files (attached ones too), messages, drafts,
         slots, upload sessions and events. Answers at once; follow the state with getErasure. A second
-        request for the same subject while one runs answers the running one."""
+        request for the same subject while one runs answers the running one. 409 `subject_on_hold` while a
+        legal hold covers the subject or one of their files; 422 `subject_reserved` for the all-zero id (the
+        installation's own: it holds the logo slot)."""
         rt = runtime()
         row = erasure.request_erasure(rt, caller(), body["subject_id"])
         return _shape(*erasure.erasure_of(rt, caller(), row.id))

@@ -24,7 +24,7 @@ class Events(MethodView):
         """The caller's events with id > after, oldest first. A deleted file's events stay, redacted."""
         principal = caller()
         if not access.may_read(principal):
-            raise Forbidden()
+            raise Forbidden("files:read")
         rows = events.list_events(runtime().db, principal.id, query["after"], query["limit"])
         items = [{"id": row.id, "type": row.type, "schema_version": row.schema_version,
                   "resource_kind": row.resource_kind, "resource_id": row.resource_id, "actor_id": row.actor_id,

@@ -30,9 +30,11 @@ class FileById(MethodView):
     @blp.response(204)
     @problems(blp, 403, 404, 409)
     def delete(self, file_id):
-        """deleteFile: delete the caller's own unattached file. Its objects and row are purged. An attached
-        file answers 409 `file_attached` (delete the message instead); avatars, branding and exports 409
-        `purpose_not_deletable`. Unknown, foreign and purged ids get the same 404."""
+        """deleteFile: delete an unattached file: the caller's own with `files:write`, or, with `manage` and
+        `files:write`, any uploader's (its receipt then says `via: manager`, naming nobody). Its objects and row
+        are purged. An attached file answers 409 `file_attached` (delete the message instead); avatars,
+        branding and exports 409 `purpose_not_deletable`. Unknown, foreign, deleted and purged ids get the same
+        404 (a repeated delete too)."""
         deletion.delete_file(runtime(), caller(), file_id)
 
 
@@ -44,8 +46,8 @@ class FilesBatchDelete(MethodView):
     @problems(blp, 403, 422)
     def post(self, body):
         """Delete up to 1,000 of the caller's files at once (`files:write`). Every id gets the answer
-        deleteFile would give it alone, in request order: 204 (deleted now or before), 404 `not_found` (the
-        same for an unknown id, another's file and a purged one), 409 `file_attached` or
+        deleteFile would give it alone, in request order: 204 (deleted now), 404 `not_found` (the same for an
+        unknown id, another's file, and one deleted before or purged), 409 `file_attached` or
         `purpose_not_deletable`. One transaction for the batch, one purge job for what it deleted."""
         results = deletion.delete_files(runtime(), caller(), body["ids"])
         return {"results": [dataclasses.asdict(result) for result in results]}

@@ -55,4 +55,12 @@ def readyz():
 @blueprint.get("/metrics")
 def metrics():
     """Prometheus metrics of this process (aggregated over forked processes)."""
-    return Response(generate_latest(metrics_registry()), mimetype=CONTENT_TYPE_LATEST)
+    # content_type, not mimetype: werkzeug would add a second charset to the one CONTENT_TYPE_LATEST carries.
+    return Response(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
+
+
+@blueprint.get("/")
+def root():
+    """Where to go from the root: the interactive docs, the contract, health (no token needed, nothing else)."""
+    return {"service": "lethe", "docs": "/docs", "openapi": "/openapi.json", "health": "/healthz",
+            "ready": "/readyz", "api": "/api/v1"}

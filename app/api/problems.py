@@ -94,7 +94,16 @@ def from_http_exception(exc: HTTPException) -> Response:
         headers[name] = value
     if status == 401:
         headers.setdefault("WWW-Authenticate", "Bearer")
-    return problem(status, errors=_field_errors(exc) if status in (400, 422) else None, headers=headers)
+    detail = None
+    if status == 413:
+        from flask import current_app, request
+
+        limit = request.max_content_length or current_app.config.get("MAX_CONTENT_LENGTH")
+        from app.domain.uploads import human_size
+
+        detail = f"The request body is larger than this request takes: at most {human_size(limit)}." if limit else None
+    return problem(status, errors=_field_errors(exc) if status in (400, 422) else None, detail=detail,
+                   headers=headers)
 
 
 def from_lethe_error(exc: LetheError) -> Response:
@@ -107,9 +116,13 @@ def from_lethe_error(exc: LetheError) -> Response:
         headers["Retry-After"] = "5"
     elif exc.status >= 500:
         log_event(log, "error", "api.error", "request failed", error=type(exc).__name__)
+    reason = getattr(exc, "reason", None)
     if exc.status == 401:
-        headers["WWW-Authenticate"] = "Bearer"
-    return problem(exc.status, exc.code, exc.title, reason=getattr(exc, "reason", None), headers=headers)
+        # RFC 6750: a token that was sent and refused is invalid_token (expired ones too); none sent, no error.
+        headers["WWW-Authenticate"] = 'Bearer error="invalid_token"' if reason in ("token_expired", "token_invalid") \
+            else "Bearer"
+    return problem(exc.status, exc.code, exc.title, reason=reason, detail=getattr(exc, "detail", None),
+                   headers=headers)
 
 
 # A constraint the schema validation should have met first; answered as a client error, never a 500, and

@@ -102,7 +102,8 @@ class UploadCreateSchema(Schema):
                                   error=f"The name must be 1 to {MAX_NAME_LENGTH} characters."),
                   FullMatch(NAME_PATTERN, error="The name must not contain control characters.")],
         metadata={"description": "The file's name, stored as given; never used in a key."})
-    size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=1))
+    size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=0),
+                                metadata={"description": "The file's size in bytes; an empty file (0) is sent as one empty part."})
     mime_type = SafeString(required=True, validate=FullMatch(MIME_RE, error="Not a media type such as text/plain."))
     sha256 = SafeString(validate=FullMatch(r"^[0-9a-fA-F]{64}$", error="Not a hex sha256 digest."),
                            metadata={"description": "Optional hex sha256 checked at completion."})
@@ -220,9 +221,10 @@ class ReceiptSchema(NoNulls):
     deleted and confirmed absent by a read of the store. Nothing else: no uploader, name, size or digest."""
 
     file_id = fields.UUID(required=True)
-    via = fields.String(required=True, metadata={"description": "file, message, cleanup_unattached, "
-                                                               "cleanup_failed, cleanup_unheld, retention, slot, "
-                                                               "erasure"})
+    via = fields.String(required=True, metadata={"description": "file (its uploader's deleteFile), manager "
+                                                               "(deleteFile of another's file by `manage`), "
+                                                               "message, cleanup_unattached, cleanup_failed, "
+                                                               "cleanup_unheld, retention, slot, erasure"})
     marked_at = fields.DateTime(required=True)
     purged_at = fields.DateTime(required=True)
     keys_deleted = fields.Integer(required=True)

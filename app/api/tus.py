@@ -7,6 +7,8 @@ errors, 410 for a terminated or expired upload, 409 for terminating a complete o
 
 from __future__ import annotations
 
+import io
+
 import uuid
 
 from flask import Response, request
@@ -168,6 +170,10 @@ class TusUploads(MethodView):
                                                headers={"Location": response.headers["Location"]})
             except (BadRequest, ChecksumMismatch, StorageError):
                 upload = tus.status(runtime(), caller(), upload.file_id, reading=False)  # the bytes count as far as kept
+            _upload_headers(response, upload)
+        elif length == 0:
+            # An empty file is whole at its creation: its one empty part is written and the upload completes.
+            upload = tus.append(runtime(), caller(), upload.file_id, 0, io.BytesIO(b""), 0, None)
             _upload_headers(response, upload)
         elif upload.expires_at is not None:
             response.headers["Upload-Expires"] = http_date(upload.expires_at)

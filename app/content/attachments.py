@@ -34,7 +34,7 @@ def put_message(rt: Runtime, principal: Principal, message_id: str, file_ids: Se
         (message row, every attached file id).
     """
     if not access.may_write(principal):
-        raise Forbidden()
+        raise Forbidden("files:write")
     wanted = sorted(set(file_ids))
     now = rt.clock.now()
 

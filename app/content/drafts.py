@@ -18,14 +18,14 @@ if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every servi
 def list_drafts(rt: Runtime, principal: Principal) -> list:
     """The caller's drafts."""
     if not access.may_read(principal):
-        raise Forbidden()
+        raise Forbidden("files:read")
     return rt.db.read(lambda conn: sql.drafts_of(conn, principal.id))
 
 
 def put_draft(rt: Runtime, principal: Principal, key: str, text: str, file_ids: Sequence[uuid.UUID]):
     """Save the caller's draft by its key; its file ids are checked in form and count only (D3)."""
     if not access.may_write(principal):
-        raise Forbidden()
+        raise Forbidden("files:write")
     unique = list(dict.fromkeys(file_ids))
     if len(unique) > rt.limits.max_attachments:
         raise Invalid("too_many_attachments")
@@ -37,5 +37,5 @@ def put_draft(rt: Runtime, principal: Principal, key: str, text: str, file_ids: 
 def delete_draft(rt: Runtime, principal: Principal, key: str) -> None:
     """Remove the caller's draft (a missing draft is removed too)."""
     if not access.may_write(principal):
-        raise Forbidden()
+        raise Forbidden("files:write")
     rt.db.unit_of_work(lambda uow: sql.delete_draft(uow.conn, principal.id, key), name="draft.delete")

@@ -35,7 +35,7 @@ def visible_file(rt: Runtime, principal: Principal, file_id: uuid.UUID):
             raise Gone("file_expired", "The file expired under a retention policy.")
         raise NotFound()
     if not access.may_read(principal):
-        raise Forbidden()
+        raise Forbidden("files:read")
     return row
 
 

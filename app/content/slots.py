@@ -106,7 +106,7 @@ def slot_file(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID
     if kind == "logo":
         holder = sql.LOGO_HOLDER  # the logo is read by any authenticated caller with files:read
         if not access.may_read(principal):
-            raise Forbidden()
+            raise Forbidden("files:read")
     else:
         holder = _holder(principal, kind, holder_id, write=False)
     row = rt.db.read(lambda conn: sql.slot(conn, kind, holder))

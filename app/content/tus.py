@@ -34,6 +34,7 @@ from app.domain.uploads import claim_held, expected_part_size
 from app.errors import (BadRequest, ChecksumMismatch, Conflict, Forbidden, Gone, LetheError, NotFound,
                         StorageError, TooLarge)
 from app.platform.observability.logs import log_event
+from app.platform.process import process_id
 
 if TYPE_CHECKING:
     from app.domain.access import Principal
@@ -89,7 +90,7 @@ def status(rt: Runtime, principal: Principal, file_id: uuid.UUID, reading: bool 
     def read(conn) -> TusUpload:
         row, session = _visible_upload(conn, principal, file_id)
         if reading and not access.may_read(principal):
-            raise Forbidden()
+            raise Forbidden("files:read")
         _check_tus_alive(session, rt.clock.now())
         return _view(row, session, [part.size_bytes for part in sessions_sql.parts_of(conn, file_id)])
 
@@ -167,7 +168,7 @@ def _claim(rt: Runtime, uow, principal: Principal, file_id: uuid.UUID, offset: i
         raise Conflict("offset_mismatch", "Upload-Offset is not the upload's offset; ask it with HEAD.")
     if content_length is not None and offset + content_length > row.size_bytes:
         raise TooLarge("past_upload_length")
-    sessions_sql.claim_write(uow.conn, file_id, now)
+    sessions_sql.claim_write(uow.conn, file_id, now, process_id())
     return row, session, sizes[:session.part_count - 1] if len(sizes) >= session.part_count else sizes, now
 
 
@@ -210,18 +211,10 @@ class _Patch:
             if hasher is not None:
                 hasher.update(chunk)
             buffer += chunk
-            while self.next <= self.count and len(buffer) >= self._expected(self.next):
-                size = self._expected(self.next)
-                part = self.rt.store.put_part(self.ref, self.next, bytes(buffer[:size]))
-                self.written.append(self.next)
-                del buffer[:size]
-                if hasher is None:
-                    self._record([(self.next, size, part.etag)], 0)
-                else:
-                    pending.append((self.next, size, part.etag))
-                flushed = True
-                self.next += 1
+            flushed = self._cut_parts(buffer, hasher is None, pending) or flushed
             self._beat_if_due()
+        if self.length == 0:
+            flushed = self._cut_parts(buffer, hasher is None, pending) or flushed  # an empty file: one empty part
         if interrupted or (content_length is not None and received < content_length):
             # The client went away: whole parts stay recorded; without a checksum the rest is kept as the
             # tail (tus: keep as much as possible), with one nothing of an unverified body counts.
@@ -238,6 +231,23 @@ class _Patch:
         if buffer and (received or flushed):
             self._keep_tail(bytes(buffer))
         return False
+
+    def _cut_parts(self, buffer: bytearray, record: bool, pending: list[tuple[int, int, str]]) -> bool:
+        """Write every whole part the buffer holds (recording each at once, or keeping it pending until the
+        body's checksum matched); True when it wrote any."""
+        wrote = False
+        while self.next <= self.count and len(buffer) >= self._expected(self.next):
+            size = self._expected(self.next)
+            part = self.rt.store.put_part(self.ref, self.next, bytes(buffer[:size]))
+            self.written.append(self.next)
+            del buffer[:size]
+            if record:
+                self._record([(self.next, size, part.etag)], 0)
+            else:
+                pending.append((self.next, size, part.etag))
+            wrote = True
+            self.next += 1
+        return wrote
 
     def _expected(self, number: int) -> int:
         return expected_part_size(self.length, self.part_size, number)

@@ -22,13 +22,14 @@ from app.db import sessions as sessions_sql
 from app.domain import access, keys
 from app.domain.ends import Clearance, Scope
 from app.domain.objects import FileObjects
-from app.domain.uploads import claim_held, expected_part_size, listed_parts_problem, part_count
+from app.domain.uploads import claim_held, expected_part_size, human_size, listed_parts_problem, part_count
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.db.events import write_file_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.storage.base import MultipartRef, UploadedPart
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
+from app.platform.process import process_id
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
     from app.platform.runtime import Runtime
@@ -122,7 +123,7 @@ def remove_strays(rt: Runtime, file_id: uuid.UUID, keys_of_file: list[str]) -> N
 
 def _require_write(principal: Principal) -> None:
     if not access.may_write(principal):
-        raise Forbidden()
+        raise Forbidden("files:write")
 
 
 def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadView:
@@ -130,11 +131,13 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
     row never names an upload that does not exist."""
     _require_write(principal)
     if not access.may_upload_purpose(principal, new.purpose):
-        raise Forbidden()
+        raise Forbidden("manage")
     if new.size_bytes > rt.limits.max_size:
-        raise TooLarge()
+        raise TooLarge("file_too_large", f"The file is larger than this installation takes: at most "
+                                         f"{human_size(rt.limits.max_size)} (file.max_size).")
     if rt.cfg.scan.clamd_address and new.size_bytes > rt.cfg.scan.max_size:
-        raise TooLarge("too_large_to_scan", "The file is larger than the scanner takes (scan.max_size).")
+        raise TooLarge("too_large_to_scan", f"The file is larger than the scanner takes: at most "
+                                            f"{human_size(rt.cfg.scan.max_size)} (scan.max_size).")
     file_id = uuid.uuid4()
     object_key = keys.original_key(file_id, 1)
     part_size = rt.limits.part_size
@@ -181,7 +184,7 @@ def get_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> UploadV
     def read(conn):
         _visible_upload(conn, principal, file_id)
         if not access.may_read(principal):
-            raise Forbidden()
+            raise Forbidden("files:read")
         return _view(conn, file_id)
 
     return rt.db.read(read)
@@ -308,7 +311,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         # A direct upload's parts are in the store alone: the store lists them once the upload is claimed.
         if session.protocol != "direct" and {part.part_number for part in parts} != set(range(1, session.part_count + 1)):
             raise Conflict("parts_missing")
-        sessions_sql.claim_completion(uow.conn, file_id, now)
+        sessions_sql.claim_completion(uow.conn, file_id, now, process_id())
         return row, session, parts, now
 
     file_row, session, parts, claimed_at = rt.db.unit_of_work(claim, name="upload.claim")

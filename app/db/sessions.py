@@ -73,9 +73,11 @@ def set_state(conn: Conn, file_id: UUID, state: str) -> None:
                  (state, file_id))
 
 
-def claim_completion(conn: Conn, file_id: UUID, now: datetime) -> None:
-    """Mark the (locked, open) session as being completed since now: the claim of one completion."""
-    conn.execute("UPDATE upload_sessions SET completing_since = %s WHERE file_id = %s", (now, file_id))
+def claim_completion(conn: Conn, file_id: UUID, now: datetime, holder: UUID) -> None:
+    """Mark the (locked, open) session as being completed since now by the process `holder`: the claim of one
+    completion."""
+    conn.execute("UPDATE upload_sessions SET completing_since = %s, completing_by = %s WHERE file_id = %s",
+                 (now, holder, file_id))
 
 
 def release_claim(conn: Conn, file_id: UUID, claimed_at: datetime) -> None:
@@ -87,9 +89,25 @@ def release_claim(conn: Conn, file_id: UUID, claimed_at: datetime) -> None:
 # -- tus (issue 25): a PATCH holds its session (writing_since) and keeps the bytes past the last whole part in
 # the tail object, tail_bytes of them.
 
-def claim_write(conn: Conn, file_id: UUID, now: datetime) -> None:
-    """Mark the (locked, open) tus session as written by one PATCH since now."""
-    conn.execute("UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (now, file_id))
+def claim_write(conn: Conn, file_id: UUID, now: datetime, holder: UUID) -> None:
+    """Mark the (locked, open) tus session as written by one PATCH of the process `holder` since now."""
+    conn.execute("UPDATE upload_sessions SET writing_since = %s, writing_by = %s WHERE file_id = %s",
+                 (now, holder, file_id))
+
+
+def free_holds_not_of(conn: Conn, holder: UUID) -> int:
+    """Give back every write hold and completion claim another process holds: called by a `lethe dev` that
+    knows every other process of its installation is gone (its folder's lock). Returns how many."""
+    return conn.execute(
+        """
+        UPDATE upload_sessions SET
+            writing_since = CASE WHEN writing_by IS DISTINCT FROM %(me)s THEN NULL ELSE writing_since END,
+            writing_by = CASE WHEN writing_by IS DISTINCT FROM %(me)s THEN NULL ELSE writing_by END,
+            completing_since = CASE WHEN completing_by IS DISTINCT FROM %(me)s THEN NULL ELSE completing_since END,
+            completing_by = CASE WHEN completing_by IS DISTINCT FROM %(me)s THEN NULL ELSE completing_by END
+        WHERE state = 'open' AND ((writing_since IS NOT NULL AND writing_by IS DISTINCT FROM %(me)s)
+                                  OR (completing_since IS NOT NULL AND completing_by IS DISTINCT FROM %(me)s))
+        """, {"me": holder}).rowcount
 
 
 def refresh_write(conn: Conn, file_id: UUID, claimed_at: datetime, now: datetime) -> bool:

@@ -66,3 +66,11 @@ def content_disposition(name: str) -> str:
     fallback = "".join(ch if 0x20 <= ord(ch) < 0x7F and ch not in '"\\;' else "_" for ch in name).strip() or "file"
     encoded = quote(name, safe="!#$&+-.^_`|~")
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+
+
+def human_size(size_bytes: int) -> str:
+    """A byte count as an operator writes it (8 MiB, 1 GiB, 1500 bytes): for answers that state a limit."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size_bytes >= factor and size_bytes % factor == 0:
+            return f"{size_bytes // factor} {unit}"
+    return f"{size_bytes} bytes"

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from app.platform.observability.logs import log_event
 
@@ -100,6 +101,37 @@ def _hold_dev_lock(state: Path):
     return handle
 
 
+class _AgainAfterTheFirstCleanup(logging.Handler):
+    """Print the start-up banner once more after the last step of the first cleanup run logged its line."""
+
+    def __init__(self, banner: str):
+        super().__init__()
+        self.banner, self.done = banner, False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.done and record.name == "lethe.cleanup" and getattr(record, "event", None) == "cleanup.step" \
+                and getattr(record, "step", None) == "n":
+            self.done = True
+            print(self.banner, flush=True)
+
+
+def _clean_after_a_dead_dev(runtime) -> None:
+    """This folder's lock proves that no other `lethe dev` of this installation runs: what an earlier one left
+    when it was stopped hard (a Ctrl-C in the middle of an upload) is freed at once. The write holds and
+    completion claims of its uploads (the client's next PATCH would answer 409 until file.write_timeout), the
+    partial writes in the fs driver's `.tmp`, and the directories its deletes left empty."""
+    from app.db import sessions as sessions_sql
+    from app.platform.process import process_id
+
+    freed = runtime.db.unit_of_work(lambda uow: sessions_sql.free_holds_not_of(uow.conn, process_id()),
+                                    name="dev.free_holds")
+    partial = runtime.maintenance.sweep_tmp(runtime.clock.now() + timedelta(seconds=1))
+    emptied = sum(runtime.maintenance.prune_dirs(prefix) for prefix in ("f/", "uploads/"))
+    if freed or partial or emptied:
+        log_event(log, "info", "dev.cleaned", "what the last lethe dev left when it stopped is cleaned",
+                  holds_freed=freed, partial_writes=partial, directories=emptied)
+
+
 def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     from apscheduler.schedulers.background import BackgroundScheduler
     from dramatiq import Worker
@@ -154,6 +186,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         migrate(cfg.database.url)
         broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
         runtime = build_runtime(cfg, broker, role="all")
+        _clean_after_a_dead_dev(runtime)
         register(broker, runtime)
         queues, pool = split_queues(QUEUES)
         if pool:
@@ -173,17 +206,22 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         signal.signal(signal.SIGTERM, shutdown)
         base = f"http://{cfg.api.host}:{server.server_port}"
         dev_file = write_dev_file(state, cfg, base)
-        print(f"\nLethe is up at {base}  (API docs: {base}/docs, OpenAPI: {base}/openapi.json)")
+        banner = f"\nLethe is up at {base}  (API docs: {base}/docs, OpenAPI: {base}/openapi.json)\n"
         if "auth.jwt_secret" in changes:
             user = uuid.uuid5(uuid.NAMESPACE_URL, "lethe-dev-user")
             token = mint_token(cfg.auth.jwt_secret, user, ("files:read", "files:write"))
-            print(f"A development token for user {user} (12h):\n  export TOKEN={token}")
-            print(f"  curl -H \"Authorization: Bearer $TOKEN\" {base}/api/v1/events")
-        print("Ctrl-C stops everything.\n", flush=True)
+            banner += (f"A development token for user {user} (12h):\n  export TOKEN={token}\n"
+                       f"  curl -H \"Authorization: Bearer $TOKEN\" {base}/api/v1/events\n")
+        banner += "Ctrl-C stops everything.\n"
+        print(banner, flush=True)
+        # The start-up cleanup logs a line per step right after: the banner comes again below them.
+        logging.getLogger().addHandler(_AgainAfterTheFirstCleanup(banner))  # after the console's own handler
         server.serve_forever()
     finally:
         if dev_file is not None:
             dev_file.unlink(missing_ok=True)
+        if not isinstance(held, int) and held is not None:
+            (state / "dev.lock").unlink(missing_ok=True)  # ours: nothing stale stays for the next start
         if scheduler is not None and scheduler.running:
             scheduler.shutdown(wait=False)
         if leadership is not None:

@@ -436,11 +436,14 @@ def cmd_erase(args) -> int:
     runtime = _one_shot_runtime("erase")
     from app.lifecycle.erasure import erase_round, erasure_of, request_erasure
 
-    from app.errors import Conflict
+    from app.errors import Conflict, Invalid
 
     try:
         try:
             row = request_erasure(runtime, None, subject)
+        except Invalid:
+            print("not erased: the all-zero id is the installation's own (its logo slot), no person", file=sys.stderr)
+            return 2
         except Conflict as exc:
             # GDPR 17(3)(e): a legal hold covers the subject; request the erasure again after its release.
             print(f"not erased: {exc.reason} (a legal hold covers the subject; see lethe hold list)", file=sys.stderr)

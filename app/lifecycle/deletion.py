@@ -38,8 +38,9 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
         uow: the caller's unit of work; the caller has locked the files rows (ascending id).
         file_ids: the files to delete.
         now: the time of the mark.
-        via: what deleted them (`file`, `message`, `cleanup_unattached`, `cleanup_failed`, `retention`,
-            `slot`, `erasure`, ...): kept on the row for its receipt (D16), and the metric's label.
+        via: what deleted them (`file`, `manager` (deleteFile by `manage` of another's file), `message`,
+            `cleanup_unattached`, `cleanup_failed`, `retention`, `slot`, `erasure`, ...): kept on the row for
+            its receipt (D16), and the metric's label.
 
     Returns:
         The files marked now; files already deleted take no further step.
@@ -92,10 +93,15 @@ def _delete_locked(uow: UnitOfWork, principal: Principal, file_ids: Sequence[uui
     # Every visible, writable, live file: its answer may still become file_attached (the check comes
     # before the purpose in D12's order); those answering delete so far are the ones to mark.
     live = [row for row in rows if answers[row.id] in ("delete", "purpose_not_deletable")]
-    marked = _mark(uow, [row.id for row in live if answers[row.id] == "delete"], now, "file",
-                   check_attached=[row.id for row in live])
+    attached: set[uuid.UUID] = set()
+    # A manager deleting someone else's file is recorded as such (the receipt's `via`, never who).
+    for via, group in (("file", [row for row in live if row.uploaded_by == principal.id]),
+                       ("manager", [row for row in live if row.uploaded_by != principal.id])):
+        if group:
+            attached |= _mark(uow, [row.id for row in group if answers[row.id] == "delete"], now, via,
+                              check_attached=[row.id for row in group]).attached
     for row in live:
-        answers[row.id] = access.delete_answer(principal, row.uploaded_by, False, row.id in marked.attached,
+        answers[row.id] = access.delete_answer(principal, row.uploaded_by, False, row.id in attached,
                                                row.purpose)
     return answers
 
@@ -122,7 +128,7 @@ def delete_files(rt: Runtime, principal: Principal, file_ids: Sequence[uuid.UUID
         Forbidden: the caller may not write (`files:write`): the whole request is refused.
     """
     if not access.may_write(principal):
-        raise Forbidden()
+        raise Forbidden("files:write")
     answers = rt.db.unit_of_work(lambda uow: _delete_locked(uow, principal, file_ids, rt.clock.now()),
                                  name="file.batch_delete")
     results = [DeleteResult(file_id, *_STATUS[answers[file_id]]) for file_id in file_ids]
@@ -152,7 +158,7 @@ def delete_message(rt: Runtime, principal: Principal, message_id: str, author_id
         if message is None:
             raise NotFound()
         if not access.may_write(principal):
-            raise Forbidden()
+            raise Forbidden("files:write")
         if message.deleted_at is not None:
             return []
         file_ids = messages_sql.attached_file_ids(uow.conn, author, message_id)

@@ -22,6 +22,7 @@ from app.db import keeps as keeps_sql
 from app.db import messages as messages_sql
 from app.db import receipts as receipts_sql
 from app.db import slots as slots_sql
+from app.db.slots import LOGO_HOLDER
 from app.db.files import lock_files
 from app.db.locks import exclusive
 from app.domain import access
@@ -29,7 +30,7 @@ from app.domain.ends import Clearance, Scope
 from app.domain.keys import KeyError_
 from app.domain.objects import FileObjects
 from app.storage.base import MultipartRef
-from app.errors import Conflict, Forbidden, NotFound
+from app.errors import Conflict, Forbidden, Invalid, NotFound
 from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
 from app.lifecycle.deletion import mark_deleted
 from app.lifecycle import webhooks
@@ -45,7 +46,7 @@ log = logging.getLogger("lethe.erasure")
 
 def _manager(principal: Principal | None) -> None:
     if not access.may_erase(principal):
-        raise Forbidden()
+        raise Forbidden("manage")
 
 
 def request_erasure(rt: Runtime, principal: Principal | None, subject_id: uuid.UUID) -> Any:
@@ -57,9 +58,13 @@ def request_erasure(rt: Runtime, principal: Principal | None, subject_id: uuid.U
 
     Raises:
         Forbidden: not `manage`.
-        Conflict(subject_on_hold): a legal hold covers the subject or one of their files (issue 27).
+        Conflict(subject_on_hold): a legal hold covers the subject or one of their files.
+        Invalid(subject_reserved): the all-zero id, the installation's own (its logo slot).
     """
     _manager(principal)
+    if subject_id == LOGO_HOLDER:
+        # The all-zero id is no person: it holds the installation's logo slot, which an erasure would empty.
+        raise Invalid("subject_reserved", "This id is reserved for the installation (its logo); it is no person.")
     new_id = uuid.uuid4()
 
     def work(uow):

@@ -34,7 +34,7 @@ log = logging.getLogger("lethe.holds")
 
 def _manager(principal: Principal | None) -> None:
     if not access.may_hold(principal):
-        raise Forbidden()
+        raise Forbidden("manage")
 
 
 def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_id: uuid.UUID | None = None,

@@ -22,7 +22,7 @@ def receipt_of(rt: Runtime, principal: Principal | None, file_id: uuid.UUID):
         Forbidden: the caller lacks `manage`. NotFound: no receipt (not purged yet, unknown, or expired).
     """
     if not access.may_read_receipt(principal):
-        raise Forbidden()
+        raise Forbidden("manage")
     row = rt.db.read(lambda conn: sql.receipt_of(conn, file_id))
     if row is None:
         raise NotFound()

@@ -185,7 +185,7 @@ def restore_file(rt: Runtime, principal: Principal | None, file_id: uuid.UUID):
             marked deleted: it cannot come back) or `file_not_retired`.
     """
     if principal is not None and not access.may_restore(principal):
-        raise Forbidden()
+        raise Forbidden("manage")
 
     def work(uow: UnitOfWork):
         row = files_sql.lock_file(uow.conn, file_id)

@@ -77,7 +77,7 @@ def test_too_large_is_413(lethe):
 
 @pytest.mark.parametrize("body", [
     {"name": "a", "size_bytes": "5", "mime_type": "text/plain"},
-    {"name": "a", "size_bytes": 0, "mime_type": "text/plain"},
+    {"name": "a", "size_bytes": -1, "mime_type": "text/plain"},
     {"name": "a", "size_bytes": 5, "mime_type": "not a type"},
     {"name": "a", "size_bytes": 5, "mime_type": "text/plain", "sha256": "abc"},
     {"name": "a", "size_bytes": 5, "mime_type": "text/plain", "purpose": "poster"},
@@ -198,10 +198,14 @@ def test_no_credentials_is_401_before_anything_is_looked_up(lethe):
     for method, path in (("GET", f"/api/v1/files/{file_id}"), ("GET", f"/api/v1/files/{uuid.uuid4()}"),
                          ("GET", "/api/v1/files/not-a-uuid"), ("POST", "/api/v1/uploads"),
                          ("GET", "/api/v1/events"), ("PUT", "/api/v1/messages/m1")):
-        for headers in ({}, {"Authorization": "Bearer nonsense"}, {"Authorization": "Basic eDp5"}):
+        for headers, reason, challenge in (({}, "token_missing", "Bearer"),
+                                           ({"Authorization": "Bearer nonsense"}, "token_invalid",
+                                            'Bearer error="invalid_token"'),
+                                           ({"Authorization": "Basic eDp5"}, "token_missing", "Bearer")):
             response = lethe.client.open(path, method=method, headers=headers)
-            problem(response, 401, "unauthorized")
-            assert response.headers["WWW-Authenticate"] == "Bearer"
+            problem(response, 401, "unauthorized", reason)
+            assert response.headers["WWW-Authenticate"] == challenge
+            assert "nonsense" not in response.get_data(as_text=True)
 
 
 def test_a_token_signed_with_another_key_or_expired_is_401(lethe):
@@ -209,12 +213,13 @@ def test_a_token_signed_with_another_key_or_expired_is_401(lethe):
 
     from app.entry.token import mint_token
 
-    for token in (mint_token("another-secret-of-enough-length-123456", ALEX.id),
-                  mint_token("test-secret-for-hs256-tokens-0123456789", ALEX.id, ttl=timedelta(hours=1),
-                             now=datetime(2020, 1, 1, tzinfo=timezone.utc)),
-                  mint_token("test-secret-for-hs256-tokens-0123456789", "not-a-uuid")):
+    for token, reason in ((mint_token("another-secret-of-enough-length-123456", ALEX.id), "token_invalid"),
+                          (mint_token("test-secret-for-hs256-tokens-0123456789", ALEX.id, ttl=timedelta(hours=1),
+                                      now=datetime(2020, 1, 1, tzinfo=timezone.utc)), "token_expired"),
+                          (mint_token("test-secret-for-hs256-tokens-0123456789", "not-a-uuid"), "token_invalid")):
         response = lethe.client.get("/api/v1/events", headers={"Authorization": f"Bearer {token}"})
-        problem(response, 401, "unauthorized")
+        problem(response, 401, "unauthorized", reason)
+        assert token not in response.get_data(as_text=True)
 
 
 def test_a_failed_upload_says_it_was_never_scanned(lethe):

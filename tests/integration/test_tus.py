@@ -175,7 +175,7 @@ def test_a_creation_is_checked_as_create_upload_is_and_names_nothing_back(lethe)
     body = problem(response, 422, "invalid_request", "metadata_invalid")
     assert list(body["errors"]) == ["filename"] and "Secret" not in response.get_data(as_text=True)
     problem(create(lethe, 5, purpose="nonsense"), 422, "invalid_request", "metadata_invalid")
-    problem(create(lethe, 0), 422, "invalid_request", "metadata_invalid")
+    problem(create(lethe, -1), 400, "bad_request", "upload_length_invalid")  # (an empty file, 0, is a file)
     problem(lethe.call("POST", "/api/v1/tus", ALEX, headers={**TUS, "Upload-Length": "5"}), 422,
             "invalid_request", "metadata_invalid")  # no filename
     problem(create(lethe, lethe.cfg.file.max_size + 1), 413, "payload_too_large")
