@@ -14,9 +14,9 @@
     lethe audit [--json] [--delete --grace 24h]                  what no row explains in the store (D16)
     lethe receipt FILE_ID [--json]                               the receipt of a purged file (D16)
     lethe erase --subject UUID [--wait]                          erase everything of a person (D16)
-    lethe hold place --subject UUID|--file UUID --case-ref REF   suspend purges for a legal claim (issue 27)
+    lethe hold place --subject UUID|--file UUID --case-ref REF   suspend purges for a legal claim
     lethe hold list | lethe hold release ID                      the holds; release one
-    lethe webhooks list [--failed] | lethe webhooks redeliver ID  webhook deliveries (issue 28)
+    lethe webhooks list [--failed] | lethe webhooks redeliver ID  webhook deliveries
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -366,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true", help="print one JSON object")
         sub.set_defaults(func=cmd_hold)
 
-    hooks = commands.add_parser("webhooks", help="webhook deliveries (issue 28)")
+    hooks = commands.add_parser("webhooks", help="webhook deliveries")
     hooks_commands = hooks.add_subparsers(dest="webhooks_command", required=True)
     hooks_list = hooks_commands.add_parser("list", help="the latest deliveries, newest first")
     hooks_list.add_argument("--failed", action="store_true", help="only those that failed or were disabled")
