@@ -36,6 +36,8 @@ VARIANTS = {
     "service-monitor": {"secrets": SECRETS, "metrics": {"serviceMonitor": {"enabled": True}}},
     "alerts-and-dashboard": {"secrets": SECRETS, "metrics": {"prometheusRule": {"enabled": True},
                                                              "grafanaDashboard": {"enabled": True}}},
+    "ingress-with-tls": {"secrets": SECRETS, "ingress": {"enabled": True, "host": "files.example.com",
+                                                        "tls": {"secretName": "files-tls"}}},
 }
 
 
@@ -60,7 +62,7 @@ def rendered(request):
 
 
 def test_the_chart_lints_clean():
-    result = helm.lint(str(CHART))
+    result = helm.lint(str(CHART), VARIANTS["default"])
     assert result["errors"] == []
     assert [m for m in result["messages"] if m["severity"] > 1] == []
 
@@ -252,7 +254,7 @@ def test_every_values_block_of_the_deploy_doc_installs_and_loads():
     secrets = blocks[0]["secrets"]
     policies, prefixes = [], []
     for block in blocks:
-        docs = render({**block, "secrets": block.get("secrets", secrets)})
+        docs = render({**block, "secrets": {**secrets, **block.get("secrets", {})}})  # layered on the first file, as -f files are
         env = dict(by_kind(docs, "ConfigMap")[0]["data"])
         env.update(next(s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "lethe")["stringData"])
         loaded = config.load(env)  # raises ConfigError naming any key the doc got wrong
@@ -276,3 +278,24 @@ def test_the_worker_size_is_set_once_and_an_old_values_file_still_works():
     worker = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"].endswith("-worker"))
     args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--processes") + 1] == "1" and by_kind(docs, "ConfigMap")[0]["data"]["LETHE_WORKER_PROCESSES"] == "1"
+
+
+@pytest.mark.parametrize("secrets", [{}, {"database.url": ""}, {"broker.url": ""}])
+def test_a_chart_without_its_database_or_broker_is_refused_at_render_time_naming_the_key(secrets):
+    values = {"secrets": {**SECRETS, **secrets}} if secrets else {}
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmError) as refused:
+        chart.render(values, name="lethe", namespace="files", is_install=True)
+    named = "database.url" if secrets != {"broker.url": ""} else "broker.url"
+    assert named in str(refused.value)
+    render({"existingSecret": "lethe-managed"})  # a Secret managed elsewhere holds them: no refusal
+
+
+def test_the_ingress_lets_parts_through_and_terminates_tls():
+    (ingress,) = by_kind(render(VARIANTS["ingress-with-tls"]), "Ingress")
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["nginx.ingress.kubernetes.io/proxy-body-size"] == "16m"  # over 8 MiB parts, ingress-nginx's 1m
+    assert annotations["nginx.ingress.kubernetes.io/proxy-request-buffering"] == "off"
+    assert ingress["spec"]["tls"] == [{"hosts": ["files.example.com"], "secretName": "files-tls"}]
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "lethe-api", "port": {"name": "http"}}
+    assert by_kind(render(VARIANTS["default"]), "Ingress") == []
