@@ -27,6 +27,9 @@ VALUES = st.recursive(SCALARS, lambda children: st.lists(children, max_size=6)
 BODIES = VALUES | st.dictionaries(st.sampled_from(FIELDS), VALUES, max_size=6)
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
+# Bad input is answered before any store call: fs alone.
+pytestmark = pytest.mark.one_store
+
 
 def json_endpoints(lethe) -> list[tuple[str, str]]:
     """(method, path) of every route whose handler reads a JSON body, path parameters filled in."""

@@ -11,10 +11,14 @@ from app.domain.file_events import file_document
 from tests.support.helpers import problem
 from tests.support.lethe import ALEX, OWNER, ROBIN, SAM, Person
 
+# The HTTP contract is the store's no matter which: fs alone, but for what reads the bytes through the store.
+pytestmark = pytest.mark.one_store
+
 
 # -- scan ----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode, outcome", [("ok", "clean"), ("eicar", "infected"), ("garbage", "error")])
+@pytest.mark.every_store
 def test_scan_outcomes_from_clamd(make_lethe, clamd, mode, outcome):
     lethe = make_lethe(**{"scan.clamd_address": clamd.address})
     clamd.mode = mode
@@ -136,6 +140,7 @@ def test_content_of_a_file_not_deliverable_is_404(lethe):
     problem(lethe.call("GET", f"/api/v1/files/{uploading}/content", ALEX), 404, "not_found")
 
 
+@pytest.mark.every_store
 def test_content_whose_object_is_gone_is_410_not_500(lethe):
     file_id = lethe.upload(ALEX)
     lethe.store.delete(lethe.row(file_id).object_key)

@@ -281,6 +281,7 @@ def test_a_scan_delayed_while_the_file_is_deleted_ends_without_writes(make_lethe
 
 # -- concurrency (D10) and no deduplication (K3) ---------------------------------------------------------------
 
+@pytest.mark.one_store  # a database lock race: the store plays no part
 def test_delete_and_attach_at_once_end_attached_or_deleted_never_both(lethe):
     for round_ in range(15):
         file_id = lethe.upload(ALEX)

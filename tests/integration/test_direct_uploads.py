@@ -51,7 +51,7 @@ def residue(lethe, file_id: str) -> list:
 
 
 def three_parts(lethe) -> bytes:
-    return os.urandom(lethe.part_size * 2 + 4321)
+    return os.urandom(lethe.part_size * 2 + lethe.part_size // 3)  # two whole parts and a third, shorter
 
 
 def test_fs_has_no_direct_uploads(tmp_path, database_url, clock):

@@ -71,8 +71,9 @@ def residue(lethe, file_id: str) -> list:
 
 
 def chunk_sizes(lethe) -> tuple[int, int]:
-    """A PATCH size below a part and one above (fs parts are 1 KiB here, S3 parts 5 MiB)."""
-    return (700, 2500) if lethe.driver == "fs" else (3 * 1024 * 1024, 6 * 1024 * 1024 + 17)
+    """A PATCH size below a part and one above (parts are 1 KiB here but on SeaweedFS, where they are 5 MiB)."""
+    part = lethe.part_size
+    return part * 7 // 10 - part * 7 // 10 % 4, part * 2 + part // 2 + 17
 
 
 # -- discovery and the version -------------------------------------------------------------------------------

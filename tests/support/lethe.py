@@ -16,7 +16,8 @@ from tests.support.fakes import RecordingBroker
 
 SECRET = "test-secret-for-hs256-tokens-0123456789"
 FS_PART_SIZE = 1024
-S3_PART_SIZE = 5 * 1024 * 1024
+MOTO_PART_SIZE = 1024  # moto runs with S3_UPLOAD_PART_MIN_SIZE=1024 (tests/conftest.py)
+S3_PART_SIZE = 5 * 1024 * 1024  # S3's own minimum: SeaweedFS, the real server
 
 
 def person_id(email: str) -> uuid.UUID:
@@ -47,7 +48,8 @@ OWNER = Person("Owner", "owner@example.com", ("files:read", "files:write", "mana
 class Lethe:
     def __init__(self, database_url: str, raw_store, clock, **settings):
         self.driver = raw_store.driver
-        self.part_size = FS_PART_SIZE if self.driver == "fs" else S3_PART_SIZE
+        moto = getattr(raw_store, "test_server", None) == "moto"
+        self.part_size = FS_PART_SIZE if self.driver == "fs" else MOTO_PART_SIZE if moto else S3_PART_SIZE
         env = {
             "LETHE_DATABASE_URL": database_url,
             "LETHE_AUTH_JWT_SECRET": SECRET,
@@ -57,7 +59,7 @@ class Lethe:
             "LETHE_FILE_S3_ENDPOINT": "unused:1", "LETHE_DATABASE_POOL_SIZE": "8",
         }
         env.update({config.KEYS_BY_NAME[name].env: str(value) for name, value in settings.items()})
-        self.cfg = config.load(env)
+        self.cfg = _load(env, smallest_part=self.part_size)
         self.broker = RecordingBroker()
         self.retried: list = []
         self.raw_store = raw_store
@@ -141,6 +143,20 @@ class Lethe:
 
     def row(self, file_id):
         return self.rt.db.read(lambda conn: conn.execute("SELECT * FROM files WHERE id = %s", (file_id,)).fetchone())
+
+
+def _load(env: dict, smallest_part: int):
+    """The configuration, with S3's part-size minimum lowered to what the test's server takes (moto: 1 KiB)."""
+    import importlib
+
+    loading = importlib.import_module("app.platform.config.load")  # the module (the package exports load())
+
+    real = loading.S3_MIN_PART_SIZE
+    loading.S3_MIN_PART_SIZE = min(real, smallest_part)
+    try:
+        return config.load(env)
+    finally:
+        loading.S3_MIN_PART_SIZE = real
 
 
 def sha256(data: bytes) -> str:
