@@ -56,6 +56,19 @@ def service_missing(what: str, why: str = "not reachable") -> None:
     pytest.skip(f"{what}: {why}")
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """An xdist worker hands what it found missing to the controller, which prints the summary."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["missing_services"] = dict(MISSING_SERVICES)
+
+
+def pytest_testnodedown(node, error):
+    """The controller gathers what each xdist worker found missing."""
+    for what, why in (getattr(node, "workeroutput", None) or {}).get("missing_services", {}).items():
+        MISSING_SERVICES.setdefault(what, why)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Outside CI a missing service skips its tests: end the run with a line nobody can miss."""
     for what, why in MISSING_SERVICES.items():
@@ -308,6 +321,13 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    # Under xdist (--dist loadgroup) a module runs whole on one worker (its module fixtures are made once), and
+    # every test that starts the roles as processes runs on one worker, one after another: two of them at once
+    # would share two cores with their own PostgreSQL, RabbitMQ and S3 load and their deadlines.
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        group = "processes" if path.startswith(("tests/e2e/", "tests/faults/")) else path
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture
