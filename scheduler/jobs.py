@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import TYPE_CHECKING
 
 from zoneinfo import ZoneInfo
 
 import dramatiq
+import psycopg
 from apscheduler.schedulers.base import BaseScheduler
+from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from app.platform import jobs
@@ -21,6 +24,11 @@ from app.db import cleanup as cleanup_sql
 from app.domain.retention import DEV_FAST_INTERVAL
 from app.platform.config.entries import cron_trigger
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:
+    from app.db.pool import Database
+    from app.platform.config.tree import Config
+    from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.scheduler")
 
@@ -36,11 +44,11 @@ class Leadership:
     (database.statement_timeout): a partitioned leader stops leading on its side as well.
     """
 
-    def __init__(self, db, timeout_s: float = 30.0, direct_url: str = ""):
+    def __init__(self, db: Database, timeout_s: float = 30.0, direct_url: str = "") -> None:
         self.db = db
         self.timeout_s = timeout_s
         self.direct_url = direct_url  # schedule.database_url: past a transaction pooler (issue 23)
-        self._conn = None
+        self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
 
     def is_leader(self) -> bool:
@@ -98,7 +106,7 @@ def keep_leadership(leadership: Leadership) -> bool:
     return leadership.is_leader()
 
 
-def send_job(runtime, leadership: Leadership, queue_name: str, actor_name: str, *args: str,
+def send_job(runtime: Runtime, leadership: Leadership, queue_name: str, actor_name: str, *args: str,
              event: str = "scheduler.triggered") -> bool:
     """Send one message to the workers when this scheduler leads. A trigger commits with no change, so it
     goes straight to the broker, not through the outbox; a lost trigger is made good by the next one."""
@@ -115,12 +123,12 @@ def send_job(runtime, leadership: Leadership, queue_name: str, actor_name: str, 
     return True
 
 
-def trigger_cleanup(runtime, leadership: Leadership) -> bool:
+def trigger_cleanup(runtime: Runtime, leadership: Leadership) -> bool:
     """Send one cleanup_pending message (the worker's advisory lock keeps runs apart)."""
     return send_job(runtime, leadership, jobs.CLEANUP_QUEUE, jobs.CLEANUP_ACTOR, event="scheduler.cleanup_triggered")
 
 
-def schedule_trigger(cfg, cron: str):
+def schedule_trigger(cfg: Config, cron: str) -> BaseTrigger:
     """The trigger of a retention policy or a sweep: its cron in schedule.timezone, or every 5 minutes
     under schedule.dev_fast (seed 003 5.3)."""
     if cfg.schedule.dev_fast:
@@ -128,7 +136,7 @@ def schedule_trigger(cfg, cron: str):
     return cron_trigger(cron, ZoneInfo(cfg.schedule.timezone))
 
 
-def relay_outbox(runtime, leadership: Leadership | None = None) -> int:
+def relay_outbox(runtime: Runtime, leadership: Leadership | None = None) -> int:
     """Publish outbox rows left behind and report the outbox depth."""
     if leadership is not None and not leadership.is_leader():
         return 0
@@ -139,7 +147,7 @@ def relay_outbox(runtime, leadership: Leadership | None = None) -> int:
     return relayed
 
 
-def register_jobs(scheduler: BaseScheduler, runtime, leadership: Leadership | None = None) -> Leadership:
+def register_jobs(scheduler: BaseScheduler, runtime: Runtime, leadership: Leadership | None = None) -> Leadership:
     """Add every periodic job to an APScheduler scheduler; returns the leadership it uses."""
     leader_timeout = runtime.cfg.schedule.leader_timeout.total_seconds()
     leadership = leadership or Leadership(runtime.db, timeout_s=leader_timeout,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.blocking import BlockingScheduler
 
@@ -13,10 +14,14 @@ from scheduler.jobs import register_jobs
 from app.platform.jobs.broker import build_broker
 from app.platform.observability.logs import log_event
 
+if TYPE_CHECKING:
+    from app.platform.config.tree import Config
+    from types import FrameType
+
 log = logging.getLogger("lethe.scheduler")
 
 
-def run(cfg) -> int:
+def run(cfg: Config) -> int:
     from prometheus_client import start_http_server
 
     broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
@@ -25,7 +30,7 @@ def run(cfg) -> int:
     scheduler = BlockingScheduler(timezone=cfg.schedule.timezone)
     leadership = register_jobs(scheduler, runtime)
 
-    def stop(signum, frame):
+    def stop(signum: int, frame: FrameType | None) -> None:
         log_event(log, "info", "scheduler.stopping", "scheduler stopping", signal=signum)
         scheduler.shutdown(wait=True)
 

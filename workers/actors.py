@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import dramatiq
 import psycopg
@@ -36,24 +36,27 @@ class ActorSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 ACTORS: dict[str, ActorSpec] = {}
 
 
-def actor(queue_name: str, **options: Any):
+def actor(queue_name: str, **options: Any) -> Callable[[F], F]:
     """Declare an actor `fn(runtime, *ids)`. Options are dramatiq's (max_retries, time_limit, throws)."""
 
-    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def decorate(fn: F) -> F:
         ACTORS[fn.__name__] = ActorSpec(fn.__name__, fn, queue_name, options)
         return fn
 
     return decorate
 
 
-def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] | None = None) -> dict[str, dramatiq.Actor]:
+def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] | None = None
+             ) -> dict[str, dramatiq.Actor[Any, Any]]:
     """Bind the declared actors to a broker, each calling its function with the runtime first."""
-    bound = {}
+    bound: dict[str, dramatiq.Actor[Any, Any]] = {}
     for spec in (ACTORS if specs is None else specs).values():
-        def run(*args: Any, _fn=spec.fn, _name=spec.name) -> Any:
+        def run(*args: Any, _fn: Callable[..., Any] = spec.fn, _name: str = spec.name) -> Any:
             try:
                 return _fn(runtime, *args)
             except (psycopg.OperationalError, StorageError, ClamdUnavailable) as exc:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import http
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
-from flask import Flask, g, request
+from flask import Flask, Response, g, request
 from flask_smorest import Api
 from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
@@ -19,11 +19,14 @@ from app.api.schemas import ProblemSchema
 from app.api.auth import Authenticator
 from app.errors import LetheError
 
+if TYPE_CHECKING:
+    from app.platform.runtime import Runtime
+
 API_PREFIX = "/api/v1/"
 SWAGGER_ASSETS = "/docs/assets/"
 
 
-def _swagger_asset(name: str):
+def _swagger_asset(name: str) -> Response:
     """A file of the pinned Swagger UI (package swagger-ui-bundle); send_from_directory refuses any path out
     of its directory."""
     from flask import send_from_directory
@@ -37,11 +40,11 @@ class LetheApi(Api):
 
     ERROR_SCHEMA: Any = ProblemSchema
 
-    def handle_http_exception(self, error: HTTPException):
+    def handle_http_exception(self, error: HTTPException) -> Response:
         """Every HTTP error flask-smorest raises is answered as problem+json."""
         return problems.from_http_exception(error)
 
-    def _register_responses(self):
+    def _register_responses(self) -> None:
         for status in http.HTTPStatus:
             response = {"description": status.phrase}
             if not (100 <= status < 200) and status not in (204, 304):
@@ -53,7 +56,7 @@ class LetheApi(Api):
         self.spec.components.response("DEFAULT_ERROR", response, lazy=True)
 
 
-def create_app(runtime) -> Flask:
+def create_app(runtime: Runtime) -> Flask:
     """Build the api for a Runtime (its database, store, broker, clock and configuration)."""
     app = Flask("lethe")
     app.config.update(
@@ -90,7 +93,7 @@ def create_app(runtime) -> Flask:
     app.register_error_handler(Exception, _unexpected)
 
     @app.before_request
-    def _authenticate():
+    def _authenticate() -> Response | None:
         request.environ["lethe.started"] = time.perf_counter()
         # D11: every /api/v1 request without valid credentials is a 401 before anything is looked up
         # (Flask raises routing errors only after this hook).
@@ -109,7 +112,7 @@ def create_app(runtime) -> Flask:
         return None
 
     @app.after_request
-    def _count(response):
+    def _count(response: Response) -> Response:
         route = request.url_rule.rule if request.url_rule else "unmatched"
         metrics.HTTP_REQUESTS.labels(route, request.method, str(response.status_code)).inc()
         started = request.environ.get("lethe.started")
@@ -163,7 +166,7 @@ def _unreadable_json_body(max_depth: int) -> tuple[str, str] | None:
     return json_body.body_problem(raw, max_depth) if raw else None
 
 
-def _unexpected(error: Exception):
+def _unexpected(error: Exception) -> Response:
     if isinstance(error, HTTPException):
         return problems.from_http_exception(error)
     if isinstance(error, psycopg.Error):  # psycopg_pool's PoolTimeout is one too (an OperationalError)

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jwt
 
 from app.domain.access import SCOPES, Principal
 from app.errors import Unauthorized
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:
+    from app.platform.config import Config
 
 log = logging.getLogger("lethe.auth")
 
@@ -35,7 +38,7 @@ class Authenticator:
         self.leeway_s = leeway_s
 
     @classmethod
-    def from_config(cls, cfg) -> "Authenticator":
+    def from_config(cls, cfg: Config) -> "Authenticator":
         """The authenticator of the configured key (auth.*)."""
         return cls(cfg.auth.jwt_secret, cfg.auth.jwt_public_key, cfg.auth.issuer, cfg.auth.audience,
                    cfg.auth.leeway.total_seconds())

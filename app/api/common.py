@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from flask import current_app, g
 from werkzeug.routing import UnicodeConverter
@@ -12,15 +13,22 @@ from app.api.schemas import SEGMENT, SEGMENT_RE, ProblemSchema
 from app.domain.access import Principal
 from app.errors import Invalid
 
+if TYPE_CHECKING:
+    from app.platform.runtime import Runtime
 
-def runtime():
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def runtime() -> Runtime:
     """The Runtime of the app serving this request."""
-    return current_app.extensions["lethe"]
+    serving: Runtime = current_app.extensions["lethe"]
+    return serving
 
 
 def caller() -> Principal:
     """The authenticated principal (set before any /api/v1 handler runs)."""
-    return g.principal
+    principal: Principal = g.principal
+    return principal
 
 
 def segment(value: str, reason: str) -> str:
@@ -33,10 +41,10 @@ def segment(value: str, reason: str) -> str:
 _NON_STANDARD = {460: "Checksum Mismatch (tus)"}  # statuses http.HTTPStatus does not know
 
 
-def problems(blp, *statuses: int):
+def problems(blp: Any, *statuses: int) -> Callable[[F], F]:
     """Document problem+json answers of an endpoint (401 is on every /api/v1 route)."""
 
-    def decorate(func):
+    def decorate(func: F) -> F:
         for status in sorted({401, *statuses}, reverse=True):
             func = blp.alt_response(status, schema=ProblemSchema, content_type=MEDIA_TYPE,
                                     description=_NON_STANDARD.get(status))(func)
@@ -54,7 +62,7 @@ class PartNumberConverter(UnicodeConverter):
         return int(value) if re.fullmatch(r"-?[0-9]{1,9}", value) else 0
 
 
-def part_number_schema(converter) -> dict:
+def part_number_schema(converter: Any) -> dict[str, Any]:
     """The OpenAPI schema of a part number in a path."""
     return {"type": "integer", "minimum": 1}
 
@@ -64,6 +72,6 @@ class SegmentConverter(UnicodeConverter):
     than a routing 404); the OpenAPI document carries the pattern."""
 
 
-def segment_schema(converter) -> dict:
+def segment_schema(converter: Any) -> dict[str, Any]:
     """The OpenAPI schema of a checked path segment."""
     return {"type": "string", "pattern": SEGMENT}

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
+from typing import Any
+
+import dataclasses
+
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
@@ -9,11 +15,14 @@ from app.api.common import caller, problems, runtime
 from app.api.schemas import ErasureRequestSchema, ErasureSchema
 from app.lifecycle import erasure
 
+from app.db.erasures import ErasureRow  # noqa: E402 - the rows an erasure answer is made of
+from app.db.receipts import ReceiptRow  # noqa: E402
+
 blp = Blueprint("erasures", __name__, url_prefix="/api/v1/erasures", description="Erasure of a person")
 
 
-def _shape(row, receipts) -> dict:
-    return {**row._asdict(), "receipts": [receipt._asdict() for receipt in receipts]}
+def _shape(row: ErasureRow, receipts: list[ReceiptRow]) -> dict[str, Any]:
+    return {**dataclasses.asdict(row), "receipts": [dataclasses.asdict(receipt) for receipt in receipts]}
 
 
 @blp.route("")
@@ -22,7 +31,7 @@ class Erasures(MethodView):
     @blp.arguments(ErasureRequestSchema)
     @blp.response(202, ErasureSchema)
     @problems(blp, 403, 409, 422)
-    def post(self, body):
+    def post(self, body: dict[str, Any]) -> Any:
         """Erase everything Lethe holds of a subject: their files (attached ones too), messages, drafts,
         slots, upload sessions and events. Answers at once; follow the state with getErasure. A second
         request for the same subject while one runs answers the running one. 409 `subject_on_hold` while a
@@ -38,7 +47,7 @@ class ErasureById(MethodView):
     @blp.doc(operationId="getErasure")
     @blp.response(200, ErasureSchema)
     @problems(blp, 403, 404)
-    def get(self, erasure_id):
+    def get(self, erasure_id: uuid.UUID) -> Any:
         """The erasure's state (`running`, `complete`, or `failed` with a reason), its counts, and the
         receipts of the files it purged. `complete` only when no row of the subject is left and every key of
         every file was confirmed absent by a read of the store."""

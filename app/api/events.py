@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
@@ -20,7 +22,7 @@ class Events(MethodView):
     @blp.arguments(EventsQuerySchema, location="query")
     @blp.response(200, EventListSchema)
     @problems(blp, 403, 422)
-    def get(self, query):
+    def get(self, query: dict[str, Any]) -> Any:
         """The caller's events with id > after, oldest first. A deleted file's events stay, redacted."""
         principal = caller()
         if not access.may_read(principal):

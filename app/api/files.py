@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+
+from typing import Any
+
 import dataclasses
 
 from flask import Response
@@ -22,14 +26,14 @@ class FileById(MethodView):
     @blp.doc(operationId="getFile")
     @blp.response(200, FileSchema)
     @problems(blp, 403, 404)
-    def get(self, file_id):
+    def get(self, file_id: uuid.UUID) -> Any:
         """A file visible to the caller (its uploader, or `manage`)."""
         return files.visible_file(runtime(), caller(), file_id)
 
     @blp.doc(operationId="deleteFile")
     @blp.response(204)
     @problems(blp, 403, 404, 409)
-    def delete(self, file_id):
+    def delete(self, file_id: uuid.UUID) -> Any:
         """deleteFile: delete an unattached file: the caller's own with `files:write`, or, with `manage` and
         `files:write`, any uploader's (its receipt then says `via: manager`, naming nobody). Its objects and row
         are purged. An attached file answers 409 `file_attached` (delete the message instead); avatars,
@@ -44,7 +48,7 @@ class FilesBatchDelete(MethodView):
     @blp.arguments(BatchDeleteSchema)
     @blp.response(200, BatchDeleteResultsSchema)
     @problems(blp, 403, 422)
-    def post(self, body):
+    def post(self, body: dict[str, Any]) -> Any:
         """Delete up to 1,000 of the caller's files at once (`files:write`). Every id gets the answer
         deleteFile would give it alone, in request order: 204 (deleted now), 404 `not_found` (the same for an
         unknown id, another's file, and one deleted before or purged), 409 `file_attached` or
@@ -59,7 +63,7 @@ class FileContent(MethodView):
         "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
     @blp.doc(operationId="getFileContent")
     @problems(blp, 403, 404, 410)
-    def get(self, file_id):
+    def get(self, file_id: uuid.UUID) -> Any:
         """Download the original of a deliverable file (complete, scanned clean or not scanned)."""
         row, size, chunks = files.open_content(runtime(), caller(), file_id)
         response = Response(chunks, mimetype="application/octet-stream", direct_passthrough=True)
@@ -76,7 +80,7 @@ class FileRestore(MethodView):
     @blp.doc(operationId="restoreFile")
     @blp.response(200, FileSchema)
     @problems(blp, 403, 404, 409)
-    def post(self, file_id):
+    def post(self, file_id: uuid.UUID) -> Any:
         """Bring back a file a retention policy retired (`manage` only); its age starts again now. A file
         already deleted answers 409 `file_deleted`, a file that is not retired 409 `file_not_retired`."""
         return retention.restore_file(runtime(), caller(), file_id)

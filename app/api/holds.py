@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
+from typing import Any
+
+import dataclasses
+
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
@@ -18,7 +24,7 @@ class Holds(MethodView):
     @blp.arguments(HoldRequestSchema)
     @blp.response(201, HoldSchema)
     @problems(blp, 403, 404, 422)
-    def post(self, body):
+    def post(self, body: dict[str, Any]) -> Any:
         """Suspend the purge of a subject's files (every file they uploaded, now and later) or of one file,
         for a legal claim. Users see no difference: their deletions answer as always and a deleted file is
         gone for every reader; its objects and row stay until the release. An erasure of a held subject
@@ -30,10 +36,10 @@ class Holds(MethodView):
     @blp.arguments(HoldsQuerySchema, location="query")
     @blp.response(200, HoldListSchema)
     @problems(blp, 403, 422)
-    def get(self, query):
+    def get(self, query: dict[str, Any]) -> Any:
         """Holds in force and released ones (kept for `privacy.receipt_ttl`), in the order they were placed."""
         rows = holds.list_holds(runtime(), caller(), query.get("after"), query["limit"])
-        return {"holds": [row._asdict() for row in rows],
+        return {"holds": [dataclasses.asdict(row) for row in rows],
                 "next_after": rows[-1].id if len(rows) == query["limit"] else None}
 
 
@@ -42,14 +48,14 @@ class HoldById(MethodView):
     @blp.doc(operationId="getHold")
     @blp.response(200, HoldSchema)
     @problems(blp, 403, 404)
-    def get(self, hold_id):
+    def get(self, hold_id: uuid.UUID) -> Any:
         """The hold, in force or released."""
-        return holds.hold_of(runtime(), caller(), hold_id)._asdict()
+        return dataclasses.asdict(holds.hold_of(runtime(), caller(), hold_id))
 
     @blp.doc(operationId="releaseHold")
     @blp.response(204)
     @problems(blp, 403, 404)
-    def delete(self, hold_id):
+    def delete(self, hold_id: uuid.UUID) -> Any:
         """Release the hold: every file it deferred and no other hold covers is purged within one cleanup
         interval, and its receipt records the deferral. Releasing a released hold changes nothing (204)."""
         holds.release_hold(runtime(), caller(), hold_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
@@ -19,7 +21,7 @@ class MessageById(MethodView):
     @blp.arguments(MessagePutSchema)
     @blp.response(200, MessageSchema)
     @problems(blp, 403, 404, 409, 422)
-    def put(self, body, message_id):
+    def put(self, body: dict[str, Any], message_id: str) -> Any:
         """Record the message (the caller is its author; ids are scoped by author, so another user's message
         with the same id is a different message) and attach the files. Each must be the caller's,
         deliverable, not deleted and not attached: else 409 `file_not_attachable` and nothing is attached."""
@@ -32,7 +34,7 @@ class MessageById(MethodView):
     @blp.arguments(MessageDeleteQuerySchema, location="query")
     @blp.response(204)
     @problems(blp, 403, 404, 422)
-    def delete(self, query, message_id):
+    def delete(self, query: dict[str, Any], message_id: str) -> Any:
         """Delete the caller's message: its attachments go and every attached file is deleted, then purged.
         Deleting it again answers 204. Message ids are scoped by author; `manage` names another author with
         `author_id`."""

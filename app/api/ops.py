@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, Response, current_app
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -14,17 +15,20 @@ from app.platform.observability.registry import metrics_registry
 from app.platform.jobs.broker import check_broker
 from app.platform.observability.logs import log_event
 
+if TYPE_CHECKING:
+    from app.platform.runtime import Runtime
+
 log = logging.getLogger("lethe.api")
 blueprint = Blueprint("ops", __name__)
 
 
 @blueprint.get("/healthz")
-def healthz():
+def healthz() -> dict[str, str]:
     """The process is alive."""
     return {"status": "ok"}
 
 
-def readiness_for(runtime) -> Readiness:
+def readiness_for(runtime: Runtime) -> Readiness:
     """The api's readiness checks: the database, the broker and the store, answered within 1.5 s (D13); and
     the scanner when one is configured, which degrades the service but never makes it unready (issue 21)."""
     checks = {"database": runtime.db.ping, "broker": lambda: check_broker(runtime.broker),
@@ -36,7 +40,7 @@ def readiness_for(runtime) -> Readiness:
 
 
 @blueprint.get("/readyz")
-def readyz():
+def readyz() -> Response | dict[str, Any]:
     """The dependencies answer (D13); a scanner outage degrades only."""
     readiness = current_app.extensions["lethe.readiness"]
     failed = readiness.failures()
@@ -53,14 +57,14 @@ def readyz():
 
 
 @blueprint.get("/metrics")
-def metrics():
+def metrics() -> Response:
     """Prometheus metrics of this process (aggregated over forked processes)."""
     # content_type, not mimetype: werkzeug would add a second charset to the one CONTENT_TYPE_LATEST carries.
     return Response(generate_latest(metrics_registry()), content_type=CONTENT_TYPE_LATEST)
 
 
 @blueprint.get("/")
-def root():
+def root() -> dict[str, str]:
     """Where to go from the root: the interactive docs, the contract, health (no token needed, nothing else)."""
     return {"service": "lethe", "docs": "/docs", "openapi": "/openapi.json", "health": "/healthz",
             "ready": "/readyz", "api": "/api/v1"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import Any
 
 import psycopg
 from flask import Response, json
@@ -31,7 +32,8 @@ _CODES = {
 
 
 def problem(status: int, code: str | None = None, title: str | None = None, *, reason: str | None = None,
-            detail: str | None = None, errors: dict | None = None, headers: dict | None = None) -> Response:
+            detail: str | None = None, errors: dict[str, Any] | None = None,
+            headers: dict[str, str] | None = None) -> Response:
     """Build a problem+json response."""
     code = code or _CODES.get(status, "error")
     body = {
@@ -65,7 +67,7 @@ def _known_fields() -> frozenset[str]:
     return frozenset(names)
 
 
-def _field_errors(exc: HTTPException) -> dict | None:
+def _field_errors(exc: HTTPException) -> dict[str, Any] | None:
     """marshmallow's messages by field, as webargs puts them under exc.data["messages"] (keyed by location,
     then field). A field name the client made up is not echoed (it is text the client chose, D15): such
     fields are reported together as `unknown_fields`."""
@@ -74,7 +76,7 @@ def _field_errors(exc: HTTPException) -> dict | None:
     if not isinstance(messages, dict):
         return None
     known = _known_fields()
-    flat: dict = {}
+    flat: dict[str, Any] = {}
     for location, fields in messages.items():
         for name, field_messages in (fields.items() if isinstance(fields, dict) else [(location, fields)]):
             if name in known:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+
+from typing import Any
+
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
@@ -17,7 +21,7 @@ class ReceiptById(MethodView):
     @blp.doc(operationId="getReceipt")
     @blp.response(200, ReceiptSchema)
     @problems(blp, 403, 404)
-    def get(self, file_id):
+    def get(self, file_id: uuid.UUID) -> Any:
         """The name-free receipt of a purged file: how and when it was deleted, when its row went, and how
         many keys were deleted and confirmed absent. 404 until the file is purged (and after
         `privacy.receipt_ttl`)."""

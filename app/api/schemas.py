@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, post_dump, pre_dump, validate, validates_schema
 
@@ -22,13 +23,13 @@ class FullMatch(validate.Regexp):
     so `re.match` let "id\n" through every pattern here (and into a CHECK that refused it with a 500). The
     OpenAPI document still shows the pattern (apispec reads Regexp), which JSON Schema reads as whole."""
 
-    def __call__(self, value):
+    def __call__(self, value: Any) -> Any:
         if self.regex.fullmatch(value) is None:
             raise ValidationError(self._format_error(value))
         return value
 
-    def _format_error(self, value) -> str:
-        return self.error  # never the value (D15)
+    def _format_error(self, value: Any) -> str:
+        return str(self.error)  # never the value (D15)
 
 
 class SafeString(fields.String):
@@ -36,8 +37,8 @@ class SafeString(fields.String):
 
     default_error_messages = {"unsafe": "Must not contain NUL or unpaired surrogate characters."}
 
-    def _deserialize(self, value, attr, data, **kwargs):
-        text = super()._deserialize(value, attr, data, **kwargs)
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
+        text: str = super()._deserialize(value, attr, data, **kwargs)
         if "\x00" in text or _SURROGATE.search(text):
             raise self.make_error("unsafe")
         return text
@@ -50,7 +51,7 @@ class NoNulls(Schema):
     """Dumps omit members whose value is None: no JSON null in an answer or an event (D6)."""
 
     @post_dump
-    def _drop_nulls(self, data, **kwargs):
+    def _drop_nulls(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {key: value for key, value in data.items() if value is not None}
 
 
@@ -83,7 +84,7 @@ class FileSchema(NoNulls):
     scanned_at = fields.DateTime()
 
     @pre_dump
-    def _shown(self, file, **kwargs):
+    def _shown(self, file: Any, **kwargs: Any) -> Any:
         """A failed upload's scan status shows that it was never scanned (issue 21), rather than pending."""
         if dataclasses.is_dataclass(file) and not isinstance(file, type):
             values = dataclasses.asdict(file)  # a typed row (FileRow)
@@ -286,7 +287,7 @@ class HoldRequestSchema(Schema):
                                  "a name, a file name or free text (422 case_ref_invalid)."})
 
     @validates_schema
-    def _one_target(self, data, **kwargs):
+    def _one_target(self, data: dict[str, Any], **kwargs: Any) -> None:
         if ("subject_id" in data) == ("file_id" in data):
             raise ValidationError("Give exactly one of subject_id and file_id.", "_schema")
 

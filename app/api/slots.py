@@ -3,6 +3,10 @@ one (it is deleted, then purged); clearing releases the current one."""
 
 from __future__ import annotations
 
+import uuid
+
+from typing import Any
+
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
@@ -19,7 +23,7 @@ class Avatar(MethodView):
     @blp.doc(operationId="getAvatar")
     @blp.response(200, SlotSchema)
     @problems(blp, 403, 404)
-    def get(self, principal_id):
+    def get(self, principal_id: uuid.UUID) -> Any:
         """The file in the principal's avatar slot (the principal itself or `manage`); 404 when empty."""
         return {"file_id": slots.slot_file(runtime(), caller(), "avatar", principal_id)}
 
@@ -27,7 +31,7 @@ class Avatar(MethodView):
     @blp.arguments(SlotPutSchema)
     @blp.response(200, SlotSchema)
     @problems(blp, 403, 409, 422)
-    def put(self, body, principal_id):
+    def put(self, body: dict[str, Any], principal_id: uuid.UUID) -> Any:
         """Set the avatar: the principal itself (files:write) or `manage`. The file must be the principal's
         own, purpose `avatar`, complete and deliverable, else 409 `file_not_available`, `wrong_purpose` or
         `file_not_deliverable`. The file it replaces is released (deleted, then purged); the same file again
@@ -37,7 +41,7 @@ class Avatar(MethodView):
     @blp.doc(operationId="deleteAvatar")
     @blp.response(204)
     @problems(blp, 403)
-    def delete(self, principal_id):
+    def delete(self, principal_id: uuid.UUID) -> Any:
         """Clear the avatar slot and release its file."""
         slots.clear_slot(runtime(), caller(), "avatar", principal_id, mark_deleted)
 
@@ -47,7 +51,7 @@ class Logo(MethodView):
     @blp.doc(operationId="getLogo")
     @blp.response(200, SlotSchema)
     @problems(blp, 403, 404)
-    def get(self):
+    def get(self) -> Any:
         """The file in the logo slot; 404 when empty."""
         return {"file_id": slots.slot_file(runtime(), caller(), "logo", None)}
 
@@ -55,7 +59,7 @@ class Logo(MethodView):
     @blp.arguments(SlotPutSchema)
     @blp.response(200, SlotSchema)
     @problems(blp, 403, 409, 422)
-    def put(self, body):
+    def put(self, body: dict[str, Any]) -> Any:
         """Set the logo (`manage` only): a `branding` file of the caller's, complete and deliverable. The file
         it replaces is released."""
         return {"file_id": slots.set_slot(runtime(), caller(), "logo", None, body["file_id"], mark_deleted)}
@@ -63,6 +67,6 @@ class Logo(MethodView):
     @blp.doc(operationId="deleteLogo")
     @blp.response(204)
     @problems(blp, 403)
-    def delete(self):
+    def delete(self) -> Any:
         """Clear the logo slot and release its file (`manage` only)."""
         slots.clear_slot(runtime(), caller(), "logo", None, mark_deleted)

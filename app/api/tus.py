@@ -8,8 +8,8 @@ errors, 410 for a terminated or expired upload, 409 for terminating a complete o
 from __future__ import annotations
 
 import io
-
 import uuid
+from typing import Any, Callable, TypeVar
 
 from flask import Response, request
 from flask.views import MethodView
@@ -37,7 +37,7 @@ _METADATA_NAMES = {"name": "filename", "mime_type": "filetype", "purpose": "purp
                    "size_bytes": "Upload-Length"}
 
 
-def _header(name: str, description: str, required: bool = False) -> dict:
+def _header(name: str, description: str, required: bool = False) -> dict[str, Any]:
     return {"in": "header", "name": name, "required": required, "description": description,
             "schema": {"type": "string"}}
 
@@ -48,7 +48,7 @@ _OCTETS = {"required": False, "content": {protocol.OFFSET_OCTET_STREAM: {"schema
 
 
 @blp.before_request
-def _tus_version():
+def _tus_version() -> Response | None:
     """Every request but OPTIONS speaks tus 1.0.0: 412 naming the version this server speaks otherwise."""
     if request.method != "OPTIONS" and request.headers.get("Tus-Resumable") != protocol.VERSION:
         return problem_answers.problem(412, "precondition_failed", reason="tus_version_unsupported",
@@ -80,7 +80,10 @@ def _options() -> Response:
     return response
 
 
-def _parsed(value, what):
+T = TypeVar("T")
+
+
+def _parsed(value: Any, what: Callable[[Any], T]) -> T:
     try:
         return what(value)
     except protocol.ProtocolError as exc:
@@ -114,7 +117,7 @@ class TusUploads(MethodView):
     @blp.doc(operationId="tusOptions", security=[], summary="What this tus server supports (no token needed)",
              responses={"204": {"description": "Tus-Version, Tus-Extension, Tus-Max-Size, "
                                                "Tus-Checksum-Algorithm"}})
-    def options(self):
+    def options(self) -> Any:
         """tus discovery: the version, extensions, maximum size and checksum algorithms (no token needed, as
         browsers send it first)."""
         return _options()
@@ -129,7 +132,7 @@ class TusUploads(MethodView):
         responses={"201": {"description": "Created: Location /api/v1/tus/{file_id}, Upload-Expires, and "
                                           "Upload-Offset when the request carried bytes"}})
     @problems(blp, 400, 403, 412, 413, 415, 422, 460)
-    def post(self):
+    def post(self) -> Any:
         """Create a tus upload (creation), optionally with its first bytes (creation-with-upload). The same
         rules as createUpload: size, purpose, name, quotas, scan.max_size."""
         if "Upload-Defer-Length" in request.headers:
@@ -153,7 +156,7 @@ class TusUploads(MethodView):
                 "sha256": meta.sha256}.items() if v is not None})
         except ValidationError as exc:
             errors = {_METADATA_NAMES.get(name, "unknown_fields"): messages
-                      for name, messages in exc.normalized_messages().items()}
+                      for name, messages in exc.normalized_messages().items()}  # type: ignore[no-untyped-call]
             return problem_answers.problem(422, reason="metadata_invalid", errors=errors)
         upload = tus.create(runtime(), caller(), NewUpload(
             name=fields["name"], size_bytes=fields["size_bytes"], mime_type=fields["mime_type"],
@@ -184,7 +187,7 @@ class TusUploads(MethodView):
 class TusUpload(MethodView):
     @blp.doc(operationId="tusOptionsUpload", security=[], summary="CORS preflight of an upload URL",
              responses={"204": {"description": "As OPTIONS /api/v1/tus"}})
-    def options(self, file_id):
+    def options(self, file_id: uuid.UUID) -> Any:
         """tus discovery at an upload URL (browsers preflight PATCH, HEAD and DELETE here)."""
         return _options()
 
@@ -192,7 +195,7 @@ class TusUpload(MethodView):
              responses={"200": {"description": "Upload-Offset, Upload-Length, Upload-Metadata (to its uploader), "
                                                "Upload-Expires (while open), Cache-Control: no-store"}})
     @problems(blp, 403, 404, 410, 412)
-    def head(self, file_id):
+    def head(self, file_id: uuid.UUID) -> Any:
         """The upload's offset: the bytes received for good (its uploader only, with files:read)."""
         upload = tus.status(runtime(), caller(), file_id)
         response = _upload_headers(Response(status=200), upload)
@@ -207,7 +210,7 @@ class TusUpload(MethodView):
         responses={"204": {"description": "Taken: Upload-Offset, Upload-Expires. The PATCH that brings the "
                                           "last byte completes the upload as completeUpload does."}})
     @problems(blp, 400, 403, 404, 409, 410, 412, 413, 415, 422, 460)
-    def patch(self, file_id):
+    def patch(self, file_id: uuid.UUID) -> Any:
         """Send bytes at the upload's offset."""
         _require_octets()
         offset = _parsed(request.headers.get("Upload-Offset"),
@@ -219,7 +222,7 @@ class TusUpload(MethodView):
     @blp.doc(operationId="tusTerminateUpload", parameters=[_TUS_RESUMABLE],
              responses={"204": {"description": "Terminated: every byte of the upload goes at once"}})
     @problems(blp, 403, 404, 409, 410, 412)
-    def delete(self, file_id):
+    def delete(self, file_id: uuid.UUID) -> Any:
         """Terminate an unfinished upload (as abortUpload). A complete upload answers 409 upload_not_open: it
         is a file now, deleted through deleteFile."""
         tus.terminate(runtime(), caller(), file_id)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import uuid
+
+from typing import Any
+
 from flask import request
 from flask.views import MethodView
 from flask_smorest import Blueprint
@@ -13,7 +17,7 @@ from app.api.schemas import FileSchema, PartSchema, PartUrlSchema, UploadCreateS
 blp = Blueprint("uploads", __name__, url_prefix="/api/v1/uploads", description="Resumable uploads")
 
 
-def shape(view, part_urls=None) -> dict:
+def shape(view: uploads.UploadView, part_urls: list[direct.PartUrl] | None = None) -> dict[str, Any]:
     """A file and its upload session as the API answers them (with the part URLs of a new direct upload)."""
     session = view.session
     return {
@@ -34,7 +38,7 @@ class Uploads(MethodView):
     @blp.arguments(UploadCreateSchema)
     @blp.response(201, UploadViewSchema)
     @problems(blp, 403, 413, 422)
-    def post(self, body):
+    def post(self, body: dict[str, Any]) -> Any:
         """Start an upload: creates the file and its session, and answers the part size, count and expiry. With
         `"transfer": "direct"` (S3 only; 422 direct_transfer_unavailable on fs) the answer also carries a presigned
         PUT URL per part: the bytes go straight to the store."""
@@ -53,14 +57,14 @@ class UploadById(MethodView):
     @blp.doc(operationId="getUpload")
     @blp.response(200, UploadViewSchema)
     @problems(blp, 403, 404)
-    def get(self, file_id):
+    def get(self, file_id: uuid.UUID) -> Any:
         """Show the upload session and the parts received."""
         return shape(uploads.get_upload(runtime(), caller(), file_id))
 
     @blp.doc(operationId="abortUpload")
     @blp.response(204)
     @problems(blp, 403, 404, 409)
-    def delete(self, file_id):
+    def delete(self, file_id: uuid.UUID) -> Any:
         """Abort the upload: the file becomes failed and its parts are purged."""
         uploads.abort_upload(runtime(), caller(), file_id)
 
@@ -72,7 +76,7 @@ class UploadPart(MethodView):
     @blp.doc(operationId="putUploadPart")
     @blp.response(200, PartSchema)
     @problems(blp, 403, 404, 409, 410, 422)
-    def put(self, file_id, part_number):
+    def put(self, file_id: uuid.UUID, part_number: int) -> Any:
         """Send part n (raw bytes): exactly part_size bytes, or the remainder for the last part."""
         size = uploads.put_part(runtime(), caller(), file_id, part_number, request.stream,  # type: ignore[arg-type]
                                 request.content_length)
@@ -84,7 +88,7 @@ class UploadPartUrl(MethodView):
     @blp.doc(operationId="createUploadPartUrl")
     @blp.response(200, PartUrlSchema)
     @problems(blp, 403, 404, 409, 410, 422)
-    def post(self, file_id, part_number):
+    def post(self, file_id: uuid.UUID, part_number: int) -> Any:
         """A fresh presigned PUT URL for part n of your open direct upload (409 once completing or ended)."""
         return direct.fresh_url(runtime(), caller(), file_id, part_number)
 
@@ -94,7 +98,7 @@ class UploadComplete(MethodView):
     @blp.doc(operationId="completeUpload")
     @blp.response(200, FileSchema)
     @problems(blp, 403, 404, 409, 410, 422)
-    def post(self, file_id):
+    def post(self, file_id: uuid.UUID) -> Any:
         """Assemble the file, verify its size and sha256, and start the scan. A mismatch fails the file
         (422 with reason size_mismatch or checksum_mismatch)."""
         return uploads.complete_upload(runtime(), caller(), file_id)

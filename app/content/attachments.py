@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Sequence
 from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import messages as sql
+from app.db.messages import MessageRow
+from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.states import is_deliverable
 from app.errors import Conflict, Forbidden, Invalid
@@ -27,7 +29,8 @@ if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every servi
 log = logging.getLogger("lethe.attachments")
 
 
-def put_message(rt: Runtime, principal: Principal, message_id: str, file_ids: Sequence[uuid.UUID]):
+def put_message(rt: Runtime, principal: Principal, message_id: str, file_ids: Sequence[uuid.UUID]
+                ) -> tuple[MessageRow, list[uuid.UUID]]:
     """Record the message (if new) and attach the files.
 
     Returns:
@@ -38,10 +41,11 @@ def put_message(rt: Runtime, principal: Principal, message_id: str, file_ids: Se
     wanted = sorted(set(file_ids))
     now = rt.clock.now()
 
-    def attach(uow):
+    def attach(uow: UnitOfWork) -> tuple[MessageRow, list[uuid.UUID]]:
         # Ids are scoped by author: this is always the caller's own message, never another's (D13).
         sql.ensure_message(uow.conn, principal.id, message_id, now)
         message = sql.lock_message(uow.conn, principal.id, message_id)
+        assert message is not None  # ensured just above
         if message.deleted_at is not None:
             # The caller's own id (ids are scoped by author): say why, rather than a bare 404 (issue 21).
             raise Conflict("message_deleted", "This message was deleted; use a new message id.")

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from app.content import uploads
 from app.content.uploads import NewUpload, UploadView, _check_not_claimed, _check_open, _ref, _require_write, _visible_upload
+from app.db.files import FileRow
+from app.db.sessions import SessionRow
 from app.errors import Conflict, Invalid
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ class PartUrl:
     expires_at: datetime
 
 
-def part_urls(rt: Runtime, file_row, session, numbers: Iterable[int]) -> list[PartUrl]:
+def part_urls(rt: Runtime, file_row: FileRow, session: SessionRow, numbers: Iterable[int]) -> list[PartUrl]:
     """Sign a PUT URL for each of these parts: valid until the earlier of the session's expiry and
     file.direct_url_ttl from now. Local signing: no request to the store."""
     now = rt.clock.now()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from app.domain.access import Principal
 from app.db import drafts as sql
+from app.db.drafts import DraftRow
 from app.domain import access
 from app.errors import Forbidden, Invalid
 
@@ -15,14 +16,14 @@ if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every servi
     from app.platform.runtime import Runtime
 
 
-def list_drafts(rt: Runtime, principal: Principal) -> list:
+def list_drafts(rt: Runtime, principal: Principal) -> list[DraftRow]:
     """The caller's drafts."""
     if not access.may_read(principal):
         raise Forbidden("files:read")
     return rt.db.read(lambda conn: sql.drafts_of(conn, principal.id))
 
 
-def put_draft(rt: Runtime, principal: Principal, key: str, text: str, file_ids: Sequence[uuid.UUID]):
+def put_draft(rt: Runtime, principal: Principal, key: str, text: str, file_ids: Sequence[uuid.UUID]) -> DraftRow:
     """Save the caller's draft by its key; its file ids are checked in form and count only (D3)."""
     if not access.may_write(principal):
         raise Forbidden("files:write")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generator
 
 from app.domain.access import Principal
 from app.db import files as files_sql
+from app.db.files import FileRow
 from app.domain import access
 from app.domain.states import is_deliverable
 from app.errors import Forbidden, Gone, NotFound
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every servi
 log = logging.getLogger("lethe.files")
 
 
-def visible_file(rt: Runtime, principal: Principal, file_id: uuid.UUID):
+def visible_file(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> FileRow:
     """The live file row if the caller may see it, else NotFound; Forbidden when visible without files:read."""
     row = rt.db.read(lambda conn: files_sql.file_by_id(conn, file_id))
     if row is None or row.deleted_at is not None:
@@ -39,7 +40,7 @@ def visible_file(rt: Runtime, principal: Principal, file_id: uuid.UUID):
     return row
 
 
-def open_content(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> tuple[Any, int, Generator[bytes, None, None]]:
+def open_content(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> tuple[FileRow, int, Generator[bytes, None, None]]:
     """The row, the object's size and a stream of the original of a deliverable file. The size is the row's:
     completion verified that the object has exactly that size, and an original is never rewritten.
 
@@ -47,7 +48,7 @@ def open_content(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> tuple
         NotFound: not visible, or not deliverable. Gone: deliverable but its object is missing.
     """
     row = visible_file(rt, principal, file_id)
-    if not is_deliverable(row.upload_state, row.scan_status):
+    if not is_deliverable(row.upload_state, row.scan_status) or row.object_key is None:
         raise NotFound()
     try:
         chunks = rt.store.open(row.object_key)  # opens eagerly: a missing object raises here

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from typing import Iterator
+from typing import Iterable, Iterator
 from app.content import clamd
 from app.content.uploads import measure_object, scan_reads
 from app.db import files as files_sql
@@ -84,7 +84,7 @@ class _Measure:
         self.size = 0
         self.streamed = False
 
-    def through(self, chunks) -> Iterator[bytes]:
+    def through(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         """The chunks as they are, hashed and counted on their way."""
         self.streamed = True
         for chunk in chunks:

@@ -58,7 +58,7 @@ def set_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID 
     # The file must be the holder's own: a principal's avatar is theirs, the logo the calling manager's.
     owner = principal.id if kind == "logo" else holder
 
-    def work(uow) -> uuid.UUID | None:
+    def work(uow: UnitOfWork) -> uuid.UUID | None:
         now = rt.clock.now()
         current = sql.lock_slot(uow.conn, kind, holder, now)
         previous = current.file_id
@@ -83,7 +83,7 @@ def clear_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUI
     """Empty a slot and release its file through `release` (nothing when it is empty)."""
     holder = _holder(principal, kind, holder_id, write=True)
 
-    def work(uow) -> uuid.UUID | None:
+    def work(uow: UnitOfWork) -> uuid.UUID | None:
         now = rt.clock.now()
         previous = sql.lock_slot(uow.conn, kind, holder, now).file_id
         if previous is None:

@@ -28,6 +28,9 @@ import psycopg
 from app.content import uploads
 from app.content.uploads import NewUpload, _ref, _require_write, _visible_upload
 from app.db import sessions as sessions_sql
+from app.db.files import FileRow
+from app.db.sessions import SessionRow
+from app.db.uow import UnitOfWork
 from app.domain import access, keys
 from app.domain.tus import offset_of
 from app.domain.uploads import claim_held, expected_part_size
@@ -56,7 +59,10 @@ class TusUpload:
     metadata: dict[str, str]
 
 
-def _view(row, session, sizes: list[int]) -> TusUpload:
+Claimed = tuple[FileRow, SessionRow, list[int], datetime]  # a PATCH's hold: the rows, the parts before it, when
+
+
+def _view(row: FileRow, session: SessionRow, sizes: list[int]) -> TusUpload:
     completed = session.state == "completed"
     metadata = {"filename": row.original_name, "filetype": row.mime_type, "purpose": row.purpose}
     if session.expected_sha256:
@@ -66,7 +72,7 @@ def _view(row, session, sizes: list[int]) -> TusUpload:
                      None if completed else session.expires_at, metadata)
 
 
-def _check_tus_alive(session, now) -> None:
+def _check_tus_alive(session: SessionRow, now: datetime) -> None:
     """A tus upload answers while open or complete: a terminated one is gone (410 upload_terminated), an
     expired one too (410 upload_expired, D8: at expires_at exactly); one sent natively is not tus's (404)."""
     if session.protocol != "tus":
@@ -87,7 +93,7 @@ def status(rt: Runtime, principal: Principal, file_id: uuid.UUID, reading: bool 
     """HEAD: the caller's own tus upload (404 for anyone else's, then 403 without files:read). With reading
     False, the offset a PATCH or creation answers, which files:write alone may ask."""
 
-    def read(conn) -> TusUpload:
+    def read(conn: psycopg.Connection) -> TusUpload:
         row, session = _visible_upload(conn, principal, file_id)
         if reading and not access.may_read(principal):
             raise Forbidden("files:read")
@@ -135,7 +141,8 @@ def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, b
     return status(rt, principal, file_id, reading=False)
 
 
-def _claim_waiting(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None):
+def _claim_waiting(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None
+                   ) -> TusUpload | Claimed:
     """Hold the session for this PATCH. While another PATCH holds it, wait up to file.write_wait for it to give
     the hold back (a client that paused, or lost its connection, sends again at once while the server still
     finishes the part the old request was writing), then answer 409 upload_busy."""
@@ -150,7 +157,8 @@ def _claim_waiting(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset
         time.sleep(0.05)  # a bounded wait for a hold held by a request of this service
 
 
-def _claim(rt: Runtime, uow, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None):
+def _claim(rt: Runtime, uow: UnitOfWork, principal: Principal, file_id: uuid.UUID, offset: int,
+           content_length: int | None) -> TusUpload | Claimed:
     row, session = _visible_upload(uow.conn, principal, file_id, lock=True)
     now = rt.clock.now()
     _check_tus_alive(session, now)
@@ -175,7 +183,8 @@ def _claim(rt: Runtime, uow, principal: Principal, file_id: uuid.UUID, offset: i
 class _Patch:
     """One PATCH's writing: the tail and the body, cut into whole parts, under its hold of the session."""
 
-    def __init__(self, rt: Runtime, principal: Principal, row, session, sizes: list[int], claimed_at: datetime):
+    def __init__(self, rt: Runtime, principal: Principal, row: FileRow, session: SessionRow, sizes: list[int],
+                 claimed_at: datetime):
         self.rt, self.principal, self.file_id = rt, principal, row.id
         self.row, self.session = row, session
         self.ref = _ref(row, session)
@@ -277,7 +286,7 @@ class _Patch:
     def _record(self, parts: list[tuple[int, int, str]], tail_bytes: int) -> None:
         now = self.rt.clock.now()
 
-        def record(uow) -> bool:
+        def record(uow: UnitOfWork) -> bool:
             try:
                 _, locked = _visible_upload(uow.conn, self.principal, self.file_id, lock=True)
             except NotFound:
@@ -342,7 +351,7 @@ def _read(body: BinaryIO, size: int) -> bytes | None:
         return None
 
 
-def _taken_over(conn, file_id: uuid.UUID, claimed_at: datetime) -> bool:
+def _taken_over(conn: psycopg.Connection, file_id: uuid.UUID, claimed_at: datetime) -> bool:
     session = sessions_sql.session_of(conn, file_id)
     return (session is not None and session.state == "open" and session.writing_since is not None
             and session.writing_since != claimed_at)

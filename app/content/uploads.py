@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from datetime import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Iterator
 
@@ -19,6 +20,8 @@ from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
+from app.db.files import FileRow
+from app.db.sessions import PartRow, SessionRow
 from app.domain import access, keys
 from app.domain.ends import Clearance, Scope
 from app.domain.objects import FileObjects
@@ -26,7 +29,9 @@ from app.domain.uploads import claim_held, expected_part_size, human_size, liste
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.db.events import write_file_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
-from app.storage.base import MultipartRef, UploadedPart
+from app.db.conn import Conn
+from app.db.uow import UnitOfWork
+from app.storage.base import MultipartRef, ObjectStore, UploadedPart
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 from app.platform.process import process_id
@@ -52,12 +57,15 @@ class NewUpload:
 
 @dataclass(frozen=True)
 class UploadView:
-    file: object
-    session: object
-    parts: list
+    """An upload as its uploader sees it: the file, its session and the parts received."""
+
+    file: FileRow
+    session: SessionRow
+    parts: list[PartRow]
 
 
-def _visible_upload(conn, principal: Principal, file_id: uuid.UUID, lock: bool = False):
+def _visible_upload(conn: Conn, principal: Principal, file_id: uuid.UUID,
+                    lock: bool = False) -> tuple[FileRow, SessionRow]:
     """The file and session of the caller's own live upload, else NotFound (someone else's, unknown or
     deleted are the same 404)."""
     row = (files_sql.lock_file if lock else files_sql.file_by_id)(conn, file_id)
@@ -69,12 +77,12 @@ def _visible_upload(conn, principal: Principal, file_id: uuid.UUID, lock: bool =
     return row, session
 
 
-def _ref(file_row, session) -> MultipartRef:
+def _ref(file_row: FileRow, session: SessionRow) -> MultipartRef:
     """The store's reference to the upload of a file, rebuilt from its rows."""
-    return MultipartRef(file_id=str(file_row.id), key=file_row.object_key, upload_id=session.storage_upload_id)
+    return MultipartRef(file_id=str(file_row.id), key=file_row.object_key or "", upload_id=session.storage_upload_id)
 
 
-def objects_of(file_row, session) -> FileObjects:
+def objects_of(file_row: FileRow, session: SessionRow) -> FileObjects:
     """What an upload's file owns in the store, from its rows: everything an ended session may have left."""
     return FileObjects(file_row.id, file_row.object_key, upload_id=session.storage_upload_id,
                        part_count=session.part_count, parts_open=session.state != "completed",
@@ -87,7 +95,7 @@ def clearance(rt: Runtime, file_id: uuid.UUID, scope: Scope) -> Clearance:
                               name="upload.clear")
 
 
-def remove_ended(rt: Runtime, file_row, session) -> bool:
+def remove_ended(rt: Runtime, file_row: FileRow, session: SessionRow) -> bool:
     """Remove what an ended session (aborted, expired, deleted) left in the store, as the one rule allows: its
     parts or multipart upload, its tail, an original assembled too late. The purge job committed with the
     ending names the same objects, so a failure here leaves them to it.
@@ -144,7 +152,7 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
     ref = rt.store.begin_upload(str(file_id), object_key, new.mime_type)
     now = rt.clock.now()
 
-    def record(uow):
+    def record(uow: UnitOfWork) -> UploadView:
         files_sql.insert_file(uow.conn, {
             "id": file_id, "uploaded_by": principal.id, "purpose": new.purpose, "original_name": new.name,
             "mime_type": new.mime_type, "size_bytes": new.size_bytes, "scope_id": new.scope_id,
@@ -173,15 +181,17 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
     return view
 
 
-def _view(conn, file_id: uuid.UUID) -> UploadView:
-    return UploadView(files_sql.file_by_id(conn, file_id), sessions_sql.session_of(conn, file_id),
-                      sessions_sql.parts_of(conn, file_id))
+def _view(conn: Conn, file_id: uuid.UUID) -> UploadView:
+    row, session = files_sql.file_by_id(conn, file_id), sessions_sql.session_of(conn, file_id)
+    if row is None or session is None:
+        raise NotFound()
+    return UploadView(row, session, sessions_sql.parts_of(conn, file_id))
 
 
 def get_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> UploadView:
     """The caller's upload: 404 when not visible, then 403 without `files:read` (like every other read)."""
 
-    def read(conn):
+    def read(conn: Conn) -> UploadView:
         _visible_upload(conn, principal, file_id)
         if not access.may_read(principal):
             raise Forbidden("files:read")
@@ -190,7 +200,7 @@ def get_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> UploadV
     return rt.db.read(read)
 
 
-def _check_open(session, now) -> None:
+def _check_open(session: SessionRow, now: datetime) -> None:
     """An upload takes parts and completion only while open and before expires_at (D8: expired at
     expires_at exactly)."""
     if session.state == "expired" or (session.state == "open" and now >= session.expires_at):
@@ -203,7 +213,7 @@ def _raise_what_the_row_says(rt: Runtime, principal: Principal, file_id: uuid.UU
     """After a store call or a record failed: raise what the upload's row says now (404, 410, 409 not open
     or completing); return when it is still open and unclaimed."""
 
-    def check(conn) -> None:
+    def check(conn: Conn) -> None:
         session = _visible_upload(conn, principal, file_id)[1]
         _check_open(session, rt.clock.now())
         _check_not_claimed(rt, session, rt.clock.now())
@@ -211,7 +221,7 @@ def _raise_what_the_row_says(rt: Runtime, principal: Principal, file_id: uuid.UU
     rt.db.read(check)
 
 
-def _check_not_claimed(rt: Runtime, session, now) -> None:
+def _check_not_claimed(rt: Runtime, session: SessionRow, now: datetime) -> None:
     """A completion holds the upload: no part, abort or second complete interleaves with it (409)."""
     if claim_held(session.completing_since, now, rt.limits.complete_timeout):
         raise Conflict("upload_completing", "A completion of this upload is in progress; retry shortly.")
@@ -249,7 +259,7 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
         _raise_what_the_row_says(rt, principal, file_id)
         raise StorageError("the part could not be stored") from None
 
-    def record(uow):
+    def record(uow: UnitOfWork) -> bool:
         try:
             _, locked = _visible_upload(uow.conn, principal, file_id, lock=True)
             _check_open(locked, rt.clock.now())
@@ -299,11 +309,11 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         Invalid(size_mismatch | checksum_mismatch): the file is now failed.
     """
 
-    def claim(uow):
+    def claim(uow: UnitOfWork) -> tuple[FileRow, SessionRow | None, list[PartRow], datetime | None]:
         row, session = _visible_upload(uow.conn, principal, file_id, lock=True)
         _require_write(principal)
         if session.state == "completed":
-            return row, None, None, None  # completed before: the same file
+            return row, None, [], None  # completed before: the same file
         now = rt.clock.now()
         _check_open(session, now)
         _check_not_claimed(rt, session, now)
@@ -314,9 +324,10 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         sessions_sql.claim_completion(uow.conn, file_id, now, process_id())
         return row, session, parts, now
 
-    file_row, session, parts, claimed_at = rt.db.unit_of_work(claim, name="upload.claim")
-    if session is None:
+    file_row, session, parts, claimed = rt.db.unit_of_work(claim, name="upload.claim")
+    if session is None or claimed is None:
         return file_row
+    claimed_at = claimed
     reason = None  # a reason the file fails: the store's parts broke the plan (direct), or a check below
     size, digest = 0, None
     try:
@@ -333,7 +344,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
             elif session.protocol == "direct" and scan_reads(rt, file_row.size_bytes):
                 size, digest = assembled.size_bytes, None
             else:
-                size, digest = measure_object(rt.store, file_row.object_key)
+                size, digest = measure_object(rt.store, file_row.object_key or "")
     except (StorageError, NotFound):
         rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_id, claimed_at),
                            name="upload.release")
@@ -345,7 +356,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
     elif reason is None and session.expected_sha256 and digest is not None and digest != session.expected_sha256:
         reason = "checksum_mismatch"  # (no digest yet: the scan checks it before the file is deliverable)
 
-    def record(uow):
+    def record(uow: UnitOfWork) -> tuple[str, FileRow | None]:
         try:
             row, locked = _visible_upload(uow.conn, principal, file_id, lock=True)
         except NotFound:
@@ -395,7 +406,8 @@ def scan_reads(rt: Runtime, size_bytes: int) -> bool:
     return bool(rt.cfg.scan.clamd_address) and size_bytes <= rt.cfg.scan.max_size
 
 
-def _listed_parts(rt: Runtime, file_row, session, claimed_at) -> tuple[list[UploadedPart], str | None]:
+def _listed_parts(rt: Runtime, file_row: FileRow, session: SessionRow,
+                  claimed_at: datetime) -> tuple[list[UploadedPart], str | None]:
     """A direct upload's parts as the store lists them (ListParts), checked against the plan: the ETags and
     sizes come from the store, never from the client (issue 26). Parts still missing give the claim back and
     answer 409 parts_missing (the client may still send them); a wrong size or a part past the plan is final
@@ -410,7 +422,7 @@ def _listed_parts(rt: Runtime, file_row, session, claimed_at) -> tuple[list[Uplo
     return [UploadedPart(part.part_number, part.etag) for part in listed], problem
 
 
-def measure_object(store, key: str) -> tuple[int, str]:
+def measure_object(store: ObjectStore, key: str) -> tuple[int, str]:
     """The size and hex sha256 of a stored object, read once, streamed."""
     digest = hashlib.sha256()
     size = 0
@@ -430,7 +442,7 @@ def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     allows (a legal hold keeps them until the purge after its release)."""
     _require_write(principal)
 
-    def record(uow):
+    def record(uow: UnitOfWork) -> tuple[FileRow, SessionRow] | None:
         row, session = _visible_upload(uow.conn, principal, file_id, lock=True)
         if session.state == "aborted":
             return None  # a second abort changes nothing

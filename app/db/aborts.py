@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.conn import Conn
+from app.db.conn import Conn, all_as
+
+
+@dataclass(frozen=True)
+class AbortRow:
+    """A direct upload aborted, to abort again and confirm (cleanup m)."""
+
+    upload_id: str
+    file_id: UUID
+    object_key: str
+    first_aborted_at: datetime
+    attempts: int
 
 
 def record(conn: Conn, aborts: Sequence[tuple[str, UUID, str]], now: datetime) -> None:
@@ -17,15 +29,15 @@ def record(conn: Conn, aborts: Sequence[tuple[str, UUID, str]], now: datetime) -
             "ON CONFLICT (upload_id) DO NOTHING", [(upload_id, file_id, key, now) for upload_id, file_id, key in aborts])
 
 
-def due(conn: Conn, before: datetime, after: tuple[datetime, str] | None, limit: int) -> list[Any]:
+def due(conn: Conn, before: datetime, after: tuple[datetime, str] | None, limit: int) -> list[AbortRow]:
     """Aborts first made before `before`, after a (time, upload id) cursor, oldest first."""
     if after is None:
-        return conn.execute("SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
+        return all_as(conn, AbortRow, "SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
                             "WHERE first_aborted_at < %s ORDER BY first_aborted_at, upload_id LIMIT %s",
-                            (before, limit)).fetchall()
-    return conn.execute("SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
+                      (before, limit))
+    return all_as(conn, AbortRow, "SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
                         "WHERE first_aborted_at < %s AND (first_aborted_at, upload_id) > (%s, %s) "
-                        "ORDER BY first_aborted_at, upload_id LIMIT %s", (before, *after, limit)).fetchall()
+                        "ORDER BY first_aborted_at, upload_id LIMIT %s", (before, *after, limit))
 
 
 def confirmed(conn: Conn, upload_ids: Sequence[str]) -> None:

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Sequence
 from uuid import UUID
 
-from app.db.conn import Conn
+from app.db.conn import Conn, all_as, one_as
+
+
+@dataclass(frozen=True)
+class DraftRow:
+    """A draft: its key, body and the file ids it names."""
+
+    draft_key: str
+    body: str
+    file_ids: list[UUID]
+    updated_at: datetime
 
 
 def upsert_draft(conn: Conn, user_id: UUID, key: str, body: str, file_ids: Sequence[UUID],
-                 now: datetime) -> Any:
+                 now: datetime) -> DraftRow:
     """Create or replace a user's draft by its key; returns the row."""
-    return conn.execute(
+    return one_as(conn, DraftRow,
         """
         INSERT INTO drafts (user_id, draft_key, body, file_ids, updated_at) VALUES (%s, %s, %s, %s, %s)
         ON CONFLICT (user_id, draft_key)
@@ -20,13 +31,13 @@ def upsert_draft(conn: Conn, user_id: UUID, key: str, body: str, file_ids: Seque
         RETURNING draft_key, body, file_ids, updated_at
         """,
         (user_id, key, body, list(file_ids), now),
-    ).fetchone()
+    )
 
 
-def drafts_of(conn: Conn, user_id: UUID) -> list[Any]:
-    """A user's drafts, newest first."""
-    return conn.execute("SELECT draft_key, body, file_ids, updated_at FROM drafts WHERE user_id = %s "
-                        "ORDER BY draft_key", (user_id,)).fetchall()
+def drafts_of(conn: Conn, user_id: UUID) -> list[DraftRow]:
+    """A user's drafts, by key."""
+    return all_as(conn, DraftRow, "SELECT draft_key, body, file_ids, updated_at FROM drafts WHERE user_id = %s "
+                  "ORDER BY draft_key", (user_id,))
 
 
 def delete_draft(conn: Conn, user_id: UUID, key: str) -> int:

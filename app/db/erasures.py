@@ -3,17 +3,79 @@ then attachments, then what mark_deleted locks."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.conn import Conn
+from app.db.conn import Conn, all_as, first_as, one_as
 
 COLUMNS = ("id, subject_id, state, reason, created_at, finished_at, files_marked, files_purged, "
            "keys_confirmed_absent, messages_removed, drafts_removed")
 
 
-def start(conn: Conn, erasure_id: UUID, subject_id: UUID, now: datetime) -> Any:
+@dataclass(frozen=True)
+class ErasureRow:
+    """An erasure: its subject (forgotten once complete), state, and counts."""
+
+    id: UUID
+    subject_id: UUID | None
+    state: str
+    reason: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    files_marked: int
+    files_purged: int
+    keys_confirmed_absent: int
+    messages_removed: int
+    drafts_removed: int
+
+
+@dataclass(frozen=True)
+class MessageKey:
+    """A message of the subject, by its author and id."""
+
+    author_id: UUID
+    id: str
+
+
+@dataclass(frozen=True)
+class ErasedFile:
+    """A file of the subject as the erasure lists it: its id, its stored key, its part count, its deletion."""
+
+    id: UUID
+    deleted_at: datetime | None
+    object_key: str | None
+    part_count: int
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """A file the erasure listed, with the facts its keys are read again from."""
+
+    file_id: UUID
+    object_key: str | None
+    part_count: int
+
+
+@dataclass(frozen=True)
+class Remaining:
+    """What is left of the subject."""
+
+    files: int
+    messages: int
+    drafts: int
+    slots: int
+    events: int
+    unconfirmed: int
+
+    def as_counts(self) -> dict[str, int]:
+        """The counts, for a log line."""
+        return {"files": self.files, "messages": self.messages, "drafts": self.drafts, "slots": self.slots,
+                "events": self.events, "unconfirmed": self.unconfirmed}
+
+
+def start(conn: Conn, erasure_id: UUID, subject_id: UUID, now: datetime) -> ErasureRow:
     """The running erasure of the subject: a new one, or the one already running (one statement, so two
     requests racing get one erasure)."""
     conn.execute(
@@ -21,13 +83,13 @@ def start(conn: Conn, erasure_id: UUID, subject_id: UUID, now: datetime) -> Any:
         INSERT INTO erasures (id, subject_id, state, created_at) VALUES (%s, %s, 'running', %s)
         ON CONFLICT (subject_id) WHERE state = 'running' DO NOTHING
         """, (erasure_id, subject_id, now))
-    return conn.execute(f"SELECT {COLUMNS} FROM erasures WHERE subject_id = %s AND state = 'running'",
-                        (subject_id,)).fetchone()
+    return one_as(conn, ErasureRow, f"SELECT {COLUMNS} FROM erasures WHERE subject_id = %s AND state = 'running'",
+                  (subject_id,))
 
 
-def erasure(conn: Conn, erasure_id: UUID) -> Any:
+def erasure(conn: Conn, erasure_id: UUID) -> ErasureRow | None:
     """The erasure's row, or None."""
-    return conn.execute(f"SELECT {COLUMNS} FROM erasures WHERE id = %s", (erasure_id,)).fetchone()
+    return first_as(conn, ErasureRow, f"SELECT {COLUMNS} FROM erasures WHERE id = %s", (erasure_id,))
 
 
 def add_counts(conn: Conn, erasure_id: UUID, **counts: int) -> None:
@@ -67,10 +129,10 @@ def adopt_unconfirmed(conn: Conn, erasure_id: UUID, subject_id: UUID) -> int:
 # -- what the subject still has ------------------------------------------------------------------------------
 
 
-def lock_messages_of(conn: Conn, subject_id: UUID, limit: int) -> list[Any]:
+def lock_messages_of(conn: Conn, subject_id: UUID, limit: int) -> list[MessageKey]:
     """Up to `limit` of the subject's messages, locked (D10: messages before files)."""
-    return conn.execute("SELECT author_id, id FROM messages WHERE author_id = %s ORDER BY id LIMIT %s FOR UPDATE",
-                        (subject_id, limit)).fetchall()
+    return all_as(conn, MessageKey, "SELECT author_id, id FROM messages WHERE author_id = %s ORDER BY id LIMIT %s "
+                  "FOR UPDATE", (subject_id, limit))
 
 
 def files_of_messages(conn: Conn, subject_id: UUID, message_ids: Sequence[str]) -> list[UUID]:
@@ -86,17 +148,17 @@ def delete_messages(conn: Conn, subject_id: UUID, message_ids: Sequence[str]) ->
                         (subject_id, list(message_ids))).rowcount
 
 
-def lock_files_of(conn: Conn, subject_id: UUID, limit: int, after: UUID) -> list[Any]:
+def lock_files_of(conn: Conn, subject_id: UUID, limit: int, after: UUID) -> list[ErasedFile]:
     """The subject's files rows (deleted or not), ascending id after a cursor, locked."""
-    return conn.execute(
+    return all_as(conn, ErasedFile,
         """
         SELECT f.id, f.deleted_at, f.object_key, coalesce(s.part_count, 0) AS part_count
         FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
         WHERE f.uploaded_by = %s AND f.id > %s ORDER BY f.id LIMIT %s FOR UPDATE OF f
-        """, (subject_id, after, limit)).fetchall()
+        """, (subject_id, after, limit))
 
 
-def record_files(conn: Conn, erasure_id: UUID, rows: Sequence[Any]) -> None:
+def record_files(conn: Conn, erasure_id: UUID, rows: Sequence[ErasedFile]) -> None:
     """List files in the erasure (id, stored key, part count), keeping the widest facts seen."""
     with conn.cursor() as cur:
         cur.executemany(
@@ -128,30 +190,30 @@ def forget_events_of(conn: Conn, subject_id: UUID, erasure_id: UUID) -> int:
     return removed
 
 
-def remaining(conn: Conn, subject_id: UUID, erasure_id: UUID) -> Any:
+def remaining(conn: Conn, subject_id: UUID, erasure_id: UUID) -> Remaining:
     """What is left of the subject: rows of theirs, and files of the erasure not yet confirmed absent."""
-    return conn.execute(
+    return one_as(conn, Remaining,
         """
-        SELECT (SELECT count(*) FROM files WHERE uploaded_by = %(s)s) AS files,
-               (SELECT count(*) FROM messages WHERE author_id = %(s)s) AS messages,
-               (SELECT count(*) FROM drafts WHERE user_id = %(s)s) AS drafts,
-               (SELECT count(*) FROM slots WHERE holder_id = %(s)s) AS slots,
-               (SELECT count(*) FROM events WHERE audience_principal_id = %(s)s)
-                   + (SELECT count(*) FROM events WHERE actor_id = %(s)s) AS events,
-               (SELECT count(*) FROM erasure_files WHERE erasure_id = %(e)s AND confirmed_at IS NULL)
+        SELECT (SELECT count(*) FROM files WHERE uploaded_by = %(s)s)::int AS files,
+               (SELECT count(*) FROM messages WHERE author_id = %(s)s)::int AS messages,
+               (SELECT count(*) FROM drafts WHERE user_id = %(s)s)::int AS drafts,
+               (SELECT count(*) FROM slots WHERE holder_id = %(s)s)::int AS slots,
+               ((SELECT count(*) FROM events WHERE audience_principal_id = %(s)s)
+                   + (SELECT count(*) FROM events WHERE actor_id = %(s)s))::int AS events,
+               (SELECT count(*) FROM erasure_files WHERE erasure_id = %(e)s AND confirmed_at IS NULL)::int
                    AS unconfirmed
-        """, {"s": subject_id, "e": erasure_id}).fetchone()
+        """, {"s": subject_id, "e": erasure_id})
 
 
-def unconfirmed_purged(conn: Conn, erasure_id: UUID, limit: int, after: UUID) -> list[Any]:
+def unconfirmed_purged(conn: Conn, erasure_id: UUID, limit: int, after: UUID) -> list[ListedFile]:
     """Files of the erasure whose rows are gone and whose keys are not confirmed absent yet, by file id."""
-    return conn.execute(
+    return all_as(conn, ListedFile,
         """
         SELECT ef.file_id, ef.object_key, ef.part_count FROM erasure_files ef
         WHERE ef.erasure_id = %s AND ef.confirmed_at IS NULL AND ef.file_id > %s
           AND NOT EXISTS (SELECT 1 FROM files f WHERE f.id = ef.file_id)
         ORDER BY ef.file_id LIMIT %s
-        """, (erasure_id, after, limit)).fetchall()
+        """, (erasure_id, after, limit))
 
 
 def deleted_files_of(conn: Conn, erasure_id: UUID, limit: int, after: UUID) -> list[UUID]:

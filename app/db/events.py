@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
@@ -9,7 +10,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from app.db import files as files_sql
-from app.db.conn import Conn
+from app.db.conn import Conn, all_as
 from app.db.uow import UnitOfWork
 from app.domain.file_events import FILE_UPDATED, FILE_UPDATED_VERSION, file_document
 
@@ -28,15 +29,30 @@ def insert_events(conn: Conn, events: list[dict[str, Any]]) -> None:
         )
 
 
-def events_for(conn: Conn, audience: UUID, after: int, limit: int) -> list[Any]:
+@dataclass(frozen=True)
+class EventRow:
+    """A stored event, as listEvents shows it."""
+
+    id: int
+    resource_kind: str
+    resource_id: UUID
+    type: str
+    schema_version: int
+    actor_id: UUID | None
+    payload: dict[str, Any]
+    created_at: datetime
+    redacted_at: datetime | None
+
+
+def events_for(conn: Conn, audience: UUID, after: int, limit: int) -> list[EventRow]:
     """The audience's events with id > after, in order."""
-    return conn.execute(
+    return all_as(conn, EventRow,
         """
         SELECT id, resource_kind, resource_id, type, schema_version, actor_id, payload, created_at, redacted_at
         FROM events WHERE audience_principal_id = %s AND id > %s ORDER BY id LIMIT %s
         """,
         (audience, after, limit),
-    ).fetchall()
+    )
 
 
 def write_file_updated(uow: UnitOfWork, file_id: UUID, actor_id: UUID | None, now: datetime) -> None:

@@ -3,11 +3,12 @@ a file is the one rule's (app/db/keeps.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.conn import Conn, one
+from app.db.conn import Conn, all_as, first_as, one, one_as
 from app.db.keeps import ENDED, held
 
 
@@ -31,6 +32,30 @@ COLUMNS = ("h.id, h.subject_id, h.file_id, h.case_ref, h.created_at, h.released_
            "h.subject_forgotten_at IS NOT NULL AS subject_forgotten")
 
 
+@dataclass(frozen=True)
+class HoldRow:
+    """A legal hold: its target (subject or file; neither once a released hold forgot its person), case
+    reference, times, and counts."""
+
+    id: UUID
+    subject_id: UUID | None
+    file_id: UUID | None
+    case_ref: str
+    created_at: datetime
+    released_at: datetime | None
+    files_deferred: int
+    files_lost: int
+    subject_forgotten: bool
+
+
+@dataclass(frozen=True)
+class HoldSummary:
+    """Active holds, and the deleted files they hold back."""
+
+    active: int
+    files_held: int
+
+
 def insert(conn: Conn, hold_id: UUID, subject_id: UUID | None, file_id: UUID | None, case_ref: str,
            now: datetime) -> None:
     """Record a new hold (the caller checked its form and its target, and holds removals back:
@@ -46,28 +71,28 @@ def insert(conn: Conn, hold_id: UUID, subject_id: UUID | None, file_id: UUID | N
         """, (hold_id, subject_id, file_id, case_ref, now))
 
 
-def hold(conn: Conn, hold_id: UUID) -> Any:
+def hold(conn: Conn, hold_id: UUID) -> HoldRow | None:
     """The hold with its count of deferred files (live while it is active, as it was at release after), or None."""
-    return conn.execute(f"SELECT {COLUMNS} FROM legal_holds h WHERE h.id = %s", (hold_id,)).fetchone()
+    return first_as(conn, HoldRow, f"SELECT {COLUMNS} FROM legal_holds h WHERE h.id = %s", (hold_id,))
 
 
-def page(conn: Conn, after: UUID | None, limit: int) -> list[Any]:
+def page(conn: Conn, after: UUID | None, limit: int) -> list[HoldRow]:
     """Holds in the order they were placed (created_at, id), after the hold `after` (index legal_holds_listed)."""
     where = "" if after is None else \
         "WHERE (h.created_at, h.id) > (SELECT created_at, id FROM legal_holds WHERE id = %(after)s)"
-    return conn.execute(f"SELECT {COLUMNS} FROM legal_holds h {where} ORDER BY h.created_at, h.id LIMIT %(limit)s",
-                        {"after": after, "limit": limit}).fetchall()
+    return all_as(conn, HoldRow, f"SELECT {COLUMNS} FROM legal_holds h {where} ORDER BY h.created_at, h.id "
+                  "LIMIT %(limit)s", {"after": after, "limit": limit})
 
 
-def release(conn: Conn, hold_id: UUID, now: datetime) -> Any:
+def release(conn: Conn, hold_id: UUID, now: datetime) -> HoldRow | None:
     """Release an active hold, fixing its count of deferred files; None when it is unknown or released already."""
-    return conn.execute(
+    return first_as(conn, HoldRow,
         f"""
         UPDATE legal_holds h SET released_at = greatest(%(now)s, h.created_at),
             files_deferred = (SELECT count(*) FROM files f WHERE {OF_HOLD} AND {_KEPT})
         WHERE h.id = %(id)s AND h.released_at IS NULL
         RETURNING {COLUMNS}
-        """, {"id": hold_id, "now": now}).fetchone()
+        """, {"id": hold_id, "now": now})
 
 
 def freed(conn: Conn, hold_id: UUID, after: UUID, limit: int) -> list[UUID]:
@@ -90,13 +115,13 @@ def subject_on_hold(conn: Conn, subject_id: UUID) -> bool:
         """, {"s": subject_id})).on_hold)
 
 
-def summary(conn: Conn) -> Any:
+def summary(conn: Conn) -> HoldSummary:
     """Active holds, and the deleted files they hold back (the gauges of cleanup step f)."""
-    return one(conn.execute(
+    return one_as(conn, HoldSummary,
         f"""
-        SELECT (SELECT count(*) FROM legal_holds WHERE released_at IS NULL) AS active,
-               (SELECT count(*) FROM files f WHERE f.deleted_at IS NOT NULL AND {held("f")}) AS files_held
-        """))
+        SELECT (SELECT count(*) FROM legal_holds WHERE released_at IS NULL)::int AS active,
+               (SELECT count(*) FROM files f WHERE f.deleted_at IS NOT NULL AND {held("f")})::int AS files_held
+        """)
 
 
 def delete_released(conn: Conn, cutoff: datetime, limit: int) -> int:

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 Cursor = tuple[datetime, UUID] | None  # keyset position of a candidate query: (time, id)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One row of a candidate query: an id and the time it is ordered by (its keyset position)."""
+
+    id: UUID
+    at: datetime
 
 
 def after(cursor: Cursor, column: str, id_column: str = "id") -> tuple[str, tuple[Any, ...]]:

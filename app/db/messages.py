@@ -3,11 +3,12 @@ are scoped by author, so no user can claim, block or probe another's (docs/decis
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.conn import Conn
+from app.db.conn import Conn, first_as
 
 
 def ensure_message(conn: Conn, author_id: UUID, message_id: str, now: datetime) -> None:
@@ -16,10 +17,20 @@ def ensure_message(conn: Conn, author_id: UUID, message_id: str, now: datetime) 
                  "ON CONFLICT (author_id, id) DO NOTHING", (author_id, message_id, now))
 
 
-def lock_message(conn: Conn, author_id: UUID, message_id: str) -> Any:
+@dataclass(frozen=True)
+class MessageRow:
+    """A message of an author (a tombstone once deleted_at is set)."""
+
+    id: str
+    author_id: UUID
+    created_at: datetime
+    deleted_at: datetime | None
+
+
+def lock_message(conn: Conn, author_id: UUID, message_id: str) -> MessageRow | None:
     """The author's message locked FOR UPDATE (D10: the message first), or None."""
-    return conn.execute("SELECT id, author_id, created_at, deleted_at FROM messages "
-                        "WHERE author_id = %s AND id = %s FOR UPDATE", (author_id, message_id)).fetchone()
+    return first_as(conn, MessageRow, "SELECT id, author_id, created_at, deleted_at FROM messages "
+                    "WHERE author_id = %s AND id = %s FOR UPDATE", (author_id, message_id))
 
 
 def attached_file_ids(conn: Conn, author_id: UUID, message_id: str) -> list[UUID]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
 from psycopg.types.json import Jsonb
 
-from app.db.conn import Conn, one
+from app.db.conn import Conn, all_as, one
 
 
 def insert_job(conn: Conn, queue_name: str, actor_name: str, args: Sequence[Any], created_at: datetime) -> int:
@@ -22,10 +23,20 @@ def delete_published(conn: Conn, outbox_ids: Sequence[int]) -> int:
     return conn.execute("DELETE FROM outbox WHERE id = ANY(%s)", (list(outbox_ids),)).rowcount
 
 
-def claim_left_behind(conn: Conn, created_before: datetime, limit: int) -> list[Any]:
+@dataclass(frozen=True)
+class OutboxRow:
+    """A job left in the outbox."""
+
+    id: int
+    queue_name: str
+    actor_name: str
+    args: list[Any]
+
+
+def claim_left_behind(conn: Conn, created_before: datetime, limit: int) -> list[OutboxRow]:
     """Rows written before the cutoff (the project's clock minus the relay age), locked so that a second
     relay skips them (FOR UPDATE SKIP LOCKED)."""
-    return conn.execute(
+    return all_as(conn, OutboxRow,
         """
         SELECT id, queue_name, actor_name, args
         FROM outbox
@@ -35,7 +46,7 @@ def claim_left_behind(conn: Conn, created_before: datetime, limit: int) -> list[
         FOR UPDATE SKIP LOCKED
         """,
         (created_before, limit),
-    ).fetchall()
+    )
 
 
 def outbox_depth(conn: Conn) -> int:

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.conn import Conn
+from app.db.conn import Conn, all_as, one_as
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A file recorded as refused: since when it fails, and whether it was warned of."""
+
+    file_id: UUID
+    failing_since: datetime
+    warned_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Failing:
+    """How many files are failing, and since when the oldest."""
+
+    n: int
+    oldest: datetime | None
 
 
 def attempts_of(conn: Conn, file_ids: Sequence[UUID]) -> dict[UUID, int]:
@@ -16,13 +34,13 @@ def attempts_of(conn: Conn, file_ids: Sequence[UUID]) -> dict[UUID, int]:
         (list(file_ids),))}
 
 
-def record(conn: Conn, failures: Sequence[tuple[UUID, int, str, datetime]], now: datetime) -> list[Any]:
+def record(conn: Conn, failures: Sequence[tuple[UUID, int, str, datetime]], now: datetime) -> list[Recorded]:
     """Upsert (file id, attempts, store code, next attempt) of files that still exist; returns, per file,
     when it started failing (its deletion mark, else its first failure) and whether it was warned of."""
     if not failures:
         return []
     file_ids, attempts, codes, next_at = (list(column) for column in zip(*failures))
-    return conn.execute(
+    return all_as(conn, Recorded,
         """
         INSERT INTO purge_failures AS p (file_id, attempts, error_code, failing_since, last_attempt_at,
                                          next_attempt_at)
@@ -35,7 +53,7 @@ def record(conn: Conn, failures: Sequence[tuple[UUID, int, str, datetime]], now:
         RETURNING p.file_id, p.failing_since, p.warned_at
         """,
         {"ids": file_ids, "attempts": attempts, "codes": codes, "next_at": next_at, "now": now},
-    ).fetchall()
+    )
 
 
 def set_warned(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:
@@ -48,6 +66,6 @@ def clear(conn: Conn, file_ids: Sequence[UUID]) -> None:
     conn.execute("DELETE FROM purge_failures WHERE file_id = ANY(%s)", (list(file_ids),))
 
 
-def failing(conn: Conn) -> Any:
+def failing(conn: Conn) -> Failing:
     """How many files are failing, and the oldest since when (cleanup step f)."""
-    return conn.execute("SELECT count(*) AS n, min(failing_since) AS oldest FROM purge_failures").fetchone()
+    return one_as(conn, Failing, "SELECT count(*)::int AS n, min(failing_since) AS oldest FROM purge_failures")

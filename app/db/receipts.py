@@ -4,12 +4,30 @@ cleanup."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.conn import Conn, one
+from app.db.conn import Conn, all_as, first_as, one
 from app.domain.ends import RemovedRow
+
+@dataclass(frozen=True)
+class ReceiptRow:
+    """A deletion receipt (D16): name-free."""
+
+    file_id: UUID
+    via: str
+    marked_at: datetime
+    purged_at: datetime
+    keys_deleted: int
+    keys_confirmed_absent: int
+    deferred_by_hold: UUID | None
+    deferred_from: datetime | None
+    deferred_until: datetime | None
+    removal_began_at: datetime | None
+    hold_too_late: bool
+
 
 COLUMNS = ("file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent, deferred_by_hold, deferred_from, "
            "deferred_until, removal_began_at, hold_too_late")
@@ -47,15 +65,15 @@ def write(conn: Conn, rows: Sequence[RemovedRow], now: datetime) -> None:
          [row.keys_deleted for row in rows]))
 
 
-def receipt_of(conn: Conn, file_id: UUID) -> Any:
+def receipt_of(conn: Conn, file_id: UUID) -> ReceiptRow | None:
     """The receipt of a purged file, or None."""
-    return conn.execute(f"SELECT {COLUMNS} FROM receipts WHERE file_id = %s", (file_id,)).fetchone()
+    return first_as(conn, ReceiptRow, f"SELECT {COLUMNS} FROM receipts WHERE file_id = %s", (file_id,))
 
 
-def receipts_of(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
+def receipts_of(conn: Conn, file_ids: Sequence[UUID]) -> list[ReceiptRow]:
     """The receipts of these files, by file id."""
-    return conn.execute(f"SELECT {COLUMNS} FROM receipts WHERE file_id = ANY(%s) ORDER BY file_id",
-                        (list(file_ids),)).fetchall()
+    return all_as(conn, ReceiptRow, f"SELECT {COLUMNS} FROM receipts WHERE file_id = ANY(%s) ORDER BY file_id",
+                  (list(file_ids),))
 
 
 def set_confirmed_absent(conn: Conn, counts: dict[UUID, int]) -> None:

@@ -4,14 +4,15 @@ retirement and restore of files, and the last real run of each scheduled job (sc
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Sequence
 from uuid import UUID
 
-from app.db.conn import Conn
-from app.db.keyset import Cursor, after
+from app.db.conn import Conn, all_as
+from app.db.keyset import Candidate, Cursor, after
+from app.domain.retention import RetentionFacts
 
 def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, include_attached: bool, cursor: Cursor,
-                      limit: int) -> list[Any]:
+                      limit: int) -> list[Candidate]:
     """Settled, live, not retired files of a purpose last changed at or before cutoff (index
     files_retention_candidates); unless the policy includes attached files, attached and slot-held ones are
     left out here, so a run never pages or locks the files it must keep (as step b does)."""
@@ -19,7 +20,7 @@ def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, include_attach
     in_use = "" if include_attached else """
           AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id)
           AND NOT EXISTS (SELECT 1 FROM slots s WHERE s.file_id = f.id)"""
-    return conn.execute(
+    return all_as(conn, Candidate,
         f"""
         SELECT id, last_change_at AS at FROM files f
         WHERE purpose = %s AND deleted_at IS NULL AND retired_at IS NULL AND upload_state <> 'uploading'
@@ -27,26 +28,26 @@ def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, include_attach
         ORDER BY last_change_at, id LIMIT %s
         """,
         (purpose, cutoff, *params, limit),
-    ).fetchall()
+    )
 
 
-def retired_candidates(conn: Conn, purpose: str, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
+def retired_candidates(conn: Conn, purpose: str, cutoff: datetime, cursor: Cursor, limit: int) -> list[Candidate]:
     """Retired, not deleted files of a purpose retired at or before cutoff (index files_retired)."""
     extra, params = after(cursor, "retired_at")
-    return conn.execute(
+    return all_as(conn, Candidate,
         f"""
         SELECT id, retired_at AS at FROM files
         WHERE purpose = %s AND retired_at IS NOT NULL AND deleted_at IS NULL AND retired_at <= %s{extra}
         ORDER BY retired_at, id LIMIT %s
         """,
         (purpose, cutoff, *params, limit),
-    ).fetchall()
+    )
 
 
-def retention_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
+def retention_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[RetentionFacts]:
     """What the pure rules decide on, read after the lock (a fresh statement sees committed attaches). A file
     in a slot counts as attached: it is in use, and only its slot releases it."""
-    return conn.execute(
+    return all_as(conn, RetentionFacts,
         """
         SELECT f.id, f.purpose, f.upload_state, f.deleted_at IS NOT NULL AS deleted, f.retired_at,
                f.last_change_at,
@@ -55,7 +56,7 @@ def retention_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[Any]:
         FROM files f WHERE f.id = ANY(%s) ORDER BY f.id
         """,
         (list(file_ids),),
-    ).fetchall()
+    )
 
 
 def set_retired(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> int:
@@ -72,7 +73,7 @@ def restore(conn: Conn, file_id: UUID, now: datetime) -> None:
 
 
 def record_run(conn: Conn, name: str, now: datetime) -> None:
-    """Record a finished run of a scheduled job (the cadence gate reads it, seed 003 4.5). The caller holds
+    """Record a finished run of a scheduled job (the cadence gate reads it). The caller holds
     the job's exclusive lock (app/db/locks.py), so the gate is checked and the run recorded by one runner."""
     conn.execute(
         """

@@ -2,14 +2,44 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from app.db.conn import Conn
+from app.db.conn import Conn, all_as, first_as
 
 SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "
                    "expires_at, completed_at, completing_since, protocol, tail_bytes, writing_since")
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """An upload session (D3): its state, part plan, the store's multipart upload, its expiry, the claim of a
+    completion and the write hold of a tus PATCH, and its protocol (native, tus, direct)."""
+
+    file_id: UUID
+    state: str
+    part_size: int
+    part_count: int
+    storage_upload_id: str | None
+    expected_sha256: str | None
+    created_at: datetime
+    expires_at: datetime
+    completed_at: datetime | None
+    completing_since: datetime | None
+    protocol: str
+    tail_bytes: int
+    writing_since: datetime | None
+
+
+@dataclass(frozen=True)
+class PartRow:
+    """A part received."""
+
+    part_number: int
+    size_bytes: int
+    etag: str
 
 
 def insert_session(conn: Conn, row: dict[str, Any]) -> None:
@@ -25,21 +55,21 @@ def insert_session(conn: Conn, row: dict[str, Any]) -> None:
     )
 
 
-def session_of(conn: Conn, file_id: UUID) -> Any:
+def session_of(conn: Conn, file_id: UUID) -> SessionRow | None:
     """The file's upload session, or None; no lock."""
-    return conn.execute(f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s", (file_id,)).fetchone()
+    return first_as(conn, SessionRow, f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s", (file_id,))
 
 
-def lock_session(conn: Conn, file_id: UUID) -> Any:
+def lock_session(conn: Conn, file_id: UUID) -> SessionRow | None:
     """The session locked FOR UPDATE (after its file row: D10)."""
-    return conn.execute(f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s FOR UPDATE",
-                        (file_id,)).fetchone()
+    return first_as(conn, SessionRow, f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s FOR UPDATE",
+                    (file_id,))
 
 
-def parts_of(conn: Conn, file_id: UUID) -> list[Any]:
+def parts_of(conn: Conn, file_id: UUID) -> list[PartRow]:
     """The parts received for a file, by part number."""
-    return conn.execute("SELECT part_number, size_bytes, etag FROM upload_parts WHERE file_id = %s "
-                        "ORDER BY part_number", (file_id,)).fetchall()
+    return all_as(conn, PartRow, "SELECT part_number, size_bytes, etag FROM upload_parts WHERE file_id = %s "
+                  "ORDER BY part_number", (file_id,))
 
 
 def upsert_part(conn: Conn, file_id: UUID, part_number: int, size_bytes: int, etag: str,

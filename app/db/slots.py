@@ -3,29 +3,40 @@ files rows in ascending id order, then what mark_deleted locks."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Sequence
 from uuid import UUID
 
-from app.db.conn import Conn
-from app.db.keyset import Cursor, after
+from app.db.conn import Conn, all_as, first_as, one_as
+from app.db.keyset import Candidate, Cursor, after
 
 LOGO_HOLDER = UUID(int=0)
 
 
-def lock_slot(conn: Conn, kind: str, holder_id: UUID, now: datetime) -> Any:
+@dataclass(frozen=True)
+class SlotRow:
+    """A slot: its kind, its holder, the file in it (None: empty), and when it was set."""
+
+    kind: str
+    holder_id: UUID
+    file_id: UUID | None
+    set_at: datetime | None = None
+
+
+def lock_slot(conn: Conn, kind: str, holder_id: UUID, now: datetime) -> SlotRow:
     """The slot row locked FOR UPDATE, made empty first if it never existed (so two first sets meet on one
     row lock instead of racing two inserts)."""
     conn.execute("INSERT INTO slots (kind, holder_id, file_id, set_at) VALUES (%s, %s, NULL, %s) "
                  "ON CONFLICT (kind, holder_id) DO NOTHING", (kind, holder_id, now))
-    return conn.execute("SELECT kind, holder_id, file_id, set_at FROM slots WHERE kind = %s AND holder_id = %s "
-                        "FOR UPDATE", (kind, holder_id)).fetchone()
+    return one_as(conn, SlotRow, "SELECT kind, holder_id, file_id, set_at FROM slots WHERE kind = %s AND "
+                  "holder_id = %s FOR UPDATE", (kind, holder_id))
 
 
-def slot(conn: Conn, kind: str, holder_id: UUID) -> Any:
+def slot(conn: Conn, kind: str, holder_id: UUID) -> SlotRow | None:
     """The slot row, or None."""
-    return conn.execute("SELECT kind, holder_id, file_id, set_at FROM slots WHERE kind = %s AND holder_id = %s",
-                        (kind, holder_id)).fetchone()
+    return first_as(conn, SlotRow, "SELECT kind, holder_id, file_id, set_at FROM slots WHERE kind = %s AND "
+                    "holder_id = %s", (kind, holder_id))
 
 
 def set_file(conn: Conn, kind: str, holder_id: UUID, file_id: UUID | None, now: datetime) -> None:
@@ -40,22 +51,22 @@ def held(conn: Conn, file_ids: Sequence[UUID]) -> set[UUID]:
                                                 (list(file_ids),))}
 
 
-def clear_holder(conn: Conn, holder_id: UUID) -> list[Any]:
+def clear_holder(conn: Conn, holder_id: UUID) -> list[SlotRow]:
     """Empty every slot held by a principal or holding one of their files (erasure); returns the rows as they
     were, locked."""
-    return conn.execute(
-        """
-        SELECT kind, holder_id, file_id FROM slots
-        WHERE holder_id = %s OR file_id IN (SELECT id FROM files WHERE uploaded_by = %s)
-        ORDER BY kind, holder_id FOR UPDATE
-        """, (holder_id, holder_id)).fetchall()
+    return all_as(conn, SlotRow,
+                  """
+                  SELECT kind, holder_id, file_id, set_at FROM slots
+                  WHERE holder_id = %s OR file_id IN (SELECT id FROM files WHERE uploaded_by = %s)
+                  ORDER BY kind, holder_id FOR UPDATE
+                  """, (holder_id, holder_id))
 
 
-def unheld_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Any]:
+def unheld_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Candidate]:
     """Avatars and logos, not deleted and no longer uploading, that no slot holds, last changed at or before
     cutoff (index files_slot_candidates)."""
     extra, params = after(cursor, "last_change_at")
-    return conn.execute(
+    return all_as(conn, Candidate,
         f"""
         SELECT id, last_change_at AS at FROM files f
         WHERE purpose IN ('avatar', 'branding') AND deleted_at IS NULL AND upload_state <> 'uploading'
@@ -64,7 +75,7 @@ def unheld_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) 
         ORDER BY last_change_at, id LIMIT %s
         """,
         (cutoff, *params, limit),
-    ).fetchall()
+    )
 
 
 def delete_slot(conn: Conn, kind: str, holder_id: UUID) -> None:

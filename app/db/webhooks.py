@@ -4,16 +4,35 @@ by the delivery job, listed by `lethe webhooks`, pruned by the cleanup."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from app.db.conn import Conn, one
+from app.db.conn import Conn, all_as, first_as, one
 
 COLUMNS = ("id, endpoint, event_type, data, occurred_at, state, attempts, last_status, last_error, next_attempt_at, "
            "created_at, finished_at")
+
+
+@dataclass(frozen=True)
+class DeliveryRow:
+    """A webhook delivery: one message to one endpoint (no body but its data, the receipt's fields)."""
+
+    id: UUID
+    endpoint: str
+    event_type: str
+    data: dict[str, Any]
+    occurred_at: datetime
+    state: str
+    attempts: int
+    last_status: int | None
+    last_error: str | None
+    next_attempt_at: datetime | None
+    created_at: datetime
+    finished_at: datetime | None
 
 
 def insert(conn: Conn, rows: Sequence[tuple[str, str, dict[str, Any], datetime]],
@@ -50,16 +69,16 @@ def insert_file_purged(conn: Conn, endpoints: Sequence[str], file_ids: Sequence[
         """, {"now": now, "endpoints": list(endpoints), "ids": list(file_ids)})]
 
 
-def lease_due(conn: Conn, delivery_ids: Sequence[UUID], now: datetime, until: datetime) -> list[Any]:
+def lease_due(conn: Conn, delivery_ids: Sequence[UUID], now: datetime, until: datetime) -> list[DeliveryRow]:
     """Take the pending deliveries among these that are due and that no attempt holds, leasing each until
     `until`: one attempt of a delivery at a time, whichever job or catch-up sends it."""
-    return conn.execute(
+    return all_as(conn, DeliveryRow,
         f"""
         UPDATE webhook_deliveries SET leased_until = %s
         WHERE id = ANY(%s) AND state = 'pending' AND next_attempt_at <= %s
           AND (leased_until IS NULL OR leased_until <= %s)
         RETURNING {COLUMNS}
-        """, (until, list(delivery_ids), now, now)).fetchall()
+        """, (until, list(delivery_ids), now, now))
 
 
 def next_due(conn: Conn, delivery_ids: Sequence[UUID]) -> datetime | None:
@@ -100,23 +119,23 @@ def enable(conn: Conn, endpoint: str) -> None:
     conn.execute("DELETE FROM webhook_endpoints_disabled WHERE endpoint = %s", (endpoint,))
 
 
-def listed(conn: Conn, failed_only: bool, limit: int) -> list[Any]:
+def listed(conn: Conn, failed_only: bool, limit: int) -> list[DeliveryRow]:
     """The latest deliveries, newest first (`lethe webhooks list [--failed]`)."""
     where = "WHERE state IN ('failed', 'disabled')" if failed_only else ""
-    return conn.execute(f"SELECT {COLUMNS} FROM webhook_deliveries {where} ORDER BY created_at DESC, id DESC LIMIT %s",
-                        (limit,)).fetchall()
+    return all_as(conn, DeliveryRow, f"SELECT {COLUMNS} FROM webhook_deliveries {where} "
+                  "ORDER BY created_at DESC, id DESC LIMIT %s", (limit,))
 
 
-def delivery(conn: Conn, delivery_id: UUID) -> Any:
+def delivery(conn: Conn, delivery_id: UUID) -> DeliveryRow | None:
     """One delivery, or None."""
-    return conn.execute(f"SELECT {COLUMNS} FROM webhook_deliveries WHERE id = %s", (delivery_id,)).fetchone()
+    return first_as(conn, DeliveryRow, f"SELECT {COLUMNS} FROM webhook_deliveries WHERE id = %s", (delivery_id,))
 
 
-def redeliver(conn: Conn, delivery_id: UUID, now: datetime) -> Any:
+def redeliver(conn: Conn, delivery_id: UUID, now: datetime) -> DeliveryRow | None:
     """Make a delivery pending and due now again (its id, so its webhook-id, stays); None when unknown."""
-    return conn.execute(
-        f"UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = %s, finished_at = NULL WHERE id = %s "
-        f"RETURNING {COLUMNS}", (now, delivery_id)).fetchone()
+    return first_as(conn, DeliveryRow,
+                    f"UPDATE webhook_deliveries SET state = 'pending', next_attempt_at = %s, finished_at = NULL "
+                    f"WHERE id = %s RETURNING {COLUMNS}", (now, delivery_id))
 
 
 def overdue(conn: Conn, before: datetime, now: datetime, limit: int) -> list[tuple[UUID, str]]:

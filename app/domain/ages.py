@@ -8,6 +8,8 @@ expire (again).
 
 from __future__ import annotations
 
+import uuid
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -28,6 +30,8 @@ class CleanupFacts:
     session_state: str | None = None
     completed_at: datetime | None = None
     expires_at: datetime | None = None
+    id: uuid.UUID | None = None  # the file's, as the database reads them (the rules do not use them)
+    uploaded_by: uuid.UUID | None = None
 
 
 def last_change(facts: CleanupFacts) -> datetime:

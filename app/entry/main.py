@@ -28,6 +28,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING, TextIO
 
 from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_hold, cmd_receipt,
                            cmd_retention_restore, cmd_retention_run, cmd_sweep_run, cmd_webhooks, delivery_arg,
@@ -36,21 +37,24 @@ from app.entry.support import (EXIT_CONFIG, inspect_store_or_exit, load_config_o
                              setup_role_logging, warn_if_autovacuum_off)
 from app.errors import ConfigError
 
+if TYPE_CHECKING:
+    from app.platform.config.tree import Config
+
 log = logging.getLogger("lethe.cli")
 
 
-def _setup(role: str, cfg, fmt: str | None = None, stream=None) -> None:
+def _setup(role: str, cfg: Config, fmt: str | None = None, stream: TextIO | None = None) -> None:
     setup_role_logging(role, cfg, fmt, stream)
 
 
-def _require_database(cfg) -> None:
+def _require_database(cfg: Config) -> None:
     if not cfg.database.url:
         print("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this role "
               "(only lethe dev starts an embedded server).", file=sys.stderr)
         sys.exit(EXIT_CONFIG)
 
 
-def _require_broker(cfg) -> None:
+def _require_broker(cfg: Config) -> None:
     # Without RabbitMQ the jobs of a production role would be published to an in-process broker that
     # no worker reads: only lethe dev may run without one.
     if not cfg.broker.url:
@@ -63,14 +67,14 @@ NO_SIGNING_KEY = ("Required: set auth.jwt_secret (HS256) or auth.jwt_public_key 
                   "the api answers 401 to every request (lethe dev makes a secret of its own).")
 
 
-def _signing_key_missing(cfg) -> ConfigError | None:
+def _signing_key_missing(cfg: Config) -> ConfigError | None:
     """D11: the api verifies bearer tokens with one of the two keys; neither set is a bad configuration."""
     if cfg.auth.jwt_secret or cfg.auth.jwt_public_key:
         return None
     return ConfigError({"auth.jwt_secret": [NO_SIGNING_KEY]})  # the message names the other key: said once
 
 
-def _as_the_running_dev(cfg):
+def _as_the_running_dev(cfg: Config) -> Config:
     """Beside a running `make run` (lethe dev) with no database.url of its own, the configuration checked is that
     instance's: its database (./.lethe/dev.json) and the secret it made (./.lethe/jwt_secret), as every operator
     command finds it."""
@@ -88,7 +92,7 @@ def _as_the_running_dev(cfg):
     return cfg.replace(**changes)
 
 
-def cmd_config_check(args) -> int:
+def cmd_config_check(args: argparse.Namespace) -> int:
     from app.platform import config
     from app.entry.support import OBJECT_LOCK_MESSAGE
 
@@ -128,7 +132,7 @@ def cmd_config_check(args) -> int:
     return 0
 
 
-def cmd_migrate(args) -> int:
+def cmd_migrate(args: argparse.Namespace) -> int:
     cfg = load_config_or_exit("migrate")
     _require_database(cfg)
     _setup("migrate", cfg)
@@ -139,7 +143,7 @@ def cmd_migrate(args) -> int:
     return 0
 
 
-def _start_role(role: str):
+def _start_role(role: str) -> Config:
     """What every production role does before it runs: load the configuration (exit 2 naming bad keys), require
     a database and a broker (and the api a signing key), make the metrics directory, set up logs and Sentry,
     inspect the store (exit 2 on object lock) and warn when autovacuum is off. Returns the configuration."""
@@ -164,46 +168,15 @@ def _start_role(role: str):
     return cfg
 
 
-def cmd_api(args) -> int:
+def cmd_api(args: argparse.Namespace) -> int:
     cfg = _start_role("api")
-    from gunicorn.app.base import BaseApplication
+    from app.entry.serve import ApiServer
 
-    from app.platform.observability.log_setup import gunicorn_logconfig
-
-    class GunicornApp(BaseApplication):
-        def load_config(self):
-            self.cfg.set("bind", f"{cfg.api.host}:{args.port or cfg.api.port}")
-            self.cfg.set("workers", cfg.api.workers)
-            self.cfg.set("worker_class", "gthread")
-            self.cfg.set("threads", cfg.api.threads)  # D14: limits only through keys
-            self.cfg.set("timeout", int(cfg.api.timeout.total_seconds()))
-            self.cfg.set("graceful_timeout", 20)
-            self.cfg.set("accesslog", None)
-            self.cfg.set("child_exit", _gunicorn_child_exit)
-            self.cfg.set("control_socket_disable", True)  # it would need a writable home directory
-            self.cfg.set("logconfig_dict", gunicorn_logconfig("api", cfg.log.format, cfg.log.level))
-
-        def load(self):
-            # Runs in each worker after the fork: every process gets its own pools.
-            from app.api.app import create_app
-            from app.entry.wiring import build_runtime
-            from app.platform.jobs.broker import build_broker
-
-            _setup("api", cfg)
-            runtime = build_runtime(cfg, build_broker(cfg.broker.url, cfg.broker.queue_type), role="api", background_publish=True)
-            return create_app(runtime)
-
-    GunicornApp().run()
+    ApiServer(cfg, args.port).run()
     return 0
 
 
-def _gunicorn_child_exit(server, worker) -> None:
-    from prometheus_client import multiprocess
-
-    multiprocess.mark_process_dead(worker.pid)
-
-
-def _queues_of_the_configured_type_or_exit(cfg) -> None:
+def _queues_of_the_configured_type_or_exit(cfg: Config) -> None:
     """A worker declares Lethe's queues with broker.queue_type; one that exists with the other type is refused
     by RabbitMQ on every declare. Exit 2 naming the key and the queues (issue 23), not a loop of errors. An
     unreachable RabbitMQ is an outage, not a configuration error: the worker starts and retries."""
@@ -225,7 +198,7 @@ def _queues_of_the_configured_type_or_exit(cfg) -> None:
         sys.exit(EXIT_CONFIG)
 
 
-def cmd_worker(args) -> int:
+def cmd_worker(args: argparse.Namespace) -> int:
     cfg = _start_role("worker")
     _queues_of_the_configured_type_or_exit(cfg)
     from app.platform.observability.registry import metrics_registry
@@ -242,17 +215,18 @@ def cmd_worker(args) -> int:
     os.environ[POOL_ENV] = "1" if pool else "0"
     argv = ["workers.entry", "--processes", str(args.processes or cfg.worker.processes),
             "--threads", str(args.threads or cfg.worker.threads), "--skip-logging", "--queues", *sorted(queues)]
-    return dramatiq_cli.main(dramatiq_cli.make_argument_parser().parse_args(argv)) or 0
+    parsed = dramatiq_cli.make_argument_parser().parse_args(argv)  # type: ignore[no-untyped-call]
+    return int(dramatiq_cli.main(parsed) or 0)  # type: ignore[no-untyped-call]
 
 
-def cmd_scheduler(args) -> int:
+def cmd_scheduler(args: argparse.Namespace) -> int:
     cfg = _start_role("scheduler")
     from scheduler.main import run
 
     return run(cfg)
 
 
-def cmd_dev(args) -> int:
+def cmd_dev(args: argparse.Namespace) -> int:
     # Configuration first: a bad key exits 2 before anything starts.
     load_config_or_exit("dev")
     from app.entry.dev import run_dev
@@ -260,7 +234,7 @@ def cmd_dev(args) -> int:
     return run_dev(port=args.port, state_dir=args.state_dir)
 
 
-def cmd_token(args) -> int:
+def cmd_token(args: argparse.Namespace) -> int:
     """Mint an HS256 token with auth.jwt_secret (development; production tokens come from your IdP)."""
     import uuid
     from datetime import timedelta

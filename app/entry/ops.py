@@ -12,9 +12,14 @@ import os
 import sys
 import time
 import uuid
+from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
 from app.entry.support import (EXIT_CONFIG, check_database_or_exit, inspect_store_or_exit, load_config_or_exit,
                              setup_role_logging)
+
+if TYPE_CHECKING:
+    from app.platform.config.tree import Config
+    from app.platform.runtime import Runtime
 
 
 NO_DATABASE = ("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this command.\n"
@@ -23,7 +28,7 @@ NO_DATABASE = ("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): 
                "  or point it at your database:  LETHE_DATABASE_URL=postgresql://user@host:5432/db lethe ...")
 
 
-def _attach_to_dev(cfg):
+def _attach_to_dev(cfg: Config) -> tuple[Config, bool]:
     """Without database.url, an operator command uses the `lethe dev` running from this folder (its
     database and fs root, from ./.lethe/dev.json); else it exits 2 saying what to run. Returns the
     configuration and whether it attached."""
@@ -35,13 +40,13 @@ def _attach_to_dev(cfg):
     if dev is None:
         print(NO_DATABASE, file=sys.stderr)
         sys.exit(EXIT_CONFIG)
-    changes = {"database.url": dev["database_url"]}
+    changes: dict[str, object] = {"database.url": dev["database_url"]}
     if "LETHE_FILE_FS_ROOT" not in os.environ and dev.get("storage_driver") == "fs":
         changes["file.fs.root"] = dev["fs_root"]
     return cfg.replace(**changes), True
 
 
-def cmd_cleanup(args) -> int:
+def cmd_cleanup(args: argparse.Namespace) -> int:
     """Run one cleanup in the foreground and print what each step did (or, with --dry-run, would do); --json
     prints one object."""
 
@@ -74,7 +79,7 @@ def cmd_cleanup(args) -> int:
     return 1 if report.first_error else 0
 
 
-def _progress_bar(desc: str, unit: str, as_json: bool, total: int | None = None):
+def _progress_bar(desc: str, unit: str, as_json: bool, total: int | None = None) -> Any:
     """A progress bar on stderr when it is a terminal and the output is for people (tqdm), else None."""
     if as_json or not sys.stderr.isatty():
         return None
@@ -83,7 +88,7 @@ def _progress_bar(desc: str, unit: str, as_json: bool, total: int | None = None)
     return tqdm(total=total, desc=desc, unit=f" {unit}", file=sys.stderr, leave=False)
 
 
-def _one_shot_runtime(name: str, needs_store: bool = True, commits: bool = True):
+def _one_shot_runtime(name: str, needs_store: bool = True, commits: bool = True) -> Runtime:
     """The runtime of an operator command: configuration, database, logs on stderr (console on a terminal),
     the report on stdout. `commits`: whether the command may commit jobs (a read-only one says nothing of the
     broker)."""
@@ -107,6 +112,8 @@ def _one_shot_runtime(name: str, needs_store: bool = True, commits: bool = True)
     return runtime
 
 
+T = TypeVar("T")
+
 DEV_RELAYS = ("lethe: the jobs this command commits go through the running lethe dev (its relay sends them within "
               "about {seconds} s).")
 NO_BROKER = ("lethe: broker.url (LETHE_BROKER_URL) is not set: the jobs this command commits (purges, scans, "
@@ -114,7 +121,7 @@ NO_BROKER = ("lethe: broker.url (LETHE_BROKER_URL) is not set: the jobs this com
              "running lethe dev. Set broker.url to send them at once.")
 
 
-def uuid_arg(text: str):
+def uuid_arg(text: str) -> uuid.UUID:
     """argparse type: a UUID; the error names the argument, never echoes the value."""
 
     try:
@@ -123,7 +130,7 @@ def uuid_arg(text: str):
         raise argparse.ArgumentTypeError("must be a UUID") from None
 
 
-def _chosen(items, wanted: str | None, attribute: str, what: str):
+def _chosen(items: Iterable[T], wanted: str | None, attribute: str, what: str) -> list[T]:
     if wanted is None:
         return list(items)
     chosen = [item for item in items if getattr(item, attribute) == wanted]
@@ -133,7 +140,7 @@ def _chosen(items, wanted: str | None, attribute: str, what: str):
     return chosen
 
 
-def cmd_retention_run(args) -> int:
+def cmd_retention_run(args: argparse.Namespace) -> int:
     """Run retention policies now (their schedules aside; the cadence gate holds unless --force)."""
     runtime = _one_shot_runtime("retention", needs_store=False, commits=not args.dry_run)
     from app.lifecycle.retention import run_policy
@@ -171,7 +178,7 @@ def cmd_retention_run(args) -> int:
     return 1 if failed else 0
 
 
-def cmd_retention_restore(args) -> int:
+def cmd_retention_restore(args: argparse.Namespace) -> int:
     """Bring a retired file back (D16); its age starts again now."""
     from app.errors import Conflict, NotFound
 
@@ -193,7 +200,7 @@ def cmd_retention_restore(args) -> int:
     return 0
 
 
-def cmd_sweep_run(args) -> int:
+def cmd_sweep_run(args: argparse.Namespace) -> int:
     runtime = _one_shot_runtime("sweep", commits=False)  # a sweep deletes in place and commits no job
     from app.errors import StorageError
     from app.lifecycle.sweeps import run_sweep
@@ -233,7 +240,7 @@ def cmd_sweep_run(args) -> int:
     return 1 if failed else 0
 
 
-def cmd_audit(args) -> int:
+def cmd_audit(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from app.platform.config import parse_duration
@@ -277,7 +284,7 @@ def cmd_audit(args) -> int:
     return 0
 
 
-def cmd_receipt(args) -> int:
+def cmd_receipt(args: argparse.Namespace) -> int:
     """Print a purged file's receipt (D16), as `field: value` lines or one JSON object."""
 
     from app.errors import NotFound
@@ -312,18 +319,18 @@ def case_ref_arg(text: str) -> str:
     return text
 
 
-def _printable(row, leave_out: tuple[str, ...] = ()) -> dict:
+def _printable(row: Any, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
     """A row as JSON-ready fields: times as ISO 8601, ids as text, and no null (as the API answers, D6)."""
     return {name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if isinstance(value, uuid.UUID)
-                   else value) for name, value in row._asdict().items() if value is not None and name not in leave_out}
+                   else value) for name, value in dataclasses.asdict(row).items() if value is not None and name not in leave_out}
 
 
-def _print_hold(fields: dict) -> None:
+def _print_hold(fields: dict[str, Any]) -> None:
     for name, value in fields.items():
         print(f"{name + ':':<16} {value}")
 
 
-def cmd_hold(args) -> int:
+def cmd_hold(args: argparse.Namespace) -> int:
     """Legal holds (issue 27): place, list, release; `field: value` lines, a table, or JSON."""
     from app.errors import Invalid, NotFound
     from app.lifecycle import holds
@@ -373,7 +380,7 @@ def cmd_hold(args) -> int:
     return 0
 
 
-def cmd_webhooks(args) -> int:
+def cmd_webhooks(args: argparse.Namespace) -> int:
     """Webhook deliveries (issue 28): the latest (or the failed ones) as a table or JSON; send one again."""
     from app.lifecycle import webhooks
 
@@ -423,12 +430,12 @@ def limit_arg(text: str) -> int:
     return int(text)
 
 
-def delivery_arg(text: str):
+def delivery_arg(text: str) -> uuid.UUID:
     """argparse type: a delivery id, as a UUID or as its webhook-id (msg_<hex>)."""
     return uuid_arg(text[4:] if text.startswith("msg_") else text)
 
 
-def cmd_erase(args) -> int:
+def cmd_erase(args: argparse.Namespace) -> int:
     """Erase a subject (D16): start (or join) the erasure; with --wait, run its rounds here until it ends,
     with progress on a terminal."""
 
@@ -474,7 +481,7 @@ def cmd_erase(args) -> int:
     if args.json:
         print(json.dumps({name: str(value) if name in ("id", "subject_id") and value else
                           value.isoformat() if hasattr(value, "isoformat") else value
-                          for name, value in current._asdict().items()}))
+                          for name, value in dataclasses.asdict(current).items()}))
     else:
         print(f"erasure {current.id}: {current.state}" + (f" ({current.reason})" if current.reason else ""))
     return 0 if current.state == "complete" else 1

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import sys
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping, TextIO
 
 from app.platform import config
 from app.errors import ConfigError
 from app.platform.observability.logs import log_event
 
+if TYPE_CHECKING:
+    from app.platform.config.tree import Config
+
 EXIT_CONFIG = 2
 
 
-def setup_role_logging(role: str, cfg, fmt: str | None = None, stream=None) -> None:
+def setup_role_logging(role: str, cfg: Config, fmt: str | None = None, stream: TextIO | None = None) -> None:
     """Logs (json, or console) and Sentry for a role or a command."""
     from app.platform.observability.log_setup import setup_logging
     from app.platform.observability.sentry import setup_sentry
@@ -21,7 +24,7 @@ def setup_role_logging(role: str, cfg, fmt: str | None = None, stream=None) -> N
     setup_sentry(cfg.sentry.dsn, role)
 
 
-def print_config_errors(error: ConfigError, stream=None) -> None:
+def print_config_errors(error: ConfigError, stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
     print("lethe: bad configuration:", file=stream)
     for key, messages in sorted(error.errors.items()):
@@ -87,7 +90,7 @@ def autovacuum_off(url: str) -> list[str]:
         return []
 
 
-def warn_if_autovacuum_off(cfg, role: str) -> None:
+def warn_if_autovacuum_off(cfg: Config, role: str) -> None:
     """At a role's start: one warning when autovacuum is off for the server or a table of Lethe's (issue 20)."""
     import logging
 

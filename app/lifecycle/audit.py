@@ -15,18 +15,20 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
+from app.db.files import FileRow
+from app.db.pool import Database
 from app.domain.ends import Clearance, Scope
 from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
 from app.domain.objects import owner_of
 from app.domain.states import is_deliverable
 from app.lifecycle.waves import delete_in_waves
 from app.platform.observability.logs import log_event
-from app.storage.base import DeleteFailure, ListedObject, MultipartRef
+from app.storage.base import DeleteFailure, ListedObject, ListedUpload, MultipartRef
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
     from app.platform.runtime import Runtime
@@ -67,8 +69,8 @@ class AuditReport:
     uploads_held: Finding = field(default_factory=Finding)
     uploads_aborted: int = 0
 
-    def as_dict(self) -> dict:
-        def finding(f: Finding) -> dict:
+    def as_dict(self) -> dict[str, Any]:
+        def finding(f: Finding) -> dict[str, Any]:
             return {"count": f.count, "file_ids": f.file_ids, "file_ids_truncated": f.count > len(f.file_ids)}
 
         return {"started_at": self.started_at.isoformat(), "listed": self.listed,
@@ -85,7 +87,7 @@ def file_id_of(key: str) -> uuid.UUID | None:
     return owner_of(key)
 
 
-def _rows_in_id_order(db) -> Iterator:
+def _rows_in_id_order(db: Database) -> Iterator[FileRow]:
     after = uuid.UUID(int=0)
     while True:
         page = db.read(lambda conn: files_sql.rows_after(conn, after, ROWS_PAGE))
@@ -127,7 +129,7 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
             else:
                 yield file_id, objects
 
-    def row_says_original_missing(row, objects: list[ListedObject]) -> bool:
+    def row_says_original_missing(row: FileRow, objects: list[ListedObject]) -> bool:
         return (row.deleted_at is None and is_deliverable(row.upload_state, row.scan_status)
                 and row.last_change_at < report.started_at and row.object_key not in {o.key for o in objects})
 
@@ -168,7 +170,7 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
                 chunk = []
         yield from _uploads_chunk(chunk)
 
-    def _uploads_chunk(chunk):
+    def _uploads_chunk(chunk: list[tuple[uuid.UUID, list[ListedObject]]]) -> Iterator[tuple[uuid.UUID, list[str]]]:
         if not chunk:
             return
         found = {r.id: r for r in rt.db.read(lambda conn: files_sql.files_by_ids(conn, [i for i, _ in chunk]))}
@@ -235,7 +237,7 @@ def _multipart_uploads(rt: Runtime, report: AuditReport, delete: bool, cutoff: d
     is gone or no longer open: a lost abort, or a direct upload's part that landed after it (issue 26). With
     delete, those begun before the grace are aborted, after a re-check against the table."""
     for prefix in (FILES_PREFIX, UPLOADS_PREFIX):
-        chunk: list = []
+        chunk: list[ListedUpload] = []
         for listed in rt.maintenance.list_uploads(prefix):
             chunk.append(listed)
             if len(chunk) == ROWS_PAGE:
@@ -244,7 +246,8 @@ def _multipart_uploads(rt: Runtime, report: AuditReport, delete: bool, cutoff: d
         _multipart_chunk(rt, report, chunk, delete, cutoff)
 
 
-def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list, delete: bool, cutoff: datetime) -> None:
+def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list[ListedUpload], delete: bool,
+                     cutoff: datetime) -> None:
     if not chunk:
         return
     owners = [(listed, file_id_of(listed.key)) for listed in chunk]

@@ -12,6 +12,8 @@ from typing import Any, Callable, Sequence
 
 import psycopg
 
+from app.db.keyset import Candidate, Cursor
+from app.db.pool import Database
 from app.db.uow import UnitOfWork
 from app.domain.redaction import RedactionError
 from app.platform.observability.logs import log_event
@@ -46,7 +48,7 @@ class Outcome:
     failed: int = 0
 
 
-Page = Callable[[psycopg.Connection, Any, int], list]
+Page = Callable[[psycopg.Connection, Cursor, int], list[Candidate]]
 
 
 @dataclass(frozen=True)
@@ -60,11 +62,11 @@ class CandidateStep:
     act: Callable[[list[uuid.UUID]], Outcome]
 
 
-def run_candidates(db, step: CandidateStep, report: StepReport, batch_size: int, dry_run: bool) -> None:
+def run_candidates(db: Database, step: CandidateStep, report: StepReport, batch_size: int, dry_run: bool) -> None:
     """The one runner of candidate steps: each page in batches by (time, id) until a batch comes back
     smaller than the batch size; the dry run calls decide alone."""
     for page in step.pages:
-        cursor = None
+        cursor: Cursor = None
         while True:
             rows = db.read(lambda conn: page(conn, cursor, batch_size))
             if not rows:
@@ -85,7 +87,7 @@ def run_candidates(db, step: CandidateStep, report: StepReport, batch_size: int,
             cursor = (rows[-1].at, rows[-1].id)
 
 
-def isolated(db, name: str, work: Callable[[UnitOfWork, list[uuid.UUID]], int], event: str,
+def isolated(db: Database, name: str, work: Callable[[UnitOfWork, list[uuid.UUID]], int], event: str,
              **fields: Any) -> Callable[[list[uuid.UUID]], Outcome]:
     """act for a step that changes rows: the batch in one savepoint; if it fails, once per candidate, each in
     a savepoint of its own, so that one failing candidate never undoes the others. A failing candidate is

@@ -153,7 +153,7 @@ def delete_message(rt: Runtime, principal: Principal, message_id: str, author_id
     if not access.sees_message(principal, author):
         raise NotFound()  # the same 404 as an unknown id: nobody probes another's ids
 
-    def work(uow):
+    def work(uow: UnitOfWork) -> list[uuid.UUID]:
         message = messages_sql.lock_message(uow.conn, author, message_id)
         if message is None:
             raise NotFound()

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.domain.access import Principal
 from app.db import erasures as sql
+from app.db.erasures import ErasedFile, ErasureRow
+from app.db.receipts import ReceiptRow
+from app.db.uow import UnitOfWork
 from app.db import holds as holds_sql
 from app.db import keeps as keeps_sql
 from app.db import messages as messages_sql
@@ -49,7 +52,7 @@ def _manager(principal: Principal | None) -> None:
         raise Forbidden("manage")
 
 
-def request_erasure(rt: Runtime, principal: Principal | None, subject_id: uuid.UUID) -> Any:
+def request_erasure(rt: Runtime, principal: Principal | None, subject_id: uuid.UUID) -> ErasureRow:
     """Start erasing a subject (`manage`; principal None: an operator's command), or answer the erasure
     already running for them.
 
@@ -67,7 +70,7 @@ def request_erasure(rt: Runtime, principal: Principal | None, subject_id: uuid.U
         raise Invalid("subject_reserved", "This id is reserved for the installation (its logo); it is no person.")
     new_id = uuid.uuid4()
 
-    def work(uow):
+    def work(uow: UnitOfWork) -> ErasureRow:
         if holds_sql.subject_on_hold(uow.conn, subject_id):
             raise Conflict("subject_on_hold")  # GDPR 17(3)(e): kept for legal claims until the release
         row = sql.start(uow.conn, new_id, subject_id, rt.clock.now())
@@ -81,7 +84,7 @@ def request_erasure(rt: Runtime, principal: Principal | None, subject_id: uuid.U
     return row
 
 
-def erasure_of(rt: Runtime, principal: Principal | None, erasure_id: uuid.UUID) -> tuple[Any, list[Any]]:
+def erasure_of(rt: Runtime, principal: Principal | None, erasure_id: uuid.UUID) -> tuple[ErasureRow, list[ReceiptRow]]:
     """The erasure and the receipts of its files."""
     _manager(principal)
     row = rt.db.read(lambda conn: sql.erasure(conn, erasure_id))
@@ -111,6 +114,7 @@ def erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
         if row.state != "running" or not mine:
             return str(row.state)  # ended, or another runner is in a round of it now (D19)
         subject, batch = row.subject_id, rt.cfg.file.gc_batch_size
+        assert subject is not None  # a running erasure names its subject (a complete one forgets it)
         if rt.db.read(lambda conn: holds_sql.subject_on_hold(conn, subject)):
             # A hold placed while the erasure ran: stop before marking more. What went before it is gone, and
             # is confirmed and counted first: the counts are the proof, whatever interrupts the round.
@@ -127,7 +131,7 @@ def erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
 
 
 def _mark(rt: Runtime, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) -> None:
-    def slots(uow) -> None:
+    def slots(uow: UnitOfWork) -> None:
         for slot in slots_sql.clear_holder(uow.conn, subject):
             if slot.holder_id == subject:
                 slots_sql.delete_slot(uow.conn, slot.kind, slot.holder_id)  # the subject's own slot goes
@@ -138,7 +142,7 @@ def _mark(rt: Runtime, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) ->
     # Files an earlier, failed erasure of the subject purged without confirming: read their keys again.
     rt.db.unit_of_work(lambda uow: sql.adopt_unconfirmed(uow.conn, erasure_id, subject), name="erasure.adopt")
 
-    def messages(uow) -> int:
+    def messages(uow: UnitOfWork) -> int:
         found = sql.lock_messages_of(uow.conn, subject, batch)
         if not found:
             return 0
@@ -155,7 +159,7 @@ def _mark(rt: Runtime, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) ->
 
     after = uuid.UUID(int=0)
     while True:
-        def files(uow) -> list[Any]:
+        def files(uow: UnitOfWork) -> list[ErasedFile]:
             rows = sql.lock_files_of(uow.conn, subject, batch, after)
             if rows:
                 sql.record_files(uow.conn, erasure_id, rows)
@@ -171,7 +175,7 @@ def _mark(rt: Runtime, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) ->
             break
         after = rows[-1].id
 
-    def rest(uow) -> None:
+    def rest(uow: UnitOfWork) -> None:
         drafts = sql.delete_drafts_of(uow.conn, subject)
         sql.forget_files_in_drafts(uow.conn, erasure_id)  # the subject's file ids in other people's drafts
         sql.forget_events_of(uow.conn, subject, erasure_id)
@@ -237,7 +241,7 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
                           "deleting it again", file_id=str(row.file_id), keys=len(left))
                 rt.files.remove_keys(cleared, {row.file_id: left})
 
-        def record(uow) -> None:
+        def record(uow: UnitOfWork) -> None:
             confirmed = sql.set_confirmed(uow.conn, erasure_id, absent, rt.clock.now())  # each file once
             receipts_sql.set_confirmed_absent(uow.conn, confirmed)
             sql.add_counts(uow.conn, erasure_id, files_purged=len(confirmed),
@@ -250,16 +254,17 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
         after = rows[-1].file_id
 
 
-def _finish(rt: Runtime, row: Any, subject: uuid.UUID) -> str:
+def _finish(rt: Runtime, row: ErasureRow, subject: uuid.UUID) -> str:
     left = rt.db.read(lambda conn: sql.remaining(conn, subject, row.id))
     now = rt.clock.now()
-    if not any(left):
-        def complete(uow) -> None:
+    if not any(left.as_counts().values()):
+        def complete(uow: UnitOfWork) -> None:
             sql.finish(uow.conn, row.id, "complete", None, now)
             holds_sql.forget_subject(uow.conn, subject, now)  # released holds stop naming the person
             if not webhooks.wanted(rt.cfg, ERASURE_COMPLETED):
                 return
             done = sql.erasure(uow.conn, row.id)
+            assert done is not None  # this transaction just finished it
             # After the confirming read, with the completion (issue 28): counts and file ids, never the subject.
             webhooks.record_event(uow, rt.cfg, ERASURE_COMPLETED, {
                 "erasure_id": str(row.id), "files_marked": done.files_marked, "files_purged": done.files_purged,
@@ -274,8 +279,8 @@ def _finish(rt: Runtime, row: Any, subject: uuid.UUID) -> str:
         rt.db.unit_of_work(lambda uow: sql.finish(uow.conn, row.id, "failed", "not_done_within_delay", now),
                            name="erasure.finish")
         log_event(log, "warning", "erasure.failed", "erasure not complete within privacy.object_delete_delay",
-                  erasure_id=str(row.id), **left._asdict())
+                  erasure_id=str(row.id), **left.as_counts())
         return "failed"
     log_event(log, "info", "erasure.pending", "erasure round done; more to do", erasure_id=str(row.id),
-              **left._asdict())
+              **left.as_counts())
     return "running"

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from app.db import files as files_sql
 from app.db import holds as sql
 from app.db import keeps as keeps_sql
+from app.db.holds import HoldRow
+from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.access import Principal
 from app.domain.holds import valid_case_ref
@@ -55,12 +57,13 @@ def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_
         raise Invalid("hold_target")
     hold_id = uuid.uuid4()
 
-    def work(uow) -> Any:
+    def work(uow: UnitOfWork) -> HoldRow:
         if file_id is not None and files_sql.file_by_id(uow.conn, file_id) is None:
             raise NotFound()
         keeps_sql.lock_against_removals(uow.conn)  # the removals being cleared are counted, none begins meanwhile
         sql.insert(uow.conn, hold_id, subject_id, file_id, case_ref, rt.clock.now())
         row = sql.hold(uow.conn, hold_id)
+        assert row is not None  # inserted just above
         webhooks.record_event(uow, rt.cfg, HOLD_PLACED, _event_data(row), row.created_at)
         return row
 
@@ -115,7 +118,7 @@ def release_hold(rt: Runtime, principal: Principal | None, hold_id: uuid.UUID) -
     _manager(principal)
     batch = rt.cfg.file.gc_batch_size
 
-    def work(uow) -> tuple[Any, int]:
+    def work(uow: UnitOfWork) -> tuple[HoldRow, int]:
         row = sql.release(uow.conn, hold_id, rt.clock.now())
         if row is None:
             existing = sql.hold(uow.conn, hold_id)
@@ -131,7 +134,7 @@ def release_hold(rt: Runtime, principal: Principal | None, hold_id: uuid.UUID) -
                 break
             after = ids[-1]
         webhooks.record_event(uow, rt.cfg, HOLD_RELEASED, {**_event_data(row), "files_freed": freed},
-                              row.released_at)
+                              row.released_at or rt.clock.now())
         return row, freed
 
     row, freed = rt.db.unit_of_work(work, name="hold.release")

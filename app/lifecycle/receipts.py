@@ -6,6 +6,7 @@ import uuid
 
 from app.domain.access import Principal
 from app.db import receipts as sql
+from app.db.receipts import ReceiptRow
 from app.domain import access
 from app.errors import Forbidden, NotFound
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every servi
     from app.platform.runtime import Runtime
 
 
-def receipt_of(rt: Runtime, principal: Principal | None, file_id: uuid.UUID):
+def receipt_of(rt: Runtime, principal: Principal | None, file_id: uuid.UUID) -> ReceiptRow:
     """The receipt of a purged file (`manage`; principal None: an operator's command).
 
     Raises:

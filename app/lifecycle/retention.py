@@ -20,6 +20,7 @@ import psycopg
 
 from app.platform.observability import metrics
 from app.db import files as files_sql
+from app.db.files import FileRow
 from app.db import messages as messages_sql
 from app.db import retention as sql
 from app.db.cleanup import lock_skip_locked
@@ -33,7 +34,7 @@ from app.lifecycle.batches import CandidateStep, StepReport, isolated, run_candi
 from app.lifecycle.deletion import mark_deleted
 from app.platform.observability.logs import log_event
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
     from app.platform.runtime import Runtime
@@ -58,15 +59,11 @@ class PolicyReport:
         return next((s.acted for s in self.steps if s.name == step), 0)
 
 
-def _facts(row) -> RetentionFacts:
-    return RetentionFacts(purpose=row.purpose, upload_state=row.upload_state, deleted=row.deleted,
-                          retired_at=row.retired_at, last_change_at=row.last_change_at, attached=row.attached)
-
-
 def _steps(rt: Runtime, policy: Policy, now: datetime) -> list[CandidateStep]:
-    def decider(rule):
+    def decider(rule: Callable[[RetentionFacts, Policy, datetime], bool]
+                ) -> Callable[[psycopg.Connection, list[uuid.UUID]], list[uuid.UUID]]:
         def decide(conn: psycopg.Connection, ids: list[uuid.UUID]) -> list[uuid.UUID]:
-            return [row.id for row in sql.retention_facts(conn, ids) if rule(_facts(row), policy, now)]
+            return [row.id for row in sql.retention_facts(conn, ids) if row.id and rule(row, policy, now)]
 
         return decide
 
@@ -174,7 +171,7 @@ def policy_named(rt: Runtime, name: str) -> Policy:
     raise NotFound("no retention policy of that name")
 
 
-def restore_file(rt: Runtime, principal: Principal | None, file_id: uuid.UUID):
+def restore_file(rt: Runtime, principal: Principal | None, file_id: uuid.UUID) -> FileRow:
     """Bring a retired file back (`manage`; principal None: an operator's command); its age starts again now.
 
     Returns:
@@ -187,7 +184,7 @@ def restore_file(rt: Runtime, principal: Principal | None, file_id: uuid.UUID):
     if principal is not None and not access.may_restore(principal):
         raise Forbidden("manage")
 
-    def work(uow: UnitOfWork):
+    def work(uow: UnitOfWork) -> FileRow:
         row = files_sql.lock_file(uow.conn, file_id)
         if row is None:
             raise NotFound()
@@ -196,7 +193,9 @@ def restore_file(rt: Runtime, principal: Principal | None, file_id: uuid.UUID):
         if row.retired_at is None:
             raise Conflict("file_not_retired", "The file is not retired.")
         sql.restore(uow.conn, file_id, rt.clock.now())
-        return files_sql.file_by_id(uow.conn, file_id)
+        restored = files_sql.file_by_id(uow.conn, file_id)
+        assert restored is not None  # locked above
+        return restored
 
     row = rt.db.unit_of_work(work, name="retention.restore")
     log_event(log, "info", "retention.restored", "retired file restored", file_id=str(file_id))

@@ -34,6 +34,7 @@ from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+    from app.platform.config.tree import Config
     from app.platform.runtime import Runtime
 
 log = logging.getLogger("lethe.webhooks")
@@ -41,11 +42,11 @@ JOB_IDS = 500  # deliveries per job
 LEASE_MARGIN = timedelta(seconds=5)  # a lease outlives its attempt's webhooks.timeout by this much
 
 
-def _subscribed(cfg, event_type: str) -> list[str]:
+def _subscribed(cfg: Config, event_type: str) -> list[str]:
     return [endpoint.name for endpoint in cfg.webhooks.endpoints if event_type in endpoint.events]
 
 
-def wanted(cfg, event_type: str) -> bool:
+def wanted(cfg: Config, event_type: str) -> bool:
     """Whether any endpoint takes `event_type` (a caller skips building data nobody receives)."""
     return bool(_subscribed(cfg, event_type))
 
@@ -61,14 +62,14 @@ def _enqueue(uow: UnitOfWork, deliveries: Sequence[tuple[uuid.UUID, str]]) -> No
                         [str(delivery_id) for delivery_id in ids[start:start + JOB_IDS]])
 
 
-def record_event(uow: UnitOfWork, cfg, event_type: str, data: Mapping[str, Any], occurred_at: datetime) -> None:
+def record_event(uow: UnitOfWork, cfg: Config, event_type: str, data: Mapping[str, Any], occurred_at: datetime) -> None:
     """A message to every endpoint that takes `event_type`, sent after this unit of work commits."""
     endpoints = _subscribed(cfg, event_type)
     _enqueue(uow, sql.insert(uow.conn, [(name, event_type, dict(data), occurred_at) for name in endpoints],
                              uow.clock.now()))
 
 
-def record_file_purged(uow: UnitOfWork, cfg, file_ids: Sequence[uuid.UUID], now: datetime) -> None:
+def record_file_purged(uow: UnitOfWork, cfg: Config, file_ids: Sequence[uuid.UUID], now: datetime) -> None:
     """A `file.purged` message for each file whose row (and receipt) this unit of work removed (wrote)."""
     _enqueue(uow, sql.insert_file_purged(uow.conn, _subscribed(cfg, FILE_PURGED), file_ids, now))
 

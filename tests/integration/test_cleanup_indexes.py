@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+import psycopg
 import pytest
+from psycopg.rows import tuple_row
 
 from app.db import cleanup as sql
 
@@ -35,18 +37,29 @@ def big_table(db):
     return db
 
 
+class ExplainCursor(psycopg.Cursor):
+    """Sends each statement as EXPLAIN, and answers its rows as plain tuples (not the typed row asked for)."""
+
+    def __init__(self, connection, *, row_factory=None):
+        super().__init__(connection, row_factory=tuple_row)
+
+    def execute(self, query, params=None, **kwargs):
+        return super().execute("EXPLAIN (FORMAT JSON) " + query, params, **kwargs)
+
+
 def plan(db, query) -> str:
+    """The plan of the one statement `query` runs."""
     def explain(conn):
-        original = conn.execute
+        original_execute, original_factory = conn.execute, conn.cursor_factory
 
         def capture(statement, params=None, **kwargs):
-            return original("EXPLAIN (FORMAT JSON) " + statement, params, **kwargs)
+            return original_execute("EXPLAIN (FORMAT JSON) " + statement, params, **kwargs)
 
-        conn.execute = capture
+        conn.execute, conn.cursor_factory = capture, ExplainCursor
         try:
             rows = query(conn)
         finally:
-            conn.execute = original
+            conn.execute, conn.cursor_factory = original_execute, original_factory
         return json.dumps(rows[0][0])
 
     return db.read(explain)

@@ -4,7 +4,7 @@ app/domain/ages.py, and deleted through mark_deleted (D5)."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from typing import Callable
 
 from app.db import cleanup as sql
 from app.db.conn import Conn
@@ -15,24 +15,16 @@ from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.steps.base import Run
 
 
-def facts_of(row: Any) -> CleanupFacts:
-    """The facts the pure age rules read, from a row of db.cleanup.cleanup_facts."""
-    return CleanupFacts(purpose=row.purpose, upload_state=row.upload_state, scan_status=row.scan_status,
-                        created_at=row.created_at, deleted=row.deleted, attached=row.attached,
-                        scanned_at=row.scanned_at, session_state=row.session_state,
-                        completed_at=row.completed_at, expires_at=row.expires_at)
-
-
 def deleting(run: Run, letter: str, name: str, page: Page, rule: Callable[[CleanupFacts], bool],
              own_drafts_protect: bool, via: str) -> CandidateStep:
     """A step that marks deleted what `rule` says is past its age (and, with own_drafts_protect, what no draft
     of its own uploader names)."""
 
     def decide(conn: Conn, ids: list[uuid.UUID]) -> list[uuid.UUID]:
-        eligible = [row for row in sql.cleanup_facts(conn, ids) if rule(facts_of(row))]
-        protected = sql.protected_by_own_drafts(conn, [(row.id, row.uploaded_by) for row in eligible]) \
-            if own_drafts_protect else set()
-        return [row.id for row in eligible if row.id not in protected]
+        eligible = [row for row in sql.cleanup_facts(conn, ids) if rule(row) and row.id and row.uploaded_by]
+        protected = sql.protected_by_own_drafts(conn, [(row.id, row.uploaded_by) for row in eligible
+                                                       if row.id and row.uploaded_by]) if own_drafts_protect else set()
+        return [row.id for row in eligible if row.id and row.id not in protected]
 
     def act(uow: UnitOfWork, ids: list[uuid.UUID]) -> int:
         # Lock first (ascending id, skipping rows an attach or a delete holds), then re-check in fresh

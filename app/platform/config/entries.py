@@ -47,7 +47,8 @@ def _ordinal(index: int) -> str:
     return f"entry {index + 1}"
 
 
-def _read_entries(raw: Any, what: str) -> list[Mapping[str, Any]]:
+def _read_entries(raw: Any, what: str) -> list[Any]:
+    """The entries of a list setting as written: each one checked by its reader (an entry may be anything)."""
     import json
 
     if isinstance(raw, str):

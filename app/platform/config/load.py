@@ -111,7 +111,8 @@ def build(raw: Mapping[str, Any]) -> Config:
     try:
         loaded = _schema().load(values)
     except ValidationError as exc:
-        errors = {name: list(messages) for name, messages in exc.normalized_messages().items()}
+        messages_of = exc.normalized_messages()  # type: ignore[no-untyped-call]
+        errors = {name: list(messages) for name, messages in messages_of.items()}
         loaded = exc.valid_data or {}
     loaded = {name.replace("__", "."): value for name, value in loaded.items()}
     # Cross-checks run on the keys that parsed, so one run reports every problem at once.

@@ -6,7 +6,8 @@ from typing import Any
 
 import dramatiq
 import pika.exceptions
-from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker, dq_name, xq_name
+from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker
+from dramatiq.common import dq_name, xq_name
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import default_middleware
 
@@ -26,7 +27,7 @@ class LetheRabbitmqBroker(RabbitmqBroker):
         return {**arguments, "x-queue-type": self.queue_type}
 
     def _build_queue_arguments(self, queue_name: str) -> dict[str, Any]:
-        return self._typed(super()._build_queue_arguments(queue_name))
+        return self._typed(super()._build_queue_arguments(queue_name))  # type: ignore[no-untyped-call]
 
     def _declare_xq_queue(self, queue_name: str) -> Any:
         return self.channel.queue_declare(queue=xq_name(queue_name), durable=True,
@@ -67,7 +68,7 @@ def build_broker(url: str, queue_type: str = "classic") -> dramatiq.Broker:
     return broker
 
 
-def check_broker(broker: dramatiq.Broker) -> None:
+def check_broker(broker: object) -> None:
     """Raise when the broker cannot be reached (readiness).
 
     It opens and closes a channel of its own: a cheap round trip that proves the connection. It never
