@@ -301,6 +301,7 @@ def raw_store(request, tmp_path):
         assert_nothing_hidden(store)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups marked here
 def pytest_collection_modifyitems(config, items):
     """SeaweedFS variants run only in ON_SEAWEED modules, and a test marked one_store on fs alone: elsewhere
     they are deselected, not skipped."""
