@@ -31,7 +31,8 @@ from app.db import sessions as sessions_sql
 from app.db.files import FileRow
 from app.db.sessions import SessionRow
 from app.db.uow import UnitOfWork
-from app.domain import access, keys
+from app.domain import access
+from app.domain.objects import FileObjects
 from app.domain.tus import offset_of
 from app.domain.uploads import claim_held, expected_part_size
 from app.errors import (BadRequest, ChecksumMismatch, Conflict, Forbidden, Gone, LetheError, NotFound,
@@ -136,7 +137,7 @@ def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, b
     finally:
         patch.release()
     if complete:
-        uploads.remove_strays(rt, file_id, [keys.tail_key(file_id)])  # its bytes are in the last part now
+        uploads.remove_strays(rt, file_id, [FileObjects(file_id).tail_key])  # its bytes are in the last part now
         uploads.complete_upload(rt, principal, file_id)
     return status(rt, principal, file_id, reading=False)
 
@@ -267,7 +268,7 @@ class _Patch:
         if not self.tail_bytes:
             return b""
         try:
-            data = self.rt.store.get(keys.tail_key(self.file_id))
+            data = self.rt.store.get(FileObjects(self.file_id).tail_key)
         except NotFound:
             data = b""
         if len(data) < self.tail_bytes:
@@ -280,7 +281,7 @@ class _Patch:
     def _keep_tail(self, data: bytes) -> None:
         # Written before it is counted: a tail longer than tail_bytes is read only as far as counted, and when
         # the row counts none (a part was cut) any earlier tail is stale, so overwriting it is safe.
-        self.rt.store.put(keys.tail_key(self.file_id), data, len(data))
+        self.rt.store.put(FileObjects(self.file_id).tail_key, data, len(data))
         self._record([], len(data))
 
     def _record(self, parts: list[tuple[int, int, str]], tail_bytes: int) -> None:

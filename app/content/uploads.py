@@ -22,7 +22,7 @@ from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
 from app.db.files import FileRow
 from app.db.sessions import PartRow, SessionRow
-from app.domain import access, keys
+from app.domain import access
 from app.domain.ends import Clearance, Scope
 from app.domain.objects import FileObjects
 from app.domain.uploads import claim_held, expected_part_size, human_size, listed_parts_problem, part_count
@@ -147,7 +147,7 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
         raise TooLarge("too_large_to_scan", f"The file is larger than the scanner takes: at most "
                                             f"{human_size(rt.cfg.scan.max_size)} (scan.max_size).")
     file_id = uuid.uuid4()
-    object_key = keys.original_key(file_id, 1)
+    object_key = FileObjects(file_id).next_original
     part_size = rt.limits.part_size
     ref = rt.store.begin_upload(str(file_id), object_key, new.mime_type)
     now = rt.clock.now()

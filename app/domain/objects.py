@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from functools import cached_property
 
-from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX, VARIANTS, KeyError_, tail_key, variant_key
+from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX, VARIANTS, KeyError_, original_key, tail_key, variant_key
 
 _ORIGINAL = re.compile(r"^f/([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f-]{36})/orig-([1-9][0-9]{0,8})$")
 
@@ -67,6 +67,16 @@ class FileObjects:
     def variant(self, name: str) -> str:
         """The key of one variant."""
         return variant_key(self.file_id, name)
+
+    @property
+    def next_original(self) -> str:
+        """The key the next original is written to: `orig-1` for a new file, `orig-(r+1)` after `orig-r`."""
+        return original_key(self.file_id, self.revision + 1)
+
+    @property
+    def tail_key(self) -> str:
+        """The key of a tus upload's tail: the bytes received past its last whole part."""
+        return tail_key(self.file_id)
 
 
 def parse(key: str) -> tuple[uuid.UUID, str] | None:

@@ -128,12 +128,13 @@ def _clean_after_a_dead_dev(runtime: Runtime) -> None:
     completion claims of its uploads (the client's next PATCH would answer 409 until file.write_timeout), the
     partial writes in the fs driver's `.tmp`, and the directories its deletes left empty."""
     from app.db import sessions as sessions_sql
+    from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
     from app.platform.process import process_id
 
     freed = runtime.db.unit_of_work(lambda uow: sessions_sql.free_holds_not_of(uow.conn, process_id()),
                                     name="dev.free_holds")
     partial = runtime.maintenance.sweep_tmp(runtime.clock.now() + timedelta(seconds=1))
-    emptied = sum(runtime.maintenance.prune_dirs(prefix) for prefix in ("f/", "uploads/"))
+    emptied = sum(runtime.maintenance.prune_dirs(prefix) for prefix in (FILES_PREFIX, UPLOADS_PREFIX))
     if freed or partial or emptied:
         log_event(log, "info", "dev.cleaned", "what the last lethe dev left when it stopped is cleaned",
                   holds_freed=freed, partial_writes=partial, directories=emptied)
