@@ -26,7 +26,7 @@ from common import (ROOT, bench_broker_url, bench_database, free_port, machine, 
                     mark_all_deleted, reset_tables, seed)
 
 from app.platform import jobs  # noqa: E402
-from app.platform.jobs.outbox import message_for  # noqa: E402
+from app.db.publisher import message_for  # noqa: E402
 from app.storage.fs import FsStore  # noqa: E402
 from app.platform.jobs.broker import build_broker  # noqa: E402
 

@@ -28,7 +28,7 @@ from app.platform.observability.logs import log_event
 if TYPE_CHECKING:
     from app.db.pool import Database
     from app.platform.config.tree import Config
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.scheduler")
 

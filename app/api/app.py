@@ -20,7 +20,7 @@ from app.api.auth import Authenticator
 from app.errors import LetheError
 
 if TYPE_CHECKING:
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 API_PREFIX = "/api/v1/"
 SWAGGER_ASSETS = "/docs/assets/"

@@ -14,7 +14,7 @@ from app.domain.access import Principal
 from app.errors import Invalid
 
 if TYPE_CHECKING:
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 

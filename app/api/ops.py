@@ -16,7 +16,7 @@ from app.platform.jobs.broker import check_broker
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.api")
 blueprint = Blueprint("ops", __name__)

@@ -20,7 +20,7 @@ from app.errors import Conflict, Invalid
 
 if TYPE_CHECKING:
     from app.domain.access import Principal
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 MIN_URL_LIFETIME = timedelta(seconds=1)  # S3's presigned URLs live at least a second (and at most 7 days)
 

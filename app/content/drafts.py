@@ -13,7 +13,7 @@ from app.domain import access
 from app.errors import Forbidden, Invalid
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 
 def list_drafts(rt: Runtime, principal: Principal) -> list[DraftRow]:

@@ -17,7 +17,7 @@ from app.errors import Forbidden, Gone, NotFound
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.files")
 

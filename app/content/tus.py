@@ -42,7 +42,7 @@ from app.platform.process import process_id
 
 if TYPE_CHECKING:
     from app.domain.access import Principal
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.tus")
 CHUNK = 1024 * 1024

@@ -37,7 +37,7 @@ from app.platform.observability.logs import log_event
 from app.platform.process import process_id
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.uploads")
 # How a session's bytes travel, as the API and the metrics name it: through the api, straight to the store, or tus.

@@ -35,3 +35,18 @@ def is_blocked(upload_state: str, scan_status: str) -> bool:
     """Complete and infected or errored: final, never deliverable."""
     return upload_state == "complete" and scan_status in ("infected", "error")
 
+
+
+def awaits_scan(upload_state: str, scan_status: str, deleted: bool) -> bool:
+    """Complete, not deleted, scan still pending: the only state a scan outcome may be written in."""
+    return not deleted and upload_state == "complete" and scan_status == "pending"
+
+
+def checked_outcome(outcome: str, measured: tuple[int, str], size_bytes: int, expected_sha256: str | None) -> str:
+    """The outcome of a scan that measured the bytes it read (a direct upload's object, which no server of
+    Lethe's saw arrive): `failed` when their size or digest is not the declared one, whatever the scanner said;
+    else the scanner's outcome."""
+    size, digest = measured
+    if size != size_bytes or (expected_sha256 is not None and digest != expected_sha256):
+        return "failed"
+    return outcome

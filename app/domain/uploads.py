@@ -46,7 +46,7 @@ def listed_parts_problem(listed: list[tuple[int, int]], size_bytes: int, part_si
 
 @dataclass(frozen=True)
 class UploadLimits:
-    """The limits an upload works by, built once per process from the configuration (app.platform.runtime)."""
+    """The limits an upload works by, built once per process from the configuration (app.runtime)."""
 
     part_size: int
     max_size: int

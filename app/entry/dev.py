@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from app.platform.observability.logs import log_event
+from app.platform.config import with_changes
 
 if TYPE_CHECKING:
     from app.platform.config.tree import Config
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
     from types import FrameType
 
 log = logging.getLogger("lethe.dev")
@@ -186,7 +187,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         changes["auth.jwt_secret"] = _dev_secret(state)
     if port:
         changes["api.port"] = port
-    cfg = cfg.replace(**changes) if changes else cfg
+    cfg = with_changes(cfg, changes) if changes else cfg
 
     stop = threading.Event()
     worker = scheduler = server = runtime = leadership = dev_file = None

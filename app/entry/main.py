@@ -36,6 +36,7 @@ from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_
 from app.entry.support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
                              setup_role_logging, warn_if_autovacuum_off)
 from app.errors import ConfigError
+from app.platform.config import with_changes
 
 if TYPE_CHECKING:
     from app.platform.config.tree import Config
@@ -89,7 +90,7 @@ def _as_the_running_dev(cfg: Config) -> Config:
         with open(secret) as handle:
             changes["auth.jwt_secret"] = handle.read().strip()
     print("checking the configuration of the lethe dev running from this folder (./.lethe/dev.json)")
-    return cfg.replace(**changes)
+    return with_changes(cfg, changes)
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:

@@ -14,12 +14,13 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
+from app.platform.config import with_changes
 from app.entry.support import (EXIT_CONFIG, check_database_or_exit, inspect_store_or_exit, load_config_or_exit,
                              setup_role_logging)
 
 if TYPE_CHECKING:
     from app.platform.config.tree import Config
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 
 NO_DATABASE = ("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this command.\n"
@@ -43,7 +44,7 @@ def _attach_to_dev(cfg: Config) -> tuple[Config, bool]:
     changes: dict[str, object] = {"database.url": dev["database_url"]}
     if "LETHE_FILE_FS_ROOT" not in os.environ and dev.get("storage_driver") == "fs":
         changes["file.fs.root"] = dev["fs_root"]
-    return cfg.replace(**changes), True
+    return with_changes(cfg, changes), True
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:

@@ -9,8 +9,8 @@ from app.domain.uploads import UploadLimits
 from app.lifecycle import ends
 from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
-from app.platform.jobs.outbox import Outbox
-from app.platform.runtime import BrokerPort, Runtime
+from app.db.publisher import Outbox
+from app.runtime import BrokerPort, Runtime
 from app.storage.base import ObjectStore
 from app.storage.fs import FsStore
 from app.storage.guard import GuardedStore

@@ -31,7 +31,7 @@ from app.platform.observability.logs import log_event
 from app.storage.base import DeleteFailure, ListedObject, ListedUpload, MultipartRef
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.audit")
 ROWS_PAGE = 1000

@@ -32,7 +32,7 @@ from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.cleanup")
 __all__ = ["CleanupPolicy", "CleanupReport", "run_cleanup"]

@@ -26,7 +26,7 @@ from app.platform.jobs import PURGE_ACTOR, PURGE_QUEUE
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.deletion")
 

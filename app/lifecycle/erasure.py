@@ -42,7 +42,7 @@ from app.domain.webhooks import ERASURE_COMPLETED
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.erasure")
 

@@ -29,7 +29,7 @@ from app.platform.jobs import enqueue_purge
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.holds")
 

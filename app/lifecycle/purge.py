@@ -38,7 +38,7 @@ from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:
     from app.platform.config import Config
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.purge")
 # Files cleared and removed at once: a legal hold placed while a purge runs loses at most the files of the

@@ -13,7 +13,7 @@ from app.errors import Forbidden, NotFound
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 
 def receipt_of(rt: Runtime, principal: Principal | None, file_id: uuid.UUID) -> ReceiptRow:

@@ -23,7 +23,7 @@ from app.lifecycle.waves import delete_in_waves
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.sweep")
 

@@ -35,7 +35,7 @@ from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
     from app.platform.config.tree import Config
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 log = logging.getLogger("lethe.webhooks")
 JOB_IDS = 500  # deliveries per job

@@ -257,7 +257,7 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
     import sys
     from datetime import datetime, timezone
 
-    from app.platform.jobs.outbox import Outbox
+    from app.db.publisher import Outbox
     from tests.support.fakes import RecordingBroker
 
     # Given an export past its policy, and an operator shell that names the database but no broker

@@ -15,7 +15,7 @@ import dramatiq
 import pytest
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
-from app.platform.jobs.outbox import Outbox
+from app.db.publisher import Outbox
 from tests.support.fakes import RecordingBroker
 
 pytestmark = pytest.mark.broker

@@ -25,7 +25,7 @@ from app.lifecycle import webhooks as webhooks_module
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.erasure import erase_round
 from app.lifecycle.purge import purge_files
-from app.platform.jobs.outbox import Outbox
+from app.db.publisher import Outbox
 from tests.support.helpers import rows
 from tests.support.lethe import ALEX, OWNER, sha256
 from tests.support.webhook_receiver import Receiver

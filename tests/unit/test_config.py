@@ -148,9 +148,9 @@ def test_every_error_is_reported_at_once():
 
 def test_replace_revalidates():
     cfg = config.load({})
-    assert cfg.replace(**{"file.gc_batch_size": 2}).file.gc_batch_size == 2
+    assert config.with_changes(cfg, {"file.gc_batch_size": 2}).file.gc_batch_size == 2
     with pytest.raises(ConfigError):
-        cfg.replace(**{"file.gc_batch_size": 0})
+        config.with_changes(cfg, {"file.gc_batch_size": 0})
 
 
 def run_lethe(*args, env):

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def imports_of(folder: str) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
-    for path in (ROOT / folder).rglob("*.py"):
+    paths = [ROOT / folder] if folder.endswith(".py") else (ROOT / folder).rglob("*.py")
+    for path in paths:
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -33,15 +34,17 @@ FRAMEWORKS = ("flask", "werkzeug", "psycopg", "apscheduler", "dramatiq", "marshm
               "prometheus_client", "sentry_sdk", "yoyo", "gunicorn")
 ENTRY_POINTS = ("app.api", "app.entry", "workers", "scheduler")
 
-# D2's arrows (issue 22): entry, api, workers, scheduler -> content, lifecycle -> domain, storage, db -> platform.
-# Each rule names what a wing may not import; the test fails on any import that breaks one.
+# The arrows of the layout: entry, api, workers, scheduler -> content, lifecycle -> runtime -> domain, storage,
+# db -> platform. Each rule names what a wing may not import; the test fails on any import that breaks one.
 RULES = {
     "app/domain": ("app.", "workers", "scheduler", *FRAMEWORKS),  # pure: only itself (checked below) and stdlib
-    "app/storage": ("app.platform", "app.db", "app.content", "app.lifecycle", *ENTRY_POINTS),
-    "app/db": ("app.storage", "app.content", "app.lifecycle", *ENTRY_POINTS),
+    "app/storage": ("app.platform", "app.db", "app.runtime", "app.content", "app.lifecycle", *ENTRY_POINTS),
+    "app/db": ("app.storage", "app.runtime", "app.content", "app.lifecycle", *ENTRY_POINTS),
+    "app/runtime.py": ("app.content", "app.lifecycle", *ENTRY_POINTS),
     "app/content": ("app.lifecycle", *ENTRY_POINTS),  # a slot releases through a function handed in
     "app/lifecycle": ("app.content", *ENTRY_POINTS),
-    "app/platform": ("app.content", "app.lifecycle", *ENTRY_POINTS),
+    # the bottom layer: nothing above it, not even for a type (the collaborators' type is app/runtime.py)
+    "app/platform": ("app.db", "app.storage", "app.runtime", "app.content", "app.lifecycle", *ENTRY_POINTS),
     "app/api": ("app.entry", "workers", "scheduler"),
 }
 
@@ -64,8 +67,8 @@ def test_no_flask_outside_the_api():
 def test_app_root_holds_only_the_wings_and_errors():
     """STYLE.md "When app/ grows": a path says what lives there."""
     root = {path.name for path in (ROOT / "app").iterdir() if not path.name.startswith((".", "__pycache__"))}
-    assert root == {"__init__.py", "errors.py", "api", "content", "lifecycle", "domain", "db", "storage", "platform",
-                    "entry"}
+    assert root == {"__init__.py", "errors.py", "runtime.py", "api", "content", "lifecycle", "domain", "db", "storage",
+                    "platform", "entry"}
 
 
 def test_no_service_branches_on_the_storage_driver():
@@ -77,3 +80,67 @@ def test_no_service_branches_on_the_storage_driver():
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if re.search(r"store\.driver\s*[!=]=", line)]
     assert found == []
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Every module of app/, workers/ and scheduler/ and the modules of those it imports (at the top or inside a
+    function: an import where it is used is still an arrow)."""
+    modules = {}
+    for folder in ("app", "workers", "scheduler"):
+        for path in (ROOT / folder).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            modules[name.removesuffix(".__init__")] = path
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets.update({node.module, *(f"{node.module}.{alias.name}" for alias in node.names)})
+            elif isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+        graph[name] = {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other through their imports (Tarjan's strongly connected
+    components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in sorted(graph[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_two_modules_import_each_other():
+    """Not directly, not through others, not inside a function: a cycle (platform and db, or the configuration's
+    loader and its tree) makes every module of it part of each of the others."""
+    assert cycles(module_imports()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []

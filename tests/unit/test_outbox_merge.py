@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.db.uow import Job
-from app.platform.jobs.outbox import MERGE_LIMIT, merge_jobs
+from app.db.publisher import MERGE_LIMIT, merge_jobs
 
 
 def purge(outbox_id, *ids):

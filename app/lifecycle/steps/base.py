@@ -14,7 +14,7 @@ from app.lifecycle.batches import CandidateStep, Outcome, StepReport, isolated
 
 if TYPE_CHECKING:
     from app.platform.config import Config
-    from app.platform.runtime import Runtime
+    from app.runtime import Runtime
 
 
 @dataclass(frozen=True)

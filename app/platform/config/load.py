@@ -126,6 +126,13 @@ def build(raw: Mapping[str, Any]) -> Config:
     return config
 
 
+def with_changes(cfg: Config, changes: Mapping[str, Any]) -> Config:
+    """A copy of `cfg` with some keys changed (`with_changes(cfg, {"file.gc_batch_size": 2})`), re-validated."""
+    raw = {key.name: cfg.get(key.name) for key in KEYS}
+    raw.update(changes)
+    return build(raw)
+
+
 def load(environ: Mapping[str, str] | None = None) -> Config:
     """Load the configuration from defaults, the `LETHE_CONFIG` file and the environment.
 

@@ -353,13 +353,6 @@ class Config:
             node = getattr(node, part)
         return node
 
-    def replace(self, **changes: Any) -> "Config":
-        """A copy with some keys changed (`replace(**{"file.gc_batch_size": 2})`), re-validated."""
-        raw = {key.name: self.get(key.name) for key in KEYS}
-        raw.update(changes)
-        from app.platform.config.load import build  # the loader builds this tree: imported when used
-
-        return build(raw)
 
 
 KEYS: tuple[Key, ...] = tuple(_keys_of(Config))

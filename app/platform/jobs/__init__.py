@@ -3,10 +3,15 @@ the names to functions. Arguments carry ids only."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Protocol
 from uuid import UUID
 
-from app.db.uow import UnitOfWork
+
+class JobSink(Protocol):
+    """Where a job is committed: a unit of work writes it to the outbox in its transaction."""
+
+    def enqueue(self, queue_name: str, actor_name: str, *args: Any) -> Any:
+        """Commit a job with the transaction's change."""
 
 PURGE_QUEUE, PURGE_ACTOR = "maintenance", "purge_objects"
 SCAN_QUEUE, SCAN_ACTOR = "scan", "scan_file"
@@ -18,7 +23,7 @@ ERASE_QUEUE, ERASE_ACTOR = "maintenance", "erase_subject"
 WEBHOOK_QUEUE, WEBHOOK_ACTOR = "webhooks", "deliver_webhooks"
 
 
-def enqueue_purge(uow: UnitOfWork, *file_ids: UUID | Iterable[UUID]) -> None:
+def enqueue_purge(uow: JobSink, *file_ids: UUID | Iterable[UUID]) -> None:
     """Commit one purge job for these files with the unit of work (one message carries many ids)."""
     ids: list[str] = []
     for item in file_ids:
@@ -30,5 +35,5 @@ def enqueue_purge(uow: UnitOfWork, *file_ids: UUID | Iterable[UUID]) -> None:
         uow.enqueue(PURGE_QUEUE, PURGE_ACTOR, ids)
 
 
-def enqueue_scan(uow: UnitOfWork, file_id: UUID) -> None:
+def enqueue_scan(uow: JobSink, file_id: UUID) -> None:
     uow.enqueue(SCAN_QUEUE, SCAN_ACTOR, str(file_id))

@@ -38,6 +38,8 @@ _NAMESPACE = uuid.UUID("6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11")
 
 
 def message_for(outbox_id: int, queue_name: str, actor_name: str, args: Sequence[Any]) -> dramatiq.Message[Any]:
+    """The dramatiq message of an outbox row; its id derives from the row's, so a job published twice (a relay
+    after a crash between publish and delete) carries one id."""
     return dramatiq.Message(
         queue_name=queue_name,
         actor_name=actor_name,
@@ -237,4 +239,5 @@ class Outbox:
                 return len(done)
 
     def depth(self) -> int:
+        """Jobs committed and not yet published (the lethe_outbox_depth gauge)."""
         return self.db.read(sql.outbox_depth)

@@ -1,6 +1,9 @@
 """The collaborators of one process, built once from the configuration (app/entry/wiring.py) and passed to
 services.
 
+It stands between the wings: above `db`, `storage` and `platform`, whose parts it holds, and below `content`
+and `lifecycle`, which take it. None of the wings it holds imports it.
+
 Each member is typed by its port: the store by `ObjectStore` (the K1 guard implements it), the broker by
 `BrokerPort` (what the outbox needs of dramatiq's broker), the clock by `Clock`. Services take what they
 need from here as arguments; they never look anything up themselves (STYLE.md).
@@ -11,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from app.db.pool import Database
+from app.db.publisher import Outbox
+from app.domain.uploads import UploadLimits
 from app.platform.clock import Clock
 from app.platform.config import Config
-from app.db.pool import Database
-from app.domain.uploads import UploadLimits
-from app.platform.jobs.outbox import Outbox
 from app.storage.base import ObjectStore, StoreMaintenance
 from app.storage.files import FileStore
 
