@@ -11,16 +11,25 @@ need from here as arguments; they never look anything up themselves (STYLE.md).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from datetime import datetime
+from typing import Any, Callable, Protocol, Sequence, cast
 
 from app.db.pool import Database
 from app.db.publisher import Outbox
+from app.db.uow import UnitOfWork
 from app.domain.uploads import UploadLimits
 from app.platform.clock import Clock
 from app.platform.config import Config
 from app.storage.base import ObjectStore, StoreMaintenance
 from app.storage.files import FileStore
+
+
+# The one deletion of files (lifecycle.deletion.mark_deleted), wired in by the composition root: a slot deletes
+# the file it no longer keeps through it, and `content` never imports `lifecycle`. (uow, file ids, now, via) ->
+# the ids marked.
+DeleteFiles = Callable[[UnitOfWork, Sequence[uuid.UUID], datetime, str], list[uuid.UUID]]
 
 
 class BrokerPort(Protocol):
@@ -44,6 +53,7 @@ class Runtime:
     outbox: Outbox
     role: str
     limits: UploadLimits
+    delete_files: DeleteFiles
 
     @property
     def maintenance(self) -> StoreMaintenance:

@@ -1,5 +1,5 @@
-"""Slots (D16): a principal's avatar and the branding logo. Setting a different file releases the previous
-one (it is deleted, then purged); clearing releases the current one."""
+"""Slots (D16): a principal's avatar and the branding logo. Setting a different file deletes the previous one
+(then it is purged); clearing deletes the current one."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from flask_smorest import Blueprint
 from app.api.common import caller, problems, runtime
 from app.api.schemas import SlotPutSchema, SlotSchema
 from app.content import slots
-from app.lifecycle.deletion import mark_deleted  # a slot releases through D5's one function
 
 blp = Blueprint("slots", __name__, url_prefix="/api/v1", description="Avatar and logo slots")
 
@@ -34,16 +33,16 @@ class Avatar(MethodView):
     def put(self, body: dict[str, Any], principal_id: uuid.UUID) -> Any:
         """Set the avatar: the principal itself (files:write) or `manage`. The file must be the principal's
         own, purpose `avatar`, complete and deliverable, else 409 `file_not_available`, `wrong_purpose` or
-        `file_not_deliverable`. The file it replaces is released (deleted, then purged); the same file again
-        releases nothing."""
-        return {"file_id": slots.set_slot(runtime(), caller(), "avatar", principal_id, body["file_id"], mark_deleted)}
+        `file_not_deliverable`. The file it replaces is deleted (then purged); the same file again deletes
+        nothing."""
+        return {"file_id": slots.set_slot(runtime(), caller(), "avatar", principal_id, body["file_id"])}
 
     @blp.doc(operationId="deleteAvatar")
     @blp.response(204)
     @problems(blp, 403)
     def delete(self, principal_id: uuid.UUID) -> Any:
-        """Clear the avatar slot and release its file."""
-        slots.clear_slot(runtime(), caller(), "avatar", principal_id, mark_deleted)
+        """Clear the avatar slot and delete its file."""
+        slots.clear_slot(runtime(), caller(), "avatar", principal_id)
 
 
 @blp.route("/branding/logo")
@@ -61,12 +60,12 @@ class Logo(MethodView):
     @problems(blp, 403, 409, 422)
     def put(self, body: dict[str, Any]) -> Any:
         """Set the logo (`manage` only): a `branding` file of the caller's, complete and deliverable. The file
-        it replaces is released."""
-        return {"file_id": slots.set_slot(runtime(), caller(), "logo", None, body["file_id"], mark_deleted)}
+        it replaces is deleted."""
+        return {"file_id": slots.set_slot(runtime(), caller(), "logo", None, body["file_id"])}
 
     @blp.doc(operationId="deleteLogo")
     @blp.response(204)
     @problems(blp, 403)
     def delete(self) -> Any:
-        """Clear the logo slot and release its file (`manage` only)."""
-        slots.clear_slot(runtime(), caller(), "logo", None, mark_deleted)
+        """Clear the logo slot and delete its file (`manage` only)."""
+        slots.clear_slot(runtime(), caller(), "logo", None)

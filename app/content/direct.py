@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Iterable
 
 from app.content import uploads
-from app.content.uploads import NewUpload, UploadView, _check_not_claimed, _check_open, _ref, _require_write, _visible_upload
+from app.content.uploads import NewUpload, UploadView, _check_not_completing, _check_open, _ref, _require_write, _visible_upload
 from app.db.files import FileRow
 from app.db.sessions import SessionRow
 from app.errors import Conflict, Invalid
@@ -69,7 +69,7 @@ def fresh_url(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number
         raise Conflict("not_a_direct_upload", "This upload's parts go through the API (PUT .../parts/{n}).")
     now = rt.clock.now()
     _check_open(session, now)
-    _check_not_claimed(rt, session, now)
+    _check_not_completing(rt, session, now)
     if not 1 <= part_number <= session.part_count:
         raise Invalid("part_number_out_of_range")
     (url,) = part_urls(rt, file_row, session, [part_number])

@@ -1,16 +1,15 @@
-# A slot releases what it replaces (D16, seed 002 "a sweep runs only on a real replacement"): setting a
-# different file, or clearing the slot, marks the file that leaves through mark_deleted in the same
-# transaction; setting the same file again releases nothing. Lock order (D10): the slot row, then the files
-# rows ascending, then what mark_deleted locks; two concurrent replaces serialize on the slot row, so every
-# file that leaves is released exactly once and the file that ends in the slot never is.
+# A slot deletes the file it no longer keeps (D16; a deletion only on a real replacement): setting a different
+# file, or clearing the slot, marks the file that leaves deleted (Runtime.delete_files, the one deletion) in the
+# same transaction; setting the same file again deletes nothing. Lock order (D10): the slot row, then the files
+# rows ascending, then what the deletion locks; two concurrent replaces serialize on the slot row, so every file
+# that leaves is deleted exactly once and the file that ends in the slot never is.
 """Avatar and logo slots: set, clear, read."""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from app.domain.access import Principal
 from app.db import files as files_sql
@@ -27,11 +26,6 @@ if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every servi
 log = logging.getLogger("lethe.slots")
 
 
-# How a slot releases the file that leaves it: D5's one deletion function (lifecycle.deletion.mark_deleted),
-# handed in by the caller, so that content never imports lifecycle (D2): (uow, file ids, now, via) -> marked.
-Release = Callable[[UnitOfWork, Sequence[uuid.UUID], datetime, str], list[uuid.UUID]]
-
-
 def _holder(principal: Principal, kind: str, holder_id: uuid.UUID | None, write: bool) -> uuid.UUID:
     """Who holds the slot, after the access rules: an avatar is its principal's (or `manage`'s), the logo
     `manage`'s only."""
@@ -43,9 +37,9 @@ def _holder(principal: Principal, kind: str, holder_id: uuid.UUID | None, write:
     return holder_id
 
 
-def set_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID | None, file_id: uuid.UUID,
-             release: Release) -> uuid.UUID:
-    """Put a file into a slot and release the file it replaces (through `release`, in the same transaction).
+def set_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID | None, file_id: uuid.UUID
+             ) -> uuid.UUID:
+    """Put a file into a slot and delete the file it replaces, in the same transaction.
 
     Returns:
         The file now in the slot.
@@ -67,10 +61,10 @@ def set_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID 
         if reason is not None:
             raise Conflict(reason)
         if previous == file_id:
-            return None  # the same file again: nothing leaves, nothing is released
+            return None  # the same file again: nothing leaves, nothing is deleted
         sql.set_file(uow.conn, kind, holder, file_id, now)
         if previous is not None:
-            release(uow, [previous], now, "slot")
+            rt.delete_files(uow, [previous], now, "slot")
         return previous
 
     released = rt.db.unit_of_work(work, name="slot.set")
@@ -79,8 +73,8 @@ def set_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID 
     return file_id
 
 
-def clear_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID | None, release: Release) -> None:
-    """Empty a slot and release its file through `release` (nothing when it is empty)."""
+def clear_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID | None) -> None:
+    """Empty a slot and delete the file it kept (nothing when it is empty)."""
     holder = _holder(principal, kind, holder_id, write=True)
 
     def work(uow: UnitOfWork) -> uuid.UUID | None:
@@ -90,7 +84,7 @@ def clear_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUI
             return None
         files_sql.lock_files(uow.conn, [previous])
         sql.set_file(uow.conn, kind, holder, None, now)
-        release(uow, [previous], now, "slot")
+        rt.delete_files(uow, [previous], now, "slot")
         return previous
 
     released = rt.db.unit_of_work(work, name="slot.clear")

@@ -1,5 +1,5 @@
 # A tus PATCH writes objects before the rows that count them and never inside a transaction (D4 K1), as the
-# native parts do: it holds its session in a short transaction (writing_since), writes whole parts and the
+# native parts do: it takes its session's write lease in a short transaction (writing_since), writes whole parts and the
 # tail to the store, and records each under the row lock after re-checking that the session is still open and
 # still its own. When a record finds the session ended, what it left is removed as the one rule for bytes allows
 # (the purge job of the ending names the same keys: the parts and uploads/<id>/tail); a legal hold keeps all.
@@ -34,7 +34,7 @@ from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.objects import FileObjects
 from app.domain.tus import offset_of
-from app.domain.uploads import claim_held, expected_part_size
+from app.domain.uploads import lease_in_force, expected_part_size
 from app.errors import (BadRequest, ChecksumMismatch, Conflict, Forbidden, Gone, LetheError, NotFound,
                         StorageError, TooLarge)
 from app.platform.observability.logs import log_event
@@ -60,7 +60,7 @@ class TusUpload:
     metadata: dict[str, str]
 
 
-Claimed = tuple[FileRow, SessionRow, list[int], datetime]  # a PATCH's hold: the rows, the parts before it, when
+Leased = tuple[FileRow, SessionRow, list[int], datetime]  # a PATCH's lease: the rows, the parts before it, when
 
 
 def _view(row: FileRow, session: SessionRow, sizes: list[int]) -> TusUpload:
@@ -127,39 +127,39 @@ def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, b
         size or digest check: the file is now failed), StorageError.
     """
     _require_write(principal)
-    claimed = _claim_waiting(rt, principal, file_id, offset, content_length)
-    if isinstance(claimed, TusUpload):
-        return claimed  # complete already: a PATCH of no byte at its length is answered as done
-    row, session, sizes, claimed_at = claimed
-    patch = _Patch(rt, principal, row, session, sizes, claimed_at)
+    leased = _lease_waiting(rt, principal, file_id, offset, content_length)
+    if isinstance(leased, TusUpload):
+        return leased  # complete already: a PATCH of no byte at its length is answered as done
+    row, session, sizes, leased_at = leased
+    patch = _Patch(rt, principal, row, session, sizes, leased_at)
     try:
         complete = patch.run(body, content_length, checksum)
     finally:
-        patch.release()
+        patch.end_lease()
     if complete:
         uploads.remove_strays(rt, file_id, [FileObjects(file_id).tail_key])  # its bytes are in the last part now
         uploads.complete_upload(rt, principal, file_id)
     return status(rt, principal, file_id, reading=False)
 
 
-def _claim_waiting(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None
-                   ) -> TusUpload | Claimed:
-    """Hold the session for this PATCH. While another PATCH holds it, wait up to file.write_wait for it to give
-    the hold back (a client that paused, or lost its connection, sends again at once while the server still
+def _lease_waiting(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None
+                   ) -> TusUpload | Leased:
+    """Take the session's write lease for this PATCH. While another PATCH has it, wait up to file.write_wait for
+    it to end the lease (a client that paused, or lost its connection, sends again at once while the server still
     finishes the part the old request was writing), then answer 409 upload_busy."""
     deadline = time.monotonic() + rt.cfg.file.write_wait.total_seconds()
     while True:
         try:
-            return rt.db.unit_of_work(lambda uow: _claim(rt, uow, principal, file_id, offset, content_length),
-                                      name="tus.claim")
+            return rt.db.unit_of_work(lambda uow: _take_lease(rt, uow, principal, file_id, offset, content_length),
+                                      name="tus.lease")
         except Conflict as exc:
             if exc.reason != "upload_busy" or time.monotonic() >= deadline:
                 raise
-        time.sleep(0.05)  # a bounded wait for a hold held by a request of this service
+        time.sleep(0.05)  # a bounded wait for a lease a request of this service has
 
 
-def _claim(rt: Runtime, uow: UnitOfWork, principal: Principal, file_id: uuid.UUID, offset: int,
-           content_length: int | None) -> TusUpload | Claimed:
+def _take_lease(rt: Runtime, uow: UnitOfWork, principal: Principal, file_id: uuid.UUID, offset: int,
+           content_length: int | None) -> TusUpload | Leased:
     row, session = _visible_upload(uow.conn, principal, file_id, lock=True)
     now = rt.clock.now()
     _check_tus_alive(session, now)
@@ -169,30 +169,30 @@ def _claim(rt: Runtime, uow: UnitOfWork, principal: Principal, file_id: uuid.UUI
         if content_length:
             raise TooLarge("past_upload_length")
         return _view(row, session, [])
-    uploads._check_not_claimed(rt, session, now)
-    if claim_held(session.writing_since, now, rt.cfg.file.write_timeout):
+    uploads._check_not_completing(rt, session, now)
+    if lease_in_force(session.writing_since, now, rt.cfg.file.write_timeout):
         raise Conflict("upload_busy", "Another PATCH is writing this upload; ask its offset with HEAD and retry.")
     sizes = [part.size_bytes for part in sessions_sql.parts_of(uow.conn, file_id)]
     if offset != offset_of(row.size_bytes, session.part_count, sizes, session.tail_bytes, False):
         raise Conflict("offset_mismatch", "Upload-Offset is not the upload's offset; ask it with HEAD.")
     if content_length is not None and offset + content_length > row.size_bytes:
         raise TooLarge("past_upload_length")
-    sessions_sql.claim_write(uow.conn, file_id, now, process_id())
+    sessions_sql.take_write_lease(uow.conn, file_id, now, process_id())
     return row, session, sizes[:session.part_count - 1] if len(sizes) >= session.part_count else sizes, now
 
 
 class _Patch:
-    """One PATCH's writing: the tail and the body, cut into whole parts, under its hold of the session."""
+    """One PATCH's writing: the tail and the body, cut into whole parts, under its write lease of the session."""
 
     def __init__(self, rt: Runtime, principal: Principal, row: FileRow, session: SessionRow, sizes: list[int],
-                 claimed_at: datetime):
+                 leased_at: datetime):
         self.rt, self.principal, self.file_id = rt, principal, row.id
         self.row, self.session = row, session
         self.ref = _ref(row, session)
         self.length, self.part_size, self.count = row.size_bytes, session.part_size, session.part_count
         self.next = len(sizes) + 1
         self.tail_bytes = session.tail_bytes
-        self.claimed_at = claimed_at
+        self.leased_at = leased_at
         self.offset = sum(sizes) + self.tail_bytes
         self.written: list[int] = []  # part numbers this PATCH wrote (removed again if the session ended)
         self.beat_every = rt.cfg.file.write_timeout.total_seconds() / 4
@@ -292,26 +292,26 @@ class _Patch:
                 _, locked = _visible_upload(uow.conn, self.principal, self.file_id, lock=True)
             except NotFound:
                 return False
-            if (locked.state != "open" or now >= locked.expires_at or locked.writing_since != self.claimed_at):
+            if (locked.state != "open" or now >= locked.expires_at or locked.writing_since != self.leased_at):
                 return False
             for number, size, etag in parts:
                 sessions_sql.upsert_part(uow.conn, self.file_id, number, size, etag, now)
             sessions_sql.set_tail(uow.conn, self.file_id, tail_bytes)
-            sessions_sql.refresh_write(uow.conn, self.file_id, self.claimed_at, now)
+            sessions_sql.renew_write_lease(uow.conn, self.file_id, self.leased_at, now)
             return True
 
         if not self.rt.db.unit_of_work(record, name="tus.record"):
             self._ended()
-        self.claimed_at, self.last_beat = now, time.monotonic()
+        self.leased_at, self.last_beat = now, time.monotonic()
 
     def _beat_if_due(self) -> None:
         if time.monotonic() - self.last_beat < self.beat_every:
             return
         now = self.rt.clock.now()
         if not self.rt.db.unit_of_work(
-                lambda uow: sessions_sql.refresh_write(uow.conn, self.file_id, self.claimed_at, now), name="tus.beat"):
+                lambda uow: sessions_sql.renew_write_lease(uow.conn, self.file_id, self.leased_at, now), name="tus.beat"):
             self._ended()
-        self.claimed_at, self.last_beat = now, time.monotonic()
+        self.leased_at, self.last_beat = now, time.monotonic()
 
     def _drop_unrecorded(self, numbers: list[int]) -> None:
         """Parts written from a body that failed its checksum: on fs their objects go now (as strays: a legal
@@ -326,7 +326,7 @@ class _Patch:
         one wrote: unless it is another PATCH's now, what the session left goes as the one rule allows (a
         legal hold keeps every part and the tail; a session that completed keeps its file); then answer what
         the row says."""
-        taken_over = self.rt.db.read(lambda conn: _taken_over(conn, self.file_id, self.claimed_at))
+        taken_over = self.rt.db.read(lambda conn: _taken_over(conn, self.file_id, self.leased_at))
         if not taken_over:
             uploads.remove_ended(self.rt, self.row, self.session)
         self.written = []
@@ -334,13 +334,13 @@ class _Patch:
                                                       self.rt.clock.now()))
         raise Conflict("upload_busy" if taken_over else "upload_not_open")
 
-    def release(self) -> None:
-        """Give the hold back (a PATCH that failed leaves the session to the next one at once)."""
+    def end_lease(self) -> None:
+        """End the write lease (a PATCH that failed leaves the session to the next one at once)."""
         try:
-            self.rt.db.unit_of_work(lambda uow: sessions_sql.release_write(uow.conn, self.file_id, self.claimed_at),
-                                    name="tus.release")
+            self.rt.db.unit_of_work(lambda uow: sessions_sql.end_write_lease(uow.conn, self.file_id, self.leased_at),
+                                    name="tus.end_lease")
         except (psycopg.Error, LetheError):
-            pass  # the hold lapses after file.write_timeout
+            pass  # the lease lapses after file.write_timeout
 
 
 def _read(body: BinaryIO, size: int) -> bytes | None:
@@ -352,9 +352,9 @@ def _read(body: BinaryIO, size: int) -> bytes | None:
         return None
 
 
-def _taken_over(conn: psycopg.Connection, file_id: uuid.UUID, claimed_at: datetime) -> bool:
+def _taken_over(conn: psycopg.Connection, file_id: uuid.UUID, leased_at: datetime) -> bool:
     session = sessions_sql.session_of(conn, file_id)
     return (session is not None and session.state == "open" and session.writing_since is not None
-            and session.writing_since != claimed_at)
+            and session.writing_since != leased_at)
 
 

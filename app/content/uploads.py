@@ -25,7 +25,7 @@ from app.db.sessions import PartRow, SessionRow
 from app.domain import access
 from app.domain.ends import Clearance, Scope
 from app.domain.objects import FileObjects
-from app.domain.uploads import claim_held, expected_part_size, human_size, listed_parts_problem, part_count
+from app.domain.uploads import lease_in_force, expected_part_size, human_size, listed_parts_problem, part_count
 from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.db.events import write_file_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
@@ -211,19 +211,19 @@ def _check_open(session: SessionRow, now: datetime) -> None:
 
 def _raise_what_the_row_says(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     """After a store call or a record failed: raise what the upload's row says now (404, 410, 409 not open
-    or completing); return when it is still open and unclaimed."""
+    or completing); return when it is still open and no completion has its lease."""
 
     def check(conn: Conn) -> None:
         session = _visible_upload(conn, principal, file_id)[1]
         _check_open(session, rt.clock.now())
-        _check_not_claimed(rt, session, rt.clock.now())
+        _check_not_completing(rt, session, rt.clock.now())
 
     rt.db.read(check)
 
 
-def _check_not_claimed(rt: Runtime, session: SessionRow, now: datetime) -> None:
-    """A completion holds the upload: no part, abort or second complete interleaves with it (409)."""
-    if claim_held(session.completing_since, now, rt.limits.complete_timeout):
+def _check_not_completing(rt: Runtime, session: SessionRow, now: datetime) -> None:
+    """A completion has the upload's lease: no part, abort or second complete interleaves with it (409)."""
+    if lease_in_force(session.completing_since, now, rt.limits.complete_timeout):
         raise Conflict("upload_completing", "A completion of this upload is in progress; retry shortly.")
 
 
@@ -238,7 +238,7 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
     file_row, session = rt.db.read(lambda conn: _visible_upload(conn, principal, file_id))
     _require_write(principal)
     _check_open(session, rt.clock.now())
-    _check_not_claimed(rt, session, rt.clock.now())
+    _check_not_completing(rt, session, rt.clock.now())
     if session.protocol == "tus":
         # A tus upload's parts are cut by its PATCH requests, with its tail: a native part would not be counted.
         raise Conflict("tus_upload", "This upload is sent through tus (PATCH /api/v1/tus/{id}).")
@@ -255,7 +255,7 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
         part = rt.store.put_part(_ref(file_row, session), part_number, exactly(body, expected))
     except (StorageError, NotFound):
         # S3 refuses a part of a multipart upload that a completion or an abort just ended: answer what the
-        # row says now (409, 410), and 503 only when the upload is still open and unclaimed.
+        # row says now (409, 410), and 503 only when the upload is still open and no completion has its lease.
         _raise_what_the_row_says(rt, principal, file_id)
         raise StorageError("the part could not be stored") from None
 
@@ -265,7 +265,7 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
             _check_open(locked, rt.clock.now())
         except (NotFound, Gone, Conflict):
             return False  # the upload ended while the part was written
-        _check_not_claimed(rt, locked, rt.clock.now())  # a completion reads the parts: leave them be
+        _check_not_completing(rt, locked, rt.clock.now())  # a completion reads the parts: leave them be
         sessions_sql.upsert_part(uow.conn, file_id, part_number, expected, part.etag, rt.clock.now())
         return True
 
@@ -296,7 +296,7 @@ def exactly(body: BinaryIO, size: int, chunk_size: int = 1024 * 1024) -> Iterato
 def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> object:
     """Assemble the original, verify size and sha256, and start the scan.
 
-    A completion first claims the upload in a short transaction, so that no second complete, abort or
+    A completion first takes the upload's completion lease in a short transaction, so that no second complete, abort or
     part upload interleaves with it; completing an upload that is already complete answers the same file
     (a client retrying after a timeout succeeds). An object is removed on the way out only when no row can
     reference it any more (the upload was aborted, expired or deleted meanwhile).
@@ -309,31 +309,31 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         Invalid(size_mismatch | checksum_mismatch): the file is now failed.
     """
 
-    def claim(uow: UnitOfWork) -> tuple[FileRow, SessionRow | None, list[PartRow], datetime | None]:
+    def lease(uow: UnitOfWork) -> tuple[FileRow, SessionRow | None, list[PartRow], datetime | None]:
         row, session = _visible_upload(uow.conn, principal, file_id, lock=True)
         _require_write(principal)
         if session.state == "completed":
             return row, None, [], None  # completed before: the same file
         now = rt.clock.now()
         _check_open(session, now)
-        _check_not_claimed(rt, session, now)
+        _check_not_completing(rt, session, now)
         parts = sessions_sql.parts_of(uow.conn, file_id)
-        # A direct upload's parts are in the store alone: the store lists them once the upload is claimed.
+        # A direct upload's parts are in the store alone: the store lists them once the completion has the lease.
         if session.protocol != "direct" and {part.part_number for part in parts} != set(range(1, session.part_count + 1)):
             raise Conflict("parts_missing")
-        sessions_sql.claim_completion(uow.conn, file_id, now, process_id())
+        sessions_sql.take_completion_lease(uow.conn, file_id, now, process_id())
         return row, session, parts, now
 
-    file_row, session, parts, claimed = rt.db.unit_of_work(claim, name="upload.claim")
-    if session is None or claimed is None:
+    file_row, session, parts, leased = rt.db.unit_of_work(lease, name="upload.lease")
+    if session is None or leased is None:
         return file_row
-    claimed_at = claimed
+    leased_at = leased
     reason = None  # a reason the file fails: the store's parts broke the plan (direct), or a check below
     size, digest = 0, None
     try:
         uploaded = [UploadedPart(part.part_number, part.etag) for part in parts]
         if session.protocol == "direct":
-            uploaded, reason = _listed_parts(rt, file_row, session, claimed_at)
+            uploaded, reason = _listed_parts(rt, file_row, session, leased_at)
         if reason is None:
             assembled = rt.store.complete_upload(_ref(file_row, session), uploaded)
             # A driver that hashed the bytes while assembling them gives the digest: they are not read again.
@@ -346,7 +346,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
             else:
                 size, digest = measure_object(rt.store, file_row.object_key or "")
     except (StorageError, NotFound):
-        rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_id, claimed_at),
+        rt.db.unit_of_work(lambda uow: sessions_sql.end_completion_lease(uow.conn, file_id, leased_at),
                            name="upload.release")
         # The upload may have been aborted or deleted meanwhile: answer what the row says, else 503.
         _raise_what_the_row_says(rt, principal, file_id)
@@ -362,10 +362,10 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         except NotFound:
             return "orphan", None  # deleted meanwhile: its purge may already have run
         if locked.state == "completed":
-            return "done", row  # another completion (after our claim went stale) finished the same key
+            return "done", row  # another completion (after our lease lapsed) finished the same key
         if locked.state != "open":
             return "orphan", None  # aborted or expired meanwhile: the row is failed, the object unreferenced
-        if locked.completing_since != claimed_at:
+        if locked.completing_since != leased_at:
             raise Conflict("upload_completing")  # taken over: the other completion owns the key now
         now = rt.clock.now()
         sessions_sql.delete_parts(uow.conn, file_id)
@@ -388,8 +388,8 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         remove_ended(rt, file_row, session)
         _raise_what_the_row_says(rt, principal, file_id)
         raise Conflict("upload_not_open")
-    # A part PUT that passed its check before our claim may have landed after the assembly dropped the parts;
-    # its own record saw the claim and answered 409 without removing it (D19): drop the parts once more.
+    # A part PUT that passed its check before our lease may have landed after the assembly dropped the parts;
+    # its own record saw the lease and answered 409 without removing it (D19): drop the parts once more.
     remove_strays(rt, file_id, rt.store.part_keys(str(file_id), session.part_count))
     if outcome == "done":
         return row
@@ -407,16 +407,16 @@ def scan_reads(rt: Runtime, size_bytes: int) -> bool:
 
 
 def _listed_parts(rt: Runtime, file_row: FileRow, session: SessionRow,
-                  claimed_at: datetime) -> tuple[list[UploadedPart], str | None]:
+                  leased_at: datetime) -> tuple[list[UploadedPart], str | None]:
     """A direct upload's parts as the store lists them (ListParts), checked against the plan: the ETags and
-    sizes come from the store, never from the client (issue 26). Parts still missing give the claim back and
+    sizes come from the store, never from the client (issue 26). Parts still missing end the lease and
     answer 409 parts_missing (the client may still send them); a wrong size or a part past the plan is final
     (size_mismatch: the file fails and its purge aborts the upload)."""
     listed = rt.store.list_parts(_ref(file_row, session))
     problem = listed_parts_problem([(part.part_number, part.size_bytes) for part in listed], file_row.size_bytes,
                                    session.part_size)
     if problem == "parts_missing":
-        rt.db.unit_of_work(lambda uow: sessions_sql.release_claim(uow.conn, file_row.id, claimed_at),
+        rt.db.unit_of_work(lambda uow: sessions_sql.end_completion_lease(uow.conn, file_row.id, leased_at),
                            name="upload.release")
         raise Conflict("parts_missing")
     return [UploadedPart(part.part_number, part.etag) for part in listed], problem
@@ -449,7 +449,7 @@ def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
         if session.state != "open":
             raise Conflict("upload_not_open")
         now = rt.clock.now()
-        _check_not_claimed(rt, session, now)
+        _check_not_completing(rt, session, now)
         sessions_sql.set_state(uow.conn, file_id, "aborted")
         sessions_sql.delete_parts(uow.conn, file_id)
         files_sql.set_failed(uow.conn, file_id, now)

@@ -14,7 +14,7 @@ from app.domain.retention import RetentionFacts
 def retire_candidates(conn: Conn, purpose: str, cutoff: datetime, include_attached: bool, cursor: Cursor,
                       limit: int) -> list[Candidate]:
     """Settled, live, not retired files of a purpose last changed at or before cutoff (index
-    files_retention_candidates); unless the policy includes attached files, attached and slot-held ones are
+    files_retention_candidates); unless the policy includes attached files, attached and slot-kept ones are
     left out here, so a run never pages or locks the files it must keep (as step b does)."""
     extra, params = after(cursor, "last_change_at")
     in_use = "" if include_attached else """

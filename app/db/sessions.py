@@ -15,8 +15,8 @@ SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, ex
 
 @dataclass(frozen=True)
 class SessionRow:
-    """An upload session (D3): its state, part plan, the store's multipart upload, its expiry, the claim of a
-    completion and the write hold of a tus PATCH, and its protocol (native, tus, direct)."""
+    """An upload session (D3): its state, part plan, the store's multipart upload, its expiry, the lease of a
+    completion and the write lease of a tus PATCH, and its protocol (native, tus, direct)."""
 
     file_id: UUID
     state: str
@@ -92,7 +92,7 @@ def delete_parts(conn: Conn, file_id: UUID) -> None:
 
 
 def set_completed(conn: Conn, file_id: UUID, now: datetime) -> None:
-    """The session completed: its claim ends and it takes no more parts."""
+    """The session completed: its completion lease ends and it takes no more parts."""
     conn.execute("UPDATE upload_sessions SET state = 'completed', completed_at = %s, completing_since = NULL "
                  "WHERE file_id = %s", (now, file_id))
 
@@ -103,30 +103,30 @@ def set_state(conn: Conn, file_id: UUID, state: str) -> None:
                  (state, file_id))
 
 
-def claim_completion(conn: Conn, file_id: UUID, now: datetime, holder: UUID) -> None:
-    """Mark the (locked, open) session as being completed since now by the process `holder`: the claim of one
+def take_completion_lease(conn: Conn, file_id: UUID, now: datetime, holder: UUID) -> None:
+    """Mark the (locked, open) session as being completed since now by the process `holder`: the lease of one
     completion."""
     conn.execute("UPDATE upload_sessions SET completing_since = %s, completing_by = %s WHERE file_id = %s",
                  (now, holder, file_id))
 
 
-def release_claim(conn: Conn, file_id: UUID, claimed_at: datetime) -> None:
-    """Give a claim back (the completion failed in the store), unless another completion took it over."""
+def end_completion_lease(conn: Conn, file_id: UUID, leased_at: datetime) -> None:
+    """End a completion's lease (it failed in the store), unless another completion took it over."""
     conn.execute("UPDATE upload_sessions SET completing_since = NULL WHERE file_id = %s AND completing_since = %s",
-                 (file_id, claimed_at))
+                 (file_id, leased_at))
 
 
-# -- tus (issue 25): a PATCH holds its session (writing_since) and keeps the bytes past the last whole part in
+# -- tus (issue 25): a PATCH has its session's write lease (writing_since) and keeps the bytes past the last whole part in
 # the tail object, tail_bytes of them.
 
-def claim_write(conn: Conn, file_id: UUID, now: datetime, holder: UUID) -> None:
+def take_write_lease(conn: Conn, file_id: UUID, now: datetime, holder: UUID) -> None:
     """Mark the (locked, open) tus session as written by one PATCH of the process `holder` since now."""
     conn.execute("UPDATE upload_sessions SET writing_since = %s, writing_by = %s WHERE file_id = %s",
                  (now, holder, file_id))
 
 
-def free_holds_not_of(conn: Conn, holder: UUID) -> int:
-    """Give back every write hold and completion claim another process holds: called by a `lethe dev` that
+def end_leases_not_of(conn: Conn, holder: UUID) -> int:
+    """End every write lease and completion lease another process took: called by a `lethe dev` that
     knows every other process of its installation is gone (its folder's lock). Returns how many."""
     return conn.execute(
         """
@@ -140,16 +140,16 @@ def free_holds_not_of(conn: Conn, holder: UUID) -> int:
         """, {"me": holder}).rowcount
 
 
-def refresh_write(conn: Conn, file_id: UUID, claimed_at: datetime, now: datetime) -> bool:
-    """Renew a PATCH's hold while its body arrives; False when it was taken over (or the session ended)."""
+def renew_write_lease(conn: Conn, file_id: UUID, leased_at: datetime, now: datetime) -> bool:
+    """Renew a PATCH's write lease while its body arrives; False when it was taken over (or the session ended)."""
     return conn.execute("UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s AND writing_since = %s "
-                        "AND state = 'open'", (now, file_id, claimed_at)).rowcount == 1
+                        "AND state = 'open'", (now, file_id, leased_at)).rowcount == 1
 
 
-def release_write(conn: Conn, file_id: UUID, claimed_at: datetime) -> None:
-    """Give a PATCH's hold back, unless another PATCH took it over."""
+def end_write_lease(conn: Conn, file_id: UUID, leased_at: datetime) -> None:
+    """End a PATCH's write lease, unless another PATCH took it over."""
     conn.execute("UPDATE upload_sessions SET writing_since = NULL WHERE file_id = %s AND writing_since = %s",
-                 (file_id, claimed_at))
+                 (file_id, leased_at))
 
 
 def set_tail(conn: Conn, file_id: UUID, tail_bytes: int) -> None:

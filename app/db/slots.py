@@ -45,14 +45,14 @@ def set_file(conn: Conn, kind: str, holder_id: UUID, file_id: UUID | None, now: 
                  (file_id, now, kind, holder_id))
 
 
-def held(conn: Conn, file_ids: Sequence[UUID]) -> set[UUID]:
-    """Of these files, those a slot holds."""
+def kept(conn: Conn, file_ids: Sequence[UUID]) -> set[UUID]:
+    """Of these files, those a slot keeps."""
     return {row.file_id for row in conn.execute("SELECT file_id FROM slots WHERE file_id = ANY(%s)",
                                                 (list(file_ids),))}
 
 
 def clear_holder(conn: Conn, holder_id: UUID) -> list[SlotRow]:
-    """Empty every slot held by a principal or holding one of their files (erasure); returns the rows as they
+    """Empty every slot of a principal or keeping one of their files (erasure); returns the rows as they
     were, locked."""
     return all_as(conn, SlotRow,
                   """
@@ -62,8 +62,8 @@ def clear_holder(conn: Conn, holder_id: UUID) -> list[SlotRow]:
                   """, (holder_id, holder_id))
 
 
-def unheld_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Candidate]:
-    """Avatars and logos, not deleted and no longer uploading, that no slot holds, last changed at or before
+def unkept_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> list[Candidate]:
+    """Avatars and logos, not deleted and no longer uploading, that no slot keeps, last changed at or before
     cutoff (index files_slot_candidates)."""
     extra, params = after(cursor, "last_change_at")
     return all_as(conn, Candidate,

@@ -60,12 +60,12 @@ def failed_row_expired(facts: CleanupFacts, now: datetime, ttl: timedelta) -> bo
             and now - last_change(facts) >= ttl)
 
 
-def unheld_expired(purpose: str, upload_state: str, deleted: bool, held: bool, last_change_at: datetime,
+def unkept_expired(purpose: str, upload_state: str, deleted: bool, kept: bool, last_change_at: datetime,
                    now: datetime, ttl: timedelta) -> bool:
-    """Cleanup h (D16, beyond the brief): an avatar or logo file that no slot holds, not deleted, no longer
-    uploading, last changed at least `ttl` ago, is released. An upload in progress belongs to its session's
+    """Cleanup h (D16, beyond the brief): an avatar or logo file that no slot keeps, not deleted, no longer
+    uploading, last changed at least `ttl` ago, is deleted. An upload in progress belongs to its session's
     expiry (step a), whatever the two ttls are."""
-    return purpose in ("avatar", "branding") and upload_state != "uploading" and not deleted and not held \
+    return purpose in ("avatar", "branding") and upload_state != "uploading" and not deleted and not kept \
         and last_change_at <= now - ttl
 
 

@@ -3,7 +3,7 @@
 One rule says whether a file's bytes may be removed now (`keep`): every removal of any object of a file (its
 originals and variants, upload parts, a tus tail, an S3 multipart upload) asks it, through the store's file
 facade, which removes nothing without a `Clearance` built from this rule. A legal hold keeps every byte,
-whatever the path; an attached or slot-held file, a live file, and a file in its uploader's own draft keep
+whatever the path; an attached or slot-kept file, a live file, and a file in its uploader's own draft keep
 their content.
 
 The end of a file is a short sequence of typed events, each committed in the transaction that makes it true:
@@ -35,7 +35,7 @@ class Keep(enum.Enum):
 
     HELD = "held"  # a legal hold covers the file (or its uploader): every byte stays until the release
     ATTACHED = "attached"  # a message names the file
-    SLOT = "slot"  # an avatar or logo slot holds the file
+    SLOT = "slot"  # an avatar or logo slot keeps the file
     DRAFT = "draft"  # its uploader's own draft names the file
     LIVE = "live"  # the file lives (uploading, scanning or deliverable): nobody deleted it
 
@@ -58,7 +58,7 @@ def keep(facts: ByteFacts, scope: Scope) -> Keep | None:
     """Whether the bytes of a file may be removed now: None when they may go, else why they stay.
 
     A hold comes first and keeps everything, strays included (they are purged with the file after the
-    release). A file without a row has nothing left to protect; an attached or slot-held deleted row is an
+    release). A file without a row has nothing left to protect; an attached or slot-kept deleted row is an
     internal error that keeps its bytes too.
     """
     if facts.held:

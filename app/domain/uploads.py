@@ -55,10 +55,10 @@ class UploadLimits:
     complete_timeout: timedelta
 
 
-def claim_held(completing_since: datetime | None, now: datetime, timeout: timedelta) -> bool:
-    """Whether a completion holds its upload: claimed, and not for longer than timeout (a claim left by a
-    crashed process may then be taken over)."""
-    return completing_since is not None and now - completing_since < timeout
+def lease_in_force(since: datetime | None, now: datetime, timeout: timedelta) -> bool:
+    """Whether a lease on an upload (a completion's, a tus PATCH's) is in force: taken, and not longer ago than
+    timeout (a lease left by a crashed process may then be taken over)."""
+    return since is not None and now - since < timeout
 
 
 def content_disposition(name: str) -> str:

@@ -125,20 +125,20 @@ class _AgainAfterTheFirstCleanup(logging.Handler):
 
 def _clean_after_a_dead_dev(runtime: Runtime) -> None:
     """This folder's lock proves that no other `lethe dev` of this installation runs: what an earlier one left
-    when it was stopped hard (a Ctrl-C in the middle of an upload) is freed at once. The write holds and
-    completion claims of its uploads (the client's next PATCH would answer 409 until file.write_timeout), the
+    when it was stopped hard (a Ctrl-C in the middle of an upload) is freed at once. The write leases and
+    completion leases of its uploads (the client's next PATCH would answer 409 until file.write_timeout), the
     partial writes in the fs driver's `.tmp`, and the directories its deletes left empty."""
     from app.db import sessions as sessions_sql
     from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
     from app.platform.process import process_id
 
-    freed = runtime.db.unit_of_work(lambda uow: sessions_sql.free_holds_not_of(uow.conn, process_id()),
-                                    name="dev.free_holds")
+    freed = runtime.db.unit_of_work(lambda uow: sessions_sql.end_leases_not_of(uow.conn, process_id()),
+                                    name="dev.end_leases")
     partial = runtime.maintenance.sweep_tmp(runtime.clock.now() + timedelta(seconds=1))
     emptied = sum(runtime.maintenance.prune_dirs(prefix) for prefix in (FILES_PREFIX, UPLOADS_PREFIX))
     if freed or partial or emptied:
         log_event(log, "info", "dev.cleaned", "what the last lethe dev left when it stopped is cleaned",
-                  holds_freed=freed, partial_writes=partial, directories=emptied)
+                  leases_ended=freed, partial_writes=partial, directories=emptied)
 
 
 def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:

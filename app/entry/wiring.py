@@ -7,6 +7,7 @@ from app.db.context import in_transaction
 from app.db.pool import Database, Timeouts
 from app.domain.uploads import UploadLimits
 from app.lifecycle import ends
+from app.lifecycle.deletion import mark_deleted
 from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
 from app.db.publisher import Outbox
@@ -56,4 +57,5 @@ def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | Non
                           max_attachments=cfg.file.max_attachments, session_ttl=cfg.file.upload_session_ttl,
                           complete_timeout=cfg.file.complete_timeout)
     return Runtime(cfg=cfg, clock=clock, db=db, store=store or build_store(cfg),
-                   broker=broker, outbox=outbox, role=role, limits=limits)
+                   broker=broker, outbox=outbox, role=role, limits=limits,
+                   delete_files=mark_deleted)

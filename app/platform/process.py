@@ -1,5 +1,5 @@
-"""This process's identity: a random id, made anew in every process (a fork included), named on the holds it
-takes (a PATCH's write hold, a completion's claim), so that what a dead process held can be told apart."""
+"""This process's identity: a random id, made anew in every process (a fork included), named on the leases it
+takes (a PATCH's write lease, a completion's lease), so that what a dead process left can be told apart."""
 
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ def test_attached_files_are_skipped_unless_the_policy_includes_them(make_lethe):
     # Left out in SQL (issue 20, B3): a run never pages or row-locks the attached files it must keep
     assert report.count("retired") == 0 and report.steps[0].candidates == 0
     avatars = make_lethe(**{"retention.policies": policies({**ATTACHMENTS, "name": "faces", "purpose": "avatar"})})
-    assert run(avatars, "faces").steps[0].candidates == 0  # a slot-held file likewise
+    assert run(avatars, "faces").steps[0].candidates == 0  # a slot-kept file likewise
     # With include_attached the attachment row goes in the same transaction; the message stays.
     including = make_lethe(**{"retention.policies": policies({**ATTACHMENTS, "include_attached": True})})
     report = run(including, "chat-files")

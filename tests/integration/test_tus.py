@@ -307,9 +307,9 @@ def test_a_second_patch_while_one_writes_is_409_busy_until_the_hold_lapses(make_
 
 
 @pytest.mark.one_store
-def test_a_patch_waits_for_the_hold_of_a_patch_about_to_end(lethe, clock, monkeypatch):
+def test_a_patch_waits_for_the_lease_of_a_patch_about_to_end(lethe, clock, monkeypatch):
     """A client that paused (or lost its connection) sends again at once, while the server still finishes what
-    the old request wrote: the new PATCH waits for the old one's hold (file.write_wait), not 409."""
+    the old request wrote: the new PATCH waits for the old one's write lease (file.write_wait), not 409."""
     import threading
 
     from app.content import tus as tus_content
@@ -319,23 +319,23 @@ def test_a_patch_waits_for_the_hold_of_a_patch_about_to_end(lethe, clock, monkey
     lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(
         "UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (clock.now(), file_id)), name="test")
     refused = threading.Event()
-    claim = tus_content._claim
+    take_lease = tus_content._take_lease
 
     def watched(*args, **kwargs):
         try:
-            return claim(*args, **kwargs)
+            return take_lease(*args, **kwargs)
         except Conflict as exc:
             if exc.reason == "upload_busy":
                 refused.set()
             raise
 
-    monkeypatch.setattr(tus_content, "_claim", watched)
+    monkeypatch.setattr(tus_content, "_take_lease", watched)
     answers = []
     sender = threading.Thread(target=lambda: answers.append(patch(lethe, file_id, 0, b"12345")))
     sender.start()
-    assert refused.wait(10), "the PATCH never met the hold"
+    assert refused.wait(10), "the PATCH never met the lease"
     assert not answers  # it waits
-    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(  # the old request ends: its hold is given back
+    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(  # the old request ends: its lease ends
         "UPDATE upload_sessions SET writing_since = NULL WHERE file_id = %s", (file_id,)), name="test")
     sender.join(10)
     assert answers and answers[0].status_code == 204, answers and answers[0].get_data(as_text=True)

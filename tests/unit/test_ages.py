@@ -88,14 +88,14 @@ def test_a_pending_scan_is_sent_again_once_past_the_ttl_and_ended_past_twice_the
         assert action(3 * ttl, resent_ago=2 * ttl, **facts) is None
 
 
-def test_an_avatar_still_uploading_is_never_unheld_expired():
-    from app.domain.ages import unheld_expired
+def test_an_avatar_still_uploading_is_never_unkept_expired():
+    from app.domain.ages import unkept_expired
 
     ttl = timedelta(hours=24)
     now = datetime(2026, 12, 1, 12, tzinfo=timezone.utc)
     old = now - 2 * ttl
-    assert unheld_expired("avatar", "complete", False, False, old, now, ttl)
-    assert unheld_expired("branding", "failed", False, False, old, now, ttl)
-    assert not unheld_expired("avatar", "uploading", False, False, old, now, ttl)
-    assert not unheld_expired("avatar", "complete", False, True, old, now, ttl)
-    assert not unheld_expired("attachment", "complete", False, False, old, now, ttl)
+    assert unkept_expired("avatar", "complete", False, False, old, now, ttl)
+    assert unkept_expired("branding", "failed", False, False, old, now, ttl)
+    assert not unkept_expired("avatar", "uploading", False, False, old, now, ttl)
+    assert not unkept_expired("avatar", "complete", False, True, old, now, ttl)
+    assert not unkept_expired("attachment", "complete", False, False, old, now, ttl)

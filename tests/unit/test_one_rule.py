@@ -4,7 +4,7 @@ every removal in the code base passes through it.
 - No code outside app/storage calls a store's delete or abort operations: every removal goes through the file
   facade (app/storage/files.py), whose removal methods each take the Clearance the rule answered.
 - A Clearance is built by the rule alone (app/domain/ends.py), read by its one reader (app/db/keeps.py).
-- The rule itself: a hold keeps everything; attached, slot-held, drafted and live files keep their content;
+- The rule itself: a hold keeps everything; attached, slot-kept, drafted and live files keep their content;
   deleted, ended and row-less files are free.
 """
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from app.domain.uploads import claim_held
+from app.domain.uploads import lease_in_force
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
 TIMEOUT = timedelta(minutes=15)
 
 
 def test_a_claim_holds_until_its_timeout_exactly():
-    assert not claim_held(None, NOW, TIMEOUT)
-    assert claim_held(NOW, NOW, TIMEOUT)
-    assert claim_held(NOW - TIMEOUT + timedelta(microseconds=1), NOW, TIMEOUT)
-    assert not claim_held(NOW - TIMEOUT, NOW, TIMEOUT)  # a crashed completion's claim may be taken over
+    assert not lease_in_force(None, NOW, TIMEOUT)
+    assert lease_in_force(NOW, NOW, TIMEOUT)
+    assert lease_in_force(NOW - TIMEOUT + timedelta(microseconds=1), NOW, TIMEOUT)
+    assert not lease_in_force(NOW - TIMEOUT, NOW, TIMEOUT)  # a crashed completion's claim may be taken over

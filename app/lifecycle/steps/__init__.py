@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from app.lifecycle.steps import (backlog, catch_up, expired_sessions, failed_rows, gauges, message_tombstones,
                                  multipart_aborts, never_attached, old_receipts, pending_scans, running_erasures,
-                                 temporary_files, unheld_slot_files, webhooks)
+                                 temporary_files, unkept_slot_files, webhooks)
 from app.lifecycle.steps.base import CleanupPolicy, Run, Step, WholeStep
 
 STEPS = (
@@ -19,7 +19,7 @@ STEPS = (
     temporary_files,  # e
     backlog,  # f
     old_receipts,  # g
-    unheld_slot_files,  # h
+    unkept_slot_files,  # h
     running_erasures,  # i
     pending_scans,  # j
     gauges,  # k

@@ -81,12 +81,12 @@ class FileConfig:
     purge_retry_max: timedelta = key(Duration(), "1h",
         "Longest wait between two purge attempts of one file.")
     complete_timeout: timedelta = key(Duration(), "15m",
-        "How long a completion holds its upload; a complete after that may take the upload over.")
+        "How long a completion's lease on its upload lasts; a complete after that may take the upload over.")
     write_timeout: timedelta = key(Duration(), "60s",
-        "How long a tus PATCH holds its upload without a sign of life (it renews the hold while its body "
-        "arrives); a PATCH after that may take the upload over (409 upload_busy before).")
+        "How long a tus PATCH's write lease on its upload lasts without a sign of life (it renews the lease while "
+        "its body arrives); a PATCH after that may take the upload over (409 upload_busy before).")
     write_wait: timedelta = key(Duration(), "5s",
-        "How long a tus PATCH waits for another PATCH of the same upload to give its hold back (a client that "
+        "How long a tus PATCH waits for another PATCH of the same upload to end its write lease (a client that "
         "paused or lost its connection sends again at once) before it answers 409 upload_busy.")
     direct_url_ttl: timedelta = key(Duration(), "15m",
         "How long a presigned part URL of a direct upload works (never past its session's expiry; s3 only).")
