@@ -130,7 +130,7 @@ class TooLarge(ReasonedError):
 
 
 class BadRequest(ReasonedError):
-    """A request the protocol cannot read (400): a malformed header of a tus request (issue 25)."""
+    """A request the protocol cannot read (400): a malformed header of a tus request."""
 
     status = 400
     code = "bad_request"

@@ -47,7 +47,7 @@ class Leadership:
     def __init__(self, db: Database, timeout_s: float = 30.0, direct_url: str = "") -> None:
         self.db = db
         self.timeout_s = timeout_s
-        self.direct_url = direct_url  # schedule.database_url: past a transaction pooler (issue 23)
+        self.direct_url = direct_url  # schedule.database_url: past a transaction pooler
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
 

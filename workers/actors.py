@@ -22,7 +22,7 @@ from app.errors import NotFound, ObjectFailed, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, sweeps, webhooks
 from app.platform.observability.logs import log_event
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.worker")
@@ -129,7 +129,7 @@ def erase_subject(rt: Runtime, erasure_id: str) -> None:
 
 @actor(jobs.WEBHOOK_QUEUE, max_retries=40, time_limit=30 * 60_000)
 def deliver_webhooks(rt: Runtime, delivery_ids: list[str]) -> None:
-    """Attempt the due webhook deliveries of this message (issue 28); while any is pending, the message comes
+    """Attempt the due webhook deliveries of this message; while any is pending, the message comes
     back when the earliest is due (webhooks.retry_schedule). A lost message is sent again by the cleanup."""
     report = webhooks.deliver(rt, [uuid.UUID(delivery_id) for delivery_id in delivery_ids])
     if report.next_in is not None:

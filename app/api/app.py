@@ -67,7 +67,7 @@ def create_app(runtime: Runtime) -> Flask:
         OPENAPI_JSON_PATH="openapi.json",
         OPENAPI_SWAGGER_UI_PATH="/docs",
         # Swagger UI's assets come from a pinned package installed with Lethe, never from a CDN: /docs works on
-        # an air-gapped cluster (issue 14).
+        # an air-gapped cluster.
         OPENAPI_SWAGGER_UI_URL=SWAGGER_ASSETS,
         API_SPEC_OPTIONS={"security": [{"bearer": []}],
                           "info": {"description": "Lethe's HTTP API. Every /api/v1 route needs a bearer "
@@ -124,7 +124,7 @@ def create_app(runtime: Runtime) -> Flask:
 
 
 def _allow_cors(app: Flask, origins: tuple[str, ...]) -> None:
-    """CORS on /api/v1 for the origins of `api.cors_origins` (issue 25: browser tus clients such as Uppy), with
+    """CORS on /api/v1 for the origins of `api.cors_origins` (browser tus clients such as Uppy), with
     the tus headers readable; none at all when the key is empty. Bearer tokens are headers, not cookies: no
     credentials mode."""
     if not origins:
@@ -150,7 +150,7 @@ def _reads_json(endpoint: str | None, method: str) -> bool:
 
 
 def _json_body_expected_but_not_sent() -> bool:
-    """Of a request to an endpoint that reads JSON: a body sent with another Content-Type (issue 14), answered
+    """Of a request to an endpoint that reads JSON: a body sent with another Content-Type, answered
     415 saying what to send, not 422 "Missing data" for fields the client did send."""
     if request.is_json:
         return False
@@ -159,7 +159,7 @@ def _json_body_expected_but_not_sent() -> bool:
 
 def _unreadable_json_body(max_depth: int) -> tuple[str, str] | None:
     """Of a request to an endpoint that reads JSON: why its JSON body cannot be read (malformed, too deep), or
-    None (issue 21)."""
+    None."""
     if not request.is_json:
         return None
     raw = request.get_data(cache=True)

@@ -1,4 +1,4 @@
-"""Legal holds (issue 27), `manage` only."""
+"""Legal holds, `manage` only."""
 
 from __future__ import annotations
 

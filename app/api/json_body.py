@@ -1,4 +1,4 @@
-"""A JSON body is read before webargs sees it (issue 21): malformed JSON (a truncated body, a trailing comma,
+"""A JSON body is read before webargs sees it: malformed JSON (a truncated body, a trailing comma,
 invalid UTF-8) is 400 `malformed_json`, and a body nested deeper than api.max_json_depth is 400
 `json_too_deep`, never a 500 (json.loads raises RecursionError near a depth of 1,000)."""
 

@@ -30,7 +30,7 @@ def healthz() -> dict[str, str]:
 
 def readiness_for(runtime: Runtime) -> Readiness:
     """The api's readiness checks: the database, the broker and the store, answered within 1.5 s (D13); and
-    the scanner when one is configured, which degrades the service but never makes it unready (issue 21)."""
+    the scanner when one is configured, which degrades the service but never makes it unready."""
     checks = {"database": runtime.db.ping, "broker": lambda: check_broker(runtime.broker),
               "store": runtime.store.check}
     address = runtime.cfg.scan.clamd_address

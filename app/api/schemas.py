@@ -85,7 +85,7 @@ class FileSchema(NoNulls):
 
     @pre_dump
     def _shown(self, file: Any, **kwargs: Any) -> Any:
-        """A failed upload's scan status shows that it was never scanned (issue 21), rather than pending."""
+        """A failed upload's scan status shows that it was never scanned, rather than pending."""
         if dataclasses.is_dataclass(file) and not isinstance(file, type):
             values = dataclasses.asdict(file)  # a typed row (FileRow)
         else:
@@ -231,7 +231,7 @@ class ReceiptSchema(NoNulls):
     keys_deleted = fields.Integer(required=True)
     keys_confirmed_absent = fields.Integer(required=True)
     deferred_by_hold = fields.UUID(metadata={"description": "A legal hold deferred the purge: the hold released "
-                                                            "last (issue 27). Absent when no hold did."})
+                                                            "last. Absent when no hold did."})
     deferred_from = fields.DateTime(metadata={"description": "The deferral's start: the later of the mark and "
                                                              "the first covering hold's placement."})
     deferred_until = fields.DateTime(metadata={"description": "The deferral's end: the last covering hold's "
@@ -275,7 +275,7 @@ class ErasureSchema(NoNulls):
 
 
 class HoldRequestSchema(Schema):
-    """A legal hold (issue 27): exactly one of `subject_id` and `file_id`, and a case reference."""
+    """A legal hold: exactly one of `subject_id` and `file_id`, and a case reference."""
 
     subject_id = fields.UUID(metadata={"description": "A principal: every file they uploaded, now and later."})
     file_id = fields.UUID(metadata={"description": "One file (it must still have a row: not purged yet)."})

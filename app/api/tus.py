@@ -1,4 +1,4 @@
-"""tus 1.0.0 at /api/v1/tus (issue 25, D19): creation, creation-with-upload, termination, expiration, checksum.
+"""tus 1.0.0 at /api/v1/tus (D19): creation, creation-with-upload, termination, expiration, checksum.
 
 The protocol is https://tus.io/protocols/resumable-upload; what is Lethe's own is said in docs/api.md ("tus"):
 the upload URL names the file id, the same tokens and scopes as the rest of the API, problem+json bodies on

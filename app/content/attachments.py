@@ -23,7 +23,7 @@ from app.domain.states import is_deliverable
 from app.errors import Conflict, Forbidden, Invalid
 from app.platform.observability.logs import log_event
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.attachments")
@@ -47,7 +47,7 @@ def put_message(rt: Runtime, principal: Principal, message_id: str, file_ids: Se
         message = sql.lock_message(uow.conn, principal.id, message_id)
         assert message is not None  # ensured just above
         if message.deleted_at is not None:
-            # The caller's own id (ids are scoped by author): say why, rather than a bare 404 (issue 21).
+            # The caller's own id (ids are scoped by author): say why, rather than a bare 404.
             raise Conflict("message_deleted", "This message was deleted; use a new message id.")
         already = set(sql.attached_file_ids(uow.conn, principal.id, message_id))
         new_ids = [file_id for file_id in wanted if file_id not in already]

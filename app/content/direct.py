@@ -2,7 +2,7 @@
 # URL is signed (create_upload commits the row after the store began the upload), a URL lives no longer than
 # the session nor file.direct_url_ttl, and the completion trusts only what the store lists (ListParts), never
 # a size or ETag from the client. Every abort of a direct upload is repeated and confirmed (cleanup m).
-"""Direct uploads (issue 26, D19): parts go straight to S3 through presigned part URLs."""
+"""Direct uploads (D19): parts go straight to S3 through presigned part URLs."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from app.db.drafts import DraftRow
 from app.domain import access
 from app.errors import Forbidden, Invalid
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 

@@ -16,7 +16,7 @@ from app.domain.states import is_deliverable
 from app.errors import Forbidden, Gone, NotFound
 from app.platform.observability.logs import log_event
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.files")

@@ -22,7 +22,7 @@ from app.platform.observability.logs import log_event
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.scan")
@@ -40,8 +40,8 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     row = rt.db.read(lambda conn: files_sql.file_by_id(conn, file_id))
     if not scannable(row):
         return None
-    # A complete file without a digest is a direct upload whose completion left the check to this read
-    # (issue 26): its bytes are hashed on their way to clamd, and checked before the outcome is written.
+    # A complete file without a digest is a direct upload whose completion left the check to this read:
+    # its bytes are hashed on their way to clamd, and checked before the outcome is written.
     measure = _Measure() if row.sha256 is None else None
     address = rt.cfg.scan.clamd_address
     if not address:

@@ -20,7 +20,7 @@ from app.domain.slots import refusal
 from app.errors import Conflict, Forbidden, NotFound
 from app.platform.observability.logs import log_event
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.slots")

@@ -3,7 +3,7 @@
 # tail to the store, and records each under the row lock after re-checking that the session is still open and
 # still its own. When a record finds the session ended, what it left is removed as the one rule for bytes allows
 # (the purge job of the ending names the same keys: the parts and uploads/<id>/tail); a legal hold keeps all.
-"""tus 1.0 uploads (issue 25, D19): creation, offset, PATCH, termination over Lethe's upload sessions.
+"""tus 1.0 uploads (D19): creation, offset, PATCH, termination over Lethe's upload sessions.
 
 A tus upload is an upload session of protocol `tus`: created like a native one (the same rules, quotas and
 expiry), its bytes cut into the same parts (`part_size`, the last one the remainder) whatever the PATCH sizes,

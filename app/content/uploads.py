@@ -36,7 +36,7 @@ from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 from app.platform.process import process_id
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.uploads")
@@ -52,7 +52,7 @@ class NewUpload:
     purpose: str = "attachment"
     sha256: str | None = None
     scope_id: uuid.UUID | None = None
-    protocol: str = "native"  # tus (issue 25, app/content/tus.py) or direct (issue 26, app/content/direct.py)
+    protocol: str = "native"  # tus (app/content/tus.py) or direct (app/content/direct.py)
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,7 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
         # A tus upload's parts are cut by its PATCH requests, with its tail: a native part would not be counted.
         raise Conflict("tus_upload", "This upload is sent through tus (PATCH /api/v1/tus/{id}).")
     if session.protocol == "direct":
-        # Issue 26: a direct upload's bytes never pass through the api; its parts go to their presigned URLs.
+        # A direct upload's bytes never pass through the api; its parts go to their presigned URLs.
         raise Conflict("direct_upload", "This upload's parts go to their presigned URLs "
                                         "(POST .../parts/{n}/url gives a fresh one).")
     if not 1 <= part_number <= session.part_count:
@@ -279,7 +279,7 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
 
 
 def exactly(body: BinaryIO, size: int, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
-    """The body's bytes in chunks as they arrive, so that a part is never held whole in memory (issue 24);
+    """The body's bytes in chunks as they arrive, so that a part is never held whole in memory;
     a body shorter or longer than `size` raises Invalid(wrong_part_size) while the store is still reading
     it (both drivers read the chunks to their end before they keep anything), so nothing of it is kept."""
     left = size
@@ -337,7 +337,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         if reason is None:
             assembled = rt.store.complete_upload(_ref(file_row, session), uploaded)
             # A driver that hashed the bytes while assembling them gives the digest: they are not read again.
-            # A direct upload that a scanner will read has its digest checked in that read (issue 26: the
+            # A direct upload that a scanner will read has its digest checked in that read (the
             # bytes are read once); it is not deliverable before.
             if assembled.sha256 is not None:
                 size, digest = assembled.size_bytes, assembled.sha256
@@ -409,7 +409,7 @@ def scan_reads(rt: Runtime, size_bytes: int) -> bool:
 def _listed_parts(rt: Runtime, file_row: FileRow, session: SessionRow,
                   leased_at: datetime) -> tuple[list[UploadedPart], str | None]:
     """A direct upload's parts as the store lists them (ListParts), checked against the plan: the ETags and
-    sizes come from the store, never from the client (issue 26). Parts still missing end the lease and
+    sizes come from the store, never from the client. Parts still missing end the lease and
     answer 409 parts_missing (the client may still send them); a wrong size or a part past the plan is final
     (size_mismatch: the file fails and its purge aborts the upload)."""
     listed = rt.store.list_parts(_ref(file_row, session))

@@ -1,4 +1,4 @@
-"""SQL of multipart_aborts (issue 26, D19): the aborts of direct uploads, repeated and confirmed by cleanup m."""
+"""SQL of multipart_aborts (D19): the aborts of direct uploads, repeated and confirmed by cleanup m."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def failed_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) 
 def deleted_rows(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> list[Candidate]:
     """Step d: deleted rows, oldest mark first (index files_deleted), but for those the store refused
     whose next attempt is not due yet: a poisoned file never holds back the others (D7), and those a legal
-    hold covers (issue 27: the release enqueues their purge)."""
+    hold covers (the release enqueues their purge)."""
     extra, params = after(cursor, "deleted_at")
     return all_as(conn, Candidate,
         f"""

@@ -179,7 +179,7 @@ def forget_events_of(conn: Conn, subject_id: UUID, erasure_id: UUID) -> int:
     """Remove every event addressed to the subject or about one of their files, and the subject as the
     actor of anyone else's events."""
     # One statement per index (events_audience, events_resource, events_actor): an OR over a subquery made
-    # PostgreSQL scan the whole table (issue 24).
+    # PostgreSQL scan the whole table.
     removed = conn.execute("DELETE FROM events WHERE audience_principal_id = %s", (subject_id,)).rowcount
     removed += conn.execute(
         """

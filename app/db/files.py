@@ -94,14 +94,14 @@ def lock_files(conn: Conn, file_ids: Sequence[UUID]) -> list[FileRow]:
 
 def set_complete(conn: Conn, file_id: UUID, sha256: str | None, now: datetime) -> None:
     """The upload is assembled and verified: complete, with its digest (None: a direct upload whose digest the
-    scan checks as it reads the bytes, issue 26)."""
+    scan checks as it reads the bytes)."""
     conn.execute(
         "UPDATE files SET upload_state = 'complete', sha256 = %s, last_change_at = greatest(last_change_at, %s) "
         "WHERE id = %s", (sha256, now, file_id))
 
 
 def set_sha256(conn: Conn, file_id: UUID, sha256: str) -> None:
-    """The digest of a complete file, measured by its scan (a direct upload, issue 26)."""
+    """The digest of a complete file, measured by its scan (a direct upload)."""
     conn.execute("UPDATE files SET sha256 = %s WHERE id = %s", (sha256, file_id))
 
 
@@ -137,7 +137,7 @@ _STORED = "e.resource_kind = 'file' AND e.resource_id IN (SELECT id FROM marked)
 def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, job: tuple[str, str, datetime],
                 check_attached: Sequence[UUID] | None = None) -> Marked:
     """The one statement that writes files.deleted_at (D5), with everything that commits with the mark, so
-    that a deletion is one statement after its row locks (issue 24):
+    that a deletion is one statement after its row locks:
 
     - only the files it marks now take the next steps, so a second call has no effect;
     - with `check_attached`, a file an attachment names is not marked, and the statement answers which of

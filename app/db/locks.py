@@ -1,6 +1,6 @@
 """One runner at a time (D19): an advisory lock per named piece of work, held for the whole run by a transaction
 left open on a connection of its own (a transaction pooler keeps one server session for a transaction, never
-for a session: issue 23). The actor, a cleanup step and an operator command may all start the same run; the
+for a session). The actor, a cleanup step and an operator command may all start the same run; the
 one that holds the lock runs it, the others see it busy and leave it alone, so counts are counted once."""
 
 from __future__ import annotations

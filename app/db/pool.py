@@ -183,7 +183,7 @@ class Database:
         """Maintenance work (cleanup, retention, erasure, sweeps, audit) in this block: every unit of work and
         read runs in a transaction whose statements may take `database.maintenance_statement_timeout`
         (SET LOCAL, so a transaction pooler carries it too), and the client waits as long; requests keep
-        `database.statement_timeout` (issue 24: at a real install's size a step's statement can take longer
+        `database.statement_timeout` (at a real install's size a step's statement can take longer
         than a request may)."""
         token = _MAINTENANCE.set(True)
         try:
@@ -227,7 +227,7 @@ class Database:
         try:
             return self._unit_of_work(fn, name)
         finally:
-            # Synapse's sql_txn_duration by desc: which transaction is slow, by its name (issue 22).
+            # Synapse's sql_txn_duration by desc: which transaction is slow, by its name.
             metrics.DB_UNIT_SECONDS.labels(name).observe(time.perf_counter() - started)
 
     def _unit_of_work(self, fn: Callable[[UnitOfWork], T], name: str) -> T:

@@ -51,7 +51,7 @@ def message_for(outbox_id: int, queue_name: str, actor_name: str, args: Sequence
 
 
 # Actors whose one argument is a list of ids, so that jobs of several commits can travel as one message: a
-# purge of many files costs one job where it cost one per file (D7 batches; issue 11, delete-to-gone).
+# purge of many files costs one job where it cost one per file (D7 batches).
 MERGEABLE = frozenset({jobs_module.PURGE_ACTOR})
 MERGE_LIMIT = 1000  # ids in one merged message: the purge's batch
 
@@ -91,7 +91,7 @@ class Outbox:
         capacity: jobs the thread's queue holds; beyond it, the relay publishes them.
         batch_size: most jobs published and deleted together.
         linger_s: how long the thread gathers jobs after the first of a batch (`outbox.publish_linger`): under
-            load, the jobs of many commits become one message and one DELETE (issue 24).
+            load, the jobs of many commits become one message and one DELETE.
     """
 
     def __init__(self, db: Database, broker: Any, background: bool = False, capacity: int = 10_000,

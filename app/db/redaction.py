@@ -1,5 +1,5 @@
 """The redaction of stored events (D6) as SQL, built from the rule's own constants (app.domain.redaction), so
-that the mark redacts in the statement that marks (issue 24) and no payload travels to Python and back. A
+that the mark redacts in the statement that marks and no payload travels to Python and back. A
 property test holds the two to the same answers (tests/integration/test_redaction_sql.py)."""
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ def end_completion_lease(conn: Conn, file_id: UUID, leased_at: datetime) -> None
                  (file_id, leased_at))
 
 
-# -- tus (issue 25): a PATCH has its session's write lease (writing_since) and keeps the bytes past the last whole part in
+# -- tus: a PATCH has its session's write lease (writing_since) and keeps the bytes past the last whole part in
 # the tail object, tail_bytes of them.
 
 def take_write_lease(conn: Conn, file_id: UUID, now: datetime, holder: UUID) -> None:
@@ -158,7 +158,7 @@ def set_tail(conn: Conn, file_id: UUID, tail_bytes: int) -> None:
 
 
 def open_upload_ids(conn: Conn, file_ids: Sequence[UUID]) -> set[tuple[UUID, str]]:
-    """(file id, store upload id) of the open sessions of these files (the audit's multipart pass, issue 26)."""
+    """(file id, store upload id) of the open sessions of these files (the audit's multipart pass)."""
     rows = conn.execute("SELECT file_id, storage_upload_id FROM upload_sessions WHERE file_id = ANY(%s) "
                         "AND state = 'open' AND storage_upload_id IS NOT NULL", (list(file_ids),)).fetchall()
     return {(row.file_id, row.storage_upload_id) for row in rows}

@@ -59,7 +59,7 @@ class UnitOfWork:
 
     def enqueued(self, outbox_id: int, queue_name: str, actor_name: str, *args: Any) -> Job:
         """Take up a job whose outbox row a statement of this transaction wrote itself (the mark of
-        mark_deleted writes its purge job in the same statement: one round trip, issue 24)."""
+        mark_deleted writes its purge job in the same statement: one round trip)."""
         job = Job(outbox_id=outbox_id, queue_name=queue_name, actor_name=actor_name, args=tuple(args))
         self.jobs.append(job)
         return job

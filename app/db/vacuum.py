@@ -1,4 +1,4 @@
-"""What PostgreSQL keeps after a delete (issue 20): a deleted row's bytes, a file name among them, stay in the
+"""What PostgreSQL keeps after a delete: a deleted row's bytes, a file name among them, stay in the
 table's heap file as a dead tuple until VACUUM reclaims the space. Autovacuum does it on its own; with it off
 (for the server or a table) they stay until someone runs VACUUM. These reads let Lethe say so."""
 

@@ -1,4 +1,4 @@
-"""SQL of webhook deliveries (issue 28): written in the transaction of the event they report, read and updated
+"""SQL of webhook deliveries: written in the transaction of the event they report, read and updated
 by the delivery job, listed by `lethe webhooks`, pruned by the cleanup."""
 
 from __future__ import annotations

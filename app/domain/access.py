@@ -106,7 +106,7 @@ def may_erase(caller: Caller | None) -> bool:
 
 
 def may_hold(caller: Caller | None) -> bool:
-    """Placing, reading and releasing legal holds (issue 27): `manage`, or an operator's command (None)."""
+    """Placing, reading and releasing legal holds: `manage`, or an operator's command (None)."""
     return caller is None or is_manager(caller)
 
 

@@ -87,5 +87,5 @@ def part_key(file_id: uuid.UUID | str, part_number: int) -> str:
 
 def tail_key(file_id: uuid.UUID | str) -> str:
     """The key of a tus upload's tail (`uploads/<file_id>/tail`): the bytes received past its last whole part,
-    kept until the next PATCH makes a part of them (issue 25)."""
+    kept until the next PATCH makes a part of them."""
     return f"{UPLOADS_PREFIX}{uuid.UUID(str(file_id))}/tail"

@@ -38,7 +38,7 @@ class PurgeFacts:
     session_state: str | None = None
     storage_upload_id: str | None = None
     part_count: int = 0
-    protocol: str | None = None  # the session's: native or tus (issue 25)
+    protocol: str | None = None  # the session's: native or tus
 
 
 def plan_purge(facts: PurgeFacts) -> PurgeAction:

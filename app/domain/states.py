@@ -9,7 +9,7 @@ from __future__ import annotations
 
 UPLOAD_STATES = ("uploading", "complete", "failed")
 SCAN_STATUSES = ("pending", "clean", "infected", "error", "skipped")
-# What clients see for a failed upload whose scan never ran (issue 21): not `pending`, which would wait forever.
+# What clients see for a failed upload whose scan never ran: not `pending`, which would wait forever.
 NOT_SCANNED = "not_scanned"
 SHOWN_SCAN_STATUSES = SCAN_STATUSES + (NOT_SCANNED,)
 

@@ -1,4 +1,4 @@
-"""tus 1.0.0 (issue 25, D19): the protocol's headers and the offset of an upload. Pure.
+"""tus 1.0.0 (D19): the protocol's headers and the offset of an upload. Pure.
 
 A tus upload is an upload session of protocol `tus`. Its bytes arrive in PATCH bodies of any size; whole parts
 (`part_size`, the last one the remainder) go into the session's parts as for the native API, and the bytes past

@@ -29,7 +29,7 @@ def expected_part_size(size_bytes: int, part_size: int, part_number: int) -> int
 
 
 def listed_parts_problem(listed: list[tuple[int, int]], size_bytes: int, part_size: int) -> str | None:
-    """What is wrong with the parts a store lists for a direct upload (issue 26), judged by the store's own
+    """What is wrong with the parts a store lists for a direct upload, judged by the store's own
     list, never by the client: `parts_missing` when a part 1..n is not there yet (the client may still send
     it), `size_mismatch` when a part has another size than the plan or a part past n exists (final: the file
     fails), None when parts 1..n are there with their exact sizes (so their total is size_bytes)."""

@@ -1,4 +1,4 @@
-"""Deletion webhooks (issue 28): Standard Webhooks 1.0 (standardwebhooks.com) as pure rules. The endpoints of
+"""Deletion webhooks: Standard Webhooks 1.0 (standardwebhooks.com) as pure rules. The endpoints of
 `webhooks.endpoints`, the events, the body and its signature, and what an answer means for a delivery.
 
 A message is `{"type", "timestamp", "data"}`; it is signed as `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`

@@ -63,7 +63,7 @@ def _port_free(host: str, port: int) -> bool:
 
 
 def write_dev_file(state: Path, cfg: Config, api_url: str) -> Path:
-    """Tell operator commands run from the same folder where this `lethe dev` keeps its data (issue 14): the
+    """Tell operator commands run from the same folder where this `lethe dev` keeps its data: the
     database URL, the fs root, the api's address and this process. Mode 0600, beside jwt_secret."""
     path = state / DEV_FILE
     tmp = state / (DEV_FILE + ".tmp")
@@ -89,7 +89,7 @@ def running_dev(state_dir: str = ".lethe") -> dict[str, Any] | None:
 
 
 def _hold_dev_lock(state: Path) -> IO[str] | int | None:
-    """One `lethe dev` per folder (issue 21): an exclusive lock on `<state>/dev.lock`, held until the process
+    """One `lethe dev` per folder: an exclusive lock on `<state>/dev.lock`, held until the process
     ends (the kernel releases it even on a kill). Returns the open file, or the pid of the holder (None if it
     did not write it yet) when another process holds it."""
     import fcntl

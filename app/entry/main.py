@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, TextIO
 
 from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_hold, cmd_receipt,
                            cmd_retention_restore, cmd_retention_run, cmd_sweep_run, cmd_webhooks, delivery_arg,
-                           limit_arg, uuid_arg)
+                           duration_arg, limit_arg, uuid_arg)
 from app.entry.support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
                              setup_role_logging, warn_if_autovacuum_off)
+from app.domain.access import SCOPES
 from app.errors import ConfigError
 from app.platform.config import with_changes
 
@@ -50,8 +51,8 @@ def _setup(role: str, cfg: Config, fmt: str | None = None, stream: TextIO | None
 
 def _require_database(cfg: Config) -> None:
     if not cfg.database.url:
-        print("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this role "
-              "(only lethe dev starts an embedded server).", file=sys.stderr)
+        print_config_errors(ConfigError({"database.url": [
+            "Required by this role (only lethe dev starts an embedded server)."]}))
         sys.exit(EXIT_CONFIG)
 
 
@@ -59,8 +60,8 @@ def _require_broker(cfg: Config) -> None:
     # Without RabbitMQ the jobs of a production role would be published to an in-process broker that
     # no worker reads: only lethe dev may run without one.
     if not cfg.broker.url:
-        print("lethe: bad configuration:\n  broker.url (LETHE_BROKER_URL): Required by this role "
-              "(only lethe dev runs an in-process broker).", file=sys.stderr)
+        print_config_errors(ConfigError({"broker.url": [
+            "Required by this role (only lethe dev runs an in-process broker)."]}))
         sys.exit(EXIT_CONFIG)
 
 
@@ -153,7 +154,7 @@ def _start_role(role: str) -> Config:
     _require_broker(cfg)
     missing = _signing_key_missing(cfg) if role == "api" else None
     if role == "scheduler" and cfg.database.pooler == "transaction" and not cfg.schedule.database_url:
-        # The leader lock is a session-level advisory lock: a transaction pooler cannot keep it (issue 23).
+        # The leader lock is a session-level advisory lock: a transaction pooler cannot keep it.
         missing = ConfigError({"schedule.database_url": [
             "Required when database.pooler is transaction: the scheduler's leader session needs a direct "
             "connection to PostgreSQL (a transaction pooler cannot hold a session-level lock)."]})
@@ -179,7 +180,7 @@ def cmd_api(args: argparse.Namespace) -> int:
 
 def _queues_of_the_configured_type_or_exit(cfg: Config) -> None:
     """A worker declares Lethe's queues with broker.queue_type; one that exists with the other type is refused
-    by RabbitMQ on every declare. Exit 2 naming the key and the queues (issue 23), not a loop of errors. An
+    by RabbitMQ on every declare. Exit 2 naming the key and the queues, not a loop of errors. An
     unreachable RabbitMQ is an outage, not a configuration error: the worker starts and retries."""
     import pika.exceptions
 
@@ -237,33 +238,21 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 def cmd_token(args: argparse.Namespace) -> int:
     """Mint an HS256 token with auth.jwt_secret (development; production tokens come from your IdP)."""
-    import uuid
-    from datetime import timedelta
+    from pathlib import Path
 
-    from app.domain.access import SCOPES
     from app.entry.token import mint_token
-    from app.platform.config import parse_duration
 
     cfg = load_config_or_exit("token")
     secret = cfg.auth.jwt_secret
-    if not secret and os.path.exists(os.path.join(args.state_dir, "jwt_secret")):
-        secret = open(os.path.join(args.state_dir, "jwt_secret")).read().strip()  # the one lethe dev made
+    made = Path(args.state_dir) / "jwt_secret"  # the one lethe dev made
+    if not secret and made.exists():
+        secret = made.read_text().strip()
     if not secret:
-        print("lethe: bad configuration:\n  auth.jwt_secret (LETHE_AUTH_JWT_SECRET): Required to mint a token.\n"
-              f"  No secret of lethe dev was found in {os.path.abspath(args.state_dir)}: run this from the "
-              "folder where `make run` ran, or pass --state-dir PATH/TO/.lethe", file=sys.stderr)
+        print_config_errors(ConfigError({"auth.jwt_secret": [
+            f"Required to mint a token. No secret of lethe dev was found in {made.parent.resolve()}: run this "
+            "from the folder where `make run` ran, or pass --state-dir PATH/TO/.lethe"]}))
         return EXIT_CONFIG
-    try:
-        sub = uuid.UUID(args.sub)
-        ttl = parse_duration(args.ttl)
-    except ValueError:
-        print("lethe token: --sub must be a UUID and --ttl a duration such as 1h", file=sys.stderr)
-        return 2
-    unknown = set(args.scope) - set(SCOPES)
-    if unknown:
-        print(f"lethe token: unknown scope; choose from {', '.join(SCOPES)}", file=sys.stderr)
-        return 2
-    print(mint_token(secret, sub, tuple(args.scope), timedelta(seconds=ttl), issuer=cfg.auth.issuer,
+    print(mint_token(secret, args.sub, tuple(args.scope), args.ttl, issuer=cfg.auth.issuer,
                      audience=cfg.auth.audience))
     return 0
 
@@ -318,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="report what no row explains in f/ and uploads/ (read-only)")
     audit.add_argument("--json", action="store_true", help="print one JSON summary object")
     audit.add_argument("--delete", action="store_true", help="delete orphans older than --grace")
-    audit.add_argument("--grace", default="24h", help="with --delete: only orphans older than this (24h)")
+    audit.add_argument("--grace", default="24h", type=duration_arg, help="with --delete: only orphans older than this (24h)")
     audit.set_defaults(func=cmd_audit)
 
     erase = commands.add_parser("erase", help="erase everything Lethe holds of a person (D16)")
@@ -358,10 +347,10 @@ def build_parser() -> argparse.ArgumentParser:
     receipt.set_defaults(func=cmd_receipt)
 
     token = commands.add_parser("token", help="mint an HS256 bearer token for development")
-    token.add_argument("--sub", required=True, help="the principal, a UUID")
-    token.add_argument("--scope", nargs="+", default=["files:read", "files:write"],
+    token.add_argument("--sub", required=True, type=uuid_arg, help="the principal, a UUID")
+    token.add_argument("--scope", nargs="+", default=["files:read", "files:write"], choices=SCOPES,
                        help="files:read files:write manage")
-    token.add_argument("--ttl", default="1h", help="lifetime, such as 1h or 7d")
+    token.add_argument("--ttl", default="1h", type=duration_arg, help="lifetime, such as 1h or 7d")
     token.add_argument("--state-dir", default=".lethe", help="where lethe dev keeps its secret")
     token.set_defaults(func=cmd_token)
 

@@ -1,4 +1,4 @@
-"""The operator commands of `lethe` (D16, issue 14): one-shot work on the database and the store, run by
+"""The operator commands of `lethe` (D16): one-shot work on the database and the store, run by
 hand. Each prints its report on stdout as a readable table (or one JSON object with --json), its logs on
 stderr, and a progress bar on a terminal. Without database.url they use the `lethe dev` running from the same
 folder (./.lethe/dev.json), or exit 2 saying what to run."""
@@ -12,6 +12,7 @@ import os
 import sys
 import time
 import uuid
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Iterable, TypeVar
 
 from app.platform.config import with_changes
@@ -242,15 +243,7 @@ def cmd_sweep_run(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from datetime import timedelta
-
-    from app.platform.config import parse_duration
-
-    try:
-        grace = timedelta(seconds=parse_duration(args.grace))
-    except ValueError:
-        print("lethe audit: --grace must be a duration such as 24h or 7d", file=sys.stderr)
-        return 2
+    grace = args.grace
     runtime = _one_shot_runtime("audit", commits=False)  # --delete too: it removes in place, commits no job
     from app.lifecycle.audit import run_audit
 
@@ -332,7 +325,7 @@ def _print_hold(fields: dict[str, Any]) -> None:
 
 
 def cmd_hold(args: argparse.Namespace) -> int:
-    """Legal holds (issue 27): place, list, release; `field: value` lines, a table, or JSON."""
+    """Legal holds: place, list, release; `field: value` lines, a table, or JSON."""
     from app.errors import Invalid, NotFound
     from app.lifecycle import holds
 
@@ -382,7 +375,7 @@ def cmd_hold(args: argparse.Namespace) -> int:
 
 
 def cmd_webhooks(args: argparse.Namespace) -> int:
-    """Webhook deliveries (issue 28): the latest (or the failed ones) as a table or JSON; send one again."""
+    """Webhook deliveries: the latest (or the failed ones) as a table or JSON; send one again."""
     from app.lifecycle import webhooks
 
     redeliver = args.webhooks_command == "redeliver"
@@ -429,6 +422,16 @@ def limit_arg(text: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 10_000:
         raise argparse.ArgumentTypeError("must be a number from 1 to 10000")
     return int(text)
+
+
+def duration_arg(text: str) -> timedelta:
+    """argparse type: a duration such as 90s, 1h or 7d."""
+    from app.platform.config import parse_duration
+
+    try:
+        return timedelta(seconds=parse_duration(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be a duration such as 1h or 7d") from None
 
 
 def delivery_arg(text: str) -> uuid.UUID:

@@ -91,7 +91,7 @@ def autovacuum_off(url: str) -> list[str]:
 
 
 def warn_if_autovacuum_off(cfg: Config, role: str) -> None:
-    """At a role's start: one warning when autovacuum is off for the server or a table of Lethe's (issue 20)."""
+    """At a role's start: one warning when autovacuum is off for the server or a table of Lethe's."""
     import logging
 
     off = autovacuum_off(cfg.database.url) if cfg.database.url else []
@@ -102,7 +102,7 @@ def warn_if_autovacuum_off(cfg: Config, role: str) -> None:
 
 def database_problem(url: str) -> str | None:
     """What is wrong with the database an operator command would use, in words an operator can act on, or None.
-    Never the URL, its user or its password (issue 21): only what failed and what to run."""
+    Never the URL, its user or its password: only what failed and what to run."""
     import psycopg
 
     from app.db.migrate import pending_migrations
@@ -143,7 +143,7 @@ def _connect_failure(sqlstate: str | None) -> str:
 
 
 def check_database_or_exit(url: str) -> None:
-    """Exit 2 with a sentence naming database.url and what is wrong, without a traceback (issue 21)."""
+    """Exit 2 with a sentence naming database.url and what is wrong, without a traceback."""
     problem = database_problem(url)
     if problem is not None:
         print(f"lethe: database.url (LETHE_DATABASE_URL): {problem}", file=sys.stderr)

@@ -30,7 +30,7 @@ from app.lifecycle.waves import delete_in_waves
 from app.platform.observability.logs import log_event
 from app.storage.base import DeleteFailure, ListedObject, ListedUpload, MultipartRef
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.audit")
@@ -105,7 +105,7 @@ def run_audit(rt: Runtime, delete: bool = False, grace: timedelta = timedelta(ho
         delete: remove orphans last written before now - grace, in waves.
         progress: called with the number of objects listed so far, every 1,000 objects.
     """
-    with rt.db.maintenance():  # maintenance work: its own statement timeout (issue 24)
+    with rt.db.maintenance():  # maintenance work: its own statement timeout
         return _audit(rt, delete, grace, progress)
 
 
@@ -234,7 +234,7 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
 
 def _multipart_uploads(rt: Runtime, report: AuditReport, delete: bool, cutoff: datetime) -> None:
     """Unfinished multipart uploads under f/ and uploads/ (ListMultipartUploads, paged; S3) whose session row
-    is gone or no longer open: a lost abort, or a direct upload's part that landed after it (issue 26). With
+    is gone or no longer open: a lost abort, or a direct upload's part that landed after it. With
     delete, those begun before the grace are aborted, after a re-check against the table."""
     for prefix in (FILES_PREFIX, UPLOADS_PREFIX):
         chunk: list[ListedUpload] = []

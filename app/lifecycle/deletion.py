@@ -25,7 +25,7 @@ from app.lifecycle import ends
 from app.platform.jobs import PURGE_ACTOR, PURGE_QUEUE
 from app.platform.observability.logs import log_event
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.deletion")
@@ -69,7 +69,7 @@ def _mark(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: st
 
 @dataclass(frozen=True)
 class DeleteResult:
-    """What deleteFile answers for one id of a batch (issue 24): 204, 404 or 409 with its reason."""
+    """What deleteFile answers for one id of a batch: 204, 404 or 409 with its reason."""
 
     id: uuid.UUID
     status: int
@@ -121,7 +121,7 @@ def delete_file(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
 
 
 def delete_files(rt: Runtime, principal: Principal, file_ids: Sequence[uuid.UUID]) -> list[DeleteResult]:
-    """batchDeleteFiles (issue 24): each id answered exactly as deleteFile would answer it alone, in request
+    """batchDeleteFiles: each id answered exactly as deleteFile would answer it alone, in request
     order; one transaction for the batch, rows locked in id order (D10), one purge job for what it marked.
 
     Raises:

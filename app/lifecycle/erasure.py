@@ -6,7 +6,7 @@
 # left and every key was confirmed absent. A complete erasure forgets its subject: what stays is its counts
 # and the files' name-free receipts. A person a legal hold covers (a hold on them or on one of their files) is
 # not erased: the request answers 409 subject_on_hold, and a running erasure meeting a new hold fails with that
-# reason before it marks anything more (issue 27); it can be requested again after the release.
+# reason before it marks anything more; it can be requested again after the release.
 """Erasure of a person: request, one round, and its state."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from app.lifecycle.purge import purge_files
 from app.domain.webhooks import ERASURE_COMPLETED
 from app.platform.observability.logs import log_event
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.erasure")
@@ -265,7 +265,7 @@ def _finish(rt: Runtime, row: ErasureRow, subject: uuid.UUID) -> str:
                 return
             done = sql.erasure(uow.conn, row.id)
             assert done is not None  # this transaction just finished it
-            # After the confirming read, with the completion (issue 28): counts and file ids, never the subject.
+            # After the confirming read, with the completion: counts and file ids, never the subject.
             webhooks.record_event(uow, rt.cfg, ERASURE_COMPLETED, {
                 "erasure_id": str(row.id), "files_marked": done.files_marked, "files_purged": done.files_purged,
                 "keys_confirmed_absent": done.keys_confirmed_absent, "messages_removed": done.messages_removed,

@@ -28,7 +28,7 @@ from app.lifecycle import webhooks
 from app.platform.jobs import enqueue_purge
 from app.platform.observability.logs import log_event
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.holds")
@@ -78,7 +78,7 @@ def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_
 
 
 def _event_data(row: Any) -> dict[str, Any]:
-    """A hold's webhook data (issue 28): its id, the kind of target, a file id for a file hold, times and counts;
+    """A hold's webhook data: its id, the kind of target, a file id for a file hold, times and counts;
     never the subject and never the case reference."""
     data: dict[str, Any] = {"hold_id": str(row.id), "target": "file" if row.file_id else "subject",
                             "placed_at": row.created_at.isoformat(), "files_deferred": row.files_deferred,

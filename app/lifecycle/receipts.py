@@ -12,7 +12,7 @@ from app.errors import Forbidden, NotFound
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 

@@ -36,7 +36,7 @@ from app.platform.observability.logs import log_event
 
 from typing import TYPE_CHECKING, Callable
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.retention")

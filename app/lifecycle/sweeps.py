@@ -22,7 +22,7 @@ from app.db.locks import exclusive
 from app.lifecycle.waves import delete_in_waves
 from app.platform.observability.logs import log_event
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.sweep")

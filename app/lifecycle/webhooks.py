@@ -33,7 +33,7 @@ from app.platform.jobs import WEBHOOK_ACTOR, WEBHOOK_QUEUE
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
-if TYPE_CHECKING:  # the services' collaborators (issue 22: typed at every service boundary)
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.platform.config.tree import Config
     from app.runtime import Runtime
 

@@ -16,7 +16,7 @@ from typing import Callable
 
 class Readiness:
     """Checks by name; those named in `soft` degrade the service without making it unready (a scanner outage
-    delays scans, it does not stop uploads or downloads: issue 21)."""
+    delays scans, it does not stop uploads or downloads)."""
 
     def __init__(self, checks: dict[str, Callable[[], None]], deadline: float = 1.5, soft: frozenset[str] = frozenset()):
         self.checks = checks

@@ -122,15 +122,15 @@ class ObjectStore(Protocol):
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
         """Assemble the parts, in order, into the object `ref.key` and drop the parts; a driver that reads the
-        bytes on the way gives their sha256 in the answer, so that nobody reads them again (issue 24)."""
+        bytes on the way gives their sha256 in the answer, so that nobody reads them again."""
 
     def abort_upload(self, ref: MultipartRef, part_count: int) -> None:
         """Drop every part of an upload (fs: part-1..part-N; s3: abort the multipart upload). Idempotent.
         Raises ObjectFailed when the store refused this upload's objects, StorageError when it failed."""
 
     def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
-        """A URL that takes part n of the multipart upload by a plain PUT, for `expires_in` (direct uploads,
-        issue 26; S3 only: `supports_direct`). Local: no request to the store."""
+        """A URL that takes part n of the multipart upload by a plain PUT, for `expires_in` (direct uploads;
+        S3 only: `supports_direct`). Local: no request to the store."""
 
     def list_parts(self, ref: MultipartRef) -> list[ListedPart]:
         """Every part the store holds of the multipart upload, in order (ListParts, paged). Raises NotFound
@@ -169,7 +169,7 @@ class StoreMaintenance(Protocol):
         (a control character) is listed as it is; the caller filters it."""
 
     def list_uploads(self, prefix: str) -> Iterator[ListedUpload]:
-        """Every unfinished multipart upload under `prefix`, page by page (the audit, issue 26); fs: none."""
+        """Every unfinished multipart upload under `prefix`, page by page (the audit); fs: none."""
 
     def prune_dirs(self, prefix: str) -> int:
         """Remove the empty directories below `prefix`, deepest first, never following a link, keeping the

@@ -67,7 +67,7 @@ class FsStore:
     """
 
     driver = "fs"
-    supports_direct = False  # no URL can take bytes into a local directory (issue 26: 422 direct_transfer_unavailable)
+    supports_direct = False  # no URL can take bytes into a local directory (422 direct_transfer_unavailable)
 
     def __init__(self, root: str, min_free_bytes: int = 0):
         os.makedirs(root, exist_ok=True)
@@ -315,7 +315,7 @@ class FsStore:
 
     def put_part(self, ref: MultipartRef, part_number: int, data: bytes | Iterator[bytes]) -> UploadedPart:
         # Written chunk by chunk as the body arrives: no part is held in memory. No digest of the part: its
-        # etag is only the size written (md5 cost 18 ms of each 8 MiB part, issue 24); the completion checks
+        # etag is only the size written (md5 cost 18 ms of each 8 MiB part); the completion checks
         # the whole file's size and sha256.
         segments = _segments(part_key(ref.file_id, part_number))
         tmp_path, size = self._write_tmp(data)
@@ -332,7 +332,7 @@ class FsStore:
         digest = hashlib.sha256()
 
         def stream() -> Iterator[bytes]:
-            # The bytes are hashed as they are copied: the completion reads them once (issue 24).
+            # The bytes are hashed as they are copied: the completion reads them once.
             for part in ordered:
                 chunks = self.open(part_key(ref.file_id, part.part_number))
                 try:

@@ -144,7 +144,7 @@ class S3Store:
     """
 
     driver = "s3"
-    supports_direct = True  # presigned part URLs (issue 26)
+    supports_direct = True  # presigned part URLs
 
     def __init__(self, endpoint: str, bucket: str, access_key: str, secret_key: str, region: str = "",
                  secure: bool = True, create_bucket: bool = False, pool_size: int = 16, timeout: float = 15.0):
@@ -317,7 +317,7 @@ class S3Store:
         """Every version and delete marker of each key. Keys are grouped by their directory (a file's own
         `f/<aa>/<bb>/<id>/`, which holds that file's objects only, K3), and each directory's versions are
         listed once, keeping only the exact names asked for (`orig-1` must not take `orig-10`): one request a
-        file instead of one a key (issue 23: a versioned purge ran at a third of a plain one on SeaweedFS)."""
+        file instead of one a key (a versioned purge ran at a third of a plain one on SeaweedFS)."""
         failures: list[DeleteFailure] = []
         objects: list[DeleteObject] = []
         groups: dict[str, set[str]] = {}
@@ -380,7 +380,7 @@ class S3Store:
         except _Absent:
             return  # unknown or already finished: nothing left to abort
 
-    # -- direct uploads (issue 26): presigned part URLs, and the store's own word on what it holds.
+    # -- direct uploads: presigned part URLs, and the store's own word on what it holds.
 
     def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
         # Signed locally with the configured region; the URL names the original's key (built from the file id

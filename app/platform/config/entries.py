@@ -248,7 +248,7 @@ def _events(value: Any) -> tuple[str, ...]:
 
 
 def parse_endpoints(raw: Any) -> tuple[Endpoint, ...]:
-    """`webhooks.endpoints` from JSON text or a list (issue 28).
+    """`webhooks.endpoints` from JSON text or a list.
 
     Raises:
         EntryErrors: one message per problem, naming the endpoint (by its name when valid, else its position)

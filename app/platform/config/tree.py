@@ -302,7 +302,7 @@ class HoldsConfig:
 
 @dataclass(frozen=True)
 class WebhooksConfig:
-    """Keys `webhooks.*` (issue 28, Standard Webhooks 1.0)."""
+    """Keys `webhooks.*` (Standard Webhooks 1.0)."""
 
     endpoints: tuple[Endpoint, ...] = key(EntryList(parse_endpoints, Endpoint), "[]",
         "Receivers of signed, name-free deletion events: a JSON list of {name, url, secret, events}; secret is "

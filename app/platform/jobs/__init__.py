@@ -19,7 +19,7 @@ CLEANUP_QUEUE, CLEANUP_ACTOR = "maintenance", "cleanup_pending"
 RETENTION_QUEUE, RETENTION_ACTOR = "maintenance", "retention_run"
 SWEEP_QUEUE, SWEEP_ACTOR = "maintenance", "sweep_prefix"
 ERASE_QUEUE, ERASE_ACTOR = "maintenance", "erase_subject"
-# Webhook deliveries have a queue of their own: a receiver that times out never holds back a purge (issue 28).
+# Webhook deliveries have a queue of their own: a receiver that times out never holds back a purge.
 WEBHOOK_QUEUE, WEBHOOK_ACTOR = "webhooks", "deliver_webhooks"
 
 

@@ -16,7 +16,7 @@ QUEUES = ("maintenance", "scan", "webhooks")
 
 class LetheRabbitmqBroker(RabbitmqBroker):
     """dramatiq's RabbitMQ broker, declaring every queue (a queue, its delay queue .DQ and its dead-letter queue
-    .XQ) with `x-queue-type` from broker.queue_type (issue 23): quorum queues replicate over a RabbitMQ
+    .XQ) with `x-queue-type` from broker.queue_type: quorum queues replicate over a RabbitMQ
     cluster; their dead-lettering and message TTL are what dramatiq needs, and Lethe uses no priorities."""
 
     def __init__(self, *, queue_type: str = "classic", **kwargs: Any):

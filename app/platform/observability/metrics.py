@@ -14,7 +14,7 @@ HTTP_REQUESTS = Counter("lethe_http_requests_total", "HTTP requests by route tem
 HTTP_DURATION = Histogram("lethe_http_request_duration_seconds", "HTTP request duration by route template.",
                           ["route", "method"])
 UPLOADS_CREATED = Counter("lethe_uploads_created_total", "Upload sessions created, by transfer: api (the bytes pass "
-                          "through the api), direct (straight to S3 through presigned URLs, issue 26) or tus.",
+                          "through the api), direct (straight to S3 through presigned URLs) or tus.",
                           ["transfer"])
 WEBHOOK_DELIVERIES = Counter("lethe_webhook_deliveries_total", "Webhook deliveries that ended an attempt, by endpoint "
                              "and outcome: delivered, retry (a timeout, a connection error or a 5xx; tried again), "
@@ -90,7 +90,7 @@ def purge_backlog_gauges() -> tuple[Gauge, Gauge]:
 
 
 def hold_gauges() -> tuple[Gauge, Gauge]:
-    """Legal holds in force and the deleted files they hold back (issue 27; set by each cleanup run). Held files
+    """Legal holds in force and the deleted files they hold back (set by each cleanup run). Held files
     are not in the backlog gauges: the backlog alert does not fire for them."""
     return (_lazy_gauge("lethe_holds_active", "Legal holds placed and not released (set by each cleanup run)."),
             _lazy_gauge("lethe_files_held", "Deleted files whose purge a legal hold defers (set by each cleanup "
