@@ -301,7 +301,25 @@ def raw_store(request, tmp_path):
         assert_nothing_hidden(store)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups marked here
+def room_of(nodeid: str) -> str:
+    """The xdist worker room of a test: a module runs whole on one worker (its module fixtures are made once),
+    and every test that starts the roles as processes runs in one room, one after another: two of them at once
+    would share two cores with their own PostgreSQL, RabbitMQ and S3 load and their deadlines."""
+    path = nodeid.split("::", 1)[0]
+    return "processes" if path.startswith(("tests/e2e/", "tests/faults/")) else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduling by the rooms above (its group marks no longer reach the nodeids of pytest 9)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Rooms(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return room_of(nodeid)
+
+    return Rooms(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """SeaweedFS variants run only in ON_SEAWEED modules, and a test marked one_store on fs alone: elsewhere
     they are deselected, not skipped."""
@@ -322,13 +340,6 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    # Under xdist (--dist loadgroup) a module runs whole on one worker (its module fixtures are made once), and
-    # every test that starts the roles as processes runs on one worker, one after another: two of them at once
-    # would share two cores with their own PostgreSQL, RabbitMQ and S3 load and their deadlines.
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        group = "processes" if path.startswith(("tests/e2e/", "tests/faults/")) else path
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ table of 1,000,000 rows; here 60,000 rows are enough for the planner to prefer a
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from datetime import datetime, timezone
 
 import psycopg
@@ -11,12 +13,31 @@ import pytest
 from psycopg.rows import tuple_row
 
 from app.db import cleanup as sql
+from app.db.migrate import migrate
+from app.db.pool import Database
+from tests.conftest import _with_database, create_test_database
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def big_table(db):
+@pytest.fixture(scope="module")
+def big_table(postgres_server):
+    """60,000 files in a database of the module's own, made once: the queries only read it."""
+    name = f"lethe_indexes_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    admin = create_test_database(postgres_server, name)
+    url = _with_database(postgres_server, name)
+    migrate(url)
+    db = Database(url, pool_size=2)
+    try:
+        _fill(db)
+        yield db
+    finally:
+        db.close()
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _fill(db):
     db.read(lambda conn: conn.execute(
         """
         INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, upload_state,
@@ -34,7 +55,6 @@ def big_table(db):
     db.read(lambda conn: conn.execute("UPDATE upload_sessions SET state = 'open', completed_at = NULL "
                                       "WHERE file_id IN (SELECT file_id FROM upload_sessions LIMIT 500)"))
     db.read(lambda conn: conn.execute("ANALYZE"))
-    return db
 
 
 class ExplainCursor(psycopg.Cursor):
