@@ -44,6 +44,23 @@ class ReasonedError(LetheError):
         self.detail = detail
 
 
+class LinkRefused(ReasonedError):
+    """A file link that Lethe did not make, or that expired (403 `link_invalid`, `link_expired`): the same
+    answer whatever the file, so that a refused link says nothing of it."""
+
+    status = 403
+    code = "forbidden"
+    title = "Forbidden"
+
+
+class NotConfigured(ReasonedError):
+    """A capability this installation has not configured (501), with the key that turns it on."""
+
+    status = 501
+    code = "not_configured"
+    title = "Not configured"
+
+
 class Conflict(ReasonedError):
     status = 409
     code = "conflict"

@@ -13,8 +13,8 @@ from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from app.platform.observability import metrics
-from app.api import (common, drafts, erasures, events, files, holds, json_body, messages, ops, problems, receipts,
-                     slots, tus, uploads)
+from app.api import (common, drafts, erasures, events, files, holds, json_body, links, messages, ops, problems,
+                     receipts, slots, tus, uploads)
 from app.api.schemas import ProblemSchema
 from app.api.auth import Authenticator
 from app.errors import LetheError
@@ -86,7 +86,7 @@ def create_app(runtime: Runtime) -> Flask:
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
     api.register_converter(common.SegmentConverter, common.segment_schema)
     api.register_converter(common.PartNumberConverter, common.part_number_schema)
-    for module in (uploads, tus, files, messages, drafts, events, receipts, slots, erasures, holds):
+    for module in (uploads, tus, files, links, messages, drafts, events, receipts, slots, erasures, holds):
         api.register_blueprint(module.blp)
     _allow_cors(app, runtime.cfg.api.cors_origins)
     app.register_error_handler(LetheError, problems.from_lethe_error)
@@ -99,7 +99,9 @@ def create_app(runtime: Runtime) -> Flask:
         # (Flask raises routing errors only after this hook).
         # An OPTIONS request carries no token: browsers send it first (CORS preflight, tus discovery), and its
         # answer says nothing of any file.
-        if request.path.startswith(API_PREFIX) and request.method != "OPTIONS":
+        # A file link carries its own credential (the sealed token), checked with the file by its handler.
+        if request.path.startswith(API_PREFIX) and request.method != "OPTIONS" \
+                and not request.path.startswith(links.PREFIX):
             g.principal = authenticator.principal(request.headers.get("Authorization"))
             reads_json = request.method in ("POST", "PUT", "PATCH") and _reads_json(request.endpoint, request.method)
             if reads_json and _json_body_expected_but_not_sent():

@@ -8,17 +8,33 @@ from typing import Any
 
 import dataclasses
 
-from flask import Response
+from flask import request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app.content import files
-from app.lifecycle import deletion, retention
+from app.api import serving
 from app.api.common import caller, problems, runtime
-from app.api.schemas import BatchDeleteResultsSchema, BatchDeleteSchema, FileSchema
-from app.domain.uploads import content_disposition
+from app.api.schemas import (BatchDeleteResultsSchema, BatchDeleteSchema, ContentQuerySchema, FileListSchema,
+                             FileSchema, FilesQuerySchema, LinkCreateSchema, LinkSchema)
+from app.content import files, serve
+from app.lifecycle import deletion, retention
 
 blp = Blueprint("files", __name__, url_prefix="/api/v1/files", description="Files")
+
+
+@blp.route("")
+class FileList(MethodView):
+    @blp.doc(operationId="listFiles")
+    @blp.arguments(FilesQuerySchema, location="query")
+    @blp.response(200, FileListSchema)
+    @problems(blp, 403, 422)
+    def get(self, query: dict[str, Any]) -> Any:
+        """The caller's own live files, newest first, a page at a time (`files:read`); by `purpose` and upload
+        `state` when given. With `manage`, another uploader's (`uploader`), retired ones included. Deleted
+        files never appear."""
+        rows, cursor = files.list_files(runtime(), caller(), query.get("uploader"), query.get("purpose"),
+                                        query.get("state"), query.get("after"), query["limit"])
+        return {"files": rows, "next": cursor}
 
 
 @blp.route("/<uuid:file_id>")
@@ -57,22 +73,46 @@ class FilesBatchDelete(MethodView):
         return {"results": [dataclasses.asdict(result) for result in results]}
 
 
+BYTES = {"schema": {"type": "string", "format": "binary"}}
+CONTENT_RESPONSES = {
+    "200": {"description": "The whole file.", "content": {"application/octet-stream": BYTES, "image/*": BYTES,
+                                                            "audio/*": BYTES, "video/*": BYTES}},
+    "206": {"description": "One byte range (Range: bytes=first-last).", "content": {
+        "application/octet-stream": BYTES, "image/*": BYTES, "audio/*": BYTES, "video/*": BYTES}},
+    "302": {"description": "file.s3.download redirect: a presigned GET of the store, short-lived."},
+    "304": {"description": "If-None-Match or If-Modified-Since: the client's copy is current."},
+}
+
+
 @blp.route("/<uuid:file_id>/content")
 class FileContent(MethodView):
-    @blp.doc(responses={"200": {"description": "The original, as an attachment.", "content": {
-        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}})
-    @blp.doc(operationId="getFileContent")
-    @problems(blp, 403, 404, 410)
-    def get(self, file_id: uuid.UUID) -> Any:
-        """Download the original of a deliverable file (complete, scanned clean or not scanned)."""
-        row, size, chunks = files.open_content(runtime(), caller(), file_id)
-        response = Response(chunks, mimetype="application/octet-stream", direct_passthrough=True)
-        response.headers["Content-Length"] = str(size)
-        response.headers["Content-Disposition"] = content_disposition(row.original_name)
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["Cache-Control"] = "private, no-store"
-        response.call_on_close(chunks.close)
-        return response
+    @blp.doc(responses=CONTENT_RESPONSES, operationId="getFileContent")
+    @blp.arguments(ContentQuerySchema, location="query")
+    @problems(blp, 403, 404, 410, 412, 416, 422)
+    def get(self, query: dict[str, Any], file_id: uuid.UUID) -> Any:
+        """Download the original of a deliverable file (complete, scanned clean or not scanned), whole or one
+        byte range, with a strong ETag and Last-Modified for conditional requests; HEAD answers the headers.
+        `disposition=inline` shows it in the browser when its bytes are a raster image, audio or video of the
+        type it was declared as; anything else is an attachment of application/octet-stream."""
+        return serving.respond(runtime(), serve.for_reader(runtime(), caller(), file_id, query["disposition"]))
+
+
+@blp.route("/<uuid:file_id>/links")
+class FileLinks(MethodView):
+    @blp.doc(operationId="createFileLink")
+    @blp.arguments(LinkCreateSchema)
+    @blp.response(201, LinkSchema)
+    @problems(blp, 403, 404, 410, 422, 501)
+    def post(self, body: dict[str, Any], file_id: uuid.UUID) -> Any:
+        """A link to the file that works without an Authorization header (an `<img src>`, a `<video src>`, a
+        download), for at most file.link_ttl (`files:read` on a file the caller may read). It is sealed to
+        the file, disposition and expiry and names none of them; every use checks the file again, so a link
+        of a deleted file answers 404 at once."""
+        rt = runtime()
+        token, expires_at = serve.create_link(rt, caller(), file_id, body["disposition"], body.get("variant"),
+                                              body.get("ttl"))
+        base = rt.cfg.api.public_url.rstrip("/") or request.host_url.rstrip("/")
+        return {"url": f"{base}/api/v1/links/{token}", "expires_at": expires_at}
 
 
 @blp.route("/<uuid:file_id>/restore")

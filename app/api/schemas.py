@@ -321,3 +321,53 @@ class HoldsQuerySchema(Schema):
 class HoldListSchema(NoNulls):
     holds = fields.List(fields.Nested(HoldSchema), required=True)
     next_after = fields.UUID(metadata={"description": "The cursor of the next page; absent on the last page."})
+
+
+class ContentQuerySchema(Schema):
+    disposition = fields.String(load_default="attachment", validate=validate.OneOf(["attachment", "inline"]),
+                                metadata={"description": "inline: shown by the browser, for a raster image, audio "
+                                          "or video whose bytes are the declared type; anything else is an "
+                                          "attachment of application/octet-stream."})
+
+
+class _Duration(fields.String):
+    """A duration as the configuration writes it (90s, 10m, 1h)."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
+        from datetime import timedelta
+
+        from app.domain.durations import parse_duration
+
+        text = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            return timedelta(seconds=parse_duration(text))
+        except ValueError:
+            raise ValidationError("Not a duration such as 90s or 10m.") from None
+
+
+class LinkCreateSchema(Schema):
+    disposition = fields.String(load_default="attachment", validate=validate.OneOf(["attachment", "inline"]))
+    variant = fields.String(validate=FullMatch(r"^[a-z0-9_-]{1,32}$"),
+                            metadata={"description": "A variant of the file instead of its original."})
+    ttl = _Duration(metadata={"description": "How long the link works (default and longest: file.link_ttl)."})
+
+
+class LinkSchema(Schema):
+    url = fields.String(required=True, metadata={"description": "Works without an Authorization header; names "
+                                                 "no file, name or person."})
+    expires_at = fields.DateTime(required=True)
+
+
+class FilesQuerySchema(Schema):
+    uploader = fields.UUID(metadata={"description": "With `manage`: another uploader's files (default: the "
+                                                    "caller's)."})
+    purpose = fields.String(validate=validate.OneOf(PURPOSES))
+    state = fields.String(validate=validate.OneOf(UPLOAD_STATES))
+    after = fields.String(validate=FullMatch(r"^[A-Za-z0-9_-]{1,64}$"),
+                          metadata={"description": "Cursor: the `next` of the previous page."})
+    limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=200))
+
+
+class FileListSchema(NoNulls):
+    files = fields.List(fields.Nested(FileSchema), required=True)
+    next = fields.String(metadata={"description": "The cursor of the next page; absent on the last page."})

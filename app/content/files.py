@@ -1,25 +1,23 @@
 """Reading files (D13, D16): a file is visible to its uploader and to `manage`; a deleted file is the same
-404 as an unknown id; a retired file answers 410 file_expired to its uploader and 404 to anyone else. Content is served only for a deliverable file; a visible deliverable file whose
-object is gone answers 410, never a 500."""
+404 as an unknown id; a retired file answers 410 file_expired to its uploader and 404 to anyone else. The
+listing of a caller's files is here too; serving their content is app/content/serve.py."""
 
 from __future__ import annotations
 
-import logging
+import base64
+import struct
 import uuid
-from typing import TYPE_CHECKING, Any, Generator
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db.files import FileRow
 from app.domain import access
-from app.domain.states import is_deliverable
-from app.errors import Forbidden, Gone, NotFound
-from app.platform.observability.logs import log_event
+from app.errors import Forbidden, Gone, Invalid, NotFound
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
-
-log = logging.getLogger("lethe.files")
 
 
 def visible_file(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> FileRow:
@@ -40,19 +38,39 @@ def visible_file(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> FileR
     return row
 
 
-def open_content(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> tuple[FileRow, int, Generator[bytes, None, None]]:
-    """The row, the object's size and a stream of the original of a deliverable file. The size is the row's:
-    completion verified that the object has exactly that size, and an original is never rewritten.
+def _cursor_of(row: FileRow) -> str:
+    micros = int(row.created_at.timestamp() * 1_000_000)
+    return base64.urlsafe_b64encode(struct.pack(">q", micros) + row.id.bytes).rstrip(b"=").decode()
+
+
+def _position(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        if len(raw) != 24:
+            raise ValueError
+        (micros,) = struct.unpack(">q", raw[:8])
+        return datetime.fromtimestamp(micros / 1_000_000, tz=timezone.utc), uuid.UUID(bytes=raw[8:])
+    except (ValueError, TypeError, OverflowError, OSError):
+        raise Invalid("cursor_invalid", "Pass back the `next` of the previous page, as it was.") from None
+
+
+def list_files(rt: Runtime, principal: Principal, uploader: uuid.UUID | None = None, purpose: str | None = None,
+               state: str | None = None, cursor: str | None = None, limit: int = 50) -> tuple[list[FileRow], str | None]:
+    """listFiles: the caller's own live files, newest first (with `manage`, any uploader's, retired ones too).
+
+    Returns:
+        (a page of rows, the cursor of the next page or None at the end).
 
     Raises:
-        NotFound: not visible, or not deliverable. Gone: deliverable but its object is missing.
+        Forbidden: no files:read, or another uploader's files without `manage`. Invalid: `cursor_invalid`.
     """
-    row = visible_file(rt, principal, file_id)
-    if not is_deliverable(row.upload_state, row.scan_status) or row.object_key is None:
-        raise NotFound()
-    try:
-        chunks = rt.store.open(row.object_key)  # opens eagerly: a missing object raises here
-    except NotFound:
-        log_event(log, "warning", "file.content_missing", "content missing", file_id=str(file_id))
-        raise Gone("content_missing") from None
-    return row, row.size_bytes, chunks
+    if not access.may_read(principal):
+        raise Forbidden("files:read")
+    manager = access.is_manager(principal)
+    whose = uploader or principal.id
+    if whose != principal.id and not manager:
+        raise Forbidden("manage")
+    after = _position(cursor) if cursor else None
+    rows = rt.db.read(lambda conn: files_sql.listed(conn, whose, purpose, state, manager, after, limit + 1))
+    page = rows[:limit]
+    return page, _cursor_of(page[-1]) if len(rows) > limit else None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, BinaryIO, Iterator
 import psycopg
 
 from app.domain.access import Principal
+from app.content.detect import detect_stored
 from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
@@ -329,7 +330,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         return file_row
     leased_at = leased
     reason = None  # a reason the file fails: the store's parts broke the plan (direct), or a check below
-    size, digest = 0, None
+    size, digest, detected = 0, None, None
     try:
         uploaded = [UploadedPart(part.part_number, part.etag) for part in parts]
         if session.protocol == "direct":
@@ -351,6 +352,8 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         # The upload may have been aborted or deleted meanwhile: answer what the row says, else 503.
         _raise_what_the_row_says(rt, principal, file_id)
         raise StorageError("the upload could not be assembled") from None
+    if reason is None and size == file_row.size_bytes:
+        detected = detect_stored(rt.store, file_row.object_key or "")  # inline display trusts this alone
     if reason is None and size != file_row.size_bytes:
         reason = "size_mismatch"
     elif reason is None and session.expected_sha256 and digest is not None and digest != session.expected_sha256:
@@ -370,7 +373,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         now = rt.clock.now()
         sessions_sql.delete_parts(uow.conn, file_id)
         if reason is None:
-            files_sql.set_complete(uow.conn, file_id, digest, now)  # no digest yet: the scan checks it
+            files_sql.set_complete(uow.conn, file_id, digest, detected, now)  # no digest yet: the scan checks it
             sessions_sql.set_completed(uow.conn, file_id, now)
             write_file_updated(uow, file_id, principal.id, now)
             enqueue_scan(uow, file_id)

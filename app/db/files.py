@@ -18,7 +18,8 @@ from app.domain.purge_plan import PurgeFacts
 from app.domain.redaction import BLANKED
 
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
-           "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at")
+           "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at, detected_type, "
+           "completed_at")
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class FileRow:
     deleted_at: datetime | None
     last_change_at: datetime
     retired_at: datetime | None
+    detected_type: str | None = None  # the type the first bytes show, read at completion
+    completed_at: datetime | None = None  # when the content was completed (Last-Modified)
 
 
 def _rows(conn: Conn) -> psycopg.Cursor[FileRow]:
@@ -64,6 +67,32 @@ def file_by_id(conn: Conn, file_id: UUID) -> FileRow | None:
     """The row, or None; no lock."""
     with _rows(conn) as cur:
         return cur.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s", (file_id,)).fetchone()
+
+
+def listed(conn: Conn, uploader: UUID | None, purpose: str | None, state: str | None, with_retired: bool,
+           after: tuple[datetime, UUID] | None, limit: int) -> list[FileRow]:
+    """listFiles: live files newest first, after a keyset position (created_at, id); of one uploader, or of
+    every uploader (None); by purpose and upload state when given; retired ones only `with_retired` (indexes
+    files_by_uploader, files_listed)."""
+    where = ["deleted_at IS NULL"]
+    params: list[Any] = []
+    if uploader is not None:
+        where.append("uploaded_by = %s")
+        params.append(uploader)
+    if purpose is not None:
+        where.append("purpose = %s")
+        params.append(purpose)
+    if state is not None:
+        where.append("upload_state = %s")
+        params.append(state)
+    if not with_retired:
+        where.append("retired_at IS NULL")
+    if after is not None:
+        where.append("(created_at, id) < (%s, %s)")
+        params.extend(after)
+    with _rows(conn) as cur:
+        return cur.execute(f"SELECT {COLUMNS} FROM files WHERE {' AND '.join(where)} "
+                           "ORDER BY created_at DESC, id DESC LIMIT %s", (*params, limit)).fetchall()
 
 
 def rows_after(conn: Conn, after_id: UUID, limit: int) -> list[FileRow]:
@@ -92,12 +121,12 @@ def lock_files(conn: Conn, file_ids: Sequence[UUID]) -> list[FileRow]:
                            (list(file_ids),)).fetchall()
 
 
-def set_complete(conn: Conn, file_id: UUID, sha256: str | None, now: datetime) -> None:
+def set_complete(conn: Conn, file_id: UUID, sha256: str | None, detected_type: str | None, now: datetime) -> None:
     """The upload is assembled and verified: complete, with its digest (None: a direct upload whose digest the
-    scan checks as it reads the bytes)."""
+    scan checks as it reads the bytes) and the type its first bytes show."""
     conn.execute(
-        "UPDATE files SET upload_state = 'complete', sha256 = %s, last_change_at = greatest(last_change_at, %s) "
-        "WHERE id = %s", (sha256, now, file_id))
+        "UPDATE files SET upload_state = 'complete', sha256 = %s, detected_type = %s, completed_at = %s, "
+        "last_change_at = greatest(last_change_at, %s) WHERE id = %s", (sha256, detected_type, now, now, file_id))
 
 
 def set_sha256(conn: Conn, file_id: UUID, sha256: str) -> None:

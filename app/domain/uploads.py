@@ -61,11 +61,14 @@ def lease_in_force(since: datetime | None, now: datetime, timeout: timedelta) ->
     return since is not None and now - since < timeout
 
 
-def content_disposition(name: str) -> str:
-    """A safe `Content-Disposition: attachment` with an ASCII fallback and an RFC 6266 / 5987 `filename*`."""
+def content_disposition(name: str | None, disposition: str = "attachment") -> str:
+    """A safe `Content-Disposition` (attachment or inline) with an ASCII fallback and an RFC 6266 / 5987
+    `filename*`; without a name (a link's answer names none), the disposition alone."""
+    if name is None:
+        return disposition
     fallback = "".join(ch if 0x20 <= ord(ch) < 0x7F and ch not in '"\\;' else "_" for ch in name).strip() or "file"
     encoded = quote(name, safe="!#$&+-.^_`|~")
-    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+    return f"{disposition}; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
 
 
 def human_size(size_bytes: int) -> str:

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("lethe.dev")
 
 
-def _dev_secret(state: Path) -> str:
-    path = state / "jwt_secret"
+def _dev_secret(state: Path, name: str = "jwt_secret") -> str:
+    """A secret of this folder's lethe dev (made once, 0600, kept across restarts)."""
+    path = state / name
     if not path.exists():
         state.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -185,6 +186,8 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         log_event(log, "info", "dev.postgres_started", "embedded PostgreSQL started", port=embedded.port)
     if not cfg.auth.jwt_secret and not cfg.auth.jwt_public_key:
         changes["auth.jwt_secret"] = _dev_secret(state)
+    if not cfg.file.link_secret:
+        changes["file.link_secret"] = _dev_secret(state, "link_secret")  # createFileLink works under make run
     if port:
         changes["api.port"] = port
     cfg = with_changes(cfg, changes) if changes else cfg

@@ -25,7 +25,7 @@ def build_store(cfg: Config) -> GuardedStore:
         s3 = cfg.file.s3
         store = S3Store(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key, region=s3.region,
                         secure=s3.secure, create_bucket=s3.create_bucket, pool_size=cfg.database.pool_size + 6,
-                        timeout=s3.timeout.total_seconds())
+                        timeout=s3.timeout.total_seconds(), public_endpoint=s3.public_endpoint)
     else:
         store = FsStore(cfg.file.fs.root, min_free_bytes=cfg.file.fs.min_free_bytes)
     return GuardedStore(store, in_transaction)

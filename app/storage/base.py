@@ -86,8 +86,17 @@ class ObjectStore(Protocol):
     def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
         """Write a whole object atomically (overwrites)."""
 
-    def open(self, key: str) -> Generator[bytes, None, None]:
-        """Stream an object in chunks. Raises NotFound when it is missing. Close the iterator when done."""
+    def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
+        """Stream an object in chunks, from byte `first`, `length` bytes (None: to its end). Raises NotFound when
+        it is missing (before the first chunk). Close the iterator when done."""
+
+    def open_file(self, key: str) -> BinaryIO | None:
+        """The object as a local file the server may send itself (sendfile), or None when the store is remote.
+        Raises NotFound when it is missing. The caller closes it."""
+
+    def presign_get(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
+        """A URL that reads the object by a plain GET for `expires_in`, answered with these Content-Type and
+        Content-Disposition headers and never cached (S3 only: `supports_direct`). Local: no request."""
 
     def get(self, key: str) -> bytes:
         """Read a whole object. Raises NotFound when it is missing."""

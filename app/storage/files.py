@@ -2,7 +2,8 @@
 # removal method takes the Clearance the rule answered right before it (app/db/keeps.py) and skips every file
 # the clearance keeps. A key that is not the named file's is never deleted on its behalf (K3), and a key of the
 # file schema is never deleted as someone else's (the unmanaged prefixes).
-"""The facade in front of the object store for a file's objects: which keys a file owns, and their removal.
+"""The facade in front of the object store for a file's objects: which keys a file owns, their reading for a
+reader, and their removal.
 
 The ObjectStore stays a plain transport; this is the only code that calls its delete and abort operations
 (tests/unit/test_one_rule.py checks it).
@@ -11,7 +12,8 @@ The ObjectStore stays a plain transport; this is the only code that calls its de
 from __future__ import annotations
 
 import uuid
-from typing import Iterable, Mapping, Sequence
+from datetime import timedelta
+from typing import BinaryIO, Generator, Iterable, Mapping, Sequence
 
 from app.domain.ends import Clearance
 from app.domain.keys import VARIANTS
@@ -25,6 +27,20 @@ class FileStore:
 
     def __init__(self, store: ObjectStore):
         self.store = store
+
+    # -- reading a file's objects: the one way their bytes leave for a reader (the codec lands here) ------
+
+    def read(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
+        """A stored object of a file from byte `first`, `length` bytes (None: to its end). Raises NotFound."""
+        return self.store.open(key, first, length)
+
+    def local_file(self, key: str) -> BinaryIO | None:
+        """The whole object as a local file the server may send itself, or None (a remote store)."""
+        return self.store.open_file(key)
+
+    def presigned(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
+        """A URL that reads the object directly from the store for `expires_in` (S3)."""
+        return self.store.presign_get(key, expires_in, content_type, disposition)
 
     def keys_of(self, objects: FileObjects, with_tail: bool | None = None) -> list[str]:
         """Every key of the file's own objects and of its upload's parts where the driver stores them as

@@ -220,15 +220,29 @@ class FsStore:
             except OSError as exc:
                 raise _os_error("open an object", exc) from None
 
-    def open(self, key: str) -> Generator[bytes, None, None]:
+    def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
         fd = self._open_fd(key)
 
         def chunks() -> Generator[bytes, None, None]:
             with os.fdopen(fd, "rb") as handle:
-                while chunk := handle.read(CHUNK):
+                if first:
+                    handle.seek(first)
+                left = length
+                while left is None or left > 0:
+                    chunk = handle.read(CHUNK if left is None else min(CHUNK, left))
+                    if not chunk:
+                        return
+                    if left is not None:
+                        left -= len(chunk)
                     yield chunk
 
         return chunks()
+
+    def open_file(self, key: str) -> BinaryIO | None:
+        return os.fdopen(self._open_fd(key), "rb")
+
+    def presign_get(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
+        raise StorageError("the fs driver has no presigned URLs")
 
     def get(self, key: str) -> bytes:
         with os.fdopen(self._open_fd(key), "rb") as handle:

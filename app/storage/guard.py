@@ -37,8 +37,14 @@ class GuardedStore:
     def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
         self._checked("put").put(key, data, length, content_type)
 
-    def open(self, key: str) -> Generator[bytes, None, None]:
-        return self._checked("open").open(key)
+    def open_file(self, key: str) -> BinaryIO | None:
+        return self._checked("open_file").open_file(key)
+
+    def presign_get(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
+        return self._checked("presign_get").presign_get(key, expires_in, content_type, disposition)
+
+    def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
+        return self._checked("open").open(key, first, length)
 
     def get(self, key: str) -> bytes:
         return self._checked("get").get(key)

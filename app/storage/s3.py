@@ -130,6 +130,14 @@ class BucketFacts:
     object_lock: str
 
 
+def _public(public_endpoint: str, secure: bool) -> tuple[str, bool]:
+    """The host:port and scheme presigned URLs name: `file.s3.public_endpoint`, with or without a scheme."""
+    if "://" in public_endpoint:
+        scheme, _, rest = public_endpoint.partition("://")
+        return rest.rstrip("/"), scheme.lower() == "https"
+    return public_endpoint.rstrip("/"), secure
+
+
 class S3Store:
     """ObjectStore on one S3 bucket.
 
@@ -147,7 +155,8 @@ class S3Store:
     supports_direct = True  # presigned part URLs
 
     def __init__(self, endpoint: str, bucket: str, access_key: str, secret_key: str, region: str = "",
-                 secure: bool = True, create_bucket: bool = False, pool_size: int = 16, timeout: float = 15.0):
+                 secure: bool = True, create_bucket: bool = False, pool_size: int = 16, timeout: float = 15.0,
+                 public_endpoint: str = ""):
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=min(3.0, timeout), read=timeout),
             maxsize=pool_size,
@@ -161,6 +170,13 @@ class S3Store:
                                          retries=urllib3.Retry(total=0, redirect=False))
         self._probe = Minio(endpoint, access_key=access_key or None, secret_key=secret_key or None,
                             region=region or None, secure=secure, http_client=probe_http)
+        # Presigned URLs are signed for the address clients reach, which may not be the cluster's own; a region
+        # is always named, so that signing never asks the store for its bucket's location.
+        self._signer = self.client
+        if public_endpoint:
+            public_host, public_secure = _public(public_endpoint, secure)
+            self._signer = Minio(public_host, access_key=access_key or None, secret_key=secret_key or None,
+                                 region=region or "us-east-1", secure=public_secure, http_client=probe_http)
         self.bucket = bucket
         self._create_bucket = create_bucket
         self.breaker = Breaker()
@@ -247,9 +263,9 @@ class S3Store:
             self.client.put_object(self.bucket, _key(key), stream, length, content_type=content_type,
                                    part_size=16 * 1024 * 1024 if length < 0 else 0)
 
-    def open(self, key: str) -> Generator[bytes, None, None]:
+    def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
         with self._mapped("get", missing=NotFound):
-            response = self.client.get_object(self.bucket, _key(key))
+            response = self.client.get_object(self.bucket, _key(key), offset=first, length=length or 0)
 
         def chunks() -> Generator[bytes, None, None]:
             try:
@@ -263,6 +279,19 @@ class S3Store:
 
     def get(self, key: str) -> bytes:
         return b"".join(self.open(key))
+
+    def open_file(self, key: str) -> BinaryIO | None:
+        return None  # remote: the bytes come through open(), or a presigned URL
+
+    def presign_get(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
+        # Signed locally for the address clients reach (file.s3.public_endpoint); the store answers with the
+        # headers named here, so a browser sees the type Lethe decided and caches nothing.
+        with self._mapped("presign_get"):
+            return self._signer.get_presigned_url(
+                "GET", self.bucket, _key(key), expires=expires_in,
+                response_headers={"response-content-type": content_type,
+                                  "response-content-disposition": disposition,
+                                  "response-cache-control": "private, no-store"})
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
@@ -386,7 +415,7 @@ class S3Store:
         # Signed locally with the configured region; the URL names the original's key (built from the file id
         # alone) and the upload id, and only its uploader is given it.
         with self._mapped("presign_upload_part"):
-            return self.client.get_presigned_url(
+            return self._signer.get_presigned_url(
                 "PUT", self.bucket, _key(ref.key), expires=expires_in,
                 extra_query_params={"partNumber": str(part_number), "uploadId": _upload_id(ref)})
 

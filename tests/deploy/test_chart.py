@@ -172,7 +172,13 @@ def test_the_secret_holds_the_secret_keys_or_an_existing_secret_is_used():
     docs = render(VARIANTS["default"])
     secret = next(s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "lethe")
     assert set(secret["stringData"]) == {"LETHE_DATABASE_URL", "LETHE_BROKER_URL", "LETHE_AUTH_JWT_SECRET",
-                                         "LETHE_FILE_S3_ACCESS_KEY", "LETHE_FILE_S3_SECRET_KEY"}
+                                         "LETHE_FILE_S3_ACCESS_KEY", "LETHE_FILE_S3_SECRET_KEY",
+                                         "LETHE_FILE_LINK_SECRET"}
+    # a link secret the chart made: long enough for the api's check, and the one given when there is one
+    assert len(secret["stringData"]["LETHE_FILE_LINK_SECRET"]) >= 32
+    given = render({**VARIANTS["default"], "secrets": {**SECRETS, "file.link_secret": "g" * 40}})
+    kept = next(s for s in by_kind(given, "Secret") if s["metadata"]["name"] == "lethe")
+    assert kept["stringData"]["LETHE_FILE_LINK_SECRET"] == "g" * 40
     docs = render(VARIANTS["existing-secret"])
     assert by_kind(docs, "Secret") == []
     for _, spec in pod_specs(docs):

@@ -15,6 +15,7 @@ from app.storage.guard import GuardedStore
 from tests.support.fakes import RecordingBroker
 
 SECRET = "test-secret-for-hs256-tokens-0123456789"
+LINK_SECRET = "link-secret-for-the-tests-0123456789abcdef"
 FS_PART_SIZE = 1024
 MOTO_PART_SIZE = 1024  # moto runs with S3_UPLOAD_PART_MIN_SIZE=1024 (tests/conftest.py)
 S3_PART_SIZE = 5 * 1024 * 1024  # S3's own minimum: SeaweedFS, the real server
@@ -53,6 +54,7 @@ class Lethe:
         env = {
             "LETHE_DATABASE_URL": database_url,
             "LETHE_AUTH_JWT_SECRET": SECRET,
+            "LETHE_FILE_LINK_SECRET": LINK_SECRET,
             "LETHE_FILE_PART_SIZE": str(self.part_size),
             "LETHE_FILE_MAX_SIZE": str(64 * 1024 * 1024),
             "LETHE_FILE_STORAGE_DRIVER": self.driver,

@@ -89,6 +89,16 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         add("outbox.relay_age", "Must be at least 1s.")
     if have("file.direct_url_ttl") and not 1 <= values["file.direct_url_ttl"] <= 7 * 86400:
         add("file.direct_url_ttl", "Must be at least 1s and at most 7d (the S3 limit of a presigned URL).")
+    if values.get("file.link_secret") and len(values["file.link_secret"]) < 32:
+        add("file.link_secret", "Must be at least 32 characters.")
+    if have("file.link_ttl") and not 1 <= values["file.link_ttl"] <= 86400:
+        add("file.link_ttl", "Must be at least 1s and at most 1d.")
+    if have("file.s3.presign_ttl", "privacy.object_delete_delay") and \
+            not 1 <= values["file.s3.presign_ttl"] <= min(values["privacy.object_delete_delay"], 7 * 86400):
+        # A copy handed out before a delete must not outlive the delay the deletion promises.
+        add("file.s3.presign_ttl", "Must be at least 1s and at most privacy.object_delete_delay (and 7d).")
+    if values.get("api.public_url") and not str(values["api.public_url"]).startswith(("http://", "https://")):
+        add("api.public_url", "Must start with http:// or https://.")
     if have("auth.leeway") and values["auth.leeway"] > 300:
         add("auth.leeway", "Must be at most 5m (a longer leeway keeps expired tokens valid).")
     for name, least in (("file.s3.timeout", 1), ("database.pool_timeout", 0.1), ("database.connect_timeout", 2),

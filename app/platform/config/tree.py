@@ -55,6 +55,15 @@ class FileS3Config:
         "Longest silence of the S3 endpoint within one request (connect: at most 3s); a call is tried 3 times.")
     create_bucket: bool = key(Flag(), False,
         "Create the bucket at start when it does not exist (development and tests).")
+    download: str = key(Text(validate=validate.OneOf(["proxy", "redirect"])), "proxy",
+        "How a file's bytes reach a reader: proxy (through the api) or redirect (the api checks the file, then "
+        "answers 302 to a presigned GET of at most file.s3.presign_ttl; the bytes bypass the api).")
+    presign_ttl: timedelta = key(Duration(), "60s",
+        "How long a presigned download URL of file.s3.download redirect works: how long a copy handed out "
+        "just before a delete can still be fetched (at most privacy.object_delete_delay).")
+    public_endpoint: str = key(Text(), "",
+        "The address presigned URLs (downloads and direct uploads) are signed for, as host:port or "
+        "https://host:port, when clients reach the store elsewhere than file.s3.endpoint. Empty: that one.")
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,11 @@ class FileConfig:
     write_wait: timedelta = key(Duration(), "5s",
         "How long a tus PATCH waits for another PATCH of the same upload to end its write lease (a client that "
         "paused or lost its connection sends again at once) before it answers 409 upload_busy.")
+    link_ttl: timedelta = key(Duration(), "10m",
+        "The longest a file link (createFileLink) works; a link asks for this or less.")
+    link_secret: str = key(Text(), "",
+        "The secret file links are sealed with (at least 32 characters; lethe dev makes one). Empty: "
+        "createFileLink answers 501. Changing it ends every link handed out.", secret=True)
     direct_url_ttl: timedelta = key(Duration(), "15m",
         "How long a presigned part URL of a direct upload works (never past its session's expiry; s3 only).")
     direct_abort_delay: timedelta = key(Duration(), "1m",
@@ -200,6 +214,9 @@ class ApiConfig:
     cors_origins: tuple[str, ...] = key(Origins(), "",
         "Web origins allowed to call the API from a browser (CORS), comma-separated, or * for any; empty: no "
         "CORS headers. Needed by browser tus clients such as Uppy.")
+    public_url: str = key(Text(), "",
+        "The address clients reach the api at, such as https://files.example.com (file links are made with "
+        "it). Empty: the address each request came to.")
 
 
 @dataclass(frozen=True)

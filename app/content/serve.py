@@ -1,0 +1,117 @@
+"""Serving a file's original to readers (D13): to its uploader or `manage` with a bearer token, or to anyone who
+holds a link the reader made (createFileLink). Every use asks the row: a deleted, retired or undeliverable file
+is 404 at once, whatever link or cache a client kept.
+
+A served file is described by `Served`: the row, its validators, what type it may be shown as, and where its
+bytes come from. The HTTP edge turns it into headers and a body (app/api/serving.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from app.content.files import visible_file
+from app.db import files as files_sql
+from app.db.files import FileRow
+from app.domain.access import Principal
+from app.domain.serving import ATTACHMENT_TYPE, Validators, entity_tag, inline_type
+from app.domain.states import is_deliverable
+from app.errors import Invalid, LinkRefused, NotConfigured, NotFound
+from app.platform.links import BadLink, Link, Sealer
+from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
+    from app.runtime import Runtime
+
+log = logging.getLogger("lethe.serve")
+DISPOSITIONS = ("attachment", "inline")
+
+
+@dataclass(frozen=True)
+class Served:
+    """One file's original as a response serves it."""
+
+    row: FileRow
+    key: str
+    size: int
+    validators: Validators
+    content_type: str  # the detected type when shown inline, else application/octet-stream
+    inline: bool  # shown inline (a type on the list, detected and declared alike), else an attachment
+    via_link: bool  # a link's answer names no file name
+    expires_at: datetime | None = None  # a link's end
+
+
+def _served(row: FileRow, disposition: str, via_link: bool, expires_at: datetime | None = None) -> Served:
+    if not is_deliverable(row.upload_state, row.scan_status) or row.object_key is None:
+        raise NotFound()
+    shown = inline_type(row.mime_type, row.detected_type) if disposition == "inline" else None
+    modified = row.completed_at or row.created_at
+    return Served(row, row.object_key, row.size_bytes, Validators(entity_tag(row.id, row.object_key), modified),
+                  shown or ATTACHMENT_TYPE, shown is not None, via_link, expires_at)
+
+
+def for_reader(rt: Runtime, principal: Principal, file_id: uuid.UUID, disposition: str = "attachment") -> Served:
+    """The original of a deliverable file the caller may read.
+
+    Raises:
+        NotFound: not visible, or not deliverable. Gone: retired (to its uploader). Forbidden: no files:read.
+    """
+    return _served(visible_file(rt, principal, file_id), disposition, via_link=False)
+
+
+def _sealer(rt: Runtime) -> Sealer:
+    secret = rt.cfg.file.link_secret
+    if not secret:
+        raise NotConfigured("links_not_configured", "File links need file.link_secret.")
+    return Sealer(secret)
+
+
+def create_link(rt: Runtime, principal: Principal, file_id: uuid.UUID, disposition: str = "attachment",
+                variant: str | None = None, ttl: timedelta | None = None) -> tuple[str, datetime]:
+    """A link to one file's original for a reader without a bearer token (an <img>, a <video>, a download).
+
+    Returns:
+        (the link's token, when it ends).
+
+    Raises:
+        NotFound, Gone, Forbidden: as for reading the file. Invalid: `ttl_too_long` (over file.link_ttl),
+            `variant_unknown`. NotConfigured: no file.link_secret.
+    """
+    sealer = _sealer(rt)
+    longest = rt.cfg.file.link_ttl
+    life = ttl if ttl is not None else longest
+    if life > longest:
+        raise Invalid("ttl_too_long", f"A link works at most {int(longest.total_seconds())} s (file.link_ttl).")
+    if life.total_seconds() < 1:
+        raise Invalid("ttl_too_short", "A link works at least 1 s.")
+    if variant is not None:
+        raise Invalid("variant_unknown", "This file has no variant of that name.")
+    _served(visible_file(rt, principal, file_id), disposition, via_link=True)  # readable now, or refused now
+    expires_at = (rt.clock.now() + life).replace(microsecond=0)
+    token = sealer.seal(Link(file_id, disposition, expires_at, variant))
+    log_event(log, "info", "link.created", "file link created", file_id=str(file_id), disposition=disposition,
+              ttl_s=int(life.total_seconds()))
+    return token, expires_at
+
+
+def for_link(rt: Runtime, token: str) -> Served:
+    """The original a link names, if the link is Lethe's, has not expired, and the file may still be read.
+
+    Raises:
+        LinkRefused: `link_invalid` (not sealed here, or tampered) or `link_expired`. NotFound: the file was
+            deleted, retired or purged, or is not deliverable (checked on every use).
+    """
+    try:
+        link = _sealer(rt).open(token)
+    except BadLink:
+        raise LinkRefused("link_invalid", "This link was not made by this service.") from None
+    if rt.clock.now() >= link.expires_at:
+        raise LinkRefused("link_expired", "This link expired; ask the application for a new one.")
+    row = rt.db.read(lambda conn: files_sql.file_by_id(conn, link.file_id))
+    if row is None or row.deleted_at is not None or row.retired_at is not None:
+        raise NotFound()
+    return _served(row, link.disposition, via_link=True, expires_at=link.expires_at)
