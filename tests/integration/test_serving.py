@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.support.lethe import ALEX, OWNER, SAM
 
@@ -253,3 +255,32 @@ def test_list_files_newest_first_in_pages_without_the_deleted(served, clock):
     assert len(theirs) == 6 and ids[1] not in [f["id"] for f in theirs]
     bad = listing(served, query="?after=notacursor")
     assert bad.status_code == 422 and bad.json["reason"] == "cursor_invalid"
+
+
+HEADER_TEXT = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=60)
+
+
+@pytest.mark.one_store
+def test_no_generated_header_query_or_token_gets_a_5xx(served):
+    """Range, If-Range, If-Match, If-None-Match, If-(Un)Modified-Since, the disposition and the link token as
+    generated text: every answer is a documented one, never a 5xx."""
+    file_id = served.upload(ALEX, DATA)
+    link = link_path(make_link(served, file_id))
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(headers=st.dictionaries(st.sampled_from(["Range", "If-Range", "If-Match", "If-None-Match",
+                                                    "If-Modified-Since", "If-Unmodified-Since"]), HEADER_TEXT),
+           disposition=HEADER_TEXT, token=HEADER_TEXT.filter(lambda t: "/" not in t and "?" not in t))
+    def check(headers, disposition, token):
+        answers = [
+            served.client.get(f"/api/v1/files/{file_id}/content", query_string={"disposition": disposition},
+                              headers={**ALEX.headers, **headers}),
+            served.client.get(f"/api/v1/files/{file_id}/content", headers={**ALEX.headers, **headers}),
+            served.client.get(link, headers=headers),
+            served.client.get(f"/api/v1/links/{token}", headers=headers),
+        ]
+        for answer in answers:
+            assert answer.status_code in (200, 206, 304, 403, 404, 412, 416, 422), (headers, answer.status_code)
+            answer.close()
+
+    check()
