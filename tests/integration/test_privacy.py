@@ -61,6 +61,15 @@ def test_no_name_key_digest_or_token_leaves_the_service(make_lethe, clamd, every
     aborted = lethe.start_upload(ALEX, b"fifth", name=f"{CANARY}.pdf")["file"]["id"]
     lethe.call("DELETE", f"/api/v1/uploads/{aborted}", ALEX)
     upload(b"sixth")
+    # A file served through a link (an <img>'s, with a range), then deleted: the link and its answers name
+    # nothing, and the link, a credential, is never logged.
+    served = upload(b"seventh")
+    link = lethe.call("POST", f"/api/v1/files/{served}/links", ALEX, json={"disposition": "inline"}).json["url"]
+    path = link.split("://", 1)[1].split("/", 1)[1]
+    answers = [lethe.client.get("/" + path), lethe.client.get("/" + path, headers={"Range": "bytes=0-2"})]
+    assert [answer.status_code for answer in answers] == [200, 206]
+    link_texts = [link, *(str(answer.headers) for answer in answers)]
+    lethe.call("DELETE", f"/api/v1/files/{served}", ALEX)
     lethe.run_jobs()
     lethe.clock.advance(lethe.cfg.file.failed_row_ttl + timedelta(seconds=1))
     run_cleanup(lethe.rt)
@@ -69,6 +78,10 @@ def test_no_name_key_digest_or_token_leaves_the_service(make_lethe, clamd, every
                                                                       "mime_type": "text/plain"}).get_data(as_text=True))
     token = ALEX.headers["Authorization"].split()[1]
     secrets.update({CANARY, token})
+    for text in link_texts:
+        assert not any(secret in text for secret in secrets), text
+        assert served not in text and uuid.UUID(served).hex not in text
+    secrets.add(path.rsplit("/", 1)[1])  # the link's token
 
     assert everything_logged.records, "nothing was logged: the test would prove nothing"
     for record in everything_logged.records:
