@@ -138,6 +138,20 @@ def test_gc_interval_must_be_shorter_than_the_delete_delay():
     assert config.load({"LETHE_FILE_GC_INTERVAL": "1h", "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d"})
 
 
+def test_a_presigned_download_never_outlives_the_delete_delay_and_a_proxy_needs_no_presign_ttl():
+    short = {"LETHE_FILE_GC_INTERVAL": "1s", "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "3s"}
+    # proxied downloads hand out no URL: a short delay needs nothing else (a drill's store outage runs so)
+    assert config.load(short).file.s3.presign_ttl == timedelta(seconds=60)
+    with pytest.raises(ConfigError) as info:
+        config.load({**short, "LETHE_FILE_S3_DOWNLOAD": "redirect"})
+    assert set(info.value.errors) == {"file.s3.presign_ttl"}
+    assert config.load({**short, "LETHE_FILE_S3_DOWNLOAD": "redirect", "LETHE_FILE_S3_PRESIGN_TTL": "3s"})
+    for bad in ("0s", "8d"):
+        with pytest.raises(ConfigError) as info:
+            config.load({"LETHE_FILE_S3_PRESIGN_TTL": bad})
+        assert set(info.value.errors) == {"file.s3.presign_ttl"}
+
+
 def test_every_error_is_reported_at_once():
     with pytest.raises(ConfigError) as info:
         config.load({"LETHE_FILE_GC_BATCH_SIZE": "x", "LETHE_API_PORT": "0", "LETHE_FILE_GC_INTERVAL": "2d",

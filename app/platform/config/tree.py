@@ -60,7 +60,7 @@ class FileS3Config:
         "answers 302 to a presigned GET of at most file.s3.presign_ttl; the bytes bypass the api).")
     presign_ttl: timedelta = key(Duration(), "60s",
         "How long a presigned download URL of file.s3.download redirect works: how long a copy handed out "
-        "just before a delete can still be fetched (at most privacy.object_delete_delay).")
+        "just before a delete can still be fetched (with redirect, at most privacy.object_delete_delay).")
     public_endpoint: str = key(Text(), "",
         "The address presigned URLs (downloads and direct uploads) are signed for, as host:port or "
         "https://host:port, when clients reach the store elsewhere than file.s3.endpoint. Empty: that one.")
