@@ -16,7 +16,7 @@ import dramatiq
 import psycopg
 
 from app.platform import jobs
-from app.content import scan
+from app.content import scan, variants
 from app.content.clamd import ClamdUnavailable
 from app.errors import NotFound, ObjectFailed, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, sweeps, webhooks
@@ -79,6 +79,12 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
 def scan_file(rt: Runtime, file_id: str) -> None:
     """Scan one file (clamd, or `skipped`) and record the outcome under its row lock."""
     scan.scan_file(rt, uuid.UUID(file_id))
+
+
+@actor(jobs.VARIANTS_QUEUE, max_retries=10, min_backoff=1_000, max_backoff=300_000, time_limit=10 * 60_000)
+def make_variants(rt: Runtime, file_id: str) -> None:
+    """Make a deliverable image's variants (or record why it gets none); a late write after its purge is removed."""
+    variants.make_variants(rt, uuid.UUID(file_id))
 
 
 @actor(jobs.PURGE_QUEUE, max_retries=30, min_backoff=1_000, max_backoff=600_000, time_limit=30 * 60_000)

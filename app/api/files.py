@@ -97,6 +97,20 @@ class FileContent(MethodView):
         return serving.respond(runtime(), serve.for_reader(runtime(), caller(), file_id, query["disposition"]))
 
 
+@blp.route("/<uuid:file_id>/variants/<string:name>")
+class FileVariant(MethodView):
+    @blp.doc(responses=CONTENT_RESPONSES, operationId="getFileVariant")
+    @blp.arguments(ContentQuerySchema, location="query")
+    @problems(blp, 403, 404, 410, 412, 416, 422)
+    def get(self, query: dict[str, Any], file_id: uuid.UUID, name: str) -> Any:
+        """Download one image variant of a deliverable file (`thumb-small`, `thumb-large`, `preview`, or
+        `poster` for an animation; the File document's `thumbnails` lists those ready): WebP without any
+        metadata, with everything getFileContent answers (ranges, validators, HEAD, inline). 404 for a name
+        the file has no variant of."""
+        return serving.respond(runtime(), serve.for_reader(runtime(), caller(), file_id, query["disposition"],
+                                                           variant=name))
+
+
 @blp.route("/<uuid:file_id>/links")
 class FileLinks(MethodView):
     @blp.doc(operationId="createFileLink")

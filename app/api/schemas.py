@@ -9,6 +9,7 @@ from typing import Any
 from marshmallow import Schema, ValidationError, fields, post_dump, pre_dump, validate, validates_schema
 
 from app.domain.holds import CASE_REF_TOKEN
+from app.domain.keys import VARIANTS
 from app.domain.states import PURPOSES, SESSION_STATES, SHOWN_SCAN_STATUSES, UPLOAD_STATES, shown_scan_status
 from app.domain.uploads import MAX_NAME_LENGTH, NAME_PATTERN
 
@@ -65,6 +66,15 @@ class ProblemSchema(Schema):
     errors = fields.Dict()
 
 
+class ThumbnailSchema(Schema):
+    """A variant of an image file: its name, size in pixels and type (never a key or a digest)."""
+
+    name = fields.String(required=True, validate=validate.OneOf(VARIANTS))
+    width = fields.Integer(required=True, strict=True)
+    height = fields.Integer(required=True, strict=True)
+    type = fields.String(required=True)
+
+
 class FileSchema(NoNulls):
     """A file as clients and events see it (the payload of `file.updated` is {"file": File})."""
 
@@ -78,7 +88,9 @@ class FileSchema(NoNulls):
     scan_status = fields.String(required=True, validate=validate.OneOf(SHOWN_SCAN_STATUSES),
                                 metadata={"description": "not_scanned: a failed upload, never scanned."})
     created_at = fields.DateTime(required=True)
-    thumbnails = fields.List(fields.String(), required=True, dump_default=list)
+    thumbnails = fields.List(fields.Nested(ThumbnailSchema), required=True, dump_default=list,
+                             metadata={"description": "The file's image variants ready to serve "
+                                       "(GET /files/{id}/variants/{name}); empty for any other file."})
     sha256 = fields.String(validate=FullMatch(r"^[0-9a-f]{64}$"))
     scope_id = fields.UUID()
     scanned_at = fields.DateTime()
@@ -241,6 +253,8 @@ class ReceiptSchema(NoNulls):
     hold_too_late = fields.Boolean(metadata={"description": "True when a legal hold covering the file was placed "
                                                             "after its removal had begun: its bytes could not be "
                                                             "kept."})
+    variants_deleted = fields.Integer(metadata={"description": "How many image variants of the file were recorded "
+                                                               "(their keys are among keys_deleted)."})
 
 
 class SlotPutSchema(Schema):

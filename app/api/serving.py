@@ -47,8 +47,8 @@ def _headers(served: Served) -> dict[str, str]:
         "Cache-Control": CACHE_CONTROL,
         "X-Content-Type-Options": "nosniff",
         "Content-Security-Policy": "sandbox",
-        "Content-Disposition": content_disposition(None if served.via_link else served.row.original_name,
-                                                   disposition),
+        "Content-Disposition": content_disposition(
+            None if served.via_link or served.variant else served.row.original_name, disposition),
     }
 
 

@@ -57,7 +57,8 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
         finally:
             chunks.close()
     if measure is None:
-        written = rt.db.unit_of_work(lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now()),
+        written = rt.db.unit_of_work(lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now(),
+                                                                    variants=rt.cfg.image.variants),
                                      name="scan.record")
     else:
         assert row.object_key is not None  # a complete file references its original (D3)
@@ -65,7 +66,8 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
         measured = measure.result() if measure.streamed else measure_object(rt.store, row.object_key)
         expected = rt.db.read(lambda conn: getattr(sessions_sql.session_of(conn, file_id), "expected_sha256", None))
         written = rt.db.unit_of_work(lambda uow: record_checked(uow, file_id, verdict.outcome, measured,
-                                                                expected, rt.clock.now()), name="scan.record")
+                                                                expected, rt.clock.now(),
+                                                                variants=rt.cfg.image.variants), name="scan.record")
         if written == "failed":
             log_event(log, "info", "upload.failed", "upload failed verification", file_id=str(file_id),
                       reason="checksum_mismatch")

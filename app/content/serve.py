@@ -1,4 +1,4 @@
-"""Serving a file's original to readers (D13): to its uploader or `manage` with a bearer token, or to anyone who
+"""Serving a file's original, or one of its image variants, to readers (D13): to its uploader or `manage` with a bearer token, or to anyone who
 holds a link the reader made (createFileLink). Every use asks the row: a deleted, retired or undeliverable file
 is 404 at once, whatever link or cache a client kept.
 
@@ -18,7 +18,11 @@ from app.content.files import visible_file
 from app.db import files as files_sql
 from app.db.files import FileRow
 from app.domain.access import Principal
-from app.domain.serving import ATTACHMENT_TYPE, Validators, entity_tag, inline_type
+from app.db import variants as variants_sql
+from app.domain.keys import VARIANTS
+from app.domain.objects import FileObjects
+from app.domain.serving import ATTACHMENT_TYPE, INLINE_TYPES, Validators, entity_tag, inline_type
+from app.domain.variants import wants_variants
 from app.domain.states import is_deliverable
 from app.errors import Invalid, LinkRefused, NotConfigured, NotFound
 from app.platform.links import BadLink, Link, Sealer
@@ -43,24 +47,51 @@ class Served:
     inline: bool  # shown inline (a type on the list, detected and declared alike), else an attachment
     via_link: bool  # a link's answer names no file name
     expires_at: datetime | None = None  # a link's end
+    variant: str | None = None  # a variant served instead of the original (it names no file name either)
 
 
-def _served(row: FileRow, disposition: str, via_link: bool, expires_at: datetime | None = None) -> Served:
+def _served(rt: Runtime, row: FileRow, disposition: str, via_link: bool, expires_at: datetime | None = None,
+            variant: str | None = None) -> Served:
     if not is_deliverable(row.upload_state, row.scan_status) or row.object_key is None:
         raise NotFound()
+    if variant is None and disposition == "inline" and rt.cfg.image.strip_original and \
+            wants_variants(row.detected_type):
+        # An image is shown inline through its preview: no metadata, no location, orientation applied. Until
+        # one is ready (or when it got none), the original is an attachment.
+        if any(thumb.get("name") == "preview" for thumb in row.thumbnails):
+            variant = "preview"
+        else:
+            disposition = "attachment"
+    if variant is not None:
+        return _served_variant(rt, row, variant, disposition, via_link, expires_at)
     shown = inline_type(row.mime_type, row.detected_type) if disposition == "inline" else None
     modified = row.completed_at or row.created_at
     return Served(row, row.object_key, row.size_bytes, Validators(entity_tag(row.id, row.object_key), modified),
                   shown or ATTACHMENT_TYPE, shown is not None, via_link, expires_at)
 
 
-def for_reader(rt: Runtime, principal: Principal, file_id: uuid.UUID, disposition: str = "attachment") -> Served:
-    """The original of a deliverable file the caller may read.
+def _served_variant(rt: Runtime, row: FileRow, name: str, disposition: str, via_link: bool,
+                    expires_at: datetime | None) -> Served:
+    assert row.object_key is not None
+    recorded = rt.db.read(lambda conn: variants_sql.variant_of(conn, row.id, name)) if name in VARIANTS else None
+    if recorded is None:
+        raise NotFound()
+    # A variant's type is the one Lethe wrote (a still or animated WebP): safe to show inline.
+    shown = recorded.content_type if disposition == "inline" and recorded.content_type in INLINE_TYPES else None
+    return Served(row, FileObjects(row.id).variant(name), recorded.size_bytes,
+                  Validators(entity_tag(row.id, row.object_key, name), recorded.created_at),
+                  shown or ATTACHMENT_TYPE, shown is not None, via_link, expires_at, variant=name)
+
+
+def for_reader(rt: Runtime, principal: Principal, file_id: uuid.UUID, disposition: str = "attachment",
+               variant: str | None = None) -> Served:
+    """The original (or one variant) of a deliverable file the caller may read.
 
     Raises:
-        NotFound: not visible, or not deliverable. Gone: retired (to its uploader). Forbidden: no files:read.
+        NotFound: not visible, not deliverable, or no such variant ready. Gone: retired (to its uploader).
+            Forbidden: no files:read.
     """
-    return _served(visible_file(rt, principal, file_id), disposition, via_link=False)
+    return _served(rt, visible_file(rt, principal, file_id), disposition, via_link=False, variant=variant)
 
 
 def _sealer(rt: Runtime) -> Sealer:
@@ -88,9 +119,10 @@ def create_link(rt: Runtime, principal: Principal, file_id: uuid.UUID, dispositi
         raise Invalid("ttl_too_long", f"A link works at most {int(longest.total_seconds())} s (file.link_ttl).")
     if life.total_seconds() < 1:
         raise Invalid("ttl_too_short", "A link works at least 1 s.")
-    if variant is not None:
-        raise Invalid("variant_unknown", "This file has no variant of that name.")
-    _served(visible_file(rt, principal, file_id), disposition, via_link=True)  # readable now, or refused now
+    row = visible_file(rt, principal, file_id)
+    if variant is not None and not any(thumb.get("name") == variant for thumb in row.thumbnails):
+        raise Invalid("variant_unknown", "This file has no variant of that name ready.")
+    _served(rt, row, disposition, via_link=True, variant=variant)  # readable now, or refused now
     expires_at = (rt.clock.now() + life).replace(microsecond=0)
     token = sealer.seal(Link(file_id, disposition, expires_at, variant))
     log_event(log, "info", "link.created", "file link created", file_id=str(file_id), disposition=disposition,
@@ -114,4 +146,4 @@ def for_link(rt: Runtime, token: str) -> Served:
     row = rt.db.read(lambda conn: files_sql.file_by_id(conn, link.file_id))
     if row is None or row.deleted_at is not None or row.retired_at is not None:
         raise NotFound()
-    return _served(row, link.disposition, via_link=True, expires_at=link.expires_at)
+    return _served(rt, row, link.disposition, via_link=True, expires_at=link.expires_at, variant=link.variant)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
@@ -17,9 +17,13 @@ from app.domain.ends import RemovedRow
 from app.domain.purge_plan import PurgeFacts
 from app.domain.redaction import BLANKED
 
+# The variants ready, as the File document shows them (name, width, height, type): one primary-key lookup.
+THUMBNAILS = ("(SELECT coalesce(json_agg(json_build_object('name', v.name, 'width', v.width, 'height', v.height, "
+              "'type', v.content_type) ORDER BY array_position(ARRAY['thumb-small', 'thumb-large', 'preview', 'poster'], v.name)), '[]'::json) FROM file_variants v "
+              "WHERE v.file_id = files.id AND v.state = 'ready') AS thumbnails")
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
            "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at, detected_type, "
-           "completed_at")
+           "completed_at, variants_state, variants_reason, " + THUMBNAILS)
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class FileRow:
     retired_at: datetime | None
     detected_type: str | None = None  # the type the first bytes show, read at completion
     completed_at: datetime | None = None  # when the content was completed (Last-Modified)
+    variants_state: str | None = None  # pending, ready or refused; None: no variants are made of this file
+    variants_reason: str | None = None  # why a file got no variants (app.domain.variants.REFUSALS)
+    thumbnails: list[dict[str, Any]] = field(default_factory=list)  # the variants ready (File document)
 
 
 def _rows(conn: Conn) -> psycopg.Cursor[FileRow]:
@@ -234,9 +241,10 @@ def delete_rows(conn: Conn, file_ids: Sequence[UUID], keys_deleted: dict[UUID, i
     receipt is made of (the Receipts subscriber writes it: app/lifecycle/ends.py)."""
     rows = conn.execute(
         "DELETE FROM files WHERE id = ANY(%s) RETURNING id, uploaded_by, coalesce(deleted_via, 'unknown') AS via, "
-        "deleted_at, removal_begun_at", (list(file_ids),)).fetchall()
+        "deleted_at, removal_begun_at, (SELECT count(*) FROM file_variants v WHERE v.file_id = files.id) AS variants",
+        (list(file_ids),)).fetchall()
     return [RemovedRow(row.id, row.uploaded_by, row.via, row.deleted_at, row.removal_begun_at,
-                       keys_deleted.get(row.id, 0)) for row in rows]
+                       keys_deleted.get(row.id, 0), row.variants) for row in rows]
 
 
 def set_objects_purged(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:

@@ -13,7 +13,9 @@ from app.db.events import write_file_updated
 from app.db.files import FileRow
 from app.db.uow import UnitOfWork
 from app.domain.states import awaits_scan, checked_outcome, is_deliverable
-from app.platform.jobs import enqueue_purge
+from app.db import variants as variants_sql
+from app.domain.variants import wants_variants
+from app.platform.jobs import enqueue_purge, enqueue_variants
 
 
 def scannable(row: FileRow | None) -> TypeGuard[FileRow]:
@@ -21,9 +23,11 @@ def scannable(row: FileRow | None) -> TypeGuard[FileRow]:
     return row is not None and awaits_scan(row.upload_state, row.scan_status, row.deleted_at is not None)
 
 
-def record_outcome(uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime) -> str | None:
+def record_outcome(uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime, *,
+                   variants: bool = False) -> str | None:
     """Write a scan outcome if the file is still complete, pending and not deleted; an outcome that leaves the
-    file undeliverable commits the purge of its objects with it (D7).
+    file undeliverable commits the purge of its objects with it (D7), one that makes an image deliverable the
+    job that makes its variants (with `variants`: image.variants).
 
     Returns:
         The outcome written, or None when the file was deleted, purged or scanned meanwhile.
@@ -31,11 +35,11 @@ def record_outcome(uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime) 
     locked = files_sql.lock_file(uow.conn, file_id)
     if not scannable(locked):
         return None
-    return _write(uow, file_id, outcome, now)
+    return _write(uow, locked, outcome, now, variants)
 
 
 def record_checked(uow: UnitOfWork, file_id: UUID, outcome: str, measured: tuple[int, str],
-                   expected_sha256: str | None, now: datetime) -> str | None:
+                   expected_sha256: str | None, now: datetime, *, variants: bool = False) -> str | None:
     """A scan outcome of a file whose digest the scan measured (a direct upload): the outcome
     `states.checked_outcome` decides, and the digest kept when the file stays.
 
@@ -49,10 +53,11 @@ def record_checked(uow: UnitOfWork, file_id: UUID, outcome: str, measured: tuple
     decided = checked_outcome(outcome, measured, locked.size_bytes, expected_sha256)
     if decided != "failed":
         files_sql.set_sha256(uow.conn, file_id, measured[1])
-    return _write(uow, file_id, decided, now)
+    return _write(uow, locked, decided, now, variants)
 
 
-def _write(uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime) -> str:
+def _write(uow: UnitOfWork, locked: FileRow, outcome: str, now: datetime, variants: bool) -> str:
+    file_id = locked.id
     if outcome == "failed":
         files_sql.set_failed(uow.conn, file_id, now)
         upload_state, scan_status = "failed", "pending"
@@ -62,4 +67,7 @@ def _write(uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime) -> str:
     write_file_updated(uow, file_id, None, now)  # a job writes no actor
     if not is_deliverable(upload_state, scan_status):
         enqueue_purge(uow, file_id)  # D7: final and not deliverable
+    elif variants and wants_variants(locked.detected_type):
+        variants_sql.set_pending(uow.conn, file_id, now)
+        enqueue_variants(uow, file_id)
     return outcome

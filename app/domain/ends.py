@@ -147,6 +147,7 @@ class RemovedRow:
     marked_at: datetime
     removal_begun_at: datetime | None
     keys_deleted: int
+    variants_deleted: int = 0  # the image variants it had recorded (their keys are among keys_deleted)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from app.domain.states import shown_scan_status
+from app.domain.variants import thumbnails_document
 
 FILE_UPDATED = "file.updated"
 FILE_UPDATED_VERSION = 1
@@ -24,7 +25,7 @@ def file_document(row: Any) -> dict[str, Any]:
         "upload_state": row.upload_state,
         "scan_status": shown_scan_status(row.upload_state, row.scan_status),
         "created_at": _iso(row.created_at),
-        "thumbnails": [],
+        "thumbnails": thumbnails_document(list(getattr(row, "thumbnails", None) or [])),
     }
     if row.sha256:
         doc["sha256"] = row.sha256

@@ -24,7 +24,7 @@ from app.db.files import FileRow
 from app.db.pool import Database
 from app.domain.ends import Clearance, Scope
 from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
-from app.domain.objects import owner_of
+from app.domain.objects import FileObjects, owner_of, parse
 from app.domain.states import is_deliverable
 from app.lifecycle.waves import delete_in_waves
 from app.platform.observability.logs import log_event
@@ -68,6 +68,10 @@ class AuditReport:
     uploads_orphaned: Finding = field(default_factory=Finding)
     uploads_held: Finding = field(default_factory=Finding)
     uploads_aborted: int = 0
+    # Image variants listed under f/, and those of live files the table records as not ready (a job that
+    # died between its write and its record): the file's own, so never orphans; the purge takes them with it.
+    variants: int = 0
+    variants_unrecorded: Finding = field(default_factory=Finding)
 
     def as_dict(self) -> dict[str, Any]:
         def finding(f: Finding) -> dict[str, Any]:
@@ -79,7 +83,14 @@ class AuditReport:
                 "delete": self.delete, "orphans_deleted": self.orphans_deleted,
                 "orphans_failed": self.orphans_failed, "orphans_too_young": self.orphans_too_young,
                 "uploads_orphaned": finding(self.uploads_orphaned), "uploads_held": finding(self.uploads_held),
-                "uploads_aborted": self.uploads_aborted}
+                "uploads_aborted": self.uploads_aborted, "variants": self.variants,
+                "variants_unrecorded": finding(self.variants_unrecorded)}
+
+
+def is_variant(key: str) -> bool:
+    """Whether a key of the schema names an image variant."""
+    parsed = parse(key)
+    return parsed is not None and parsed[1] == "variant"
 
 
 def file_id_of(key: str) -> uuid.UUID | None:
@@ -148,11 +159,17 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
                 if row_says_original_missing(row, []):
                     report.missing_originals.add(row.id)
                 row = next(rows, None)
+            variants = [obj for obj in objects if is_variant(obj.key)]
+            report.variants += len(variants)
             if row is not None and row.id == file_id:
                 if row.deleted_at is not None:
                     report.deleted_present.add(file_id, len(objects))
                 elif row_says_original_missing(row, objects):
                     report.missing_originals.add(row.id)
+                ready = {FileObjects(file_id).variant(str(thumb["name"])) for thumb in row.thumbnails}
+                unrecorded = [obj for obj in variants if obj.key not in ready and obj.modified_at < cutoff]
+                if row.deleted_at is None and unrecorded:
+                    report.variants_unrecorded.add(file_id, len(unrecorded))
                 row = next(rows, None)
             else:
                 yield from orphan(file_id, objects)
@@ -228,7 +245,8 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
               deleted_present=report.deleted_present.count, missing_originals=report.missing_originals.count,
               unrecognized=report.unrecognized, delete=delete, orphans_deleted=report.orphans_deleted,
               orphans_failed=report.orphans_failed, uploads_orphaned=report.uploads_orphaned.count,
-              uploads_held=report.uploads_held.count, uploads_aborted=report.uploads_aborted)
+              uploads_held=report.uploads_held.count, uploads_aborted=report.uploads_aborted,
+              variants=report.variants, variants_unrecorded=report.variants_unrecorded.count)
     return report
 
 

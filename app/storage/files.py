@@ -42,6 +42,10 @@ class FileStore:
         """A URL that reads the object directly from the store for `expires_in` (S3)."""
         return self.store.presign_get(key, expires_in, content_type, disposition)
 
+    def write_variant(self, objects: FileObjects, name: str, data: bytes, content_type: str) -> None:
+        """Write one variant of a file under the key schema's name for it (atomic, overwrites)."""
+        self.store.put(objects.variant(name), data, len(data), content_type)
+
     def keys_of(self, objects: FileObjects, with_tail: bool | None = None) -> list[str]:
         """Every key of the file's own objects and of its upload's parts where the driver stores them as
         objects (fs), whatever its session's state: a part that landed after a completion goes with its

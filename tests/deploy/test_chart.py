@@ -128,7 +128,8 @@ def test_roles_and_their_settings():
     deployments = {d["metadata"]["name"]: d for d in by_kind(docs, "Deployment")}
     assert set(deployments) == {"lethe-api", "lethe-worker", "lethe-scheduler"}
     worker = deployments["lethe-worker"]["spec"]["template"]["spec"]["containers"][0]
-    assert worker["args"] == ["worker", "--processes", "2", "--threads", "4", "--queues", "maintenance", "scan", "webhooks"]
+    assert worker["args"] == ["worker", "--processes", "2", "--threads", "4", "--queues", "maintenance", "scan", "webhooks",
+                              "variants"]
     assert worker["ports"] == [{"name": "metrics", "containerPort": 9191, "protocol": "TCP"}]
     scheduler = deployments["lethe-scheduler"]["spec"]
     assert scheduler["replicas"] == 1 and scheduler["strategy"] == {"type": "Recreate"}

@@ -42,7 +42,7 @@ def test_steps_run_in_order_in_batches(make_lethe):
     ids = [lethe.upload(ALEX) for _ in range(5)]
     lethe.clock.advance(ttl(lethe, "file.unattached_ttl"))
     report = cleanup(lethe)
-    assert [s.step for s in report.steps] == ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"]
+    assert [s.step for s in report.steps] == list("abcdefghijklmno")
     b = report.step("b")
     assert (b.candidates, b.batches, b.acted, b.failed) == (5, 3, 5, 0)
     assert report.step("d").acted == 5  # the catch-up purged them inline
@@ -420,12 +420,12 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
                                 timeout=60)
         assert result.returncode == 0, result.stderr
         lines = [line.strip() for line in result.stdout.splitlines()]
-        assert [line.split(".")[0] for line in lines[1:]] == ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"]
+        assert [line.split(".")[0] for line in lines[1:]] == list("abcdefghijklmno")
     assert "dry run" in subprocess.run([sys.executable, "-m", "app.entry", "cleanup", "--dry-run"], capture_output=True,
                                        text=True, env=env, timeout=60).stdout
     as_json = json.loads(subprocess.run([sys.executable, "-m", "app.entry", "cleanup", "--dry-run", "--json"],
                                         capture_output=True, text=True, env=env, timeout=60).stdout)
-    assert as_json["dry_run"] is True and [step["step"] for step in as_json["steps"]] == list("abcdefghijklmn")
+    assert as_json["dry_run"] is True and [step["step"] for step in as_json["steps"]] == list("abcdefghijklmno")
 
 
 def test_the_scheduler_triggers_only_as_leader_and_survives_a_broker_outage(lethe, database_url):

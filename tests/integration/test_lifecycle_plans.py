@@ -19,6 +19,7 @@ import psycopg
 import pytest
 from psycopg.rows import namedtuple_row
 
+from app.db import variants as variants_sql
 from app.db import aborts as aborts_sql
 from app.db import cleanup as cleanup_sql
 from app.db import erasures as erasures_sql
@@ -213,6 +214,9 @@ QUERIES = {
     "cleanup d objects": lambda c, ids: cleanup_sql.objects_due_live(c, None, 500),
     "cleanup j": lambda c, ids: cleanup_sql.pending_scans(c, NOW, None, 500),
     "cleanup j facts": lambda c, ids: cleanup_sql.pending_scan_facts(c, ids),
+    "cleanup o": lambda c, ids: variants_sql.pending(c, NOW, None, 500),
+    "cleanup o+after": lambda c, ids: variants_sql.pending(c, NOW, (NOW, ZERO), 500),
+    "cleanup o facts": lambda c, ids: variants_sql.pending_facts(c, ids),
     "cleanup l": lambda c, ids: messages_sql.delete_old_tombstones(c, NOW, 500),
     "cleanup b facts": lambda c, ids: cleanup_sql.cleanup_facts(c, ids),
     "cleanup a sessions": lambda c, ids: cleanup_sql.lock_open_sessions(c, ids),

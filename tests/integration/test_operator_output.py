@@ -16,7 +16,7 @@ import termios
 import pytest
 
 pytestmark = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-BAR = re.compile(r"cleanup:\s+\d+%\|.*\| \d+/14")  # the fourteen steps of app/lifecycle/steps
+BAR = re.compile(r"cleanup:\s+\d+%\|.*\| \d+/15")  # the fifteen steps of app/lifecycle/steps
 
 
 def run_with_terminal_stderr(args, env):

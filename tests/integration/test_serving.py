@@ -26,7 +26,9 @@ LINK_SECRET = "link-secret-for-the-tests-0123456789abcdef"
 
 @pytest.fixture
 def served(make_lethe):
-    return make_lethe(**{"file.link_secret": LINK_SECRET})
+    # The rules of the original's own inline display: an image's preview stands in for it by default
+    # (image.strip_original, tests/integration/test_variants.py).
+    return make_lethe(**{"file.link_secret": LINK_SECRET, "image.strip_original": "false"})
 
 
 def content(lethe, file_id, person=ALEX, **headers):
@@ -179,7 +181,7 @@ def test_without_a_link_secret_links_answer_501(make_lethe):
 @pytest.mark.s3_only
 def test_on_s3_a_redirect_sends_the_reader_to_a_short_presigned_get(make_lethe, raw_store):
     lethe = make_lethe(**{"file.link_secret": LINK_SECRET, "file.s3.download": "redirect",
-                          "file.s3.presign_ttl": "30s"})
+                          "file.s3.presign_ttl": "30s", "image.strip_original": "false"})
     file_id = lethe.upload(ALEX, PNG, mime_type="image/png")
     answer = lethe.call("GET", f"/api/v1/files/{file_id}/content?disposition=inline", ALEX)
     assert answer.status_code == 302 and answer.headers["Cache-Control"] == "private, no-store"

@@ -308,6 +308,34 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class ImageConfig:
+    """Keys `image.*` (variants of image files)."""
+
+    variants: bool = key(Flag(), True,
+        "Make variants (thumb-small, thumb-large, preview; poster for an animation) of every deliverable JPEG, "
+            "PNG, GIF, WebP, HEIC or AVIF file, without any metadata.")
+    thumb_small: int = key(Number(validate=_no_value_range(16, 4096)), 160,
+        "Longest side of thumb-small, in pixels (never enlarged).")
+    thumb_large: int = key(Number(validate=_no_value_range(16, 4096)), 480,
+        "Longest side of thumb-large, in pixels (never enlarged).")
+    preview: int = key(Number(validate=_no_value_range(16, 8192)), 1600,
+        "Longest side of preview and poster, in pixels (never enlarged).")
+    max_pixels: int = key(Number(validate=_no_value_range(1, 1_000_000_000)), 90_000_000,
+        "Pixel budget: an image of more pixels (every frame of an animation counted), read from its header, "
+            "gets no variants (a decompression bomb declares its size).")
+    max_size: int = key(Size(validate=_no_value_range(1, 1024**3)), "50MiB",
+        "Largest file variants are made of (it is read whole into the worker's memory).")
+    timeout: timedelta = key(Duration(), "30s",
+        "Time limit of making one file's variants; past it the file gets none (reason timeout).")
+    strip_original: bool = key(Flag(), True,
+        "Inline display of an image file shows its preview (no metadata, no location) instead of the original; "
+            "while no preview is ready it is an attachment. The original stays downloadable as an attachment.")
+    pending_ttl: timedelta = key(Duration(), "1h",
+        "Age after which the cleanup sends a variants job that never came back again (once); past twice this "
+            "age the file ends without variants (reason lost).")
+
+
+@dataclass(frozen=True)
 class HoldsConfig:
     """Keys `holds.*` (legal holds)."""
 
@@ -363,6 +391,7 @@ class Config:
     storage: StorageConfig
     holds: HoldsConfig
     webhooks: WebhooksConfig
+    image: ImageConfig
 
     def get(self, name: str) -> Any:
         node: Any = self

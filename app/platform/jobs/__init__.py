@@ -19,6 +19,8 @@ CLEANUP_QUEUE, CLEANUP_ACTOR = "maintenance", "cleanup_pending"
 RETENTION_QUEUE, RETENTION_ACTOR = "maintenance", "retention_run"
 SWEEP_QUEUE, SWEEP_ACTOR = "maintenance", "sweep_prefix"
 ERASE_QUEUE, ERASE_ACTOR = "maintenance", "erase_subject"
+# Image variants have a queue of their own: decoding images never holds back a purge or a scan.
+VARIANTS_QUEUE, VARIANTS_ACTOR = "variants", "make_variants"
 # Webhook deliveries have a queue of their own: a receiver that times out never holds back a purge.
 WEBHOOK_QUEUE, WEBHOOK_ACTOR = "webhooks", "deliver_webhooks"
 
@@ -37,3 +39,8 @@ def enqueue_purge(uow: JobSink, *file_ids: UUID | Iterable[UUID]) -> None:
 
 def enqueue_scan(uow: JobSink, file_id: UUID) -> None:
     uow.enqueue(SCAN_QUEUE, SCAN_ACTOR, str(file_id))
+
+
+def enqueue_variants(uow: JobSink, file_id: UUID) -> None:
+    """Commit the job that makes a file's image variants."""
+    uow.enqueue(VARIANTS_QUEUE, VARIANTS_ACTOR, str(file_id))

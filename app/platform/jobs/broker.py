@@ -11,7 +11,7 @@ from dramatiq.common import dq_name, xq_name
 from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import default_middleware
 
-QUEUES = ("maintenance", "scan", "webhooks")
+QUEUES = ("maintenance", "scan", "webhooks", "variants")
 
 
 class LetheRabbitmqBroker(RabbitmqBroker):

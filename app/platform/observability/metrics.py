@@ -22,6 +22,8 @@ WEBHOOK_DELIVERIES = Counter("lethe_webhook_deliveries_total", "Webhook deliveri
                              ["endpoint", "outcome"])
 WEBHOOK_ATTEMPTS = Counter("lethe_webhook_attempts_total", "HTTP attempts of webhook deliveries, by endpoint.",
                            ["endpoint"])
+VARIANTS = Counter("lethe_variants_total", "Image files whose variants job ended, by outcome: ready, or the "
+                   "reason it got none (too_large, too_many_pixels, undecodable, timeout, lost).", ["outcome"])
 FILES_DELETED = Counter("lethe_files_deleted_total", "Files marked deleted, by what deleted them.", ["via"])
 PURGED_FILES = Counter("lethe_purge_files_total", "Files handled by purge, by result: row (objects and row "
                                                   "removed), objects (objects only; the row stays for its "
