@@ -79,7 +79,8 @@ class _Deadline:
 
 def make_variants(data: bytes, sizes: Sizes, max_size: int, max_pixels: int, timeout_s: float) -> list[Made] | Refused:
     """The variants of one image: the thumbnails fitted into their boxes (every frame of an animation) and, for
-    an animation, its first frame as the poster; WebP without metadata, orientation applied, sRGB.
+    an animation, its first frame as the poster; WebP without metadata, orientation applied, sRGB (an
+    image with a colour profile is converted to it first).
 
     Returns:
         The variants made, or why none are: `too_large`, `too_many_pixels` (read from the header, before any
@@ -99,11 +100,13 @@ def make_variants(data: bytes, sizes: Sizes, max_size: int, max_pixels: int, tim
         return Refused(refusal)
     deadline = _Deadline(timeout_s)
     animated = pages > 1
+    # An image with a colour profile (a phone's Display P3) is converted to sRGB before the profile is dropped
+    # with the other metadata; one without is sRGB already, and a conversion would cost more than the decode.
+    colour = {"export_profile": "srgb"} if "icc-profile-data" in header.get_fields() else {}
     made: list[Made] = []
     try:
         # The largest variant is decoded from the original (shrink-on-load), the smaller ones from it.
-        preview = vips.Image.thumbnail_buffer(data, sizes.preview, height=sizes.preview, size="down",
-                                              export_profile="srgb",
+        preview = vips.Image.thumbnail_buffer(data, sizes.preview, height=sizes.preview, size="down", **colour,
                                               option_string=_LOAD + (",n=-1" if animated else ""))
         preview = deadline.watch(preview).copy_memory()
         deadline.check()
@@ -112,8 +115,8 @@ def make_variants(data: bytes, sizes: Sizes, max_size: int, max_pixels: int, tim
             image = preview if name == "preview" else preview.thumbnail_image(box, height=box, size="down")
             made.append(_saved(deadline.watch(image), name, animated, deadline))
         if POSTER in names_for(pages):
-            first = vips.Image.thumbnail_buffer(data, sizes.preview, height=sizes.preview, size="down",
-                                                export_profile="srgb", option_string=_LOAD)
+            first = vips.Image.thumbnail_buffer(data, sizes.preview, height=sizes.preview, size="down", **colour,
+                                                option_string=_LOAD)
             made.append(_saved(deadline.watch(first), POSTER, False, deadline))
     except TimeoutError:
         return Refused("timeout")

@@ -57,9 +57,21 @@ class Api:
             time.sleep(0.1)
         return file_id
 
-    def link(self, file_id: str, disposition: str = "attachment") -> str:
+    def thumbnails(self, file_id: str, count: int) -> list[dict]:
+        """The file's thumbnails once the worker has made `count` of them (an image's inline display is its
+        preview: image.strip_original)."""
+        deadline = time.monotonic() + 30
+        while True:
+            shown = requests.get(f"{self.base}/api/v1/files/{file_id}", headers=self.headers,
+                                 timeout=10).json()["thumbnails"]
+            if len(shown) >= count:
+                return shown
+            assert time.monotonic() < deadline, self.worker.tail()
+            time.sleep(0.1)
+
+    def link(self, file_id: str, disposition: str = "attachment", variant: str | None = None) -> str:
         made = requests.post(f"{self.base}/api/v1/files/{file_id}/links", headers=self.headers, timeout=10,
-                             json={"disposition": disposition})
+                             json={"disposition": disposition, **({"variant": variant} if variant else {})})
         assert made.status_code == 201, made.text
         return made.json()["url"]
 
@@ -92,6 +104,7 @@ def served(role_env, start_role, tmp_path, request):
     api, worker, base = start_api_and_worker(start_role, env, tmp_path)
     served = Api(base, mint_token(SECRET, uuid.uuid4()), api, worker)
     served.store_cut = store_cut
+    served.fs_root = env.get("LETHE_FILE_FS_ROOT", "")
     yield served
     for role in (api, worker):
         role.stop()
@@ -246,6 +259,7 @@ def test_chromium_shows_plays_and_seeks_from_links_and_loses_the_image_after_del
                     "testsrc=duration=6:size=160x120:rate=10", "-c:v", "libvpx", "-b:v", "150k", "-g", "10", "-an",
                     str(video)], check=True, timeout=60)
     image_id = served.upload(PNG, f"{CANARY}.png", "image/png")
+    served.thumbnails(image_id, 3)  # shown inline through its preview
     video_id = served.upload(video.read_bytes(), f"{CANARY}.webm", "video/webm")
     ran: list[str] = []
     html = HTML.replace(b"document.title='ran'", f"fetch('http://127.0.0.1:{{port}}/ran')".encode())
@@ -307,3 +321,57 @@ def test_chromium_shows_plays_and_seeks_from_links_and_loses_the_image_after_del
     assert answer.headers["Content-Disposition"] == "attachment"
     assert answer.headers["Content-Security-Policy"] == "sandbox" and answer.headers["X-Content-Type-Options"] == "nosniff"
     assert re.fullmatch(r'"[0-9a-f]{24}"', answer.headers["ETag"])
+
+
+VARIANT_PAGE = """<!DOCTYPE html><html><body><img id="thumb" src="__THUMB__">
+<script>
+const img = document.getElementById('thumb');
+img.onload = () => { document.body.dataset.size = img.naturalWidth + 'x' + img.naturalHeight; };
+img.onerror = () => { document.body.dataset.size = 'broken'; };
+</script></body></html>"""
+
+
+def _chromium_dom(browser: str, page: Path) -> str:
+    result = subprocess.run(
+        [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update",
+         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--virtual-time-budget=10000",
+         "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, cwd=page.parent)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_a_photos_thumbnail_loads_in_chromium_from_a_link_and_every_variant_goes_with_the_file(served, tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        service_missing("Chromium (Debian package chromium)", "not installed; .ci/run installs it")
+    from tests.support import images
+
+    # Given a phone's photo (GPS in its EXIF, stored sideways) uploaded through the api role
+    photo = images.photo(600, 400, orientation=6)
+    file_id = served.upload(photo, f"{CANARY}.jpg", "image/jpeg")
+    shown = served.thumbnails(file_id, 3)
+    assert [(t["name"], t["width"], t["height"]) for t in shown] == [
+        ("thumb-small", 107, 160), ("thumb-large", 320, 480), ("preview", 400, 600)]
+    # When Chromium loads thumb-small from a link (no bearer header), it shows it upright
+    page = tmp_path / "thumb.html"
+    page.write_text(VARIANT_PAGE.replace("__THUMB__", served.link(file_id, "inline", "thumb-small")))
+    assert 'data-size="107x160"' in _chromium_dom(browser, page)
+    fetched = requests.get(served.link(file_id, "inline", "preview"), timeout=10)
+    assert fetched.headers["Content-Type"] == "image/webp" and images.metadata_of(fetched.content) == {}
+    # Then after deleteFile the same page shows it broken, and every variant leaves the store with the file
+    served.delete(file_id)
+    assert 'data-size="broken"' in _chromium_dom(browser, page)
+    root = Path(served.fs_root)
+    assert root.is_dir(), "the roles run on fs here"
+    deadline = time.monotonic() + 30
+    while [path for path in root.rglob("*") if file_id in str(path)]:
+        assert time.monotonic() < deadline, served.worker.tail()
+        time.sleep(0.1)
+    manager = {"Authorization": "Bearer " + mint_token(SECRET, uuid.uuid4(), ("files:read", "manage"))}
+    deadline = time.monotonic() + 30
+    while (receipt := requests.get(f"{served.base}/api/v1/receipts/{file_id}", headers=manager,
+                                   timeout=10)).status_code == 404:
+        assert time.monotonic() < deadline, served.worker.tail()
+        time.sleep(0.1)
+    assert receipt.json()["variants_deleted"] == 3
