@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from zoneinfo import ZoneInfo
@@ -18,6 +19,8 @@ from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from app.lifecycle import journal, restore
+from app.lifecycle.journal import RestoreGuard
 from app.platform import jobs
 from app.platform.observability import metrics
 from app.db import cleanup as cleanup_sql
@@ -147,6 +150,33 @@ def relay_outbox(runtime: Runtime, leadership: Leadership | None = None) -> int:
     return relayed
 
 
+def journal_tick(runtime: Runtime, leadership: Leadership, guard: RestoreGuard) -> int:
+    """The leader writes the journal entries committed since the last tick to the journal; when the database is
+    behind its journal (restored from a backup) it applies the journal again first (journal.auto_reconcile),
+    else waits for `lethe restore reconcile`. Segments past journal.retention go once an hour."""
+    if not runtime.cfg.journal.enabled or not leadership.is_leader():
+        return 0
+    try:
+        state = guard.refresh()
+        if state is not None and state.behind:
+            if not runtime.cfg.journal.auto_reconcile:
+                return 0
+            restore.reconcile(runtime)
+            guard.refresh()
+        written = journal.flush(runtime)
+        if time.monotonic() - _PRUNED[0] > 3600:
+            _PRUNED[0] = time.monotonic()
+            journal.prune(runtime)
+        return written
+    except Exception as exc:  # noqa: BLE001 - the next tick tries again; entries wait in the database
+        log_event(log, "warning", "journal.tick_failed", "the journal tick failed; the next one tries again",
+                  error=type(exc).__name__)
+        return 0
+
+
+_PRUNED = [float("-inf")]
+
+
 def register_jobs(scheduler: BaseScheduler, runtime: Runtime, leadership: Leadership | None = None) -> Leadership:
     """Add every periodic job to an APScheduler scheduler; returns the leadership it uses."""
     leader_timeout = runtime.cfg.schedule.leader_timeout.total_seconds()
@@ -160,6 +190,11 @@ def register_jobs(scheduler: BaseScheduler, runtime: Runtime, leadership: Leader
     scheduler.add_job(
         relay_outbox, "interval", args=[runtime, leadership], id="outbox.relay",
         seconds=runtime.cfg.outbox.relay_interval.total_seconds(), max_instances=1, coalesce=True, next_run_time=start,
+    )
+    scheduler.add_job(
+        journal_tick, "interval", args=[runtime, leadership, RestoreGuard(runtime)], id="journal.tick",
+        seconds=runtime.cfg.outbox.relay_interval.total_seconds(), max_instances=1, coalesce=True,
+        next_run_time=start,
     )
     # D8: every file.gc_interval, and once at start.
     scheduler.add_job(

@@ -31,7 +31,7 @@ DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
 # Every table a test may write, children before the tables they reference (one DELETE each, in one transaction).
 TABLES = ("erasure_files", "erasures", "slots", "receipts", "schedule_runs", "attachments", "messages", "upload_parts",
           "upload_sessions", "purge_failures", "drafts", "events", "outbox", "legal_holds", "multipart_aborts",
-          "webhook_deliveries", "webhook_endpoints_disabled", "files")
+          "webhook_deliveries", "webhook_endpoints_disabled", "journal_pending", "file_variants", "files")
 
 
 MISSING_SERVICES: dict[str, str] = {}  # service -> what failed, for the summary at the end of the run
@@ -143,6 +143,9 @@ def truncate_all(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
         for table in TABLES:
             conn.execute(f"DELETE FROM {table}")
+        # each test has a store of its own, so a journal of its own: the database starts at its beginning
+        conn.execute("UPDATE journal_state SET position = 0, reconciled_to = 0, restore_seen_at = NULL, "
+                     "reconciled_at = NULL, installation_id = gen_random_uuid()")
         conn.execute("SELECT setval(c.oid::regclass, 1, false) FROM pg_class c JOIN pg_namespace n "
                      "ON n.oid = c.relnamespace WHERE c.relkind = 'S' AND n.nspname = 'public'")
 
@@ -273,7 +276,7 @@ STORES = ["fs", "s3", "s3-versioned", "seaweed", "seaweed-versioned"]
 # allow; on SeaweedFS they run end to end through the CLI in tests/e2e/test_seaweed_e2e.py.)
 ON_SEAWEED = {"test_storage_conformance", "test_deletion", "test_purge_isolation", "test_cleanup",
               "test_upload_races", "test_erasure", "test_every_file_ends", "test_tus",
-              "test_direct_uploads", "test_one_rule", "test_first_hour", "test_serving", "test_variants"}
+              "test_direct_uploads", "test_one_rule", "test_first_hour", "test_serving", "test_variants", "test_journal"}
 # Modules whose S3 tests also run on moto's plain bucket: elsewhere a versioned bucket proves all a plain one
 # does, and also that no delete left a version or a marker behind.
 MOTO_PLAIN = {"test_storage_conformance"}

@@ -20,6 +20,7 @@ from app.content import scan, variants
 from app.content.clamd import ClamdUnavailable
 from app.errors import NotFound, ObjectFailed, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, sweeps, webhooks
+from app.lifecycle.journal import RestoreGuard
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
@@ -55,8 +56,16 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
              ) -> dict[str, dramatiq.Actor[Any, Any]]:
     """Bind the declared actors to a broker, each calling its function with the runtime first."""
     bound: dict[str, dramatiq.Actor[Any, Any]] = {}
+    guard = RestoreGuard(runtime)
     for spec in (ACTORS if specs is None else specs).values():
         def run(*args: Any, _fn: Callable[..., Any] = spec.fn, _name: str = spec.name) -> Any:
+            waiting = guard.reason()
+            if waiting is not None:
+                # A restored database is behind its deletion journal: no job runs (nothing is made deliverable,
+                # nothing purged on the strength of old rows) until the journal is applied again.
+                log_event(log, "warning", "worker.restore_pending", "the database is behind its deletion journal; "
+                          "the job waits", actor=_name, reason=waiting)
+                raise dramatiq.Retry(delay=10_000)
             try:
                 return _fn(runtime, *args)
             except (psycopg.OperationalError, StorageError, ClamdUnavailable) as exc:

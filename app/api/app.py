@@ -13,6 +13,7 @@ from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from app.platform.observability import metrics
+from app.lifecycle.journal import RestoreGuard
 from app.api import (common, drafts, erasures, events, files, holds, json_body, links, messages, ops, problems,
                      receipts, slots, tus, uploads)
 from app.api.schemas import ProblemSchema
@@ -56,6 +57,14 @@ class LetheApi(Api):
         self.spec.components.response("DEFAULT_ERROR", response, lazy=True)
 
 
+RESTORE_DETAIL = {
+    "restore_pending": "The database was restored from a backup and is behind its deletion journal; requests "
+                       "are answered once the journal is applied again (lethe restore status).",
+    "journal_unreadable": "The deletion journal cannot be read, so the service cannot tell whether its database "
+                          "was restored; requests are answered once it can.",
+}
+
+
 def create_app(runtime: Runtime) -> Flask:
     """Build the api for a Runtime (its database, store, broker, clock and configuration)."""
     app = Flask("lethe")
@@ -92,9 +101,20 @@ def create_app(runtime: Runtime) -> Flask:
     app.register_error_handler(LetheError, problems.from_lethe_error)
     app.register_error_handler(Exception, _unexpected)
 
+    guard = RestoreGuard(runtime)
+    app.extensions["lethe.guard"] = guard
+
     @app.before_request
     def _authenticate() -> Response | None:
         request.environ["lethe.started"] = time.perf_counter()
+        # A database restored from a backup is behind its deletion journal: until the journal is applied again,
+        # no data request is served (a file deleted after the backup would be readable again).
+        if request.path.startswith(API_PREFIX) and request.method != "OPTIONS":
+            waiting = guard.reason()
+            if waiting is not None:
+                return problems.problem(503, "service_unavailable", "Service unavailable", reason=waiting,
+                                        detail=RESTORE_DETAIL[waiting],
+                                        headers={"Retry-After": "10"})
         # D11: every /api/v1 request without valid credentials is a 401 before anything is looked up
         # (Flask raises routing errors only after this hook).
         # An OPTIONS request carries no token: browsers send it first (CORS preflight, tus discovery), and its

@@ -49,6 +49,12 @@ def readyz() -> Response | dict[str, Any]:
         event = "api.degraded" if name in readiness.soft else "api.not_ready"
         log_event(log, "warning", event, "dependency not ready", dependency=name, error=error)
     hard = [name for name in failed if name not in readiness.soft]
+    waiting = current_app.extensions["lethe.guard"].reason()
+    if waiting is not None and not hard:
+        return problem(503, "not_ready", "Not ready", reason=waiting,
+                       detail="the database is behind its deletion journal (restored from a backup): lethe restore "
+                              "status" if waiting == "restore_pending" else "the deletion journal cannot be read",
+                       headers={"Retry-After": "10"})
     if hard:
         return problem(503, "not_ready", "Not ready", detail="unreachable: " + ", ".join(hard),
                        headers={"Retry-After": "5"})

@@ -14,7 +14,8 @@ from app.db import keeps as keeps_sql
 from app.db import receipts as receipts_sql
 from app.db.uow import UnitOfWork
 from app.domain.ends import FilesMarked, ObjectsGone, RowsRemoved
-from app.lifecycle import webhooks
+from app.domain.journal import FILE_MARKED, OBJECTS_GONE, ROW_REMOVED, Entry
+from app.lifecycle import journal, webhooks
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
@@ -67,6 +68,23 @@ class HoldAccounting(EndSubscriber):
                       files=len(lost))
 
 
+class Journal(EndSubscriber):
+    """The end of a file in the deletion journal: the mark, the objects gone and the row removed, each committed
+    with its change (app/lifecycle/journal.py writes them out of the database)."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+
+    def files_marked(self, uow: UnitOfWork, event: FilesMarked) -> None:
+        journal.record(uow, self.cfg, [Entry(FILE_MARKED, event.at, files=tuple(event.file_ids), via=event.via)])
+
+    def objects_gone(self, uow: UnitOfWork, event: ObjectsGone) -> None:
+        journal.record(uow, self.cfg, [Entry(OBJECTS_GONE, event.at, files=tuple(event.file_ids))])
+
+    def rows_removed(self, uow: UnitOfWork, event: RowsRemoved) -> None:
+        journal.record(uow, self.cfg, [Entry(ROW_REMOVED, event.at, files=tuple(event.file_ids))])
+
+
 class Metrics(EndSubscriber):
     """Counters and the delete-to-gone histogram, counted only once their change committed."""
 
@@ -87,7 +105,7 @@ class Metrics(EndSubscriber):
 def standard(cfg: Config) -> list[EndSubscriber]:
     """Every subscriber of a file's end, in the order they run (a receipt before the webhook made of it). The
     composition root (app/entry/wiring.py) hands them to the database's units of work."""
-    return [Receipts(), Webhooks(cfg), HoldAccounting(), Metrics()]
+    return [Receipts(), Webhooks(cfg), HoldAccounting(), Journal(cfg), Metrics()]
 
 
 def _subscribers(uow: UnitOfWork) -> Sequence[EndSubscriber]:

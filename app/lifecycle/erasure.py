@@ -36,7 +36,7 @@ from app.storage.base import MultipartRef
 from app.errors import Conflict, Forbidden, Invalid, NotFound
 from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
 from app.lifecycle.deletion import mark_deleted
-from app.lifecycle import webhooks
+from app.lifecycle import journal, webhooks
 from app.lifecycle.purge import purge_files
 from app.domain.webhooks import ERASURE_COMPLETED
 from app.platform.observability.logs import log_event
@@ -261,6 +261,7 @@ def _finish(rt: Runtime, row: ErasureRow, subject: uuid.UUID) -> str:
         def complete(uow: UnitOfWork) -> None:
             sql.finish(uow.conn, row.id, "complete", None, now)
             holds_sql.forget_subject(uow.conn, subject, now)  # released holds stop naming the person
+            journal.record_erasure(uow, rt.cfg, row.id, subject, now)  # replayed after a restore of the database
             if not webhooks.wanted(rt.cfg, ERASURE_COMPLETED):
                 return
             done = sql.erasure(uow.conn, row.id)

@@ -23,8 +23,9 @@ from app.domain import access
 from app.domain.access import Principal
 from app.domain.holds import valid_case_ref
 from app.errors import Forbidden, Invalid, NotFound
+from app.domain.journal import HOLD_PLACED as JOURNAL_HOLD_PLACED, HOLD_RELEASED as JOURNAL_HOLD_RELEASED
 from app.domain.webhooks import HOLD_PLACED, HOLD_RELEASED
-from app.lifecycle import webhooks
+from app.lifecycle import journal, webhooks
 from app.platform.jobs import enqueue_purge
 from app.platform.observability.logs import log_event
 
@@ -65,6 +66,7 @@ def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_
         row = sql.hold(uow.conn, hold_id)
         assert row is not None  # inserted just above
         webhooks.record_event(uow, rt.cfg, HOLD_PLACED, _event_data(row), row.created_at)
+        journal.record_hold(uow, rt.cfg, JOURNAL_HOLD_PLACED, hold_id, row.created_at, subject_id, file_id, case_ref)
         return row
 
     row = rt.db.unit_of_work(work, name="hold.place")
@@ -135,6 +137,7 @@ def release_hold(rt: Runtime, principal: Principal | None, hold_id: uuid.UUID) -
             after = ids[-1]
         webhooks.record_event(uow, rt.cfg, HOLD_RELEASED, {**_event_data(row), "files_freed": freed},
                               row.released_at or rt.clock.now())
+        journal.record_hold(uow, rt.cfg, JOURNAL_HOLD_RELEASED, hold_id, row.released_at or rt.clock.now())
         return row, freed
 
     row, freed = rt.db.unit_of_work(work, name="hold.release")

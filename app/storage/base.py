@@ -172,10 +172,11 @@ class StoreMaintenance(Protocol):
         """Of these keys, those of which the store still holds anything, found by reading it: the object (a
         head), and on a bucket that keeps versions any version or delete marker. The erasure's proof (D16)."""
 
-    def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
+    def list_prefix(self, prefix: str, after: str = "") -> Iterator[ListedObject]:
         """Every object under `prefix` (which ends with `/`), in ascending key order, page by page: never
-        the whole listing in memory. Only for D16's sweeps and audit (K2). A key that cannot be addressed
-        (a control character) is listed as it is; the caller filters it."""
+        the whole listing in memory; with `after`, only the keys after it. Only for D16's sweeps and audit
+        and the deletion journal's own prefix (K2). A key that cannot be addressed (a control character) is
+        listed as it is; the caller filters it."""
 
     def list_uploads(self, prefix: str) -> Iterator[ListedUpload]:
         """Every unfinished multipart upload under `prefix`, page by page (the audit); fs: none."""

@@ -423,14 +423,16 @@ class FsStore:
         segments = _segments(prefix.rstrip("/"))
         return self._walk(segments, create=create)
 
-    def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
+    def list_prefix(self, prefix: str, after: str = "") -> Iterator[ListedObject]:
         """Depth first, names sorted in each directory (for `f/` that is ascending key order: its directory
         names have fixed lengths). A link is listed as an object and never entered; nothing outside the
         prefix is opened."""
         with self._prefix_dirs(prefix) as dirs:
             if dirs is None:
                 return
-            yield from self._list_dir(dirs.parent, prefix)
+            for listed in self._list_dir(dirs.parent, prefix):
+                if listed.key > after:
+                    yield listed
 
     def _list_dir(self, fd: int, base: str) -> Iterator[ListedObject]:
         try:

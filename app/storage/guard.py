@@ -94,8 +94,8 @@ class GuardedStore:
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         return self._checked("sweep_tmp").sweep_tmp(older_than, dry_run)
 
-    def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
-        return self._checked("list_prefix").list_prefix(prefix)
+    def list_prefix(self, prefix: str, after: str = "") -> Iterator[ListedObject]:
+        return self._checked("list_prefix").list_prefix(prefix, after)
 
     def prune_dirs(self, prefix: str) -> int:
         return self._checked("prune_dirs").prune_dirs(prefix)

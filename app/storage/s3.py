@@ -476,10 +476,11 @@ class S3Store:
                         found.append(key)
         return found
 
-    def list_prefix(self, prefix: str) -> Iterator[ListedObject]:
-        """ListObjectsV2 page by page (1,000 keys a page), current objects only, in key order."""
+    def list_prefix(self, prefix: str, after: str = "") -> Iterator[ListedObject]:
+        """ListObjectsV2 page by page (1,000 keys a page), current objects only, in key order (from `after`)."""
         with self._mapped("list_objects"):
-            for item in self.client.list_objects(self.bucket, prefix=prefix, recursive=True):
+            for item in self.client.list_objects(self.bucket, prefix=prefix, recursive=True,
+                                                 start_after=after or None):
                 if item.object_name and not item.is_dir and item.last_modified is not None:
                     yield ListedObject(key=item.object_name, modified_at=item.last_modified)
 

@@ -100,6 +100,12 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         # A copy handed out before a delete must not outlive the delay the deletion promises. Proxied downloads
         # hand out no URL, so a short delay (a drill's, a test's) needs no presign_ttl of its own there.
         add("file.s3.presign_ttl", "Must be at most privacy.object_delete_delay with file.s3.download redirect.")
+    if have("journal.retention", "journal.backup_retention") and \
+            values["journal.retention"] <= values["journal.backup_retention"]:
+        # A backup older than the journal cannot be replayed: what it restores stays restored.
+        add("journal.retention", "Must be longer than journal.backup_retention (the longest database backup).")
+    if have("journal.check_interval") and not 1 <= values["journal.check_interval"] <= 300:
+        add("journal.check_interval", "Must be at least 1s and at most 5m.")
     if values.get("api.public_url") and not str(values["api.public_url"]).startswith(("http://", "https://")):
         add("api.public_url", "Must start with http:// or https://.")
     if have("auth.leeway") and values["auth.leeway"] > 300:

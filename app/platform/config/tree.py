@@ -308,6 +308,27 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class JournalConfig:
+    """Keys `journal.*` (the deletion journal outside the database, and the restore guard)."""
+
+    enabled: bool = key(Flag(), True,
+        "Append every end of a file, erasure and legal hold to the deletion journal under journal/ of the object "
+            "store, and refuse data requests while the database is behind it (restored from a backup).")
+    hash_key: str = key(Text(), "",
+        "The key a person's hash in the journal is made with; empty: a random key the database made at its "
+            "creation (a restored database has it too).", secret=True)
+    retention: timedelta = key(Duration(), "400d",
+        "How long journal segments are kept: longer than the longest database backup is kept "
+            "(journal.backup_retention), or a restore of that backup cannot be replayed.")
+    backup_retention: timedelta = key(Duration(), "35d",
+        "How long your oldest database backup is kept (for the check that journal.retention is longer).")
+    check_interval: timedelta = key(Duration(), "5s",
+        "How often each process compares its database with the journal's head.")
+    auto_reconcile: bool = key(Flag(), True,
+        "Replay the journal by itself when the database is found behind it (else: lethe restore reconcile).")
+
+
+@dataclass(frozen=True)
 class ImageConfig:
     """Keys `image.*` (variants of image files)."""
 
@@ -392,6 +413,7 @@ class Config:
     holds: HoldsConfig
     webhooks: WebhooksConfig
     image: ImageConfig
+    journal: JournalConfig
 
     def get(self, name: str) -> Any:
         node: Any = self

@@ -22,6 +22,12 @@ WEBHOOK_DELIVERIES = Counter("lethe_webhook_deliveries_total", "Webhook deliveri
                              ["endpoint", "outcome"])
 WEBHOOK_ATTEMPTS = Counter("lethe_webhook_attempts_total", "HTTP attempts of webhook deliveries, by endpoint.",
                            ["endpoint"])
+RESTORE_PENDING = Gauge("lethe_restore_pending", "1 while the database is behind its deletion journal (restored "
+                        "from a backup): data requests answer 503 restore_pending until it is reconciled.",
+                        multiprocess_mode="max")
+JOURNAL_PENDING = Gauge("lethe_journal_pending", "Journal entries committed and not yet written to the journal.",
+                        multiprocess_mode="mostrecent")
+JOURNAL_ENTRIES = Counter("lethe_journal_entries_total", "Entries written to the deletion journal.")
 VARIANTS = Counter("lethe_variants_total", "Image files whose variants job ended, by outcome: ready, or the "
                    "reason it got none (too_large, too_many_pixels, undecodable, timeout, lost).", ["outcome"])
 FILES_DELETED = Counter("lethe_files_deleted_total", "Files marked deleted, by what deleted them.", ["via"])

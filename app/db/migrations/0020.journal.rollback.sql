@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS journal_pending;
+DROP TABLE IF EXISTS journal_state;

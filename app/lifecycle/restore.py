@@ -1,0 +1,200 @@
+# Reconciliation after a restore: every journal entry past the database's position is applied again, each in a
+# transaction of its own that records how far it got (resumable; an entry applied twice changes nothing): files
+# the journal says ended are marked deleted through the one deletion function (redaction included) and purged,
+# erasures run again for the persons whose keyed hash matches, holds are placed and released as the journal says.
+# Then store and rows are checked both ways, and only then does the database stand at the journal's head.
+"""`lethe restore reconcile` and journal.auto_reconcile: apply the deletion journal again after a restore."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from app.db import files as files_sql
+from app.db import holds as holds_sql
+from app.db import journal as sql
+from app.db import keeps as keeps_sql
+from app.db import messages as messages_sql
+from app.db.locks import exclusive
+from app.db.uow import UnitOfWork
+from app.domain.ends import Scope
+from app.domain.journal import (ERASURE_COMPLETED, FILE_KINDS, HOLD_PLACED, HOLD_RELEASED, Entry, Segment, parse_line,
+                                subject_hash)
+from app.domain.objects import FileObjects
+from app.errors import Conflict
+from app.lifecycle.audit import run_audit
+from app.lifecycle.erasure import request_erasure
+from app.lifecycle.holds import release_hold
+from app.lifecycle.journal import sink_of
+from app.platform.jobs import enqueue_purge
+from app.platform.observability import metrics
+from app.platform.observability.logs import log_event
+from app.storage.journal import JournalSink
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
+
+log = logging.getLogger("lethe.journal")
+
+
+@dataclass
+class ReconcileReport:
+    """What a reconciliation applied (or would apply, dry): counts only, never a name."""
+
+    position: int = 0
+    head: int = 0
+    entries: int = 0
+    files_marked: int = 0
+    files_purged_again: int = 0
+    erasures: int = 0
+    persons_not_found: int = 0
+    holds_placed: int = 0
+    holds_released: int = 0
+    objects_removed: int = 0
+    orphans_deleted: int = 0
+    dry_run: bool = False
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return dict(self.__dict__)
+
+
+def reconcile(rt: Runtime, dry_run: bool = False,
+              after_entry: Callable[[Entry], None] | None = None) -> ReconcileReport:
+    """Apply every journal entry past the database's position again, through the one deletion function, then
+    check store and rows both ways, and move the database to the journal's head. Idempotent and resumable.
+
+    Args:
+        dry_run: count what would be applied; change nothing.
+        after_entry: called after each entry is applied (tests stop a reconciliation half-way with it).
+    """
+    st = rt.db.read(sql.state)
+    sink = sink_of(rt, st.installation_id)
+    segments = list(sink.segments_after(st.position))
+    report = ReconcileReport(position=st.position, head=max([st.position] + [s.last for s in segments]),
+                             dry_run=dry_run)
+    if not segments:
+        return report
+    with exclusive(rt.db, sql.RECONCILE_LOCK_KEY) as mine:
+        if not mine:
+            log_event(log, "info", "journal.reconcile_busy", "another runner is reconciling the journal")
+            return report
+        return _reconcile(rt, st, sink, segments, report, after_entry)
+
+
+def _reconcile(rt: Runtime, st: sql.JournalState, sink: JournalSink, segments: list[Segment],
+               report: ReconcileReport, after_entry: Callable[[Entry], None] | None) -> ReconcileReport:
+    dry_run = report.dry_run
+    entries = [entry for segment in segments for entry in _read(sink, segment)
+               if entry.seq > max(st.position, st.reconciled_to)]
+    for entry in entries:
+        report.by_kind[entry.kind] = report.by_kind.get(entry.kind, 0) + 1
+    report.entries = len(entries)
+    if dry_run:
+        report.files_marked = len({file_id for entry in entries if entry.kind in FILE_KINDS for file_id in entry.files})
+        return report
+    log_event(log, "warning", "journal.reconcile_started", "applying the deletion journal again after a restore",
+              entries=len(entries), position=st.position, head=report.head)
+    hashes: dict[str, list[uuid.UUID]] | None = None
+    key = rt.cfg.journal.hash_key or st.hash_key
+    ended: set[uuid.UUID] = set()
+    for entry in entries:
+        if entry.subject is not None and hashes is None:
+            hashes = {}
+            for principal in rt.db.read(sql.known_principals):
+                hashes.setdefault(subject_hash(key, principal), []).append(principal)
+        _apply(rt, entry, hashes or {}, report)
+        ended.update(entry.files if entry.kind in FILE_KINDS else ())
+        if after_entry is not None:
+            after_entry(entry)
+    report.objects_removed = _remove_left_objects(rt, sorted(ended))
+    report.orphans_deleted = run_audit(rt, delete=True).orphans_deleted
+    rt.db.unit_of_work(lambda uow: sql.reconciled(uow.conn, report.head, rt.clock.now()), name="journal.reconciled")
+    metrics.RESTORE_PENDING.set(0)
+    log_event(log, "warning", "journal.reconciled", "the deletion journal was applied again; the database stands at "
+              "its head", **{k: v for k, v in report.as_dict().items() if isinstance(v, int)})
+    return report
+
+
+def _read(sink: JournalSink, segment: Segment) -> list[Entry]:
+    return [parse_line(text) for text in sink.read(segment).splitlines() if text.strip()]
+
+
+def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report: ReconcileReport) -> None:
+    now = rt.clock.now()
+    if entry.kind in FILE_KINDS:
+        def ended(uow: UnitOfWork) -> None:
+            rows = files_sql.lock_files(uow.conn, sorted(set(entry.files)))
+            live = [row.id for row in rows if row.deleted_at is None]
+            if live:
+                # The journal says these files ended: no message or slot keeps them any more.
+                messages_sql.detach_files(uow.conn, live)
+                uow.conn.execute("UPDATE slots SET file_id = NULL WHERE file_id = ANY(%s)", (live,))
+                report.files_marked += len(rt.delete_files(uow, live, now, "restore"))
+            deleted = [row.id for row in rows if row.deleted_at is not None]
+            if deleted:
+                enqueue_purge(uow, deleted)
+                report.files_purged_again += len(deleted)
+            sql.applied(uow.conn, entry.seq)
+
+        rt.db.unit_of_work(ended, name="journal.apply_file")
+        return
+    if entry.kind == ERASURE_COMPLETED:
+        persons = hashes.get(entry.subject or "", [])
+        if not persons:
+            report.persons_not_found += 1
+        for person in persons:
+            try:
+                request_erasure(rt, None, person)
+                report.erasures += 1
+            except Conflict:  # a hold covers the person again: the erasure waits for its release, as ever
+                log_event(log, "warning", "journal.erasure_held", "a journaled erasure waits: a legal hold covers "
+                          "the person", erasure_id=str(entry.erasure))
+    elif entry.kind == HOLD_PLACED and entry.hold is not None:
+        subjects = hashes.get(entry.subject or "", []) if entry.subject else [None]
+        file_id = entry.files[0] if entry.files else None
+
+        def place(uow: UnitOfWork) -> None:
+            if holds_sql.hold(uow.conn, entry.hold) is not None:  # type: ignore[arg-type]
+                return
+            if file_id is not None and files_sql.file_by_id(uow.conn, file_id) is None:
+                return
+            for subject in subjects[:1]:
+                keeps_sql.lock_against_removals(uow.conn)
+                holds_sql.insert(uow.conn, entry.hold, subject, file_id, entry.case_ref or "RESTORED-0",  # type: ignore[arg-type]
+                                 entry.at)
+                report.holds_placed += 1
+
+        rt.db.unit_of_work(place, name="journal.apply_hold")
+    elif entry.kind == HOLD_RELEASED and entry.hold is not None:
+        existing = rt.db.read(lambda conn: holds_sql.hold(conn, entry.hold))  # type: ignore[arg-type]
+        if existing is not None and existing.released_at is None:
+            release_hold(rt, None, entry.hold)
+            report.holds_released += 1
+    rt.db.unit_of_work(lambda uow: sql.applied(uow.conn, entry.seq), name="journal.applied")
+
+
+def _remove_left_objects(rt: Runtime, file_ids: list[uuid.UUID]) -> int:
+    """The two-way check's first half: journaled files whose row is gone but whose objects the store still holds
+    (a restored store, a replica that came back) lose them now, through the one rule."""
+    removed = 0
+    for start in range(0, len(file_ids), 500):
+        chunk = file_ids[start:start + 500]
+        rows = {row.id for row in rt.db.read(lambda conn: files_sql.files_by_ids(conn, chunk))}
+        gone = [file_id for file_id in chunk if file_id not in rows]
+        keys = {file_id: rt.files.keys_of(FileObjects(file_id), with_tail=True) for file_id in gone}
+        left = set(rt.maintenance.remains([key for file_keys in keys.values() for key in file_keys]))
+        doomed = {file_id: [key for key in file_keys if key in left] for file_id, file_keys in keys.items()}
+        doomed = {file_id: file_keys for file_id, file_keys in doomed.items() if file_keys}
+        if not doomed:
+            continue
+        clearance = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, sorted(doomed), Scope.FILE,
+                                                                       rt.clock.now()), name="journal.clear")
+        failures = rt.files.remove_keys(clearance, doomed)
+        removed += sum(len(file_keys) for file_id, file_keys in doomed.items() if file_id in clearance) - len(failures)
+    return removed
+
+

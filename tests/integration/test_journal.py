@@ -1,0 +1,259 @@
+"""The deletion journal and the restore guard, drilled against a real backup (pg_dump, pg_restore) on fs and on
+SeaweedFS with a versioned bucket: a database restored to before some deletions, an erasure and a hold answers
+503 restore_pending to every data request until it has applied the journal again; after that every deleted file
+is 404, no name of theirs and not the erased person's id is anywhere in the database, no version of their objects
+is listed, the live files are intact and the hold is in force. The journal names nobody."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+
+from app.db import journal as journal_sql
+from app.domain.journal import JOURNAL_PREFIX, parse_line, subject_hash
+from app.lifecycle import journal, restore
+from app.lifecycle.erasure import erase_round, request_erasure
+from tests.support.helpers import problem, residue
+from tests.support.lethe import ALEX, OWNER, ROBIN, SAM
+
+STORES = pytest.mark.parametrize("raw_store", ["fs", "seaweed-versioned"], indirect=True)
+CANARY = "Restore-Canary-7Qx"
+
+
+def pg_tool(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not on PATH (Debian's postgresql-client)", pytrace=False)
+    return found
+
+
+def dump(url: str, path) -> None:
+    subprocess.run([pg_tool("pg_dump"), "-Fc", "-f", str(path), url], check=True, capture_output=True, timeout=120)
+
+
+def restore_dump(url: str, path) -> None:
+    """Restore the dump over the database, as an operator restores last night's backup."""
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(url.replace(f"/{name}", "/postgres"), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND "
+                      "pid <> pg_backend_pid()", (name,))
+    subprocess.run([pg_tool("pg_restore"), "--clean", "--if-exists", "--no-owner", "-d", url, str(path)], check=True,
+                   capture_output=True, timeout=120)
+
+
+def place(lethe, **target) -> str:
+    answer = lethe.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042",
+                                                               **{k: str(v) for k, v in target.items()}})
+    assert answer.status_code == 201, answer.json
+    return answer.json["id"]
+
+
+def erase(lethe, person) -> None:
+    erasure = request_erasure(lethe.rt, None, person.id)
+    lethe.run_jobs()
+    while erase_round(lethe.rt, erasure.id) == "running":
+        lethe.run_jobs()
+    lethe.run_jobs()
+
+
+def settle(lethe) -> None:
+    """Run every job, as the worker would, until none is left; then write the journal out."""
+    for _ in range(5):
+        lethe.run_jobs()
+        lethe.run_retried()
+    journal.flush(lethe.rt)
+
+
+def everywhere(database_url: str) -> str:
+    """Every value of every column of every table, as text: what a name could hide in."""
+    with psycopg.connect(database_url) as conn:
+        tables = [row[0] for row in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
+            "AND table_type = 'BASE TABLE'")]
+        return "\n".join(str(row) for table in tables for row in conn.execute(f'SELECT t::text FROM "{table}" t'))
+
+
+@STORES
+def test_a_restored_database_serves_no_deleted_file_and_applies_its_journal_again(make_lethe, database_url, tmp_path):
+    lethe = make_lethe()
+    # Given 20 files: Alex 10, Sam 3, Robin 7 (names carry a canary), written out to the journal
+    files = {person.name: [lethe.upload(person, f"{person.name} {n}".encode() * 40, name=f"{CANARY}-{person.name}-{n}.txt")
+                           for n in range(count)] for person, count in ((ALEX, 10), (SAM, 3), (ROBIN, 7))}
+    link = lethe.call("POST", f"/api/v1/files/{files['Alex'][0]}/links", ALEX, json={}).json["url"]
+    settle(lethe)
+    backup = tmp_path / "lethe.dump"
+    dump(database_url, backup)
+
+    # When, after the backup: 5 of Alex's files are deleted (one held, then released), Sam is erased, and a hold is
+    # placed on one of Robin's files
+    held_then_released = files["Alex"][4]
+    first_hold = place(lethe, file_id=held_then_released)
+    deleted = files["Alex"][:5]
+    for file_id in deleted:
+        assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
+    settle(lethe)
+    assert lethe.call("DELETE", f"/api/v1/holds/{first_hold}", OWNER).status_code == 204
+    settle(lethe)
+    erase(lethe, SAM)
+    kept_hold = place(lethe, file_id=files["Robin"][0])
+    settle(lethe)
+    gone = deleted + files["Sam"]
+    assert all(lethe.row(file_id) is None and residue(lethe.raw_store, file_id) == [] for file_id in gone)
+    # The journal names nobody: ids, kinds and times; a person as a keyed hash
+    segments = [obj.key for obj in lethe.rt.maintenance.list_prefix(JOURNAL_PREFIX)]
+    text = "".join(lethe.raw_store.get(key).decode() for key in segments)
+    entries = [parse_line(row) for row in text.splitlines()]
+    assert {entry.kind for entry in entries} >= {"file.marked", "file.objects_gone", "file.row_removed",
+                                                  "erasure.completed", "hold.placed", "hold.released"}
+    assert CANARY not in text and str(SAM.id) not in text and SAM.id.hex not in text
+    key = lethe.rt.db.read(journal_sql.state).hash_key
+    assert any(entry.subject == subject_hash(key, SAM.id) for entry in entries if entry.kind == "erasure.completed")
+    lethe.close()
+
+    # Then the backup is restored over the database and the roles start again
+    restore_dump(database_url, backup)
+    assert CANARY in everywhere(database_url)  # the restore brought the names back
+    after = make_lethe(**{"journal.auto_reconcile": "false"})
+    # From the first request on, no deleted file is served: every data request waits
+    for file_id in gone:
+        for path in (f"/api/v1/files/{file_id}", f"/api/v1/files/{file_id}/content"):
+            problem(after.call("GET", path, ALEX), 503, "service_unavailable", "restore_pending")
+    assert after.client.get(urlsplit(link).path).status_code == 503
+    ready = after.client.get("/readyz")
+    assert ready.status_code == 503 and ready.json["reason"] == "restore_pending"
+    assert after.client.get("/healthz").status_code == 200
+    assert journal.flush(after.rt) == 0  # nothing new is numbered before the journal is applied
+
+    # When it is reconciled (twice: the second run finds nothing to do)
+    dry = restore.reconcile(after.rt, dry_run=True)
+    assert dry.entries > 0 and dry.files_marked == len(gone) and after.call("GET", "/healthz").status_code == 200
+    report = restore.reconcile(after.rt)
+    assert report.files_marked == len(gone) and report.erasures == 1 and report.holds_placed >= 1
+    settle(after)
+    for _ in range(3):
+        for erasure_id in [row[0] for row in after.rt.db.read(lambda c: c.execute(
+                "SELECT id FROM erasures WHERE state = 'running'").fetchall())]:
+            while erase_round(after.rt, erasure_id) == "running":
+                after.run_jobs()
+        settle(after)
+    assert restore.reconcile(after.rt).entries == 0
+    after.app.extensions["lethe.guard"].refresh()
+
+    # Then every deleted file is 404, nothing of them or of Sam is in the database, no version of their objects
+    for file_id in gone:
+        problem(after.call("GET", f"/api/v1/files/{file_id}", OWNER), 404, "not_found")
+        assert residue(after.raw_store, file_id) == []
+    stored = everywhere(database_url)
+    assert not any(f"{CANARY}-{name}" in stored for name in ("Sam",)) and str(SAM.id) not in stored
+    for n in range(5):
+        assert f"{CANARY}-Alex-{n}.txt" not in stored
+    # the live files are intact and readable, the hold is in force
+    for file_id in files["Alex"][5:] + files["Robin"]:
+        assert after.call("GET", f"/api/v1/files/{file_id}/content", OWNER).status_code == 200
+    hold = after.call("GET", f"/api/v1/holds/{kept_hold}", OWNER)
+    assert hold.status_code == 200 and hold.json.get("released_at") is None
+    assert after.call("DELETE", f"/api/v1/files/{files['Robin'][0]}", ROBIN).status_code == 204
+    settle(after)
+    assert after.raw_store.get(after.row(files["Robin"][0]).object_key)  # kept by the hold, as before the restore
+    # receipts say the deletion was applied again after a restore
+    receipt = after.call("GET", f"/api/v1/receipts/{deleted[1]}", OWNER)
+    assert receipt.status_code == 200 and receipt.json["via"] == "restore"
+
+
+@pytest.mark.one_store
+def test_a_reconciliation_killed_half_way_continues_and_counts_once(make_lethe, database_url, tmp_path):
+    lethe = make_lethe()
+    ids = [lethe.upload(ALEX, b"x" * 100, name=f"{CANARY}-{n}.txt") for n in range(6)]
+    journal.flush(lethe.rt)
+    backup = tmp_path / "lethe.dump"
+    dump(database_url, backup)
+    for file_id in ids:
+        assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
+    settle(lethe)
+    lethe.close()
+    restore_dump(database_url, backup)
+    after = make_lethe(**{"journal.auto_reconcile": "false"})
+
+    class Killed(Exception):
+        pass
+
+    seen = []
+
+    def die_after_two(entry):
+        seen.append(entry.seq)
+        if len(seen) == 2:
+            raise Killed
+
+    total = restore.reconcile(after.rt, dry_run=True).entries
+    with pytest.raises(Killed):
+        restore.reconcile(after.rt, after_entry=die_after_two)
+    state = after.rt.db.read(journal_sql.state)
+    assert state.reconciled_to == seen[-1] and state.position < seen[-1]  # resumes from here; still guarded
+    assert journal.check(after.rt).behind
+    report = restore.reconcile(after.rt)
+    assert report.entries == total - 2  # it went on after the last entry it had applied, not from the start
+    assert report.files_marked + 2 >= 0 and restore.reconcile(after.rt).entries == 0
+    settle(after)
+    assert all(after.row(file_id) is None for file_id in ids)
+    assert not journal.check(after.rt).behind
+
+
+@pytest.mark.one_store
+def test_a_missing_journal_is_said_and_another_installations_journal_is_counted(make_lethe, database_url):
+    lethe = make_lethe()
+    lethe.upload(ALEX)
+    # a journal the store cannot be asked about: the first check keeps data requests closed
+    lethe.app.extensions["lethe.guard"].state = None
+
+    class Unreadable:
+        driver = lethe.rt.store.driver
+
+        def __init__(self, store):
+            self._store = store
+
+        def __getattr__(self, name):
+            return getattr(self._store, name)
+
+        def list_prefix(self, prefix, after=""):
+            from app.errors import StorageError
+
+            raise StorageError("the store does not answer")
+
+    real = lethe.rt.store
+    lethe.rt.store = Unreadable(real)
+    try:
+        lethe.app.extensions["lethe.guard"].refresh()
+        problem(lethe.call("GET", "/api/v1/files", ALEX), 503, "service_unavailable", "journal_unreadable")
+    finally:
+        lethe.rt.store = real
+    lethe.app.extensions["lethe.guard"].refresh()
+    assert lethe.call("GET", "/api/v1/files", ALEX).status_code == 200
+    # a journal of another installation in the same store is said by `status`
+    other = "journal/00000000-0000-4000-8000-000000000001/0000000000000001-0000000000000001-20260101T000000Z.jsonl"
+    lethe.raw_store.put(other, b"{}\n", 3)
+    assert journal.status(lethe.rt)["other_installations"] == 1
+
+
+@pytest.mark.one_store
+def test_the_command_says_where_the_database_stands(make_lethe, database_url, tmp_path):
+    lethe = make_lethe()
+    file_id = lethe.upload(ALEX)
+    assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204  # one entry waits
+    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
+           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")}
+    import sys
+
+    shown = subprocess.run([sys.executable, "-m", "app.entry", "restore", "status", "--json"], capture_output=True,
+                           text=True, env=env, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)
+    assert status["behind"] is False and status["pending"] >= 1
+    dry = subprocess.run([sys.executable, "-m", "app.entry", "restore", "reconcile", "--dry-run", "--json"],
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert dry.returncode == 0 and json.loads(dry.stdout)["entries"] == 0
