@@ -155,13 +155,19 @@ class RestoreGuard:
         self._lock = threading.Lock()
 
     def reason(self) -> str | None:
-        """Why data requests must wait now, or None."""
+        """Why data requests must wait now, or None. The first answer is checked at once (nothing is served
+        before it); later ones are checked in the background, so that an outage never slows a request."""
         if not self.rt.cfg.journal.enabled:
             return None
-        if time.monotonic() - self._checked >= self.rt.cfg.journal.check_interval.total_seconds():
+        if self.state is None and self._checked == float("-inf"):
+            with self._lock:
+                if self._checked == float("-inf"):
+                    self.refresh()
+        elif time.monotonic() - self._checked >= self.rt.cfg.journal.check_interval.total_seconds():
             with self._lock:
                 if time.monotonic() - self._checked >= self.rt.cfg.journal.check_interval.total_seconds():
-                    self.refresh()
+                    self._checked = time.monotonic()
+                    threading.Thread(target=self.refresh, name="journal-guard", daemon=True).start()
         return self.state.reason if self.state is not None else "journal_unreadable"
 
     def refresh(self) -> GuardState | None:

@@ -32,6 +32,9 @@ CASES = {
     "LetheWebhooksBehind": (
         {"lethe_webhook_oldest_undelivered_seconds": "4000x60"},
         {"lethe_webhook_oldest_undelivered_seconds": "3000x60"}, 45),
+    "LetheRestorePending": (
+        {"lethe_restore_pending": "1x20"},
+        {"lethe_restore_pending": "0x20"}, 10),
     "LetheCleanupNotRunning": (
         {'lethe_cleanup_runs_total{outcome="ok"}': "3x120"},
         {'lethe_cleanup_runs_total{outcome="ok"}': "0+1x120"}, 60),
