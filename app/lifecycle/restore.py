@@ -62,14 +62,15 @@ class ReconcileReport:
         return dict(self.__dict__)
 
 
-def reconcile(rt: Runtime, dry_run: bool = False,
-              after_entry: Callable[[Entry], None] | None = None) -> ReconcileReport:
+def reconcile(rt: Runtime, dry_run: bool = False, after_entry: Callable[[Entry], None] | None = None,
+              batch_files: int = 1000) -> ReconcileReport:
     """Apply every journal entry past the database's position again, through the one deletion function, then
     check store and rows both ways, and move the database to the journal's head. Idempotent and resumable.
 
     Args:
         dry_run: count what would be applied; change nothing.
         after_entry: called after each entry is applied (tests stop a reconciliation half-way with it).
+        batch_files: files applied in one transaction (consecutive ends of files go together).
     """
     st = rt.db.read(sql.state)
     sink = sink_of(rt, st.installation_id)
@@ -82,11 +83,12 @@ def reconcile(rt: Runtime, dry_run: bool = False,
         if not mine:
             log_event(log, "info", "journal.reconcile_busy", "another runner is reconciling the journal")
             return report
-        return _reconcile(rt, st, sink, segments, report, after_entry)
+        return _reconcile(rt, st, sink, segments, report, after_entry, batch_files)
 
 
 def _reconcile(rt: Runtime, st: sql.JournalState, sink: JournalSink, segments: list[Segment],
-               report: ReconcileReport, after_entry: Callable[[Entry], None] | None) -> ReconcileReport:
+               report: ReconcileReport, after_entry: Callable[[Entry], None] | None,
+               batch_files: int) -> ReconcileReport:
     dry_run = report.dry_run
     entries = [entry for segment in segments for entry in _read(sink, segment)
                if entry.seq > max(st.position, st.reconciled_to)]
@@ -100,16 +102,33 @@ def _reconcile(rt: Runtime, st: sql.JournalState, sink: JournalSink, segments: l
               entries=len(entries), position=st.position, head=report.head)
     hashes: dict[str, list[uuid.UUID]] | None = None
     key = rt.cfg.journal.hash_key or st.hash_key
-    ended: set[uuid.UUID] = set()
+    ended: set[uuid.UUID] = set()  # every file a journaled end names, applied once
+    group: list[Entry] = []
+
+    def apply_group() -> None:
+        if group:
+            _apply_files(rt, group, ended, report)
+            for applied in group:
+                if after_entry is not None:
+                    after_entry(applied)
+            group.clear()
+
     for entry in entries:
+        if entry.kind in FILE_KINDS:
+            # Consecutive ends of files are applied together, up to batch_files files a transaction.
+            group.append(entry)
+            if sum(len(one.files) for one in group) >= batch_files:
+                apply_group()
+            continue
+        apply_group()
         if entry.subject is not None and hashes is None:
             hashes = {}
             for principal in rt.db.read(sql.known_principals):
                 hashes.setdefault(subject_hash(key, principal), []).append(principal)
         _apply(rt, entry, hashes or {}, report)
-        ended.update(entry.files if entry.kind in FILE_KINDS else ())
         if after_entry is not None:
             after_entry(entry)
+    apply_group()
     report.objects_removed = _remove_left_objects(rt, sorted(ended))
     report.orphans_deleted = run_audit(rt, delete=True).orphans_deleted
     rt.db.unit_of_work(lambda uow: sql.reconciled(uow.conn, report.head, rt.clock.now()), name="journal.reconciled")
@@ -123,14 +142,18 @@ def _read(sink: JournalSink, segment: Segment) -> list[Entry]:
     return [parse_line(text) for text in sink.read(segment).splitlines() if text.strip()]
 
 
-def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report: ReconcileReport) -> None:
+def _apply_files(rt: Runtime, group: list[Entry], handled: set[uuid.UUID], report: ReconcileReport) -> None:
+    """Entries that say files ended, in one transaction: files the restored database has live are deleted again
+    (detached from messages and slots first: the journal says they ended), deleted ones are purged again; each
+    file once in a reconciliation."""
     now = rt.clock.now()
-    if entry.kind in FILE_KINDS:
-        def ended(uow: UnitOfWork) -> None:
-            rows = files_sql.lock_files(uow.conn, sorted(set(entry.files)))
+    ids = sorted({file_id for entry in group for file_id in entry.files} - handled)
+
+    def ended(uow: UnitOfWork) -> None:
+        if ids:
+            rows = files_sql.lock_files(uow.conn, ids)
             live = [row.id for row in rows if row.deleted_at is None]
             if live:
-                # The journal says these files ended: no message or slot keeps them any more.
                 messages_sql.detach_files(uow.conn, live)
                 uow.conn.execute("UPDATE slots SET file_id = NULL WHERE file_id = ANY(%s)", (live,))
                 report.files_marked += len(rt.delete_files(uow, live, now, "restore"))
@@ -138,10 +161,13 @@ def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report
             if deleted:
                 enqueue_purge(uow, deleted)
                 report.files_purged_again += len(deleted)
-            sql.applied(uow.conn, entry.seq)
+        sql.applied(uow.conn, group[-1].seq)
 
-        rt.db.unit_of_work(ended, name="journal.apply_file")
-        return
+    rt.db.unit_of_work(ended, name="journal.apply_files")
+    handled.update(ids)
+
+
+def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report: ReconcileReport) -> None:
     if entry.kind == ERASURE_COMPLETED:
         persons = hashes.get(entry.subject or "", [])
         if not persons:
@@ -154,25 +180,27 @@ def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report
                 log_event(log, "warning", "journal.erasure_held", "a journaled erasure waits: a legal hold covers "
                           "the person", erasure_id=str(entry.erasure))
     elif entry.kind == HOLD_PLACED and entry.hold is not None:
+        hold_id = entry.hold
+        # A hold on a person names them by hash: placed again on the person the restored database knows.
         subjects = hashes.get(entry.subject or "", []) if entry.subject else [None]
         file_id = entry.files[0] if entry.files else None
 
         def place(uow: UnitOfWork) -> None:
-            if holds_sql.hold(uow.conn, entry.hold) is not None:  # type: ignore[arg-type]
+            if holds_sql.hold(uow.conn, hold_id) is not None:
                 return
             if file_id is not None and files_sql.file_by_id(uow.conn, file_id) is None:
                 return
             for subject in subjects[:1]:
                 keeps_sql.lock_against_removals(uow.conn)
-                holds_sql.insert(uow.conn, entry.hold, subject, file_id, entry.case_ref or "RESTORED-0",  # type: ignore[arg-type]
-                                 entry.at)
+                holds_sql.insert(uow.conn, hold_id, subject, file_id, entry.case_ref or "RESTORED-0", entry.at)
                 report.holds_placed += 1
 
         rt.db.unit_of_work(place, name="journal.apply_hold")
     elif entry.kind == HOLD_RELEASED and entry.hold is not None:
-        existing = rt.db.read(lambda conn: holds_sql.hold(conn, entry.hold))  # type: ignore[arg-type]
+        released = entry.hold
+        existing = rt.db.read(lambda conn: holds_sql.hold(conn, released))
         if existing is not None and existing.released_at is None:
-            release_hold(rt, None, entry.hold)
+            release_hold(rt, None, released)
             report.holds_released += 1
     rt.db.unit_of_work(lambda uow: sql.applied(uow.conn, entry.seq), name="journal.applied")
 

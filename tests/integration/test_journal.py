@@ -192,7 +192,7 @@ def test_a_reconciliation_killed_half_way_continues_and_counts_once(make_lethe, 
 
     total = restore.reconcile(after.rt, dry_run=True).entries
     with pytest.raises(Killed):
-        restore.reconcile(after.rt, after_entry=die_after_two)
+        restore.reconcile(after.rt, after_entry=die_after_two, batch_files=1)
     state = after.rt.db.read(journal_sql.state)
     assert state.reconciled_to == seen[-1] and state.position < seen[-1]  # resumes from here; still guarded
     assert journal.check(after.rt).behind
