@@ -104,6 +104,7 @@ def _reconcile(rt: Runtime, st: sql.JournalState, sink: JournalSink, segments: l
     key = rt.cfg.journal.hash_key or st.hash_key
     ended: set[uuid.UUID] = set()  # every file a journaled end names, applied once
     group: list[Entry] = []
+    grouped = [0]  # files named by the group
 
     def apply_group() -> None:
         if group:
@@ -112,12 +113,14 @@ def _reconcile(rt: Runtime, st: sql.JournalState, sink: JournalSink, segments: l
                 if after_entry is not None:
                     after_entry(applied)
             group.clear()
+            grouped[0] = 0
 
     for entry in entries:
         if entry.kind in FILE_KINDS:
             # Consecutive ends of files are applied together, up to batch_files files a transaction.
             group.append(entry)
-            if sum(len(one.files) for one in group) >= batch_files:
+            grouped[0] += len(entry.files)
+            if grouped[0] >= batch_files:
                 apply_group()
             continue
         apply_group()
