@@ -237,7 +237,9 @@ class ReceiptSchema(NoNulls):
     via = fields.String(required=True, metadata={"description": "file (its uploader's deleteFile), manager "
                                                                "(deleteFile of another's file by `manage`), "
                                                                "message, cleanup_unattached, cleanup_failed, "
-                                                               "cleanup_unheld, retention, slot, erasure"})
+                                                               "cleanup_unheld, retention, slot, erasure, restore "
+                                                               "(applied again from the deletion journal after a "
+                                                               "restore of the database)"})
     marked_at = fields.DateTime(required=True)
     purged_at = fields.DateTime(required=True)
     keys_deleted = fields.Integer(required=True)
