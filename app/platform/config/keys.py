@@ -146,10 +146,16 @@ def _regex(value: str) -> None:
         raise ValidationError("Not a regular expression.") from None
 
 
-def _url_scheme(*schemes: str) -> Callable[[str], None]:
+def _url_scheme(*schemes: str, several: bool = False) -> Callable[[str], None]:
+    """A URL of one of these schemes (or, with `several`, a list of them separated by ';': the nodes of one
+    cluster, tried in turn)."""
+
     def check(value: str) -> None:
-        if value and not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):
-            raise ValidationError(f"Must be empty or a URL starting with {' or '.join(s + '://' for s in schemes)}.")
+        parts = value.split(";") if several and value else [value]
+        if value and not all(part.startswith(tuple(f"{scheme}://" for scheme in schemes)) for part in parts):
+            listed = " or ".join(s + "://" for s in schemes)
+            raise ValidationError(f"Must be empty or URLs separated by ';', each starting with {listed}." if several
+                                  else f"Must be empty or a URL starting with {listed}.")
 
     return check
 

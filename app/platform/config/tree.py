@@ -159,8 +159,9 @@ class DatabaseConfig:
 class BrokerConfig:
     """Keys `broker.*`."""
 
-    url: str = key(Text(validate=_url_scheme("amqp", "amqps")), "",
-        "RabbitMQ URL (amqp://user:pass@host:5672/vhost). Empty: lethe dev uses an in-process broker.", secret=True)
+    url: str = key(Text(validate=_url_scheme("amqp", "amqps", several=True)), "",
+        "RabbitMQ URL (amqp://user:pass@host:5672/vhost), or the URLs of a cluster's nodes separated by ';' (each "
+            "tried in turn when the one in use is lost). Empty: lethe dev uses an in-process broker.", secret=True)
     queue_type: str = key(Text(validate=validate.OneOf(["classic", "quorum"])), "classic",
         "Type of every queue Lethe declares: classic, or quorum (replicated, for a RabbitMQ cluster). A queue that "
         "exists with the other type makes the worker exit 2 (docs/operations.md says how to move).")

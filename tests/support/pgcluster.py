@@ -1,0 +1,99 @@
+"""A PostgreSQL primary with a synchronous streaming standby on loopback, built from the Debian binaries
+(`initdb`, `pg_basebackup -R`, `pg_ctl`), run as the `postgres` system user (PostgreSQL refuses root), with
+ports the system hands out. For failover drills: stop the primary hard, promote the standby."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+from app.entry.embedded_pg import free_port
+
+
+def binaries() -> Path | None:
+    """The newest Debian PostgreSQL bin directory, or None."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+class PgCluster:
+    """A primary and one synchronous standby; `url` names both (libpq picks the one that takes writes)."""
+
+    def __init__(self) -> None:
+        bin_dir = binaries()
+        if bin_dir is None:
+            raise RuntimeError("no Debian PostgreSQL binaries (postgresql package)")
+        self.bin = bin_dir
+        self.base = Path(tempfile.mkdtemp(prefix="lethe-pgcluster-"))
+        os.chmod(self.base, 0o755)
+        self.user = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
+        if self.user is not None:
+            os.chown(self.base, self.user.pw_uid, self.user.pw_gid)
+        self.primary_port, self.standby_port = free_port(), free_port()
+        self.primary, self.standby = self.base / "primary", self.base / "standby"
+
+    def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        kwargs: dict = {}
+        if self.user is not None:
+            kwargs = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
+        return subprocess.run([str(self.bin / args[0]), *args[1:]], check=check, capture_output=True, text=True,
+                              cwd="/", timeout=timeout, **kwargs)
+
+    def _options(self, port: int, extra: str = "") -> str:
+        return (f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off "
+                f"-c wal_level=replica -c max_wal_senders=5 -c hot_standby=on {extra}")
+
+    def start(self) -> "PgCluster":
+        self._run("initdb", "-D", str(self.primary), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync",
+                  "--no-instructions")
+        # Every commit waits for the standby's flush: what the primary acknowledged survives its loss.
+        self._run("pg_ctl", "-D", str(self.primary), "-l", str(self.base / "primary.log"), "-w", "-t", "60", "-o",
+                  self._options(self.primary_port, "-c synchronous_standby_names='*' -c synchronous_commit=on"),
+                  "start")
+        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary_port), "-U", "postgres", "-D",
+                  str(self.standby), "-R", "-X", "stream")
+        # The standby, once promoted, has no standby of its own: it must not wait for one.
+        self._run("pg_ctl", "-D", str(self.standby), "-l", str(self.base / "standby.log"), "-w", "-t", "60", "-o",
+                  self._options(self.standby_port, "-c synchronous_standby_names=''"), "start")
+        deadline = time.monotonic() + 30
+        while True:
+            with psycopg.connect(self.admin(self.primary_port), autocommit=True) as conn:
+                if conn.execute("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'").fetchone()[0]:
+                    return self
+            if time.monotonic() > deadline:
+                raise RuntimeError("the standby never became synchronous")
+            time.sleep(0.2)
+
+    def admin(self, port: int, database: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{port}/{database}"
+
+    def url(self, database: str) -> str:
+        """Both servers; libpq connects to the one that takes writes."""
+        return (f"postgresql://postgres@127.0.0.1:{self.primary_port},127.0.0.1:{self.standby_port}/{database}"
+                "?target_session_attrs=read-write")
+
+    def create_database(self, name: str) -> None:
+        with psycopg.connect(self.admin(self.primary_port), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+    def fail_over(self) -> float:
+        """Stop the primary hard (no checkpoint, no goodbye to its clients), then promote the standby; returns
+        the seconds the promotion took."""
+        self._run("pg_ctl", "-D", str(self.primary), "-m", "immediate", "-w", "stop", check=False)
+        started = time.monotonic()
+        self._run("pg_ctl", "-D", str(self.standby), "-w", "-t", "60", "promote")
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        for data in (self.primary, self.standby):
+            if (data / "postmaster.pid").exists():
+                self._run("pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop", check=False)
+        shutil.rmtree(self.base, ignore_errors=True)
