@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the services' collaborators (typed at every service boundar
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.worker")
+RESTORE_WAIT_MS = 10_000  # how long a job waits, each time, while the database is behind its journal
 
 
 @dataclass(frozen=True)
@@ -62,10 +63,15 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
             waiting = guard.reason()
             if waiting is not None:
                 # A restored database is behind its deletion journal: no job runs (nothing is made deliverable,
-                # nothing purged on the strength of old rows) until the journal is applied again.
+                # nothing purged on the strength of old rows) until the journal is applied again. The job is sent
+                # again for later, as a new message: waiting must not spend its retries.
                 log_event(log, "warning", "worker.restore_pending", "the database is behind its deletion journal; "
                           "the job waits", actor=_name, reason=waiting)
-                raise dramatiq.Retry(delay=10_000)
+                try:
+                    bound[_name].send_with_options(args=args, delay=RESTORE_WAIT_MS)
+                except Exception:  # noqa: BLE001 - the broker refused it: dramatiq's own retry keeps the job
+                    raise dramatiq.Retry(delay=RESTORE_WAIT_MS) from None
+                return None
             try:
                 return _fn(runtime, *args)
             except (psycopg.OperationalError, StorageError, ClamdUnavailable) as exc:

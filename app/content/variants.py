@@ -131,7 +131,8 @@ def remove_variants(rt: Runtime, file_id: uuid.UUID) -> None:
     """Remove every variant object of a file that ended (deleted, or its row purged), if the one rule frees its
     bytes: a late write after the purge leaves nothing. A missing object is removed."""
     clearance = rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow.conn, [file_id], Scope.FILE, rt.clock.now()), name="variants.clear")
+        lambda uow: keeps_sql.clearance(uow.conn, [file_id], Scope.FILE, rt.clock.now(), begins_removal=False),
+        name="variants.clear")
     if file_id not in clearance:
         return
     objects = FileObjects(file_id)

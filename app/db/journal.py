@@ -23,6 +23,8 @@ class JournalState:
     installation_id: UUID
     hash_key: str
     position: int
+    writing_first: int | None
+    writing_last: int | None
     reconciled_to: int
     restore_seen_at: datetime | None
     reconciled_at: datetime | None
@@ -40,8 +42,15 @@ class PendingRow:
 
 def state(conn: Conn) -> JournalState:
     """The database's journal state (one row, made by the migration)."""
-    return one_as(conn, JournalState, "SELECT installation_id, hash_key, position, reconciled_to, restore_seen_at, "
-                  "reconciled_at FROM journal_state")
+    return one_as(conn, JournalState, "SELECT installation_id, hash_key, position, writing_first, writing_last, "
+                  "reconciled_to, restore_seen_at, reconciled_at FROM journal_state")
+
+
+def writing(conn: Conn, position: int, first: int, last: int) -> bool:
+    """Record the segment about to be written (before its object exists), if the position is still `position`:
+    a segment of exactly these numbers past the position is this write, never a sign of a restore."""
+    return conn.execute("UPDATE journal_state SET writing_first = %s, writing_last = %s WHERE position = %s",
+                        (first, last, position)).rowcount == 1
 
 
 def append(conn: Conn, entries: Sequence[Entry]) -> None:
@@ -64,8 +73,8 @@ def pending_count(conn: Conn) -> int:
 
 def written(conn: Conn, ids: Sequence[int], old_position: int, new_position: int) -> bool:
     """The entries went into a segment: forget them and move the position, if nobody moved it meanwhile."""
-    moved = conn.execute("UPDATE journal_state SET position = %s WHERE position = %s",
-                         (new_position, old_position)).rowcount
+    moved = conn.execute("UPDATE journal_state SET position = %s, writing_first = NULL, writing_last = NULL "
+                         "WHERE position = %s", (new_position, old_position)).rowcount
     if moved != 1:
         return False
     conn.execute("DELETE FROM journal_pending WHERE id = ANY(%s)", (list(ids),))

@@ -50,13 +50,16 @@ def byte_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[ByteFacts]:
             """, (sorted(set(file_ids)),)).fetchall()
 
 
-def clearance(conn: Conn, file_ids: Sequence[UUID], scope: Scope, now: datetime) -> Clearance:
+def clearance(conn: Conn, file_ids: Sequence[UUID], scope: Scope, now: datetime,
+              begins_removal: bool = True) -> Clearance:
     """Ask the rule, right before a removal, inside the caller's transaction (which must commit before any
     object goes: K1). For the scope FILE, the rows of the freed files record that their removal begins now
-    (the first time only): a hold placed after this commit counts them as lost, never as kept."""
+    (the first time only): a hold placed after this commit counts them as lost, never as kept. A removal of
+    copies that are not the file's content (a variant written after its file ended) begins nothing
+    (`begins_removal` False): the original is still there for a hold to keep."""
     conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (REMOVAL_LOCK_KEY,))
     cleared = clearance_of(byte_facts(conn, file_ids), scope)
-    if scope is Scope.FILE and cleared.freed:
+    if scope is Scope.FILE and cleared.freed and begins_removal:
         conn.execute("UPDATE files SET removal_begun_at = coalesce(removal_begun_at, %s) WHERE id = ANY(%s)",
                      (now, sorted(cleared.freed)))
     return cleared

@@ -23,7 +23,6 @@ from app.db import journal as sql
 from app.db.conn import Conn
 from app.db.uow import UnitOfWork
 from app.domain.journal import ERASURE_COMPLETED, Entry, GuardState, line, parse_line, segment_key, subject_hash
-from app.errors import StorageError
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 from app.storage.journal import JournalSink
@@ -74,17 +73,21 @@ def sink_of(rt: Runtime, installation_id: uuid.UUID) -> JournalSink:
 
 
 def check(rt: Runtime) -> GuardState:
-    """Where the database stands against its journal: one read of the database, one listing of the segments
-    past its position.
+    """Where the database stands against its journal: a read of the database, a listing of the segments past
+    its position, and (when the listing found any) a second read: a segment written and counted between the
+    two is no restore, and neither is the segment a flush is writing right now (recorded before its write).
 
     Raises:
         StorageError: the journal cannot be read. psycopg.Error: the database cannot be read.
     """
     st = rt.db.read(sql.state)
-    last = st.position
-    for segment in sink_of(rt, st.installation_id).segments_after(st.position):
-        last = max(last, segment.last)
-    return GuardState(st.position, last)
+    found = list(sink_of(rt, st.installation_id).segments_after(st.position))
+    if not found:
+        return GuardState(st.position, st.position)
+    now = rt.db.read(sql.state)
+    beyond = [segment for segment in found if segment.last > now.position
+              and (segment.first, segment.last) != (now.writing_first, now.writing_last)]
+    return GuardState(now.position, max([now.position] + [segment.last for segment in beyond]))
 
 
 def flush(rt: Runtime) -> int:
@@ -107,7 +110,7 @@ def _flush_once(rt: Runtime, conn: psycopg.Connection) -> int:
     # and applying it twice changes nothing).
     st = sql.state(conn)
     sink = sink_of(rt, st.installation_id)
-    if next(sink.segments_after(st.position), None) is not None:
+    if check(rt).behind:
         return -1  # behind its journal: a restore; nothing is written before it is reconciled
     rows = sql.pending(conn, FLUSH_BATCH)
     metrics.JOURNAL_PENDING.set(sql.pending_count(conn))
@@ -115,6 +118,9 @@ def _flush_once(rt: Runtime, conn: psycopg.Connection) -> int:
         return 0
     first, last = st.position + 1, st.position + len(rows)
     entries = [_entry(row.kind, row.at, row.body, first + index) for index, row in enumerate(rows)]
+    with conn.transaction():
+        if not sql.writing(conn, st.position, first, last):
+            return -1  # another writer moved the position meanwhile
     sink.write(segment_key(st.installation_id, first, last, rt.clock.now()),
                "".join(line(entry) + "\n" for entry in entries))
     with conn.transaction():
@@ -175,7 +181,7 @@ class RestoreGuard:
         self._checked = time.monotonic()
         try:
             state = check(self.rt)
-        except (StorageError, psycopg.Error) as exc:
+        except Exception as exc:  # noqa: BLE001 - the store, the database, or anything else: keep the last answer
             log_event(log, "warning", "journal.unreadable", "the journal or the database could not be read; the "
                       "restore guard keeps its last answer", error=type(exc).__name__)
             return self.state

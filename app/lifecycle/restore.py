@@ -20,7 +20,8 @@ from app.db import messages as messages_sql
 from app.db.locks import exclusive
 from app.db.uow import UnitOfWork
 from app.domain.ends import Scope
-from app.domain.journal import (ERASURE_COMPLETED, FILE_KINDS, HOLD_PLACED, HOLD_RELEASED, Entry, Segment, parse_line,
+from app.domain.journal import (ERASURE_COMPLETED, FILE_KINDS, HOLD_PLACED, HOLD_RELEASED, OBJECTS_GONE, Entry, Segment,
+                                parse_line,
                                 subject_hash)
 from app.domain.objects import FileObjects
 from app.errors import Conflict
@@ -72,16 +73,17 @@ def reconcile(rt: Runtime, dry_run: bool = False, after_entry: Callable[[Entry],
         after_entry: called after each entry is applied (tests stop a reconciliation half-way with it).
         batch_files: files applied in one transaction (consecutive ends of files go together).
     """
-    st = rt.db.read(sql.state)
-    sink = sink_of(rt, st.installation_id)
-    segments = list(sink.segments_after(st.position))
-    report = ReconcileReport(position=st.position, head=max([st.position] + [s.last for s in segments]),
-                             dry_run=dry_run)
-    if not segments:
-        return report
     with exclusive(rt.db, sql.RECONCILE_LOCK_KEY) as mine:
         if not mine:
             log_event(log, "info", "journal.reconcile_busy", "another runner is reconciling the journal")
+            return ReconcileReport(dry_run=dry_run)
+        # Read under the lock: a runner that finished just before moved the position.
+        st = rt.db.read(sql.state)
+        sink = sink_of(rt, st.installation_id)
+        segments = list(sink.segments_after(st.position))
+        report = ReconcileReport(position=st.position, head=max([st.position] + [s.last for s in segments]),
+                                 dry_run=dry_run)
+        if not segments:
             return report
         return _reconcile(rt, st, sink, segments, report, after_entry, batch_files)
 
@@ -151,11 +153,17 @@ def _apply_files(rt: Runtime, group: list[Entry], handled: set[uuid.UUID], repor
     file once in a reconciliation."""
     now = rt.clock.now()
     ids = sorted({file_id for entry in group for file_id in entry.files} - handled)
+    # A file's objects go without its deletion when it failed or was blocked (its row stays for its uploader):
+    # an entry of objects gone alone says nothing of a deletion. Those files are purged again (objects only).
+    deleted_ids = {file_id for entry in group if entry.kind != OBJECTS_GONE for file_id in entry.files}
 
     def ended(uow: UnitOfWork) -> None:
         if ids:
             rows = files_sql.lock_files(uow.conn, ids)
-            live = [row.id for row in rows if row.deleted_at is None]
+            objects_only = [row.id for row in rows if row.deleted_at is None and row.id not in deleted_ids]
+            if objects_only:
+                enqueue_purge(uow, objects_only)
+            live = [row.id for row in rows if row.deleted_at is None and row.id in deleted_ids]
             if live:
                 messages_sql.detach_files(uow.conn, live)
                 uow.conn.execute("UPDATE slots SET file_id = NULL WHERE file_id = ANY(%s)", (live,))
@@ -167,7 +175,7 @@ def _apply_files(rt: Runtime, group: list[Entry], handled: set[uuid.UUID], repor
         sql.applied(uow.conn, group[-1].seq)
 
     rt.db.unit_of_work(ended, name="journal.apply_files")
-    handled.update(ids)
+    handled.update(file_id for file_id in ids if file_id in deleted_ids)  # a later mark of a failed file counts
 
 
 def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report: ReconcileReport) -> None:
@@ -189,9 +197,9 @@ def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report
         file_id = entry.files[0] if entry.files else None
 
         def place(uow: UnitOfWork) -> None:
+            # A hold on a file is placed again even when the restored database has no row of it (uploaded after
+            # the backup): its objects stay out of the audit's orphans until the hold is released.
             if holds_sql.hold(uow.conn, hold_id) is not None:
-                return
-            if file_id is not None and files_sql.file_by_id(uow.conn, file_id) is None:
                 return
             for subject in subjects[:1]:
                 keeps_sql.lock_against_removals(uow.conn)

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import uuid
 from urllib.parse import urlsplit
 
 import psycopg
@@ -257,3 +258,51 @@ def test_the_command_says_where_the_database_stands(make_lethe, database_url, tm
     dry = subprocess.run([sys.executable, "-m", "app.entry", "restore", "reconcile", "--dry-run", "--json"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert dry.returncode == 0 and json.loads(dry.stdout)["entries"] == 0
+
+
+@pytest.mark.one_store
+def test_a_flush_that_dies_after_its_write_is_never_taken_for_a_restore(make_lethe, monkeypatch):
+    lethe = make_lethe()
+    file_id = lethe.upload(ALEX)
+    assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
+
+    def dies(*args, **kwargs):
+        raise psycopg.OperationalError("the scheduler died between the write and the commit")
+
+    monkeypatch.setattr(journal_sql, "written", dies)
+    with pytest.raises(psycopg.OperationalError):
+        journal.flush(lethe.rt)
+    monkeypatch.undo()
+    assert len([obj for obj in lethe.rt.maintenance.list_prefix(JOURNAL_PREFIX)]) == 1  # the segment is there
+    state = journal.check(lethe.rt)
+    assert not state.behind, state  # it was this installation's own write, recorded before it
+    assert lethe.call("GET", "/api/v1/files", ALEX).status_code == 200
+    assert journal.flush(lethe.rt) >= 1 and not journal.check(lethe.rt).behind  # written again, numbered again
+
+
+@pytest.mark.one_store
+def test_objects_gone_alone_deletes_nothing_and_a_file_hold_comes_back_without_its_row(make_lethe, database_url,
+                                                                                        tmp_path):
+    from datetime import datetime, timezone
+
+    from app.domain.journal import Entry, line, segment_key
+    from app.storage.journal import JournalSink
+
+    lethe = make_lethe()
+    failed_live = uuid.UUID(lethe.upload(ALEX, name="kept.txt"))
+    unknown = uuid.uuid4()  # a file uploaded after the backup: no row in the restored database
+    state = lethe.rt.db.read(journal_sql.state)
+    now = datetime.now(timezone.utc)
+    entries = [Entry("file.objects_gone", now, files=(failed_live,), seq=state.position + 1),
+               Entry("hold.placed", now, files=(unknown,), hold=uuid.uuid4(), case_ref="CASE-2026-0007",
+                     seq=state.position + 2)]
+    JournalSink(lethe.rt.store, state.installation_id).write(
+        segment_key(state.installation_id, entries[0].seq, entries[-1].seq, now),
+        "".join(line(entry) + "\n" for entry in entries))
+    assert journal.check(lethe.rt).behind
+    report = restore.reconcile(lethe.rt)
+    assert report.files_marked == 0 and report.holds_placed == 1
+    assert lethe.row(failed_live).deleted_at is None  # a failed file's objects went; nobody deleted it
+    held = lethe.rt.db.read(lambda conn: conn.execute(
+        "SELECT count(*) FROM legal_holds WHERE file_id = %s AND released_at IS NULL", (unknown,)).fetchone()[0])
+    assert held == 1

@@ -372,3 +372,17 @@ def test_names_never_reach_a_log_line(lethe, caplog):
                      if record.name.startswith("lethe"))
     assert "variants.ready" in text and "variants.refused" in text  # the lines are there
     assert "Jane" not in text and "LetheCam" not in text and not re.search(r"f/[0-9a-f]{2}/", text)
+
+
+@pytest.mark.one_store
+def test_removing_late_variants_is_no_point_of_no_return_for_a_hold(lethe, swap_store):
+    from tests.integration.test_one_rule import place
+
+    file_id = upload_image(lethe, images.photo(), make=False)
+    swap_store(lethe, Interleaved(lethe.rt.store, "put", lambda: delete(lethe, file_id), when="before"))
+    lethe.run_jobs("make_variants")  # its variants went at once: the file was deleted while they were made
+    assert lethe.row(file_id).removal_begun_at is None
+    hold = place(lethe, subject_id=ALEX.id)  # a hold placed now keeps the file whole, and says it lost nothing
+    assert hold["files_lost"] == 0 and hold["files_deferred"] == 1
+    purge(lethe)
+    assert lethe.raw_store.head(original_key(file_id)) is not None

