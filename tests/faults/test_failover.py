@@ -154,3 +154,48 @@ def test_a_rabbitmq_node_lost_mid_purge_loses_nothing_and_purges_nothing_twice(t
     finally:
         for node in reversed(nodes):
             node.stop()
+
+
+def test_a_store_volume_lost_during_deletes_brings_no_deleted_file_back(tmp_path, database_url, broker_url):
+    """SeaweedFS with a master, a filer with its S3 gateway and three volume servers, each volume kept on two of
+    them (replication 010): a volume server is stopped, files are deleted and purged through Lethe, the server
+    comes back with its stale copies. No deleted file is readable again through Lethe, the audit lists none of
+    their bytes, and the live files are all there."""
+    from tests.conftest import truncate_all
+    from tests.e2e.conftest import purge_queues
+    from tests.support.seaweed_cluster import SeaweedCluster
+
+    from app.domain.keys import original_key
+    from app.lifecycle.audit import run_audit
+
+    purge_queues(broker_url)
+    truncate_all(database_url)
+    cluster = SeaweedCluster()
+    try:
+        cluster.start()
+        stage = Stage(tmp_path, database_url, broker_url, driver="s3", s3_endpoint=cluster.endpoint)
+        try:
+            stage.start_all()
+            ids = stage.seed(300)
+            doomed, kept = ids[:200], ids[200:]
+            # When a volume server is lost and files are deleted meanwhile
+            cluster.stop_volume(0)
+            stage.mark_deleted(doomed)
+            gone_in = stage.wait_gone(doomed, timeout=120)
+            # and the server comes back with its copies of them
+            cluster.start_volume(0)
+            stage.until(lambda: stage.readyz().status == 200, 60)
+            # Then none of them is readable through the store Lethe reads, the audit finds no byte of them, and
+            # every live file is whole
+            assert all(stage.raw_store.head(original_key(file_id)) is None for file_id in doomed)
+            report = run_audit(stage.rt).as_dict()
+            assert report["orphans"]["count"] == 0 and report["deleted_present"]["count"] == 0, report
+            assert report["missing_originals"]["count"] == 0, report
+            assert all(stage.raw_store.get(original_key(file_id)) == b"x" * 32 for file_id in kept)
+            stage.assert_alive()
+            print(f"volume loss: 200 files purged in {gone_in:.1f}s with a volume server down; none back after it "
+                  "returned")
+        finally:
+            stage.close()
+    finally:
+        cluster.stop()

@@ -22,7 +22,8 @@ class SeaweedCluster:
         self.base = Path(tempfile.mkdtemp(prefix="lethe-seaweed-cluster-"))
         self.processes: dict[str, subprocess.Popen] = {}
         self.logs: list = []
-        self.master_port, self.master_grpc, self.filer_port, self.filer_grpc, self.s3_port = _free_ports(5)
+        (self.master_port, self.master_grpc, self.filer_port, self.filer_grpc, self.s3_port,
+         self.s3_grpc) = _free_ports(6)
         self.volume_ports = [_free_ports(2) for _ in range(3)]
         self.endpoint = f"127.0.0.1:{self.s3_port}"
         self.master = f"127.0.0.1:{self.master_port}.{self.master_grpc}"
@@ -52,7 +53,8 @@ class SeaweedCluster:
             self._volume(index)
         self._spawn("filer", "filer", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={self.filer_port}",
                     f"-port.grpc={self.filer_grpc}", f"-master={self.master}", "-defaultReplicaPlacement=010")
-        self._spawn("s3", "s3", "-ip.bind=127.0.0.1", f"-port={self.s3_port}", "-port.iceberg=0", "-port.lance=0",
+        self._spawn("s3", "s3", "-ip.bind=127.0.0.1", f"-port={self.s3_port}", f"-port.grpc={self.s3_grpc}",
+                    "-port.iceberg=0", "-port.lance=0",
                     f"-filer=127.0.0.1:{self.filer_port}.{self.filer_grpc}")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
