@@ -78,6 +78,17 @@ class SeaweedCluster:
     def start_volume(self, index: int) -> None:
         self._volume(index)
 
+    def shell(self, *commands: str, timeout_s: float = 60) -> str:
+        """Run `weed shell` commands against the cluster (under the shell's cluster lock), as an operator does."""
+        assert self.binary is not None
+        script = "\n".join(("lock", *commands, "unlock", "exit")) + "\n"
+        done = subprocess.run([self.binary, "shell", f"-master={self.master}",
+                               f"-filer=127.0.0.1:{self.filer_port}.{self.filer_grpc}"], input=script,
+                              capture_output=True, text=True, timeout=timeout_s, cwd=self.base)
+        if done.returncode != 0:
+            raise RuntimeError("weed shell failed: " + (done.stdout + done.stderr)[-1000:])
+        return done.stdout + done.stderr
+
     def stop(self) -> None:
         for process in self.processes.values():
             stop_process(process, 15)
