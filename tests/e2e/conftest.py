@@ -149,10 +149,28 @@ def start_role(tmp_path):
         role.kill()
 
 
+def start_api(start_role, env: dict) -> Role:
+    """`lethe api` on env's port, or (when another process took that port before gunicorn bound it) on another
+    one, written back into env: the test must never talk to whatever else holds the port."""
+    for _ in range(3):
+        api = start_role(["api"], env)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            output = api.output()
+            if "Listening at:" in output:
+                return api
+            if "Connection in use" in output or api.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        api.kill()
+        env["LETHE_API_PORT"] = str(free_port())
+    raise AssertionError("the api could not bind a port")
+
+
 def start_api_and_worker(start_role, env: dict, tmp_path) -> tuple[Role, Role, str]:
     """The api and a worker on the roles' environment, both ready (the worker's metrics in a directory of its
     own); returns them and the api's base URL."""
-    api = start_role(["api"], env)
+    api = start_api(start_role, env)
     worker = start_role(["worker"], dict(env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
     base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
     wait_for_http(base + "/readyz", api)
