@@ -27,7 +27,7 @@ from app.lifecycle.deletion import mark_deleted
 from app.entry.wiring import build_runtime
 from app.storage.fs import FsStore
 from tests.conftest import make_s3_store, truncate_all
-from tests.e2e.conftest import Role, purge_queues, wait_for_http, wait_for_output
+from tests.e2e.conftest import Role, purge_queues, start_api, wait_for_http, wait_for_output
 from tests.support.fakes import RecordingBroker
 from tests.support.proxy import TcpProxy
 
@@ -122,23 +122,8 @@ class Stage:
         return process
 
     def start_api(self) -> Role:
-        """The api, on a port of its own: a port the system handed out can be taken by another process before
-        gunicorn binds it (another test's server); then the api starts again on another, rather than the drill
-        talking to whatever holds the port."""
-        for _ in range(3):
-            api = self.start("api")
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                output = api.output()
-                if "Listening at:" in output:
-                    return api
-                if "Connection in use" in output or api.proc.poll() is not None:
-                    break
-                time.sleep(0.1)
-            api.kill()
-            self.roles.remove(api)
-            self.env["LETHE_API_PORT"] = str(free_port())
-        raise AssertionError("the api could not bind a port")
+        """The api, started again on another port if another process took its port first (start_api)."""
+        return start_api(lambda args, env: self.start(args[0]), self.env)
 
     def start_all(self) -> dict[str, Role]:
         roles = {"api": self.start_api(), "worker": self.start("worker"), "scheduler": self.start("scheduler")}
