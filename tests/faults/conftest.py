@@ -126,7 +126,8 @@ class Stage:
         return start_api(lambda args, env: self.start(args[0]), self.env)
 
     def start_all(self) -> dict[str, Role]:
-        roles = {"api": self.start_api(), "worker": self.start("worker"), "scheduler": self.start("scheduler")}
+        worker, scheduler = self.start("worker"), self.start("scheduler")
+        roles = {"api": self.start_api(), "worker": worker, "scheduler": scheduler}
         wait_for_http(self.base + "/readyz", roles["api"])
         wait_for_output(roles["worker"], '"event": "worker.started"')
         wait_for_output(roles["scheduler"], '"event": "scheduler.leader"')
