@@ -68,12 +68,6 @@ def variant_of(conn: Conn, file_id: UUID, name: str) -> VariantRow | None:
     return rows[0] if rows else None
 
 
-def variants_of(conn: Conn, file_ids: Sequence[UUID]) -> list[VariantRow]:
-    """Every recorded variant of these files (writing or ready)."""
-    return all_as(conn, VariantRow, "SELECT file_id, name, state, size_bytes, width, height, content_type, created_at "
-                  "FROM file_variants WHERE file_id = ANY(%s) ORDER BY file_id, name", (list(file_ids),))
-
-
 @dataclass(frozen=True)
 class PendingVariants:
     """What the cleanup decides on for a file whose variants job has not come back, read after the lock."""

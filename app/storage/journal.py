@@ -8,7 +8,6 @@ import uuid
 from typing import Iterator, Sequence, cast
 
 from app.domain.journal import JOURNAL_PREFIX, Segment, after_position, directory, parse_segment
-from app.errors import NotFound
 from app.storage.base import DeleteFailure, ObjectStore, StoreMaintenance
 from app.storage.files import FileStore
 
@@ -42,7 +41,7 @@ class JournalSink:
                 yield segment, listed.modified_at
 
     def read(self, segment: Segment) -> str:
-        """A segment's text. Raises NotFound when it went (pruned) meanwhile."""
+        """A segment's text. Raises NotFound (app.errors) when it went (pruned) meanwhile."""
         return self.store.get(segment.key).decode()
 
     def others(self) -> set[str]:
@@ -64,5 +63,3 @@ class JournalSink:
         """Remove segments past the journal's retention."""
         return FileStore(self.store).remove_unmanaged([segment.key for segment in segments])
 
-
-__all__ = ["JournalSink", "NotFound"]
