@@ -101,6 +101,28 @@ class ObjectFailed(StorageError):
         self.store_code = store_code  # the store's own code (S3 error code, errno name): never a key
 
 
+class ContentCorrupt(ReasonedError):
+    """A sealed object of a file did not open (502): a segment or header was altered, the object was cut short,
+    or it is not this file's. Never retried (the bytes will not heal); nothing of it is served."""
+
+    status = 502
+    code = "content_corrupt"
+    title = "Stored content is corrupt"
+
+
+class KeyUnavailable(ReasonedError):
+    """A file's data key is wrapped by a keyring key this process does not hold (503, reason `key_unavailable`):
+    the configuration lost a key that a live file needs. The message names the key id, never a key."""
+
+    status = 503
+    code = "key_unavailable"
+    title = "Key unavailable"
+
+    def __init__(self, key_id: str):
+        super().__init__("key_unavailable", f"The keyring holds no key {key_id!r} (file.keyring).")
+        self.key_id = key_id
+
+
 class InvalidKey(StorageError):
     """A key broke the key schema (D4): empty, `.` or `..` segment, absolute, or a separator inside a
     client-supplied segment. Permanent: retrying cannot help."""

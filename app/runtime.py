@@ -22,6 +22,7 @@ from app.db.uow import UnitOfWork
 from app.domain.uploads import UploadLimits
 from app.platform.clock import Clock
 from app.platform.config import Config
+from app.platform.keys import Keyring
 from app.storage.base import ObjectStore, StoreMaintenance
 from app.storage.files import FileStore
 
@@ -54,6 +55,7 @@ class Runtime:
     role: str
     limits: UploadLimits
     delete_files: DeleteFiles
+    keyring: Keyring
 
     @property
     def maintenance(self) -> StoreMaintenance:
@@ -63,9 +65,10 @@ class Runtime:
 
     @property
     def files(self) -> FileStore:
-        """A file's objects on the store, and their removal under the one rule for bytes (the only way to remove
-        anything of a file). Made afresh from `store`, so that a store swapped in (a test's fault) is used."""
-        return FileStore(self.store)
+        """A file's objects on the store: sealed under the file's own key when it is encrypted, and removed under
+        the one rule for bytes (the only way to remove anything of a file). Made afresh from `store`, so that a
+        store swapped in (a test's fault) is used."""
+        return FileStore(self.store, self.keyring, self.cfg.file.encryption)
 
     def close(self) -> None:
         self.outbox.close()

@@ -257,6 +257,10 @@ class ReceiptSchema(NoNulls):
                                                             "kept."})
     variants_deleted = fields.Integer(metadata={"description": "How many image variants of the file were recorded "
                                                                "(their keys are among keys_deleted)."})
+    keys_locked = fields.Integer(metadata={"description": "How many versions of the file's objects a bucket's object "
+                                                          "lock keeps until its retain-until date: sealed under the "
+                                                          "file's data key, destroyed when its removal began, so that "
+                                                          "nothing opens them."})
 
 
 class SlotPutSchema(Schema):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generator, Iterator
 
 from flask import Response, request
 from werkzeug.wsgi import wrap_file
@@ -19,7 +19,8 @@ from app.api import problems
 from app.content.serve import Served
 from app.domain.serving import UNSATISFIABLE, ByteRange, Conditions, http_date, precondition, requested_range
 from app.domain.uploads import content_disposition
-from app.errors import Gone, NotFound
+from app.errors import ContentCorrupt, Gone, NotFound
+from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:
@@ -78,17 +79,22 @@ def respond(rt: Runtime, served: Served) -> Response:
         response.headers["Content-Length"] = str(length)
         return response
     if rt.store.supports_direct and rt.cfg.file.s3.download == "redirect":
-        return _redirect(rt, served, headers)
+        redirect = _redirect(rt, served, headers)
+        if redirect is not None:
+            return redirect
     return _body(rt, served, span, status, length, headers)
 
 
-def _redirect(rt: Runtime, served: Served, headers: dict[str, str]) -> Response:
+def _redirect(rt: Runtime, served: Served, headers: dict[str, str]) -> Response | None:
     # The row was read just now; the bytes come from the store for at most file.s3.presign_ttl, or less when
-    # a link ends sooner. The client sends its Range to the store itself.
+    # a link ends sooner. The client sends its Range to the store itself. A sealed file has no URL (None): the
+    # store holds only its ciphertext, which the api opens.
     ttl = rt.cfg.file.s3.presign_ttl
     if served.expires_at is not None:
         ttl = min(ttl, max(served.expires_at - rt.clock.now(), timedelta(seconds=1)))
-    url = rt.files.presigned(served.key, ttl, served.content_type, headers["Content-Disposition"])
+    url = rt.files.presigned(served.row, ttl, served.content_type, headers["Content-Disposition"], served.variant)
+    if url is None:
+        return None
     return Response(status=302, headers={"Location": url, "Cache-Control": "private, no-store",
                                          "X-Content-Type-Options": "nosniff"})
 
@@ -96,18 +102,40 @@ def _redirect(rt: Runtime, served: Served, headers: dict[str, str]) -> Response:
 def _body(rt: Runtime, served: Served, span: ByteRange | None, status: int, length: int,
           headers: dict[str, str]) -> Response:
     try:
-        local = rt.files.local_file(served.key) if span is None else None
+        local = rt.files.local_file(served.row, served.variant) if span is None else None
         if local is not None:  # the whole file from a local disk: the server may send it itself (sendfile)
             body = wrap_file(request.environ, local)
             closer = local.close
         else:
-            chunks = rt.files.read(served.key, span.first if span else 0, span.length if span else None)
-            body, closer = chunks, chunks.close
+            # A sealed file is opened segment by segment; its first chunk is read now, so that a missing or
+            # tampered object answers a problem instead of a body that ends short.
+            chunks = rt.files.read(served.row, span.first if span else 0, span.length if span else None,
+                                   served.variant, served.size)
+            body, closer = _ending_short_when_corrupt(chunks, served), chunks.close
     except NotFound:
         log_event(log, "warning", "file.content_missing", "content missing", file_id=str(served.row.id))
         raise Gone("content_missing") from None
+    except ContentCorrupt:
+        _corrupt(served)
+        raise
     response = Response(body, status=status, mimetype=served.content_type, headers=headers,
                         direct_passthrough=True)
     response.headers["Content-Length"] = str(length)
     response.call_on_close(closer)
     return response
+
+
+def _corrupt(served: Served) -> None:
+    metrics.CONTENT_CORRUPT.inc()
+    log_event(log, "warning", "file.content_corrupt", "stored content did not open as what was sealed; nothing of "
+              "it was served", file_id=str(served.row.id))
+
+
+def _ending_short_when_corrupt(chunks: Iterator[bytes], served: Served) -> Generator[bytes, None, None]:
+    """The body; a later segment that does not open ends it short of its Content-Length (the client sees a cut
+    transfer, never altered bytes)."""
+    try:
+        yield from chunks
+    except ContentCorrupt:
+        _corrupt(served)
+        raise

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import puremagic
 
-from app.errors import NotFound, StorageError
-from app.storage.base import ObjectStore
+from app.errors import ContentCorrupt, NotFound, StorageError
+from app.storage.files import FileStore, KeyedFile
 
 HEAD_BYTES = 8192  # every signature puremagic reads lies within the first few kilobytes
 
@@ -25,16 +25,16 @@ def detect(head: bytes) -> str | None:
     return None
 
 
-def detect_stored(store: ObjectStore, key: str) -> str | None:
-    """The detected type of a stored object (one ranged read); None when it cannot be read now: the file is
-    then never shown inline, which is the safe side."""
+def detect_stored(files: FileStore, row: KeyedFile) -> str | None:
+    """The detected type of a file's stored original (one ranged read, of a sealed one only its first segment);
+    None when it cannot be read now: the file is then never shown inline, which is the safe side."""
     try:
-        chunks = store.open(key, 0, HEAD_BYTES)
-    except (NotFound, StorageError):
+        chunks = files.read(row, 0, min(HEAD_BYTES, row.size_bytes))
+    except (NotFound, StorageError, ContentCorrupt):
         return None
     try:
         head = b"".join(chunks)
-    except StorageError:
+    except (StorageError, ContentCorrupt):
         return None
     finally:
         chunks.close()

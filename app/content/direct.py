@@ -50,11 +50,18 @@ def create(rt: Runtime, principal: Principal, new: NewUpload) -> tuple[UploadVie
 
     Raises:
         Invalid(direct_transfer_unavailable): the store takes no direct uploads (the fs driver).
+        Invalid(direct_transfer_unsealed): new files are sealed (file.encryption on), and a direct upload's
+            bytes would reach the store as the client sent them, out of reach of the file's key.
     """
     if not rt.store.supports_direct:
         raise Invalid("direct_transfer_unavailable",
                       "This installation's store takes no direct uploads (file.storage.driver is fs); send the parts "
                       "through the API.")
+    if rt.cfg.file.encryption:
+        raise Invalid("direct_transfer_unsealed",
+                      "This installation seals every file it stores under the file's own key (file.encryption on); a "
+                      "direct upload would put the bytes in the store as they are. Send the parts through the API "
+                      "(\"transfer\": \"api\") or tus.")
     view = uploads.create_upload(rt, principal, dataclasses.replace(new, protocol="direct"))
     session: Any = view.session
     return view, part_urls(rt, view.file, session, range(1, session.part_count + 1))

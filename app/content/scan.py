@@ -14,7 +14,8 @@ import logging
 import uuid
 from typing import Iterable, Iterator
 from app.content import clamd
-from app.content.uploads import measure_object, scan_reads
+from app.content.uploads import scan_reads
+from app.errors import ContentCorrupt
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
 from app.db.scans import record_checked, record_outcome, scannable
@@ -49,13 +50,18 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     elif not scan_reads(rt, row.size_bytes):
         verdict = clamd.Verdict("error", "size_limit")  # clamd would refuse it: do not stream it (D19)
     else:
-        assert row.object_key is not None  # a complete file references its original (D3)
-        chunks = rt.store.open(row.object_key)
         try:
-            verdict = clamd.instream(address, measure.through(chunks) if measure else chunks,
-                                     rt.cfg.scan.timeout.total_seconds())
-        finally:
-            chunks.close()
+            chunks = rt.files.read(row)  # a sealed file's plaintext, opened as it streams
+            try:
+                verdict = clamd.instream(address, measure.through(chunks) if measure else chunks,
+                                         rt.cfg.scan.timeout.total_seconds())
+            finally:
+                chunks.close()
+        except ContentCorrupt:
+            # Its stored bytes do not open as what was sealed: no scan can vouch for them, and a retry will not
+            # heal them. The file ends (error) and is purged.
+            measure = None
+            verdict = clamd.Verdict("error", "content_corrupt")
     if measure is None:
         written = rt.db.unit_of_work(lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now(),
                                                                     variants=rt.cfg.image.variants),
@@ -63,7 +69,7 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     else:
         assert row.object_key is not None  # a complete file references its original (D3)
         # No scanner took the bytes (the configuration changed after the completion): read them for the digest.
-        measured = measure.result() if measure.streamed else measure_object(rt.store, row.object_key)
+        measured = measure.result() if measure.streamed else rt.files.measure(row)
         expected = rt.db.read(lambda conn: getattr(sessions_sql.session_of(conn, file_id), "expected_sha256", None))
         written = rt.db.unit_of_work(lambda uow: record_checked(uow, file_id, verdict.outcome, measured,
                                                                 expected, rt.clock.now(),

@@ -20,7 +20,6 @@ from app.db.files import FileRow
 from app.domain.access import Principal
 from app.db import variants as variants_sql
 from app.domain.keys import VARIANTS
-from app.domain.objects import FileObjects
 from app.domain.serving import ATTACHMENT_TYPE, INLINE_TYPES, Validators, entity_tag, inline_type
 from app.domain.variants import wants_variants
 from app.domain.states import is_deliverable
@@ -40,7 +39,6 @@ class Served:
     """One file's original as a response serves it."""
 
     row: FileRow
-    key: str
     size: int
     validators: Validators
     content_type: str  # the detected type when shown inline, else application/octet-stream
@@ -67,7 +65,7 @@ def _served(rt: Runtime, row: FileRow, disposition: str, via_link: bool, expires
         return _served_variant(rt, row, variant, disposition, via_link, expires_at)
     shown = inline_type(row.mime_type, row.detected_type) if disposition == "inline" else None
     modified = row.completed_at or row.created_at
-    return Served(row, row.object_key, row.size_bytes, Validators(entity_tag(row.id, row.object_key), modified),
+    return Served(row, row.size_bytes, Validators(entity_tag(row.id, row.object_key), modified),
                   shown or ATTACHMENT_TYPE, shown is not None, via_link, expires_at)
 
 
@@ -79,7 +77,7 @@ def _served_variant(rt: Runtime, row: FileRow, name: str, disposition: str, via_
         raise NotFound()
     # A variant's type is the one Lethe wrote (a still or animated WebP): safe to show inline.
     shown = recorded.content_type if disposition == "inline" and recorded.content_type in INLINE_TYPES else None
-    return Served(row, FileObjects(row.id).variant(name), recorded.size_bytes,
+    return Served(row, recorded.size_bytes,
                   Validators(entity_tag(row.id, row.object_key, name), recorded.created_at),
                   shown or ATTACHMENT_TYPE, shown is not None, via_link, expires_at, variant=name)
 

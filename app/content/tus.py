@@ -248,7 +248,7 @@ class _Patch:
         wrote = False
         while self.next <= self.count and len(buffer) >= self._expected(self.next):
             size = self._expected(self.next)
-            part = self.rt.store.put_part(self.ref, self.next, bytes(buffer[:size]))
+            part = self.rt.files.put_part(self.row, self.ref, self.next, bytes(buffer[:size]))
             self.written.append(self.next)
             del buffer[:size]
             if record:
@@ -267,10 +267,7 @@ class _Patch:
         back to its last whole part: the client asks the offset again (409) and sends from there."""
         if not self.tail_bytes:
             return b""
-        try:
-            data = self.rt.store.get(FileObjects(self.file_id).tail_key)
-        except NotFound:
-            data = b""
+        data = self.rt.files.read_tail(self.row, self.next)  # b"": missing, or sealed bytes that do not open
         if len(data) < self.tail_bytes:
             log_event(log, "warning", "tus.tail_lost", "the tail of an upload was shorter than recorded; the upload "
                       "resumes from its last whole part", file_id=str(self.file_id))
@@ -281,7 +278,7 @@ class _Patch:
     def _keep_tail(self, data: bytes) -> None:
         # Written before it is counted: a tail longer than tail_bytes is read only as far as counted, and when
         # the row counts none (a part was cut) any earlier tail is stale, so overwriting it is safe.
-        self.rt.store.put(FileObjects(self.file_id).tail_key, data, len(data))
+        self.rt.files.write_tail(self.row, self.next, data)
         self._record([], len(data))
 
     def _record(self, parts: list[tuple[int, int, str]], tail_bytes: int) -> None:

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import uuid
 from datetime import datetime
@@ -27,12 +26,12 @@ from app.domain import access
 from app.domain.ends import Clearance, Scope
 from app.domain.objects import FileObjects
 from app.domain.uploads import lease_in_force, expected_part_size, human_size, listed_parts_problem, part_count
-from app.errors import Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
+from app.errors import ContentCorrupt, Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
 from app.db.events import write_file_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.db.conn import Conn
 from app.db.uow import UnitOfWork
-from app.storage.base import MultipartRef, ObjectStore, UploadedPart
+from app.storage.base import MultipartRef, UploadedPart
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 from app.platform.process import process_id
@@ -87,12 +86,12 @@ def objects_of(file_row: FileRow, session: SessionRow) -> FileObjects:
     """What an upload's file owns in the store, from its rows: everything an ended session may have left."""
     return FileObjects(file_row.id, file_row.object_key, upload_id=session.storage_upload_id,
                        part_count=session.part_count, parts_open=session.state != "completed",
-                       tail=session.protocol == "tus")
+                       tail=session.protocol == "tus", sealed=file_row.encrypted)
 
 
 def clearance(rt: Runtime, file_id: uuid.UUID, scope: Scope) -> Clearance:
     """The one rule's answer for this file's bytes, right before a removal (its own short transaction)."""
-    return rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, [file_id], scope, rt.clock.now()),
+    return rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, [file_id], scope, rt.clock.now()),
                               name="upload.clear")
 
 
@@ -108,7 +107,7 @@ def remove_ended(rt: Runtime, file_row: FileRow, session: SessionRow) -> bool:
         cleared = clearance(rt, file_row.id, Scope.FILE)
         if file_row.id not in cleared:
             return True
-        refused = rt.files.remove(cleared, [objects_of(file_row, session)])
+        refused = rt.files.remove(cleared, [objects_of(file_row, session)]).refused
     except (StorageError, psycopg.Error):
         refused = {file_row.id: "unavailable"}
     if refused:
@@ -150,6 +149,9 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
     file_id = uuid.uuid4()
     object_key = FileObjects(file_id).next_original
     part_size = rt.limits.part_size
+    # A direct upload's bytes reach the store as the client sent them: it is never sealed (and with
+    # file.encryption on it is refused before this, app/content/direct.py).
+    wrapped = rt.files.new_key(file_id) if new.protocol != "direct" else None
     ref = rt.store.begin_upload(str(file_id), object_key, new.mime_type)
     now = rt.clock.now()
 
@@ -157,7 +159,9 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
         files_sql.insert_file(uow.conn, {
             "id": file_id, "uploaded_by": principal.id, "purpose": new.purpose, "original_name": new.name,
             "mime_type": new.mime_type, "size_bytes": new.size_bytes, "scope_id": new.scope_id,
-            "object_key": object_key, "created_at": now,
+            "object_key": object_key, "created_at": now, "encrypted": wrapped is not None,
+            "key_id": wrapped.key_id if wrapped else None, "wrapped_key": wrapped.wrapped if wrapped else None,
+            "piece_size": part_size if wrapped else None,
         })
         sessions_sql.insert_session(uow.conn, {
             "file_id": file_id, "part_size": part_size, "part_count": part_count(new.size_bytes, part_size),
@@ -253,7 +257,7 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
     if content_length is not None and content_length != expected:
         raise Invalid("wrong_part_size")
     try:
-        part = rt.store.put_part(_ref(file_row, session), part_number, exactly(body, expected))
+        part = rt.files.put_part(file_row, _ref(file_row, session), part_number, exactly(body, expected))
     except (StorageError, NotFound):
         # S3 refuses a part of a multipart upload that a completion or an abort just ended: answer what the
         # row says now (409, 410), and 503 only when the upload is still open and no completion has its lease.
@@ -336,16 +340,15 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         if session.protocol == "direct":
             uploaded, reason = _listed_parts(rt, file_row, session, leased_at)
         if reason is None:
-            assembled = rt.store.complete_upload(_ref(file_row, session), uploaded)
-            # A driver that hashed the bytes while assembling them gives the digest: they are not read again.
-            # A direct upload that a scanner will read has its digest checked in that read (the
-            # bytes are read once); it is not deliverable before.
-            if assembled.sha256 is not None:
-                size, digest = assembled.size_bytes, assembled.sha256
-            elif session.protocol == "direct" and scan_reads(rt, file_row.size_bytes):
-                size, digest = assembled.size_bytes, None
-            else:
-                size, digest = measure_object(rt.store, file_row.object_key or "")
+            # A driver that hashed the bytes while assembling them gives the digest, and a sealed original is
+            # measured by opening it: either way the digest is of the plaintext. A direct upload that a scanner
+            # will read has its digest checked in that read (the bytes are read once); it is not deliverable
+            # before.
+            size, digest = rt.files.complete(file_row, _ref(file_row, session), uploaded)
+            if digest is None and not (session.protocol == "direct" and scan_reads(rt, file_row.size_bytes)):
+                size, digest = rt.files.measure(file_row)
+    except ContentCorrupt:
+        reason = "content_corrupt"  # the assembled parts do not open as what was sealed: the file fails
     except (StorageError, NotFound):
         rt.db.unit_of_work(lambda uow: sessions_sql.end_completion_lease(uow.conn, file_id, leased_at),
                            name="upload.release")
@@ -353,7 +356,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         _raise_what_the_row_says(rt, principal, file_id)
         raise StorageError("the upload could not be assembled") from None
     if reason is None and size == file_row.size_bytes:
-        detected = detect_stored(rt.store, file_row.object_key or "")  # inline display trusts this alone
+        detected = detect_stored(rt.files, file_row)  # inline display trusts this alone
     if reason is None and size != file_row.size_bytes:
         reason = "size_mismatch"
     elif reason is None and session.expected_sha256 and digest is not None and digest != session.expected_sha256:
@@ -423,20 +426,6 @@ def _listed_parts(rt: Runtime, file_row: FileRow, session: SessionRow,
                            name="upload.release")
         raise Conflict("parts_missing")
     return [UploadedPart(part.part_number, part.etag) for part in listed], problem
-
-
-def measure_object(store: ObjectStore, key: str) -> tuple[int, str]:
-    """The size and hex sha256 of a stored object, read once, streamed."""
-    digest = hashlib.sha256()
-    size = 0
-    chunks = store.open(key)
-    try:
-        for chunk in chunks:
-            digest.update(chunk)
-            size += len(chunk)
-    finally:
-        chunks.close()
-    return size, digest.hexdigest()
 
 
 def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:

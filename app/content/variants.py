@@ -26,7 +26,7 @@ from app.domain.keys import VARIANTS
 from app.domain.objects import FileObjects
 from app.domain.states import is_deliverable
 from app.domain.variants import VARIANT_TYPE, Made, Sizes
-from app.errors import NotFound, ObjectFailed
+from app.errors import ContentCorrupt, NotFound, ObjectFailed
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
@@ -66,12 +66,11 @@ def make_variants(rt: Runtime, file_id: uuid.UUID) -> str | None:
             log_event(log, "info", "variants.refused", "the file gets no variants", file_id=str(file_id),
                       reason=made.reason)
         return "refused" if written else None
-    objects = FileObjects(file_id, row.object_key)
     names = [variant.name for variant in made]
     if not rt.db.unit_of_work(lambda uow: _record_writing(uow, file_id, names, rt), name="variants.record"):
         return None  # deleted (or settled) since it was read: nothing was written
     for variant in made:
-        rt.files.write_variant(objects, variant.name, variant.data, variant.content_type)
+        rt.files.write_variant(row, variant.name, variant.data, variant.content_type)  # sealed as its original is
     if rt.db.unit_of_work(lambda uow: _settle_ready(uow, file_id, made, rt), name="variants.ready"):
         metrics.VARIANTS.labels("ready").inc()
         log_event(log, "info", "variants.ready", "variants made", file_id=str(file_id), variants=len(made),
@@ -88,15 +87,15 @@ def _made(rt: Runtime, row: FileRow) -> list[Made] | imaging.Refused:
     cfg = rt.cfg.image
     if row.size_bytes > cfg.max_size:
         return imaging.Refused("too_large")  # never read into memory
-    assert row.object_key is not None
     try:
-        chunks = rt.files.read(row.object_key)
-    except NotFound:
-        return imaging.Refused("undecodable")  # content missing: the download answers 410 content_missing
-    try:
-        data = b"".join(chunks)
-    finally:
-        chunks.close()
+        chunks = rt.files.read(row)
+        try:
+            data = b"".join(chunks)
+        finally:
+            chunks.close()
+    except (NotFound, ContentCorrupt):
+        # Content missing, or sealed bytes that do not open: the download answers 410 content_missing or 502.
+        return imaging.Refused("undecodable")
     sizes = Sizes(cfg.thumb_small, cfg.thumb_large, cfg.preview)
     return imaging.make_variants(data, sizes, cfg.max_size, cfg.max_pixels, cfg.timeout.total_seconds())
 
@@ -131,7 +130,7 @@ def remove_variants(rt: Runtime, file_id: uuid.UUID) -> None:
     """Remove every variant object of a file that ended (deleted, or its row purged), if the one rule frees its
     bytes: a late write after the purge leaves nothing. A missing object is removed."""
     clearance = rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow.conn, [file_id], Scope.FILE, rt.clock.now(), begins_removal=False),
+        lambda uow: keeps_sql.clearance(uow, [file_id], Scope.FILE, rt.clock.now(), begins_removal=False),
         name="variants.clear")
     if file_id not in clearance:
         return

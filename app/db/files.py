@@ -23,7 +23,7 @@ THUMBNAILS = ("(SELECT coalesce(json_agg(json_build_object('name', v.name, 'widt
               "WHERE v.file_id = files.id AND v.state = 'ready') AS thumbnails")
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
            "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at, detected_type, "
-           "completed_at, variants_state, variants_reason, " + THUMBNAILS)
+           "completed_at, variants_state, variants_reason, encrypted, key_id, wrapped_key, piece_size, " + THUMBNAILS)
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,10 @@ class FileRow:
     variants_state: str | None = None  # pending, ready or refused; None: no variants are made of this file
     variants_reason: str | None = None  # why a file got no variants (app.domain.variants.REFUSALS)
     thumbnails: list[dict[str, Any]] = field(default_factory=list)  # the variants ready (File document)
+    encrypted: bool = False  # its objects are sealed under its own data key (app/storage/codec.py)
+    key_id: str | None = None  # the keyring key that wrapped its data key; None once the key is destroyed
+    wrapped_key: bytes | None = field(default=None, repr=False)
+    piece_size: int | None = None  # plaintext bytes of each sealed piece of its original (its part size)
 
 
 def _rows(conn: Conn) -> psycopg.Cursor[FileRow]:
@@ -58,13 +62,16 @@ def _rows(conn: Conn) -> psycopg.Cursor[FileRow]:
 
 
 def insert_file(conn: Conn, row: dict[str, Any]) -> None:
-    """Insert the row of a new upload (uploading, scan pending)."""
+    """Insert the row of a new upload (uploading, scan pending); a sealed one with its wrapped data key."""
+    row = {"encrypted": False, "key_id": None, "wrapped_key": None, "piece_size": None, **row}
     conn.execute(
         """
         INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, scope_id, object_key,
-                           upload_state, scan_status, created_at, last_change_at)
+                           upload_state, scan_status, created_at, last_change_at, encrypted, key_id, wrapped_key,
+                           piece_size)
         VALUES (%(id)s, %(uploaded_by)s, %(purpose)s, %(original_name)s, %(mime_type)s, %(size_bytes)s,
-                %(scope_id)s, %(object_key)s, 'uploading', 'pending', %(created_at)s, %(created_at)s)
+                %(scope_id)s, %(object_key)s, 'uploading', 'pending', %(created_at)s, %(created_at)s,
+                %(encrypted)s, %(key_id)s, %(wrapped_key)s, %(piece_size)s)
         """,
         row,
     )
@@ -228,7 +235,8 @@ def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[PurgeFacts]:
         return cur.execute(
             """
             SELECT f.id AS file_id, true AS "exists", f.deleted_at, f.upload_state, f.scan_status, f.object_key,
-                   s.state AS session_state, s.storage_upload_id, coalesce(s.part_count, 0) AS part_count, s.protocol
+                   s.state AS session_state, s.storage_upload_id, coalesce(s.part_count, 0) AS part_count, s.protocol,
+                   f.encrypted
             FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
             WHERE f.id = ANY(%s)
             """,
@@ -236,15 +244,17 @@ def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[PurgeFacts]:
         ).fetchall()
 
 
-def delete_rows(conn: Conn, file_ids: Sequence[UUID], keys_deleted: dict[UUID, int]) -> list[RemovedRow]:
+def delete_rows(conn: Conn, file_ids: Sequence[UUID], keys_deleted: dict[UUID, int],
+                keys_locked: dict[UUID, int] | None = None) -> list[RemovedRow]:
     """Remove files rows (sessions and parts go by ON DELETE CASCADE), answering what each removed row's
     receipt is made of (the Receipts subscriber writes it: app/lifecycle/ends.py)."""
     rows = conn.execute(
         "DELETE FROM files WHERE id = ANY(%s) RETURNING id, uploaded_by, coalesce(deleted_via, 'unknown') AS via, "
         "deleted_at, removal_begun_at, (SELECT count(*) FROM file_variants v WHERE v.file_id = files.id) AS variants",
         (list(file_ids),)).fetchall()
+    locked = keys_locked or {}
     return [RemovedRow(row.id, row.uploaded_by, row.via, row.deleted_at, row.removal_begun_at,
-                       keys_deleted.get(row.id, 0), row.variants) for row in rows]
+                       keys_deleted.get(row.id, 0), row.variants, locked.get(row.id, 0)) for row in rows]
 
 
 def set_objects_purged(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:

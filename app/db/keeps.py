@@ -16,7 +16,8 @@ from uuid import UUID
 from psycopg.rows import class_row
 
 from app.db.conn import Conn
-from app.domain.ends import ByteFacts, Clearance, Scope, clearance_of
+from app.db.uow import UnitOfWork
+from app.domain.ends import ByteFacts, Clearance, RemovalBegun, Scope, clearance_of
 
 REMOVAL_LOCK_KEY = 0x6C65746865_03  # "lethe" + 3: removals (shared) against placing a hold (exclusive)
 
@@ -50,18 +51,25 @@ def byte_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[ByteFacts]:
             """, (sorted(set(file_ids)),)).fetchall()
 
 
-def clearance(conn: Conn, file_ids: Sequence[UUID], scope: Scope, now: datetime,
+def clearance(uow: UnitOfWork, file_ids: Sequence[UUID], scope: Scope, now: datetime,
               begins_removal: bool = True) -> Clearance:
     """Ask the rule, right before a removal, inside the caller's transaction (which must commit before any
     object goes: K1). For the scope FILE, the rows of the freed files record that their removal begins now
-    (the first time only): a hold placed after this commit counts them as lost, never as kept. A removal of
-    copies that are not the file's content (a variant written after its file ended) begins nothing
+    (the first time only): a hold placed after this commit counts them as lost, never as kept; and the end's
+    subscribers hear of it in this transaction (`RemovalBegun`: their data keys are destroyed with it). A
+    removal of copies that are not the file's content (a variant written after its file ended) begins nothing
     (`begins_removal` False): the original is still there for a hold to keep."""
+    conn = uow.conn
     conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (REMOVAL_LOCK_KEY,))
     cleared = clearance_of(byte_facts(conn, file_ids), scope)
     if scope is Scope.FILE and cleared.freed and begins_removal:
         conn.execute("UPDATE files SET removal_begun_at = coalesce(removal_begun_at, %s) WHERE id = ANY(%s)",
                      (now, sorted(cleared.freed)))
+        # The subscribers of a file's end (app/lifecycle/ends.py), wired into the unit of work by the composition
+        # root: this is the one place the point of no return is reached, whichever wing removes the bytes.
+        event = RemovalBegun(tuple(sorted(cleared.freed)), now)
+        for subscriber in uow.subscribers or ():
+            subscriber.removal_begun(uow, event)
     return cleared
 
 

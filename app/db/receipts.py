@@ -28,10 +28,11 @@ class ReceiptRow:
     removal_began_at: datetime | None
     hold_too_late: bool
     variants_deleted: int = 0
+    keys_locked: int = 0  # versions a bucket's object lock keeps, sealed under a data key destroyed at the purge
 
 
 COLUMNS = ("file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent, deferred_by_hold, deferred_from, "
-           "deferred_until, removal_began_at, hold_too_late, variants_deleted")
+           "deferred_until, removal_began_at, hold_too_late, variants_deleted, keys_locked")
 
 
 def write(conn: Conn, rows: Sequence[RemovedRow], now: datetime) -> None:
@@ -44,15 +45,16 @@ def write(conn: Conn, rows: Sequence[RemovedRow], now: datetime) -> None:
     conn.execute(
         """
         INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted, deferred_by_hold, deferred_from,
-                              deferred_until, removal_began_at, hold_too_late, variants_deleted)
+                              deferred_until, removal_began_at, hold_too_late, variants_deleted, keys_locked)
         SELECT r.id, r.via, r.marked_at, greatest(%s, r.marked_at), r.keys, d.last_id,
                CASE WHEN d.last_id IS NOT NULL THEN greatest(d.first_placed, r.marked_at) END, d.last_released,
                r.begun,
                r.begun IS NOT NULL AND EXISTS (SELECT 1 FROM legal_holds h
                    WHERE (h.file_id = r.id OR h.subject_id = r.uploaded_by) AND h.created_at > r.begun),
-               r.variants
-        FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[], %s::timestamptz[], %s::int[], %s::int[])
-             AS r(id, uploaded_by, via, marked_at, begun, keys, variants)
+               r.variants, r.locked
+        FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[], %s::timestamptz[], %s::int[], %s::int[],
+                    %s::int[])
+             AS r(id, uploaded_by, via, marked_at, begun, keys, variants, locked)
         LEFT JOIN LATERAL (
             SELECT (array_agg(h.id ORDER BY h.released_at DESC, h.id))[1] AS last_id,
                    min(h.created_at) AS first_placed, max(h.released_at) AS last_released
@@ -64,7 +66,8 @@ def write(conn: Conn, rows: Sequence[RemovedRow], now: datetime) -> None:
         """,
         (now, [row.file_id for row in rows], [row.uploaded_by for row in rows], [row.via for row in rows],
          [row.marked_at for row in rows], [row.removal_begun_at for row in rows],
-         [row.keys_deleted for row in rows], [row.variants_deleted for row in rows]))
+         [row.keys_deleted for row in rows], [row.variants_deleted for row in rows],
+         [row.keys_locked for row in rows]))
 
 
 def receipt_of(conn: Conn, file_id: UUID) -> ReceiptRow | None:

@@ -148,6 +148,7 @@ class RemovedRow:
     removal_begun_at: datetime | None
     keys_deleted: int
     variants_deleted: int = 0  # the image variants it had recorded (their keys are among keys_deleted)
+    keys_locked: int = 0  # versions a store's object lock keeps: sealed, under a data key that no longer exists
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ class FileObjects:
     part_count: int = 0
     parts_open: bool = False  # the session did not complete: its parts, or its multipart upload, may remain
     tail: bool = False  # uploaded through tus: uploads/<id>/tail may hold bytes
+    sealed: bool = False  # its objects are sealed under its own data key (destroyed once its removal begins)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "file_id", uuid.UUID(str(self.file_id)))

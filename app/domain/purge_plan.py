@@ -39,6 +39,7 @@ class PurgeFacts:
     storage_upload_id: str | None = None
     part_count: int = 0
     protocol: str | None = None  # the session's: native or tus
+    encrypted: bool = False  # its objects are sealed under its own data key
 
 
 def plan_purge(facts: PurgeFacts) -> PurgeAction:
@@ -67,4 +68,5 @@ def objects_of(facts: PurgeFacts) -> FileObjects:
         KeyError_: the stored key is not an original of this file: nothing is deleted on its strength (K3).
     """
     return FileObjects(facts.file_id, facts.object_key, upload_id=facts.storage_upload_id,
-                       part_count=facts.part_count, parts_open=has_parts(facts), tail=facts.protocol == "tus")
+                       part_count=facts.part_count, parts_open=has_parts(facts), tail=facts.protocol == "tus",
+                       sealed=facts.encrypted)

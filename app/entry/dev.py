@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from app.platform.observability.logs import log_event
-from app.platform.config import with_changes
+from app.platform.config import explicitly_set, with_changes
 
 if TYPE_CHECKING:
     from app.platform.config.tree import Config
@@ -44,7 +44,23 @@ def _dev_secret(state: Path, name: str = "jwt_secret") -> str:
     return path.read_text().strip()
 
 
+def _dev_keyring(state: Path) -> str:
+    """This folder's keyring (one key, made once, 0600, kept across restarts): make run seals every file."""
+    from datetime import date
+
+    from app.platform.keys import generate_entry
+
+    path = state / KEYRING_FILE
+    if not path.exists():
+        state.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(generate_entry(f"dev-{date.today().isoformat()}"))
+    return path.read_text().strip()
+
+
 DEV_FILE = "dev.json"
+KEYRING_FILE = "keyring"
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -149,7 +165,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
 
     from app.api.app import create_app
     from app.entry.token import mint_token
-    from app.entry.support import inspect_store_or_exit, load_config_or_exit
+    from app.entry.support import check_keyring_or_exit, inspect_store_or_exit, load_config_or_exit
     from app.db.migrate import migrate
     from app.entry.embedded_pg import EmbeddedPostgres
     from app.platform.observability.log_setup import setup_logging
@@ -188,6 +204,10 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         changes["auth.jwt_secret"] = _dev_secret(state)
     if not cfg.file.link_secret:
         changes["file.link_secret"] = _dev_secret(state, "link_secret")  # createFileLink works under make run
+    if not explicitly_set("file.encryption"):
+        changes["file.encryption"] = True  # make run seals every file under its own key, as new installations do
+    if not cfg.file.keyring and (changes.get("file.encryption") or cfg.file.encryption):
+        changes["file.keyring"] = _dev_keyring(state)
     if port:
         changes["api.port"] = port
     cfg = with_changes(cfg, changes) if changes else cfg
@@ -196,6 +216,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     worker = scheduler = server = runtime = leadership = dev_file = None
     try:
         migrate(cfg.database.url)
+        check_keyring_or_exit(cfg)  # a key this folder's files need must not have left the keyring (exit 2)
         broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
         runtime = build_runtime(cfg, broker, role="all")
         _clean_after_a_dead_dev(runtime)

@@ -17,6 +17,7 @@
     lethe hold place --subject UUID|--file UUID --case-ref REF   suspend purges for a legal claim
     lethe hold list | lethe hold release ID                      the holds; release one
     lethe webhooks list [--failed] | lethe webhooks redeliver ID  webhook deliveries
+    lethe keys status | rotate [--dry-run] | generate ID         per-file keys and the keyring
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -33,8 +34,9 @@ from typing import TYPE_CHECKING, TextIO
 from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_hold, cmd_receipt, cmd_restore,
                            cmd_retention_restore, cmd_retention_run, cmd_sweep_run, cmd_webhooks, delivery_arg,
                            duration_arg, limit_arg, uuid_arg)
-from app.entry.support import (EXIT_CONFIG, inspect_store_or_exit, load_config_or_exit, print_config_errors,
-                             setup_role_logging, warn_if_autovacuum_off)
+from app.entry.keyring import add_parser as add_keys_parser
+from app.entry.support import (EXIT_CONFIG, check_keyring_or_exit, inspect_store_or_exit, load_config_or_exit,
+                               print_config_errors, setup_role_logging, warn_if_autovacuum_off)
 from app.domain.access import SCOPES
 from app.errors import ConfigError
 from app.platform.config import with_changes
@@ -109,7 +111,12 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         print_config_errors(missing, sys.stdout)
         return EXIT_CONFIG
     if cfg.database.url:
-        from app.entry.support import AUTOVACUUM_OFF, autovacuum_off
+        from app.entry.support import AUTOVACUUM_OFF, autovacuum_off, keyring_problem
+
+        lacking = keyring_problem(cfg)
+        if lacking is not None:
+            print_config_errors(lacking, sys.stdout)
+            return EXIT_CONFIG
 
         off = autovacuum_off(cfg.database.url)
         if off:
@@ -127,7 +134,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
             print(f"OK (the bucket could not be inspected: {exc})")
             return 0
         print(f"bucket: versioning {facts['versioning']}, object lock {facts['object_lock']}")
-        if facts["object_lock"] == "enabled":
+        if facts["object_lock"] == "enabled" and not cfg.file.encryption:
             print_config_errors(ConfigError({"file.s3.bucket": [OBJECT_LOCK_MESSAGE]}), sys.stdout)
             return EXIT_CONFIG
     print("OK")
@@ -148,7 +155,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def _start_role(role: str) -> Config:
     """What every production role does before it runs: load the configuration (exit 2 naming bad keys), require
     a database and a broker (and the api a signing key), make the metrics directory, set up logs and Sentry,
-    inspect the store (exit 2 on object lock) and warn when autovacuum is off. Returns the configuration."""
+    inspect the store (exit 2 on object lock without file.encryption), check that the keyring holds every key
+    live files need (exit 2 naming the key ids) and warn when autovacuum is off. Returns the configuration."""
     cfg = load_config_or_exit(role)
     _require_database(cfg)
     _require_broker(cfg)
@@ -166,6 +174,7 @@ def _start_role(role: str) -> Config:
     prepare_multiprocess_dir()
     _setup(role, cfg)
     inspect_store_or_exit(cfg, role)
+    check_keyring_or_exit(cfg)
     warn_if_autovacuum_off(cfg, role)
     return cfg
 
@@ -349,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (restore_status, reconcile):
         sub.add_argument("--json", action="store_true", help="print one JSON object")
         sub.set_defaults(func=cmd_restore)
+
+    add_keys_parser(commands)
 
     receipt = commands.add_parser("receipt", help="the name-free receipt of a purged file (D16)")
     receipt.add_argument("file_id", type=uuid_arg)

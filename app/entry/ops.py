@@ -45,6 +45,10 @@ def _attach_to_dev(cfg: Config) -> tuple[Config, bool]:
     changes: dict[str, object] = {"database.url": dev["database_url"]}
     if "LETHE_FILE_FS_ROOT" not in os.environ and dev.get("storage_driver") == "fs":
         changes["file.fs.root"] = dev["fs_root"]
+    keyring = os.path.join(".lethe", "keyring")  # the keys lethe dev made for this folder's files
+    if not cfg.file.keyring and os.path.exists(keyring):
+        with open(keyring) as handle:
+            changes["file.keyring"] = handle.read().strip()
     return with_changes(cfg, changes), True
 
 

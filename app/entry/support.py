@@ -43,13 +43,16 @@ def load_config_or_exit(role: str, environ: Mapping[str, str] | None = None) -> 
 
 
 OBJECT_LOCK_MESSAGE = ("The bucket has object lock configured: retention or a legal hold can keep a deleted "
-                       "file's bytes, so Lethe cannot guarantee deletion. Use a bucket without object lock.")
+                       "file's bytes, so Lethe cannot guarantee deletion of a file stored as it is. Use a bucket "
+                       "without object lock, or turn file.encryption on: a deleted file's locked versions then stay "
+                       "sealed under a data key that no longer exists.")
 
 
 def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
     """Read what the store keeps (D16) before a role that touches it starts: log versioning and object lock
-    (no secret, no bucket content), and exit 2 naming file.s3.bucket when object lock is on. An unreachable
-    store is logged and the role starts: the driver deletes every version until it could read versioning."""
+    (no secret, no bucket content), and exit 2 naming file.s3.bucket when object lock is on while new files are
+    stored as they are (file.encryption off). An unreachable store is logged and the role starts: the driver
+    deletes every version until it could read versioning."""
     import logging
 
     from app.errors import StorageError
@@ -65,7 +68,7 @@ def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
                   role=role, error=str(exc))
         return
     log_event(log, "info", "storage.inspected", "store inspected", **facts)
-    if facts["object_lock"] == "enabled":
+    if facts["object_lock"] == "enabled" and not cfg.file.encryption:
         print_config_errors(ConfigError({"file.s3.bucket": [OBJECT_LOCK_MESSAGE]}))
         sys.exit(EXIT_CONFIG)
 
@@ -98,6 +101,41 @@ def warn_if_autovacuum_off(cfg: Config, role: str) -> None:
     if off:
         log_event(logging.getLogger("lethe.db"), "warning", "db.autovacuum_off",
                   AUTOVACUUM_OFF.format(where=", ".join(off)), role=role, where=off)
+
+
+def keyring_problem(cfg: config.Config) -> ConfigError | None:
+    """The keyring against the database: a ConfigError naming file.keyring and the key ids live files need that
+    it lacks (ids only, never a key), or None (also when the database cannot be asked, or is not migrated yet:
+    the role's own checks say so)."""
+    import psycopg
+    from psycopg.rows import namedtuple_row
+
+    from app.db.file_keys import key_ids_in_use
+    from app.lifecycle.keys import missing_key_ids
+    from app.platform.keys import Keyring
+
+    if not cfg.database.url:
+        return None
+    try:
+        with psycopg.connect(cfg.database.url, autocommit=True, connect_timeout=3, row_factory=namedtuple_row) as conn:
+            used = key_ids_in_use(conn)
+    except psycopg.Error:
+        return None
+    missing = missing_key_ids(used, Keyring(cfg.file.keyring))
+    if not missing:
+        return None
+    return ConfigError({"file.keyring": [
+        f"Live files need the key id(s) {', '.join(missing)}, which the keyring does not hold: put the key(s) back. "
+        "A key may leave the keyring only once no live file needs it (lethe keys rotate, then lethe keys status); "
+        "see docs/operations.md, 'Keys'."]})
+
+
+def check_keyring_or_exit(cfg: config.Config) -> None:
+    """At a role's start: exit 2 naming file.keyring and the missing key ids (keyring_problem)."""
+    problem = keyring_problem(cfg)
+    if problem is not None:
+        print_config_errors(problem)
+        sys.exit(EXIT_CONFIG)
 
 
 def database_problem(url: str) -> str | None:

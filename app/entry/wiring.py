@@ -10,6 +10,7 @@ from app.lifecycle import ends
 from app.lifecycle.deletion import mark_deleted
 from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
+from app.platform.keys import Keyring
 from app.db.publisher import Outbox
 from app.runtime import BrokerPort, Runtime
 from app.storage.base import ObjectStore
@@ -58,4 +59,4 @@ def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | Non
                           complete_timeout=cfg.file.complete_timeout)
     return Runtime(cfg=cfg, clock=clock, db=db, store=store or build_store(cfg),
                    broker=broker, outbox=outbox, role=role, limits=limits,
-                   delete_files=mark_deleted)
+                   delete_files=mark_deleted, keyring=Keyring(cfg.file.keyring))

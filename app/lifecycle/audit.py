@@ -207,7 +207,7 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
             ids = [file_id for file_id, _ in pending]
             existing = {r.id for r in rt.db.read(lambda conn: files_sql.files_by_ids(conn, ids))}
             orphans = [file_id for file_id in ids if file_id not in existing]
-            cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, orphans, Scope.FILE,
+            cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, orphans, Scope.FILE,
                                                                          rt.clock.now()), name="audit.clear")
             for file_id, keys in pending:
                 if file_id not in existing and file_id in cleared:
@@ -291,7 +291,7 @@ def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list[ListedUpload]
     # again (an upload no session counts is a stray: only a legal hold keeps it).
     doomed_ids = sorted({f for _, f in doomed})
     still_open = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, doomed_ids))
-    cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, doomed_ids, Scope.STRAY, rt.clock.now()),
+    cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, doomed_ids, Scope.STRAY, rt.clock.now()),
                                  name="audit.clear")
     uploads: dict[uuid.UUID, list[MultipartRef]] = {}
     for listed, file_id in doomed:

@@ -3,17 +3,20 @@
 # transaction that commits its event (the mark, the objects gone, the row removed), so what it writes commits
 # or rolls back with it; work for after the commit is registered on the unit of work (uow.after_commit).
 # Subscribers never touch the store (K1) and never see a name, key or digest (D15).
-"""The end of a file as events with subscribers: receipts, webhooks, hold accounting, metrics."""
+"""The end of a file as events with subscribers: key destruction, receipts, webhooks, hold accounting, the
+journal, metrics."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING, Sequence
 
+from app.db import file_keys as file_keys_sql
 from app.db import keeps as keeps_sql
 from app.db import receipts as receipts_sql
 from app.db.uow import UnitOfWork
-from app.domain.ends import FilesMarked, ObjectsGone, RowsRemoved
+from app.domain.ends import FilesMarked, ObjectsGone, RemovalBegun, RowsRemoved
 from app.domain.journal import FILE_MARKED, OBJECTS_GONE, ROW_REMOVED, Entry
 from app.lifecycle import journal, webhooks
 from app.platform.observability import metrics
@@ -30,6 +33,10 @@ class EndSubscriber:
 
     def files_marked(self, uow: UnitOfWork, event: FilesMarked) -> None:
         """Files were marked deleted in this transaction (D5)."""
+
+    def removal_begun(self, uow: UnitOfWork, event: RemovalBegun) -> None:
+        """The removal of these files' bytes begins with this transaction: the point of no return (a legal hold
+        placed after it no longer keeps them). Announced by the one rule's clearance (app/db/keeps.py)."""
 
     def objects_gone(self, uow: UnitOfWork, event: ObjectsGone) -> None:
         """The objects of these files left the store; this transaction records it."""
@@ -85,6 +92,26 @@ class Journal(EndSubscriber):
         journal.record(uow, self.cfg, [Entry(ROW_REMOVED, event.at, files=tuple(event.file_ids))])
 
 
+class KeyDestruction(EndSubscriber):
+    """A file's data key is destroyed at the point of no return of its removal, in the transaction that records
+    it: from its commit nothing the database (or a backup taken later) holds opens any copy of the file's bytes,
+    the ones the store is about to delete and the ones out of any delete's reach alike (an object lock, a
+    replica, a snapshot). Until then a legal hold keeps the key with the bytes. Whatever ends without such a
+    clearance loses its key when its objects are recorded gone (a row kept for its uploader) or its row goes."""
+
+    def removal_begun(self, uow: UnitOfWork, event: RemovalBegun) -> None:
+        self._destroy(uow, event.file_ids)
+
+    def objects_gone(self, uow: UnitOfWork, event: ObjectsGone) -> None:
+        self._destroy(uow, event.file_ids)
+
+    @staticmethod
+    def _destroy(uow: UnitOfWork, file_ids: Sequence[uuid.UUID]) -> None:
+        destroyed = file_keys_sql.destroy(uow.conn, file_ids)
+        if destroyed:
+            uow.after_commit(lambda: metrics.KEYS_DESTROYED.inc(destroyed))
+
+
 class Metrics(EndSubscriber):
     """Counters and the delete-to-gone histogram, counted only once their change committed."""
 
@@ -105,7 +132,7 @@ class Metrics(EndSubscriber):
 def standard(cfg: Config) -> list[EndSubscriber]:
     """Every subscriber of a file's end, in the order they run (a receipt before the webhook made of it). The
     composition root (app/entry/wiring.py) hands them to the database's units of work."""
-    return [Receipts(), Webhooks(cfg), HoldAccounting(), Journal(cfg), Metrics()]
+    return [KeyDestruction(), Receipts(), Webhooks(cfg), HoldAccounting(), Journal(cfg), Metrics()]
 
 
 def _subscribers(uow: UnitOfWork) -> Sequence[EndSubscriber]:

@@ -219,7 +219,7 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
     while True:
         rows = rt.db.read(lambda conn: sql.unconfirmed_purged(conn, erasure_id, batch, after))
         # Their rows are gone; what a read finds left goes again as the one rule allows (a hold on the id).
-        cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, [row.file_id for row in rows],
+        cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, [row.file_id for row in rows],
                                                                      Scope.FILE, rt.clock.now()),
                                      name="erasure.clear")
         absent: dict[uuid.UUID, int] = {}

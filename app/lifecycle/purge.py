@@ -70,6 +70,7 @@ class _Done:
     keys: dict[uuid.UUID, int] = field(default_factory=dict)
     direct_aborts: list[tuple[str, uuid.UUID, str]] = field(default_factory=list)
     refused: dict[uuid.UUID, str] = field(default_factory=dict)
+    locked: dict[uuid.UUID, int] = field(default_factory=dict)  # versions an object lock keeps (sealed files)
 
 
 def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport:
@@ -135,7 +136,7 @@ def _remove_chunk(rt: Runtime, chunk: list[tuple[FileObjects, PurgeFacts, PurgeA
     """Ask the rule for a chunk, right before its keys go (a committed clearance is the point of no return),
     then remove what it freed."""
     clearance = rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow.conn, [objects.file_id for objects, _, _ in chunk], Scope.FILE,
+        lambda uow: keeps_sql.clearance(uow, [objects.file_id for objects, _, _ in chunk], Scope.FILE,
                                         rt.clock.now()), name="purge.clear")
     for why in set(clearance.kept.values()):
         kept = [file_id for file_id, reason in clearance.kept.items() if reason is why]
@@ -146,7 +147,9 @@ def _remove_chunk(rt: Runtime, chunk: list[tuple[FileObjects, PurgeFacts, PurgeA
             for file_id in kept:
                 log_event(log, "error", f"purge.{_KEPT_AS.get(why, 'kept_live')}", "file kept", file_id=str(file_id))
     freed = [(objects, facts, action) for objects, facts, action in chunk if objects.file_id in clearance]
-    refused = rt.files.remove(clearance, [objects for objects, _, _ in freed])
+    removal = rt.files.remove(clearance, [objects for objects, _, _ in freed])
+    refused = removal.refused
+    done.locked.update(removal.locked)
     for objects, facts, action in freed:
         keys = rt.files.count_keys(objects)
         report.keys += keys
@@ -189,7 +192,7 @@ def _settle(uow: UnitOfWork, cfg: Config, done: _Done,
     gone = done.rows + done.objects_only
     if gone:
         ends.objects_gone(uow, ObjectsGone(tuple(gone), now, dict(done.keys)))
-    removed, kept = _remove_rows(uow, done.rows, now, done.keys) if done.rows else (0, {})
+    removed, kept = _remove_rows(uow, done.rows, now, done.keys, done.locked) if done.rows else (0, {})
     if done.objects_only:
         failures_sql.clear(uow.conn, done.objects_only)
         files_sql.set_objects_purged(uow.conn, done.objects_only, now)
@@ -221,8 +224,8 @@ def _log_refused(refused: dict[uuid.UUID, str], overdue_ids: list[uuid.UUID]) ->
                   file_id=str(file_id), error=refused[file_id])
 
 
-def _remove_rows(uow: UnitOfWork, row_ids: list[uuid.UUID], now: datetime,
-                 keys_deleted: dict[uuid.UUID, int]) -> tuple[int, dict[str, list[uuid.UUID]]]:
+def _remove_rows(uow: UnitOfWork, row_ids: list[uuid.UUID], now: datetime, keys_deleted: dict[uuid.UUID, int],
+                 keys_locked: dict[uuid.UUID, int]) -> tuple[int, dict[str, list[uuid.UUID]]]:
     """The re-check before a row goes (D7): under the rows' locks, the rule again. A row still attached or in a
     slot (an internal error), or covered by a hold placed since the chunk's clearance, stays."""
     files_sql.lock_files(uow.conn, row_ids)
@@ -234,7 +237,7 @@ def _remove_rows(uow: UnitOfWork, row_ids: list[uuid.UUID], now: datetime,
             removable.append(facts.file_id)
         elif why is not None:
             kept.setdefault(_KEPT_AS.get(why, "kept_live"), []).append(facts.file_id)
-    removed, refused = _delete_isolated(uow, removable, keys_deleted)
+    removed, refused = _delete_isolated(uow, removable, keys_deleted, keys_locked)
     if refused:
         kept["row_refused"] = refused
     if removed:
@@ -242,8 +245,8 @@ def _remove_rows(uow: UnitOfWork, row_ids: list[uuid.UUID], now: datetime,
     return len(removed), kept
 
 
-def _delete_isolated(uow: UnitOfWork, file_ids: list[uuid.UUID],
-                     keys_deleted: dict[uuid.UUID, int]) -> tuple[list[RemovedRow], list[uuid.UUID]]:
+def _delete_isolated(uow: UnitOfWork, file_ids: list[uuid.UUID], keys_deleted: dict[uuid.UUID, int],
+                     keys_locked: dict[uuid.UUID, int]) -> tuple[list[RemovedRow], list[uuid.UUID]]:
     """Delete the rows in one statement; when the database refuses it (a constraint: a row another table
     still references), once per row, each in a savepoint of its own, so one row never strands its batch (D7).
     Returns (the rows removed, the rows refused)."""
@@ -251,7 +254,7 @@ def _delete_isolated(uow: UnitOfWork, file_ids: list[uuid.UUID],
         return [], []
     try:
         with uow.savepoint():
-            return files_sql.delete_rows(uow.conn, file_ids, keys_deleted), []
+            return files_sql.delete_rows(uow.conn, file_ids, keys_deleted, keys_locked), []
     except psycopg.IntegrityError:
         pass
     removed: list[RemovedRow] = []
@@ -259,7 +262,7 @@ def _delete_isolated(uow: UnitOfWork, file_ids: list[uuid.UUID],
     for file_id in file_ids:
         try:
             with uow.savepoint():
-                removed += files_sql.delete_rows(uow.conn, [file_id], keys_deleted)
+                removed += files_sql.delete_rows(uow.conn, [file_id], keys_deleted, keys_locked)
         except psycopg.IntegrityError:
             refused.append(file_id)
     return removed, refused

@@ -230,7 +230,7 @@ def _remove_left_objects(rt: Runtime, file_ids: list[uuid.UUID]) -> int:
         doomed = {file_id: file_keys for file_id, file_keys in doomed.items() if file_keys}
         if not doomed:
             continue
-        clearance = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow.conn, sorted(doomed), Scope.FILE,
+        clearance = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, sorted(doomed), Scope.FILE,
                                                                        rt.clock.now()), name="journal.clear")
         failures = rt.files.remove_keys(clearance, doomed)
         removed += sum(len(file_keys) for file_id, file_keys in doomed.items() if file_id in clearance) - len(failures)

@@ -34,6 +34,10 @@ class ListedObject:
     modified_at: datetime
 
 
+# The code of a DeleteFailure for a version the bucket's object lock keeps until its retain-until date.
+OBJECT_LOCKED = "ObjectLocked"
+
+
 @dataclass(frozen=True)
 class DeleteFailure:
     """One key the store refused to delete, with the store's own code (an S3 error code, an errno name).

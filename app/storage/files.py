@@ -2,8 +2,8 @@
 # removal method takes the Clearance the rule answered right before it (app/db/keeps.py) and skips every file
 # the clearance keeps. A key that is not the named file's is never deleted on its behalf (K3), and a key of the
 # file schema is never deleted as someone else's (the unmanaged prefixes).
-"""The facade in front of the object store for a file's objects: which keys a file owns, their reading for a
-reader, and their removal.
+"""The facade in front of the object store for a file's objects: which keys a file owns, the sealing of their
+bytes under the file's own data key, their reading for a reader, and their removal.
 
 The ObjectStore stays a plain transport; this is the only code that calls its delete and abort operations
 (tests/unit/test_one_rule.py checks it).
@@ -11,40 +11,219 @@ The ObjectStore stays a plain transport; this is the only code that calls its de
 
 from __future__ import annotations
 
+import hashlib
 import uuid
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import BinaryIO, Generator, Iterable, Mapping, Sequence
+from typing import BinaryIO, Generator, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from app.domain.ends import Clearance
 from app.domain.keys import VARIANTS
 from app.domain.objects import FileObjects, owner_of
-from app.errors import ObjectFailed
-from app.storage.base import DeleteFailure, MultipartRef, ObjectStore
+from app.domain.sealing import HEADER_BYTES, SEALED_SEGMENT_BYTES, TAG_BYTES, Wrapped
+from app.errors import ContentCorrupt, KeyUnavailable, NotFound, ObjectFailed
+from app.storage.base import OBJECT_LOCKED, DeleteFailure, MultipartRef, ObjectStore, UploadedPart
+from app.storage.codec import ORIGINAL, Sealed, tail_role, variant_role
+
+
+@dataclass
+class Removal:
+    """What FileStore.remove did not remove: the files the store refused (with its code), and the versions a
+    bucket's object lock keeps of sealed files (removed as far as anyone can read them: counted)."""
+
+    refused: dict[uuid.UUID, str] = field(default_factory=dict)
+    locked: dict[uuid.UUID, int] = field(default_factory=dict)
+
+
+class KeyringPort(Protocol):
+    """What the facade needs of the keyring (app/platform/keys.py): a new file's data key, and a stored one
+    unwrapped."""
+
+    def new_data_key(self, file_id: uuid.UUID) -> tuple[bytes, Wrapped]:
+        """A fresh data key and its wrapping by the current key."""
+
+    def unwrap(self, file_id: uuid.UUID, wrapped: Wrapped) -> bytes:
+        """The data key of a file from its row (KeyUnavailable, ContentCorrupt)."""
+
+
+class _NoKeyring:
+    def new_data_key(self, file_id: uuid.UUID) -> tuple[bytes, Wrapped]:
+        raise KeyUnavailable("(none: no keyring)")
+
+    def unwrap(self, file_id: uuid.UUID, wrapped: Wrapped) -> bytes:
+        raise KeyUnavailable(wrapped.key_id)
+
+
+class KeyedFile(Protocol):
+    """What the facade reads of a file's row to find and open its bytes (app.db.files.FileRow is one)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def object_key(self) -> str | None: ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    @property
+    def encrypted(self) -> bool: ...
+
+    @property
+    def key_id(self) -> str | None: ...
+
+    @property
+    def wrapped_key(self) -> bytes | None: ...
+
+    @property
+    def piece_size(self) -> int | None: ...
 
 
 class FileStore:
-    """A file's objects on an ObjectStore: their keys, and their removal under the one rule."""
+    """A file's objects on an ObjectStore: their keys, their sealing under the file's own data key (when the file
+    is encrypted), and their removal under the one rule.
 
-    def __init__(self, store: ObjectStore):
+    Args:
+        store: the transport.
+        keyring: the keys that wrap every file's data key (file.keyring).
+        encrypt_new: seal the files created from now on (file.encryption); a file keeps what it was made with.
+    """
+
+    def __init__(self, store: ObjectStore, keyring: KeyringPort | None = None, encrypt_new: bool = False):
         self.store = store
+        self.keyring: KeyringPort = keyring or _NoKeyring()
+        self.encrypt_new = encrypt_new
 
-    # -- reading a file's objects: the one way their bytes leave for a reader (the codec lands here) ------
+    # -- a file's data key ---------------------------------------------------------------------------------
 
-    def read(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
-        """A stored object of a file from byte `first`, `length` bytes (None: to its end). Raises NotFound."""
-        return self.store.open(key, first, length)
+    def new_key(self, file_id: uuid.UUID) -> Wrapped | None:
+        """A data key for a new file, wrapped by the current keyring key; None when new files are not sealed."""
+        if not self.encrypt_new:
+            return None
+        return self.keyring.new_data_key(file_id)[1]
 
-    def local_file(self, key: str) -> BinaryIO | None:
-        """The whole object as a local file the server may send itself, or None (a remote store)."""
-        return self.store.open_file(key)
+    def sealing(self, row: KeyedFile) -> Sealed | None:
+        """How a file's bytes are sealed: None for a file stored in plaintext.
 
-    def presigned(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
-        """A URL that reads the object directly from the store for `expires_in` (S3)."""
-        return self.store.presign_get(key, expires_in, content_type, disposition)
+        Raises:
+            NotFound: the file's key was destroyed (it ended): nothing of it can be read, ever.
+            KeyUnavailable: the keyring lacks the key that wrapped it. ContentCorrupt: the wrapped key is not
+                this file's.
+        """
+        if not row.encrypted:
+            return None
+        if row.key_id is None or row.wrapped_key is None or not row.piece_size:
+            raise NotFound()
+        return Sealed(row.id, self.keyring.unwrap(row.id, Wrapped(row.key_id, row.wrapped_key)), row.piece_size)
 
-    def write_variant(self, objects: FileObjects, name: str, data: bytes, content_type: str) -> None:
-        """Write one variant of a file under the key schema's name for it (atomic, overwrites)."""
-        self.store.put(objects.variant(name), data, len(data), content_type)
+    # -- reading a file's objects: the one way their bytes leave for a reader ------------------------------
+
+    def read(self, row: KeyedFile, first: int = 0, length: int | None = None, variant: str | None = None,
+             variant_size: int = 0) -> Generator[bytes, None, None]:
+        """A file's original (or one variant of `variant_size` bytes) from plaintext byte `first`, `length` bytes
+        (None: to its end); of a sealed file only the segments that hold them are read and opened. A missing object
+        raises NotFound, and a first segment that does not open ContentCorrupt, at this call; a later segment
+        that does not open raises ContentCorrupt while iterating (a response then ends short, never altered)."""
+        key = self._key_of(row, variant)
+        sealed = self.sealing(row)
+        if sealed is None:
+            return self.store.open(key, first, length)
+        size, piece_size = (row.size_bytes, sealed.piece_size) if variant is None else (variant_size, None)
+        role = ORIGINAL if variant is None else variant_role(variant)
+        return _primed(sealed.open(lambda at, count: self.store.open(key, at, count), role, size, first, length,
+                                   piece_size))
+
+    def measure(self, row: KeyedFile) -> tuple[int, str]:
+        """The plaintext size and hex sha256 of a file's original, read once, streamed (a sealed one proven whole:
+        every segment opened, the last one final)."""
+        key = self._key_of(row, None)
+        sealed = self.sealing(row)
+        digest = hashlib.sha256()
+        size = 0
+        chunks: Iterator[bytes] = self.store.open(key) if sealed is None else sealed.open_whole(
+            lambda at, count: self.store.open(key, at, count), ORIGINAL, row.size_bytes, sealed.piece_size)
+        try:
+            for chunk in chunks:
+                digest.update(chunk)
+                size += len(chunk)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+        return size, digest.hexdigest()
+
+    def local_file(self, row: KeyedFile, variant: str | None = None) -> BinaryIO | None:
+        """The whole object as a local file the server may send itself, or None (a remote store, or sealed bytes,
+        which only the api opens)."""
+        if row.encrypted:
+            return None
+        return self.store.open_file(self._key_of(row, variant))
+
+    def presigned(self, row: KeyedFile, expires_in: timedelta, content_type: str, disposition: str,
+                  variant: str | None = None) -> str | None:
+        """A URL that reads the object directly from the store for `expires_in` (S3), or None for a sealed file:
+        its bytes leave only opened, through the api."""
+        if row.encrypted:
+            return None
+        return self.store.presign_get(self._key_of(row, variant), expires_in, content_type, disposition)
+
+    @staticmethod
+    def _key_of(row: KeyedFile, variant: str | None) -> str:
+        if variant is not None:
+            return FileObjects(row.id).variant(variant)
+        if row.object_key is None:
+            raise NotFound()
+        return row.object_key
+
+    # -- writing a file's objects ----------------------------------------------------------------------------
+
+    def put_part(self, row: KeyedFile, ref: MultipartRef, number: int, data: bytes | Iterator[bytes]) -> UploadedPart:
+        """Store part `number` of a file's upload, sealed as one piece of its original when the file is sealed."""
+        sealed = self.sealing(row)
+        if sealed is not None:
+            data = sealed.seal(ORIGINAL, number, [data] if isinstance(data, bytes) else data)
+        return self.store.put_part(ref, number, data)
+
+    def complete(self, row: KeyedFile, ref: MultipartRef, parts: Sequence[UploadedPart]) -> tuple[int, str | None]:
+        """Assemble the parts into the original; returns its plaintext size and sha256 (None when neither the
+        driver nor a read gave it here: a plaintext original on S3 is measured by the caller)."""
+        assembled = self.store.complete_upload(ref, parts)
+        if not row.encrypted:
+            return assembled.size_bytes, assembled.sha256
+        return self.measure(row)  # the driver saw sealed bytes: their size and digest are not the file's
+
+    def read_tail(self, row: KeyedFile, number: int) -> bytes:
+        """The bytes of a tus upload's tail (b"" when it is missing, or when its sealed bytes do not open: the
+        upload then resumes from its last whole part)."""
+        tail_key = FileObjects(row.id).tail_key
+        try:
+            data = self.store.get(tail_key)
+        except NotFound:
+            return b""
+        sealed = self.sealing(row)
+        if sealed is None:
+            return data
+        try:
+            return b"".join(sealed.open(lambda at, count: iter([data[at:at + count]]), tail_role(number),
+                                        _piece_plain_size(len(data))))
+        except (ContentCorrupt, ValueError):
+            return b""
+
+    def write_tail(self, row: KeyedFile, number: int, data: bytes) -> None:
+        """Write a tus upload's tail: the bytes received past its last whole part, which begin part `number`."""
+        sealed = self.sealing(row)
+        stored = data if sealed is None else sealed.seal_bytes(tail_role(number), 1, data)
+        self.store.put(FileObjects(row.id).tail_key, stored, len(stored))
+
+    def write_variant(self, row: KeyedFile, name: str, data: bytes, content_type: str) -> None:
+        """Write one variant of a file under the key schema's name for it (atomic, overwrites), sealed as one
+        piece when the file is sealed."""
+        sealed = self.sealing(row)
+        stored = data if sealed is None else sealed.seal_bytes(variant_role(name), 1, data)
+        self.store.put(FileObjects(row.id).variant(name), stored, len(stored),
+                       content_type if sealed is None else "application/octet-stream")
+
+    # -- which keys a file owns, and their removal --------------------------------------------------------
 
     def keys_of(self, objects: FileObjects, with_tail: bool | None = None) -> list[str]:
         """Every key of the file's own objects and of its upload's parts where the driver stores them as
@@ -57,28 +236,38 @@ class FileStore:
         return objects.revision + 1 + len(VARIANTS) + (1 if objects.tail else 0) + \
             len(self.store.part_keys(str(objects.file_id), objects.part_count))
 
-    def remove(self, clearance: Clearance, files: Sequence[FileObjects]) -> dict[uuid.UUID, str]:
+    def remove(self, clearance: Clearance, files: Sequence[FileObjects]) -> Removal:
         """Remove everything of the freed files: their objects in batch deletes, then the multipart upload of
-        each whose session did not complete. A missing object is removed.
+        each whose session did not complete. A missing object is removed. A version a bucket's object lock keeps
+        counts as removed for a sealed file (its data key went with the clearance: nothing opens it) and is
+        counted; for a file in plaintext it is a refusal like any other.
 
         Returns:
-            The files the store refused (one key or one upload), with the store's code: the others went.
+            The files the store refused (one key or one upload), with the store's code, and the locked versions
+            of sealed files: the others went.
 
         Raises:
             StorageError: the store as a whole failed; nothing is known of the keys not yet answered.
         """
         chosen = [objects for objects in files if objects.file_id in clearance]
-        owner = {key: objects.file_id for objects in chosen for key in self.keys_of(objects)}
-        refused: dict[uuid.UUID, str] = {}
+        owner = {key: objects for objects in chosen for key in self.keys_of(objects)}
+        failed: dict[uuid.UUID, list[str]] = {}
         for failure in self.store.delete_many(owner):
-            refused.setdefault(owner[failure.key], failure.code or "refused")
+            failed.setdefault(owner[failure.key].file_id, []).append(failure.code or "refused")
+        result = Removal()
+        sealed = {objects.file_id for objects in chosen if objects.sealed}
+        for file_id, codes in failed.items():
+            if file_id in sealed and all(code == OBJECT_LOCKED for code in codes):
+                result.locked[file_id] = len(codes)
+            else:
+                result.refused[file_id] = next((code for code in codes if code != OBJECT_LOCKED), codes[0])
         for objects in chosen:
-            if objects.parts_open and objects.upload_id and objects.file_id not in refused:
+            if objects.parts_open and objects.upload_id and objects.file_id not in result.refused:
                 try:
                     self.store.abort_upload(self._ref(objects, objects.upload_id), objects.part_count)
                 except ObjectFailed as exc:
-                    refused[objects.file_id] = exc.store_code or "refused"
-        return refused
+                    result.refused[objects.file_id] = exc.store_code or "refused"
+        return result
 
     def remove_keys(self, clearance: Clearance, keys: Mapping[uuid.UUID, Iterable[str]]) -> list[DeleteFailure]:
         """Remove these keys of the freed files (strays past a completion, what a read of the store found
@@ -114,3 +303,30 @@ class FileStore:
     @staticmethod
     def _ref(objects: FileObjects, upload_id: str | None) -> MultipartRef:
         return MultipartRef(file_id=str(objects.file_id), key=objects.object_key or "", upload_id=upload_id)
+
+
+def _primed(chunks: Iterator[bytes]) -> Generator[bytes, None, None]:
+    """The chunks, with the first one read now: a missing object, or a first segment that does not open, raises
+    here rather than after a response began."""
+    first = next(chunks, None)
+
+    def rest() -> Generator[bytes, None, None]:
+        try:
+            if first is not None:
+                yield first
+            yield from chunks
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+    return rest()
+
+
+def _piece_plain_size(stored: int) -> int:
+    """The plaintext bytes of one sealed piece `stored` bytes long (a tail, whose row may count fewer)."""
+    body = stored - HEADER_BYTES
+    if body < TAG_BYTES:
+        raise ValueError("shorter than an empty piece")
+    segments = -(-body // SEALED_SEGMENT_BYTES)
+    return body - TAG_BYTES * segments

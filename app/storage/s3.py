@@ -23,11 +23,12 @@ from minio import Minio
 from minio.datatypes import Part
 from minio.deleteobjects import DeleteObject
 from minio.error import MinioException, S3Error
+from minio.helpers import md5sum_hash
 
 from app.domain.keys import KeyError_, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
-from app.storage.base import (DeleteFailure, ListedObject, ListedPart, ListedUpload, MultipartRef, ObjectInfo,
-                              UploadedPart)
+from app.storage.base import (OBJECT_LOCKED, DeleteFailure, ListedObject, ListedPart, ListedUpload, MultipartRef,
+                              ObjectInfo, UploadedPart)
 
 DELETE_BATCH = 1000  # the S3 DeleteObjects limit
 CHUNK = 1024 * 1024
@@ -183,6 +184,7 @@ class S3Store:
         self._lock = threading.Lock()
         self._versioning = "unknown"
         self._versioning_read_at = float("-inf")
+        self._object_lock: str | None = None  # read once, at the first write: a lock cannot be taken off a bucket
         if create_bucket:
             self.ensure_bucket()
 
@@ -257,7 +259,24 @@ class S3Store:
 
     # -- objects --------------------------------------------------------------------------------------------
 
+    def _content_md5(self, data: bytes) -> dict[str, str]:
+        """The Content-MD5 header a bucket with object lock asks of every write (over plain HTTP minio sends
+        none), else nothing."""
+        if self._object_lock is None:
+            try:
+                self._object_lock = self.inspect().object_lock
+            except StorageError:
+                return {"Content-MD5": md5sum_hash(data) or ""}  # not known yet: sending it is always accepted
+        return {"Content-MD5": md5sum_hash(data) or ""} if self._object_lock != "off" else {}
+
     def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            md5 = self._content_md5(bytes(data))
+            if md5:
+                with self._mapped("put"):
+                    self.client._put_object(self.bucket, _key(key), bytes(data),
+                                            {"Content-Type": content_type, **md5})
+                return
         stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
         with self._mapped("put"):
             self.client.put_object(self.bucket, _key(key), stream, length, content_type=content_type,
@@ -338,7 +357,8 @@ class S3Store:
                 continue
             if _store_wide(error.code):
                 raise StorageError(f"s3 delete_many failed: {error.code}")
-            failures.append(DeleteFailure(key=error.name or "", code=error.code))
+            locked = error.code == "AccessDenied" and "object lock" in (error.message or "").lower()
+            failures.append(DeleteFailure(key=error.name or "", code=OBJECT_LOCKED if locked else error.code))
         marked = [deleted.name for deleted in result.object_list if deleted.delete_marker and not deleted.version_id]
         return failures, marked
 
@@ -371,6 +391,12 @@ class S3Store:
                     objects.extend(DeleteObject(key, version_id) for key, version_id in found)
         for start in range(0, len(objects), DELETE_BATCH):
             failures += self._delete_batch(objects[start:start + DELETE_BATCH])[0]
+        locked = sorted({failure.key for failure in failures if failure.code == OBJECT_LOCKED})
+        for start in range(0, len(locked), DELETE_BATCH):
+            # A version the bucket's object lock keeps stays until its retain-until date; a delete marker over
+            # it at least takes the key out of every plain read and listing (its versions stay listed).
+            failures += [failure for failure in self._delete_batch(
+                [DeleteObject(key) for key in locked[start:start + DELETE_BATCH]])[0] if failure.code != OBJECT_LOCKED]
         return failures
 
     # -- multipart on the original's key (D4). minio exposes these calls only as methods with a leading
@@ -384,15 +410,22 @@ class S3Store:
     def put_part(self, ref: MultipartRef, part_number: int, data: bytes | Iterator[bytes]) -> UploadedPart:
         if not isinstance(data, bytes):
             data = b"".join(data)  # minio's UploadPart takes the part's bytes: one part is held, at most part_size
+        md5 = self._content_md5(data)
+        headers: dict[str, str | list[str] | tuple[str]] | None = dict(md5) if md5 else None
         with self._mapped("upload_part", missing=NotFound, also_missing=("NoSuchUpload",)):
-            etag = self.client._upload_part(self.bucket, _key(ref.key), data, None, _upload_id(ref), part_number)
+            etag = self.client._upload_part(self.bucket, _key(ref.key), data, headers, _upload_id(ref), part_number)
         return UploadedPart(part_number=part_number, etag=etag)
 
     def part_keys(self, file_id: str, part_count: int) -> list[str]:
         return []  # parts belong to the multipart upload, which its abort removes
 
     def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
-        ordered = [Part(part.part_number, part.etag) for part in sorted(parts, key=lambda p: p.part_number)]
+        # The parts as the store holds them now, as the fs driver assembles its part files: a PUT of a part that
+        # lost its race with this completion (it answered 409) may have replaced the part after its ETag was
+        # recorded, and a sealed part written again never has the same ETag. What is assembled is measured after.
+        held = {part.part_number: part.etag for part in self.list_parts(ref)}
+        ordered = [Part(part.part_number, held.get(part.part_number, part.etag))
+                   for part in sorted(parts, key=lambda p: p.part_number)]
         with self._mapped("complete_multipart_upload", missing=NotFound, also_missing=("NoSuchUpload",)):
             self.client._complete_multipart_upload(self.bucket, _key(ref.key), _upload_id(ref), ordered)
         info = self.head(ref.key)

@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from app.entry.embedded_pg import free_port
+from tests.support.keyring import SEALED_ENV
 
 
 _STARTED: list["Role"] = []
@@ -131,6 +132,7 @@ def role_env(database_url, broker_url, tmp_path):
         "LETHE_OUTBOX_RELAY_INTERVAL": "1s",
         "LETHE_OUTBOX_RELAY_AGE": "1s",
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        **SEALED_ENV,  # files are sealed under their own keys, as in a new installation
     }
     return env
 

@@ -26,6 +26,7 @@ from app.entry.embedded_pg import free_port
 from app.lifecycle.deletion import mark_deleted
 from app.entry.wiring import build_runtime
 from app.storage.fs import FsStore
+from tests.support.keyring import SEALED_ENV
 from tests.conftest import make_s3_store, truncate_all
 from tests.e2e.conftest import Role, purge_queues, start_api, wait_for_http, wait_for_output
 from tests.support.fakes import RecordingBroker
@@ -87,6 +88,7 @@ class Stage:
             "LETHE_FILE_STORAGE_DRIVER": driver,
             "LETHE_FILE_FS_ROOT": str(tmp / "objects"),
             "LETHE_LOG_LEVEL": "INFO",
+            **SEALED_ENV,  # files are sealed under their own keys, as in a new installation
         }
         if driver == "s3":
             assert s3_endpoint is not None

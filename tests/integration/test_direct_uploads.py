@@ -23,6 +23,13 @@ from tests.support.lethe import ALEX, OWNER, SAM
 pytestmark = pytest.mark.s3_only
 
 
+@pytest.fixture
+def make_lethe(make_lethe):
+    """A direct upload's bytes reach the store as the client sent them: this module runs with file.encryption
+    off (with it on, a direct upload is refused: test_a_direct_upload_is_refused_while_files_are_sealed)."""
+    return lambda **settings: make_lethe(**{"file.encryption": "off", **settings})
+
+
 def create(lethe, data: bytes, person=ALEX, **fields):
     body = {"name": "Scan of a passport.pdf", "size_bytes": len(data), "mime_type": "application/pdf",
             "transfer": "direct", **fields}
@@ -67,6 +74,14 @@ def test_fs_has_no_direct_uploads(tmp_path, database_url, clock):
         assert rows(lethe, "files") == []
     finally:
         lethe.close()
+
+
+def test_a_direct_upload_is_refused_while_files_are_sealed(make_lethe):
+    sealed = make_lethe(**{"file.encryption": "on"})
+    response = create(sealed, b"hello")
+    problem(response, 422, "invalid_request", "direct_transfer_unsealed")
+    assert "file.encryption" in response.json["detail"]
+    assert rows(sealed, "files") == [] and residue(sealed, "") == []  # nothing begun in the store either
 
 
 def test_a_three_part_direct_upload_completes_and_reads_back_equal(lethe, clock):

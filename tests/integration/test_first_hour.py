@@ -30,7 +30,7 @@ def test_an_empty_file_is_uploaded_scanned_served_and_purged_like_any(lethe, tra
     assert (shown["size_bytes"], shown["upload_state"], shown["scan_status"]) == (0, "complete", "skipped")
     content = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX)
     assert content.status_code == 200 and content.data == b""
-    assert lethe.raw_store.get(original_key(file_id)) == b""
+    assert lethe.stored(file_id) == b""  # sealed: one empty segment, authenticated
     assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
     lethe.run_jobs()
     assert lethe.row(file_id) is None and residue(lethe.raw_store, file_id) == []

@@ -227,7 +227,7 @@ QUERIES = {
     "cleanup d deleted": lambda c, ids: cleanup_sql.deleted_rows(c, NOW, None, 500),
     "cleanup d refused": lambda c, ids: cleanup_sql.due_refused_live(c, NOW, None, 500),
     "cleanup f backlog": lambda c, ids: cleanup_sql.backlog(c),
-    "clearance": lambda c, ids: keeps_sql.clearance(c, ids, Scope.FILE, NOW),
+    "clearance": lambda c, ids: keeps_sql.clearance(UnitOfWork(c, "plan"), ids, Scope.FILE, NOW),
     "holds place": lambda c, ids: (holds_sql.insert(c, uuid.uuid4(), SUBJECT, None, "CASE-1", NOW),
                                    holds_sql.insert(c, uuid.uuid4(), None, ids[0], "CASE-2", NOW)),
     "holds one": lambda c, ids: holds_sql.hold(c, HOLD),

@@ -143,10 +143,10 @@ def test_a_completion_that_races_a_delete_keeps_the_assembled_object_only_under_
     problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 404, "not_found")
     lethe.rt.store = real
     if held:
-        assert lethe.raw_store.get(original_key(file_id)) == data  # every assembled byte, kept for the case
+        assert lethe.stored(file_id) == data  # every assembled byte, and its key, kept for the case
         lethe.run_jobs()
         intervals(lethe)
-        assert lethe.raw_store.get(original_key(file_id)) == data
+        assert lethe.stored(file_id) == data
         release(lethe, hold["id"])
     else:
         assert lethe.raw_store.head(original_key(file_id)) is None  # removed at once, as before

@@ -18,7 +18,7 @@ from tests.support.lethe import ALEX, OWNER
 
 FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 RECEIPT_FIELDS = {"file_id", "via", "marked_at", "purged_at", "keys_deleted", "keys_confirmed_absent",
-                  "removal_began_at", "hold_too_late", "variants_deleted"}
+                  "removal_began_at", "hold_too_late", "variants_deleted", "keys_locked"}
 CANARY = "Canary-Rc71-payslip"
 
 

@@ -16,6 +16,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from app.db.pool import Database
 from scheduler.jobs import Leadership, register_jobs, send_job
+from tests.support.keyring import SEALED_ENV
 from tests.support.lethe import ALEX, OWNER
 
 pytestmark = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)  # the store is not the point here
@@ -81,7 +82,7 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
            "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0",
            "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
            "LETHE_RETENTION_POLICIES": json.dumps([{**POLICY, "max_age": "1s"}]),
-           "LETHE_STORAGE_UNMANAGED_PREFIXES": json.dumps([PREFIX])}
+           "LETHE_STORAGE_UNMANAGED_PREFIXES": json.dumps([PREFIX]), **SEALED_ENV}
 
     def lethe_cli(*args):
         return subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env,

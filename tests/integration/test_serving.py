@@ -180,8 +180,9 @@ def test_without_a_link_secret_links_answer_501(make_lethe):
 
 @pytest.mark.s3_only
 def test_on_s3_a_redirect_sends_the_reader_to_a_short_presigned_get(make_lethe, raw_store):
-    lethe = make_lethe(**{"file.link_secret": LINK_SECRET, "file.s3.download": "redirect",
-                          "file.s3.presign_ttl": "30s", "image.strip_original": "false"})
+    settings = {"file.link_secret": LINK_SECRET, "file.s3.download": "redirect", "file.s3.presign_ttl": "30s",
+                "image.strip_original": "false"}
+    lethe = make_lethe(**settings, **{"file.encryption": "off"})  # a file stored as it is
     file_id = lethe.upload(ALEX, PNG, mime_type="image/png")
     answer = lethe.call("GET", f"/api/v1/files/{file_id}/content?disposition=inline", ALEX)
     assert answer.status_code == 302 and answer.headers["Cache-Control"] == "private, no-store"
@@ -200,6 +201,13 @@ def test_on_s3_a_redirect_sends_the_reader_to_a_short_presigned_get(make_lethe, 
     # The checks come first: a deleted file is 404, never a redirect
     assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
     assert lethe.client.get(link).status_code == 404
+    # A sealed file has no URL to hand out: the store holds its ciphertext alone, which the api opens
+    sealed = make_lethe(**settings)
+    sealed_id = sealed.upload(ALEX, PNG, mime_type="image/png")
+    proxied = sealed.call("GET", f"/api/v1/files/{sealed_id}/content?disposition=inline", ALEX)
+    assert proxied.status_code == 200 and proxied.data == PNG and "Location" not in proxied.headers
+    ranged = sealed.call("GET", f"/api/v1/files/{sealed_id}/content", ALEX, headers={"Range": "bytes=1-3"})
+    assert ranged.status_code == 206 and ranged.data == PNG[1:4]
 
 
 @pytest.mark.one_store

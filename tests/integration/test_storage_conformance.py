@@ -165,7 +165,7 @@ def test_the_removal_of_an_ended_upload_leaves_no_part_nor_upload_and_is_idempot
     objects = FileObjects(file_id, original_key(file_id), upload_id=ref.upload_id, part_count=1, parts_open=True)
     # When the one rule freed the file and its objects are removed through the facade, twice
     for _ in range(2):
-        assert FileStore(store).remove(Clearance(Scope.FILE, frozenset({file_id})), [objects]) == {}
+        assert FileStore(store).remove(Clearance(Scope.FILE, frozenset({file_id})), [objects]).refused == {}
     # Then neither its object (fs) nor its multipart upload (S3) is left
     assert versions_of(raw_store, [part_key(file_id, 1)]) == []
     assert uploads_left(raw_store, original_key(file_id)) == []
@@ -180,7 +180,7 @@ def test_a_clearance_that_keeps_a_file_removes_nothing_of_it(store, raw_store):
     objects = FileObjects(file_id, original_key(file_id, 2), upload_id=ref.upload_id, part_count=1, parts_open=True)
     # When the rule keeps the file (a legal hold), every removal of the facade is asked
     kept = Clearance(Scope.FILE, frozenset(), {file_id: Keep.HELD})
-    assert FileStore(store).remove(kept, [objects]) == {}
+    assert FileStore(store).remove(kept, [objects]).refused == {}
     assert FileStore(store).remove_keys(kept, {file_id: [original_key(file_id)]}) == []
     assert FileStore(store).abort_uploads(kept, {file_id: [ref]}) == 0
     # Then every byte stays: the object, and the part (its object on fs, its multipart upload on S3)

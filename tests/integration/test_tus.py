@@ -201,7 +201,7 @@ def test_bodies_of_any_size_make_the_file_and_it_reads_back_equal(lethe, which):
     send(lethe, file_id, data, chunk)
     row = lethe.row(file_id)
     assert row.upload_state == "complete" and row.sha256 == sha256(data)
-    assert lethe.store.get(row.object_key) == data
+    assert lethe.stored(file_id) == data
     # What is left in the store is the original alone: no part, no tail, no multipart upload.
     assert [entry for entry in residue(lethe, file_id) if "orig-1" not in str(entry)] == []
     response = head(lethe, file_id)
@@ -215,13 +215,13 @@ def test_the_bytes_past_the_last_whole_part_wait_in_the_tail_and_count(lethe):
     file_id = created_id(create(lethe, len(data)))
     small = chunk_sizes(lethe)[0]
     assert patch(lethe, file_id, 0, data[:small]).headers["Upload-Offset"] == str(small)
-    assert lethe.raw_store.get(tail_key(file_id)) == data[:small]
+    assert lethe.tail(file_id) == data[:small]
     assert rows(lethe, "upload_parts", file_id=file_id) == []
     assert head(lethe, file_id).headers["Upload-Offset"] == str(small)
     rest = lethe.part_size + 10 - small
     assert patch(lethe, file_id, small, data[small:small + rest]).headers["Upload-Offset"] == str(small + rest)
     assert [p.part_number for p in rows(lethe, "upload_parts", file_id=file_id)] == [1]
-    assert lethe.raw_store.get(tail_key(file_id)) == data[lethe.part_size:lethe.part_size + 10]
+    assert lethe.tail(file_id) == data[lethe.part_size:lethe.part_size + 10]
 
 
 def test_creation_with_upload_takes_the_first_bytes(lethe):
@@ -231,7 +231,7 @@ def test_creation_with_upload_takes_the_first_bytes(lethe):
     file_id = created_id(response)
     assert response.headers["Upload-Offset"] == str(first)
     send(lethe, file_id, data, first, start=first)
-    assert lethe.store.get(lethe.row(file_id).object_key) == data
+    assert lethe.stored(file_id) == data
 
 
 def test_a_whole_file_in_the_creation_completes_it(lethe):
@@ -273,7 +273,7 @@ def test_a_checksum_is_checked_and_a_mismatch_keeps_nothing_of_the_body(lethe, a
     if lethe.driver == "fs":
         assert [key for key in residue(lethe, file_id) if "part-" in key] == []
     assert patch(lethe, file_id, small, rest, checksum=checksum_of(algorithm, rest)).status_code == 204
-    assert lethe.store.get(lethe.row(file_id).object_key) == data
+    assert lethe.stored(file_id) == data
 
 
 @pytest.mark.one_store
@@ -351,7 +351,7 @@ def test_a_tail_lost_with_its_store_sends_the_client_back_to_the_last_whole_part
     problem(patch(lethe, file_id, first, data[first:]), 409, "conflict", "offset_mismatch")
     assert head(lethe, file_id).headers["Upload-Offset"] == str(lethe.part_size)
     send(lethe, file_id, data, len(data), start=lethe.part_size)
-    assert lethe.store.get(lethe.row(file_id).object_key) == data
+    assert lethe.stored(file_id) == data
 
 
 @pytest.mark.one_store

@@ -69,7 +69,8 @@ def test_a_photo_gets_three_variants_without_metadata_turned_upright(lethe):
         assert picture.format == "WEBP" and picture.size == (thumb["width"], thumb["height"])
         assert images.metadata_of(answer.data) == {}  # no EXIF, GPS, XMP, ICC
         assert b"Exif" not in answer.data and b"LetheCam" not in answer.data and b"GPS" not in answer.data
-        assert lethe.raw_store.get(variant_key(file_id, thumb["name"])) == answer.data
+        assert lethe.stored(file_id, thumb["name"]) == answer.data
+        assert answer.data not in lethe.raw_store.get(variant_key(file_id, thumb["name"]))  # sealed in the store
         # turned upright: the red half (the stored left) is now on top
         top, bottom = picture.convert("RGB").getpixel((thumb["width"] // 2, 2)), \
             picture.convert("RGB").getpixel((thumb["width"] // 2, thumb["height"] - 3))

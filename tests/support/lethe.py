@@ -13,6 +13,7 @@ from app.db.context import in_transaction
 from app.entry.wiring import build_runtime
 from app.storage.guard import GuardedStore
 from tests.support.fakes import RecordingBroker
+from tests.support.keyring import SEALED_ENV
 
 SECRET = "test-secret-for-hs256-tokens-0123456789"
 LINK_SECRET = "link-secret-for-the-tests-0123456789abcdef"
@@ -59,6 +60,7 @@ class Lethe:
             "LETHE_FILE_MAX_SIZE": str(64 * 1024 * 1024),
             "LETHE_FILE_STORAGE_DRIVER": self.driver,
             "LETHE_FILE_S3_ENDPOINT": "unused:1", "LETHE_DATABASE_POOL_SIZE": "8",
+            **SEALED_ENV,  # files are sealed under their own keys, as in a new installation
         }
         env.update({config.KEYS_BY_NAME[name].env: str(value) for name, value in settings.items()})
         self.cfg = _load(env, smallest_part=self.part_size)
@@ -145,6 +147,34 @@ class Lethe:
 
     def row(self, file_id):
         return self.rt.db.read(lambda conn: conn.execute("SELECT * FROM files WHERE id = %s", (file_id,)).fetchone())
+
+    def file_row(self, file_id):
+        from app.db import files as files_sql
+
+        return self.rt.db.read(lambda conn: files_sql.file_by_id(conn, uuid.UUID(str(file_id))))
+
+    def stored(self, file_id, variant: str | None = None) -> bytes:
+        """What the store holds of a file's original (or a variant), opened as a reader gets it: sealed files
+        through their key (the raw objects are ciphertext: raw_store shows them as they are)."""
+        row = self.file_row(file_id)
+        size = 0
+        if variant is not None:
+            size = next(thumb for thumb in self.rt.db.read(
+                lambda conn: conn.execute("SELECT size_bytes FROM file_variants WHERE file_id = %s AND name = %s",
+                                          (row.id, variant)).fetchall()))[0]
+        chunks = self.rt.files.read(row, variant=variant, variant_size=size)
+        try:
+            return b"".join(chunks)
+        finally:
+            chunks.close()
+
+    def tail(self, file_id) -> bytes:
+        """The bytes a tus upload's tail holds, opened (b"" when missing)."""
+        row = self.file_row(file_id)
+        session = self.rt.db.read(lambda conn: conn.execute(
+            "SELECT (SELECT count(*) FROM upload_parts p WHERE p.file_id = s.file_id) AS parts FROM upload_sessions s "
+            "WHERE s.file_id = %s", (row.id,)).fetchone())
+        return self.rt.files.read_tail(row, session.parts + 1)
 
 
 def _load(env: dict, smallest_part: int):

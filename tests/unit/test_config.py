@@ -270,7 +270,8 @@ def test_the_config_tree_names_exactly_the_keys_with_their_types():
                 yield prefix + field.name, hint
 
     expected = {config.Duration: timedelta, config.Size: int, config.Flag: bool, config.Number: int,
-                config.EntryList: tuple, config.Origins: tuple, config.Durations: tuple}
+                config.EntryList: tuple, config.Origins: tuple, config.Durations: tuple,
+                config.KeyringField: tuple}
     tree = dict(leaves(config.Config))
     assert set(tree) == set(config.KEYS_BY_NAME)
     for name, hint in tree.items():

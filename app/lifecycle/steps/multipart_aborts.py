@@ -49,7 +49,7 @@ def step(run: Run) -> WholeStep:
                 gone: list[str] = []
                 left: list[str] = []
                 cleared = db.unit_of_work(lambda uow: keeps_sql.clearance(
-                    uow.conn, [row.file_id for row in rows], Scope.FILE, run.now), name="cleanup.m")
+                    uow, [row.file_id for row in rows], Scope.FILE, run.now), name="cleanup.m")
                 for row in rows:
                     try:
                         (left if again(cleared, row) else gone).append(row.upload_id)

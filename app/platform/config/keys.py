@@ -16,6 +16,7 @@ from marshmallow import ValidationError, fields, validate
 
 from app.domain.durations import parse_duration
 from app.platform.config.entries import EntryErrors
+from app.platform.keys import KeyringError, parse_keyring
 
 ENV_PREFIX = "LETHE_"
 S3_MIN_PART_SIZE = 5 * 1024**2
@@ -120,6 +121,17 @@ class Durations(fields.Field):  # type: ignore[type-arg]
         return parsed
 
 
+class KeyringField(fields.Field):  # type: ignore[type-arg]
+    """The keyring (file.keyring): `id:base64` entries separated by commas, the first current (or a list of them,
+    from the TOML file). The errors name entries by position and id, never a key."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        try:
+            return parse_keyring(value)
+        except KeyringError as exc:
+            raise ValidationError(exc.messages) from None
+
+
 class Flag(fields.Boolean):
     default_error_messages = {"invalid": "Not a boolean (true or false)."}
 
@@ -199,6 +211,7 @@ class Key:
             EntryList: "JSON list",
             Origins: "list of origins",
             Durations: "list of durations",
+            KeyringField: "keyring",
         }.get(type(self.field), "string")
 
 

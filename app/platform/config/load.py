@@ -89,6 +89,9 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         add("outbox.relay_age", "Must be at least 1s.")
     if have("file.direct_url_ttl") and not 1 <= values["file.direct_url_ttl"] <= 7 * 86400:
         add("file.direct_url_ttl", "Must be at least 1s and at most 7d (the S3 limit of a presigned URL).")
+    if values.get("file.encryption") and "file.keyring" in values and not values["file.keyring"]:
+        add("file.keyring", "Required when file.encryption is on (the keys that wrap every file's data key); "
+            "lethe keys generate ID makes one.")
     if values.get("file.link_secret") and len(values["file.link_secret"]) < 32:
         add("file.link_secret", "Must be at least 32 characters.")
     if have("file.link_ttl") and not 1 <= values["file.link_ttl"] <= 86400:
@@ -173,6 +176,21 @@ def load(environ: Mapping[str, str] | None = None) -> Config:
         if key.env in environ:
             raw[key.name] = environ[key.env]
     return build(raw)
+
+
+def explicitly_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the environment or the `LETHE_CONFIG` file sets the key `name` (not its default)."""
+    environ = os.environ if environ is None else environ
+    if KEYS_BY_NAME[name].env in environ:
+        return True
+    path = environ.get(CONFIG_FILE_ENV)
+    if not path:
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return name in _flatten_file(tomllib.load(handle))
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
 
 
 def describe_default(key: Key) -> str:

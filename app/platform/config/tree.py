@@ -13,8 +13,9 @@ from app.domain.holds import DEFAULT_CASE_REF_PATTERN
 from app.domain.retention import Policy, UnmanagedPrefix
 from app.domain.webhooks import Endpoint
 from app.platform.config.entries import parse_endpoints, parse_policies, parse_prefixes
-from app.platform.config.keys import (Duration, Durations, EntryList, Flag, Key, Number, Origins, Size, Text, _keys_of,
-                                      _no_value_range, _regex, _timezone, _url_scheme, key)
+from app.platform.config.keys import (Duration, Durations, EntryList, Flag, Key, KeyringField, Number, Origins, Size,
+                                      Text, _keys_of, _no_value_range, _regex, _timezone, _url_scheme, key)
+from app.platform.keys import KeyringKey
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,14 @@ class FileConfig:
         "Largest file accepted by POST /uploads (413 above it).")
     max_attachments: int = key(Number(validate=_no_value_range(1, 1000)), 10,
         "Most files one message may attach.")
+    encryption: bool = key(Flag(), False,
+        "on: every object Lethe writes for a new file (its original, parts, tus tail, variants) is sealed under a "
+        "random data key of that file, wrapped by file.keyring and destroyed when the file ends (the chart and lethe "
+        "dev turn it on); off: new files are written as they are. Each file knows which it is: a store holds both.")
+    keyring: tuple[KeyringKey, ...] = key(KeyringField(), "",
+        "The keys that wrap every file's data key, as id:base64 entries separated by commas, the current first "
+        "(lethe keys generate ID makes one). Required with file.encryption on; a key a live file needs may not "
+        "leave it (the roles exit 2 naming its id). See docs/operations.md, 'Keys'.", secret=True)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,12 @@ JOURNAL_PENDING = Gauge("lethe_journal_pending", "Journal entries committed and 
 JOURNAL_ENTRIES = Counter("lethe_journal_entries_total", "Entries written to the deletion journal.")
 VARIANTS = Counter("lethe_variants_total", "Image files whose variants job ended, by outcome: ready, or the "
                    "reason it got none (too_large, too_many_pixels, undecodable, timeout, lost).", ["outcome"])
+CONTENT_CORRUPT = Counter("lethe_content_corrupt_total", "Reads of a sealed file whose stored bytes did not open as "
+                          "what was sealed (altered, cut short, or not the file's): nothing of them was served.")
+KEYS_DESTROYED = Counter("lethe_file_keys_destroyed_total", "Data keys of files destroyed at the end of their file "
+                         "(the point of no return of its removal).")
+KEYS_REWRAPPED = Counter("lethe_file_keys_rewrapped_total", "Data keys wrapped again by the current keyring key "
+                         "(lethe keys rotate).")
 FILES_DELETED = Counter("lethe_files_deleted_total", "Files marked deleted, by what deleted them.", ["via"])
 PURGED_FILES = Counter("lethe_purge_files_total", "Files handled by purge, by result: row (objects and row "
                                                   "removed), objects (objects only; the row stays for its "
