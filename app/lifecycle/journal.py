@@ -158,6 +158,7 @@ class RestoreGuard:
         self.rt = rt
         self.state: GuardState | None = None
         self._checked = float("-inf")
+        self._first_done = False  # the first check ended (a request arriving during it waits for its answer)
         self._lock = threading.Lock()
 
     def reason(self) -> str | None:
@@ -165,10 +166,11 @@ class RestoreGuard:
         before it); later ones are checked in the background, so that an outage never slows a request."""
         if not self.rt.cfg.journal.enabled:
             return None
-        if self.state is None and self._checked == float("-inf"):
+        if not self._first_done:
             with self._lock:
-                if self._checked == float("-inf"):
+                if not self._first_done:
                     self.refresh()
+                    self._first_done = True
         elif time.monotonic() - self._checked >= self.rt.cfg.journal.check_interval.total_seconds():
             with self._lock:
                 if time.monotonic() - self._checked >= self.rt.cfg.journal.check_interval.total_seconds():

@@ -306,3 +306,46 @@ def test_objects_gone_alone_deletes_nothing_and_a_file_hold_comes_back_without_i
     held = lethe.rt.db.read(lambda conn: conn.execute(
         "SELECT count(*) FROM legal_holds WHERE file_id = %s AND released_at IS NULL", (unknown,)).fetchone()[0])
     assert held == 1
+
+
+@pytest.mark.one_store
+def test_requests_arriving_during_the_first_journal_check_wait_for_its_answer(make_lethe, swap_store):
+    """The first check of a process reads the journal; requests that arrive meanwhile (gunicorn's threads at
+    start-up) wait for its answer instead of answering 503 journal_unreadable."""
+    import threading
+
+    lethe = make_lethe()
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowFirstListing:
+        driver = lethe.rt.store.driver
+
+        def __init__(self, store):
+            self._store = store
+
+        def __getattr__(self, name):
+            return getattr(self._store, name)
+
+        def list_prefix(self, prefix, after=""):
+            entered.set()
+            release.wait(10)
+            return self._store.list_prefix(prefix, after)
+
+    swap_store(lethe, SlowFirstListing(lethe.rt.store))
+    statuses: list[int] = []
+
+    def ask() -> None:
+        statuses.append(lethe.app.test_client().get("/api/v1/files", headers=ALEX.headers).status_code)
+
+    first = threading.Thread(target=ask)
+    first.start()
+    assert entered.wait(10)  # the first check is reading the journal
+    others = [threading.Thread(target=ask) for _ in range(3)]
+    for thread in others:
+        thread.start()
+    for thread in others:
+        thread.join(0.5)  # before the fix they answered at once, 503
+    release.set()
+    for thread in [first, *others]:
+        thread.join(10)
+    assert statuses == [200, 200, 200, 200]
