@@ -7,11 +7,11 @@ import base64
 import hashlib
 
 
-def test_key(key_id: str) -> str:
+def keyring_entry(key_id: str) -> str:
     """A keyring entry `id:base64` whose key is derived from its id (the same in every process of a run)."""
     material = hashlib.sha256(f"lethe test keyring {key_id}".encode()).digest()
     return f"{key_id}:{base64.b64encode(material).decode()}"
 
 
-TEST_KEYRING = test_key("test-1")
+TEST_KEYRING = keyring_entry("test-1")
 SEALED_ENV = {"LETHE_FILE_ENCRYPTION": "on", "LETHE_FILE_KEYRING": TEST_KEYRING}
