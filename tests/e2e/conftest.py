@@ -115,6 +115,15 @@ def purge_queues(broker_url: str) -> None:
         connection.close()
 
 
+@pytest.fixture(autouse=True)
+def _empty_database(database_url):
+    """Every test of the roles starts on empty tables: the files an earlier test's `lethe dev` sealed under a
+    keyring of its own would make these roles refuse to start (a key id their keyring lacks), as they must."""
+    from tests.conftest import truncate_all
+
+    truncate_all(database_url)
+
+
 @pytest.fixture
 def role_env(database_url, broker_url, tmp_path):
     purge_queues(broker_url)

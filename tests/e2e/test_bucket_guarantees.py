@@ -35,7 +35,9 @@ def locked_bucket(moto_server):
 
 @pytest.mark.parametrize("args", [["api"], ["worker"], ["scheduler"], ["dev", "--port", "0"], ["config", "check"]])
 def test_object_lock_refuses_to_start(role_env, start_role, moto_server, locked_bucket, args, tmp_path):
-    env = s3_env(role_env, moto_server, locked_bucket)
+    # files stored as they are (file.encryption off): a lock could keep their bytes readable. With encryption on
+    # the bucket is taken (tests/integration/test_encryption.py).
+    env = dict(s3_env(role_env, moto_server, locked_bucket), LETHE_FILE_ENCRYPTION="off")
     os.makedirs(env["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
     role = start_role(args if args[0] != "dev" else [*args, "--state-dir", str(tmp_path / "state")], env)
     assert role.proc.wait(60) == 2, role.output()

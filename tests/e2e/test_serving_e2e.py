@@ -100,7 +100,9 @@ def served(role_env, start_role, tmp_path, request):
         # Presigned URLs name a proxy of ours in front of the store, so that a test can cut a download there.
         host, port = env["LETHE_FILE_S3_ENDPOINT"].split(":")
         store_cut = CutProxy((host, int(port)), limit=MIB)
-        env.update(LETHE_FILE_S3_DOWNLOAD="redirect", LETHE_FILE_S3_PUBLIC_ENDPOINT=store_cut.address)
+        # Only files stored as they are are redirected (a sealed one's bytes leave opened, through the api).
+        env.update(LETHE_FILE_S3_DOWNLOAD="redirect", LETHE_FILE_S3_PUBLIC_ENDPOINT=store_cut.address,
+                   LETHE_FILE_ENCRYPTION="off")
     api, worker, base = start_api_and_worker(start_role, env, tmp_path)
     served = Api(base, mint_token(SECRET, uuid.uuid4()), api, worker)
     served.store_cut = store_cut

@@ -248,6 +248,15 @@ def log_lines(role: Role) -> list[dict]:
     return lines
 
 
+@pytest.fixture(autouse=True)
+def _empty_database(database_url):
+    """Every test of the roles starts on empty tables: the files an earlier test's `lethe dev` sealed under a
+    keyring of its own would make these roles refuse to start (a key id their keyring lacks), as they must."""
+    from tests.conftest import truncate_all
+
+    truncate_all(database_url)
+
+
 @pytest.fixture
 def stage_factory(tmp_path, database_url, broker_url):
     """Build a Stage on empty tables and the drill's own queues; everything is killed at the end."""
