@@ -56,6 +56,7 @@ class ListedFile:
     file_id: UUID
     object_key: str | None
     part_count: int
+    keys_locked: int = 0  # versions a bucket's object lock keeps, sealed under a destroyed key (its receipt's)
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,9 @@ def unconfirmed_purged(conn: Conn, erasure_id: UUID, limit: int, after: UUID) ->
     """Files of the erasure whose rows are gone and whose keys are not confirmed absent yet, by file id."""
     return all_as(conn, ListedFile,
         """
-        SELECT ef.file_id, ef.object_key, ef.part_count FROM erasure_files ef
+        SELECT ef.file_id, ef.object_key, ef.part_count,
+               coalesce((SELECT r.keys_locked FROM receipts r WHERE r.file_id = ef.file_id), 0) AS keys_locked
+        FROM erasure_files ef
         WHERE ef.erasure_id = %s AND ef.confirmed_at IS NULL AND ef.file_id > %s
           AND NOT EXISTS (SELECT 1 FROM files f WHERE f.id = ef.file_id)
         ORDER BY ef.file_id LIMIT %s

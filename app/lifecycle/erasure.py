@@ -234,6 +234,10 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
                 continue  # aborted again just now; the next round reads again
             if not left:
                 absent[row.file_id] = len(keys)
+            elif len(left) <= row.keys_locked and not any(rt.store.head(key) is not None for key in left):
+                # What is left are versions a bucket's object lock keeps (its purge counted them), under a delete
+                # marker, sealed under a data key destroyed with the purge: confirmed unreadable, counted apart.
+                absent[row.file_id] = len(keys) - len(left)
             else:
                 # The row went but the store still holds a key (a delete it acknowledged and did not do):
                 # delete it again; the next round reads again.

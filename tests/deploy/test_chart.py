@@ -174,9 +174,19 @@ def test_the_secret_holds_the_secret_keys_or_an_existing_secret_is_used():
     secret = next(s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "lethe")
     assert set(secret["stringData"]) == {"LETHE_DATABASE_URL", "LETHE_BROKER_URL", "LETHE_AUTH_JWT_SECRET",
                                          "LETHE_FILE_S3_ACCESS_KEY", "LETHE_FILE_S3_SECRET_KEY",
-                                         "LETHE_FILE_LINK_SECRET"}
+                                         "LETHE_FILE_LINK_SECRET", "LETHE_FILE_KEYRING"}
     # a link secret the chart made: long enough for the api's check, and the one given when there is one
     assert len(secret["stringData"]["LETHE_FILE_LINK_SECRET"]) >= 32
+    # a keyring the chart made: one key of 32 random bytes, which the configuration takes; new files are sealed
+    from app.platform.keys import parse_keyring
+
+    made = parse_keyring(secret["stringData"]["LETHE_FILE_KEYRING"])
+    assert len(made) == 1 and made[0].id.startswith("chart-") and len(made[0].material) == 32
+    assert by_kind(docs, "ConfigMap")[0]["data"]["LETHE_FILE_ENCRYPTION"] == "true"
+    ring = "2027-01:" + "A" * 43 + "=," + "2026-12:" + "B" * 43 + "="
+    given_ring = render({**VARIANTS["default"], "secrets": {**SECRETS, "file.keyring": ring}})
+    assert next(s for s in by_kind(given_ring, "Secret") if s["metadata"]["name"] == "lethe")[
+        "stringData"]["LETHE_FILE_KEYRING"] == ring
     given = render({**VARIANTS["default"], "secrets": {**SECRETS, "file.link_secret": "g" * 40}})
     kept = next(s for s in by_kind(given, "Secret") if s["metadata"]["name"] == "lethe")
     assert kept["stringData"]["LETHE_FILE_LINK_SECRET"] == "g" * 40

@@ -377,6 +377,21 @@ def test_a_deleted_files_locked_version_stays_listed_and_nothing_lethe_holds_ope
                 b"".join(sealed.open_whole(lambda at, n: iter([blob[at:at + n]]), ORIGINAL, len(data), lethe.part_size))
         assert lethe.rt.db.read(lambda conn: conn.execute(
             "SELECT count(*) AS n FROM files WHERE id = %s", (file_id,)).fetchone()).n == 0
+        # An erasure of a person whose file's version is locked completes: what it finds left is that version
+        from app.lifecycle.erasure import erase_round, request_erasure
+
+        sams = lethe.upload(SAM, os.urandom(lethe.part_size + 5))
+        sams_key = lethe.row(sams).object_key
+        sams_version = store.client.stat_object(bucket, sams_key).version_id
+        store.client.set_object_retention(bucket, sams_key, Retention(COMPLIANCE, until), version_id=sams_version)
+        erasure = request_erasure(lethe.rt, None, SAM.id)
+        lethe.run_jobs()
+        while erase_round(lethe.rt, erasure.id) == "running":
+            lethe.run_jobs()
+        done = lethe.call("GET", f"/api/v1/erasures/{erasure.id}", OWNER).json
+        assert done["state"] == "complete" and done["files_purged"] == 1, done
+        assert [item.version_id for item in all_versions(store)
+                if item.object_name == sams_key and not item.is_delete_marker] == [sams_version]
         # The cleanup finds nothing to catch up: no state it could stay in
         from app.lifecycle.cleanup import run_cleanup
 
