@@ -21,12 +21,12 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from app.domain.sealing import (FORMAT_VERSION, HEADER_BYTES, SALT_BYTES, SEGMENT_BYTES, PieceRead, reads_for,
-                                whole)
+from app.domain.sealing import (FORMAT_VERSION, HEADER_BYTES, SALT_BYTES, SEGMENT_BYTES, TAG_BYTES, PieceRead,
+                                reads_for, segment_plain_size, whole)
 from app.errors import ContentCorrupt
 
 _INFO = b"lethe sealed piece v1\x00"
-_OUT_BYTES = 1024 * 1024  # plaintext handed on at a time when reading a long run of segments
+_OUT_BYTES = 1024 * 1024  # plaintext handed on at a time
 _CONTIGUOUS_GAP = 256 * 1024  # a read that starts this close to its piece's header fetches both at once
 
 # (first byte, length) -> the stored bytes in chunks; the generator is closed when done (ObjectStore.open).
@@ -121,43 +121,52 @@ class Sealed:
         return self._opened(fetch, role, whole(size, pieces))
 
     def _opened(self, fetch: Fetch, role: str, reads: list[PieceRead]) -> Iterator[bytes]:
-        out: list[bytes] = []
-        held = 0
-        for piece in reads:
-            for plain in self._piece(fetch, role, piece):
-                out.append(plain)
-                held += len(plain)
-                if held >= _OUT_BYTES:
-                    yield b"".join(out)
-                    out, held = [], 0
-        if out:
-            yield b"".join(out)
+        # Pieces read through their end and on from the next one's start are one run of the object: one fetch
+        # (a whole download is one GET, never one per part), opened segment by segment straight into a buffer
+        # handed on a MiB at a time (measured: fewer, larger writes beat a chunk per segment, and decrypting in
+        # place beats a copy per segment).
+        out = _Out()
+        start = 0
+        while start < len(reads):
+            stop = start + 1
+            while stop < len(reads) and reads[stop - 1].last_segment == reads[stop - 1].final_segment \
+                    and reads[stop].first_segment == 0 and reads[stop].offset == reads[stop - 1].segments_end:
+                stop += 1
+            yield from self._run(fetch, role, reads[start:stop], out)
+            start = stop
+        if out.used:
+            yield out.take()
 
-    def _piece(self, fetch: Fetch, role: str, piece: PieceRead) -> Iterator[bytes]:
-        header_end = piece.offset + HEADER_BYTES
-        together = piece.segments_offset - header_end <= _CONTIGUOUS_GAP
-        stream = _Reader(fetch(piece.offset, (piece.segments_end if together else header_end) - piece.offset))
-        try:
-            header = stream.take(HEADER_BYTES)
-            if header[0] != FORMAT_VERSION:
-                raise ContentCorrupt("content_corrupt", "A stored piece is not in a format this version reads.")
-            if together:
-                stream.take(piece.segments_offset - header_end)
-            else:
-                stream.close()
-                stream = _Reader(fetch(piece.segments_offset, piece.segments_end - piece.segments_offset))
-            aead = self._aead(header[1:], role, piece.index + 1)
-            for segment in range(piece.first_segment, piece.last_segment + 1):
-                sealed = stream.take(piece.sealed_length(segment))
-                try:
-                    plain = aead.decrypt(_nonce(segment, segment == piece.final_segment), sealed, None)
-                except InvalidTag:
-                    raise ContentCorrupt("content_corrupt", "A stored segment did not authenticate.") from None
-                start = piece.skip if segment == piece.first_segment else 0
-                stop = start + min(len(plain) - start, piece.take - _taken(piece, segment))
-                yield plain if (start, stop) == (0, len(plain)) else plain[start:stop]
-        finally:
-            stream.close()
+    def _run(self, fetch: Fetch, role: str, run: list[PieceRead], out: "_Out") -> Iterator[bytes]:
+        first = run[0]
+        header_end = first.offset + HEADER_BYTES
+        together = first.segments_offset - header_end <= _CONTIGUOUS_GAP
+        header = None
+        if not together:
+            with _Reader(fetch(first.offset, HEADER_BYTES)) as alone:
+                header = alone.take(HEADER_BYTES)
+        begin = first.offset if together else first.segments_offset
+        with _Reader(fetch(begin, run[-1].segments_end - begin)) as stream:
+            for number, piece in enumerate(run):
+                if number or together:
+                    header = stream.take(HEADER_BYTES)
+                    if number == 0:
+                        stream.skip(piece.segments_offset - header_end)
+                assert header is not None
+                if header[0] != FORMAT_VERSION:
+                    raise ContentCorrupt("content_corrupt", "A stored piece is not in a format this version reads.")
+                aead = self._aead(header[1:], role, piece.index + 1)
+                for segment in range(piece.first_segment, piece.last_segment + 1):
+                    start = piece.skip if segment == piece.first_segment else 0
+                    keep = min(segment_plain_size(piece.plain_size, segment) - start,
+                               piece.take - _taken(piece, segment))
+                    with stream.view(piece.sealed_length(segment)) as sealed:
+                        try:
+                            out.open_into(aead, _nonce(segment, segment == piece.final_segment), sealed, start, keep)
+                        except InvalidTag:
+                            raise ContentCorrupt("content_corrupt", "A stored segment did not authenticate.") from None
+                    if out.used >= _OUT_BYTES:
+                        yield out.take()
 
 
 def _taken(piece: PieceRead, segment: int) -> int:
@@ -167,26 +176,77 @@ def _taken(piece: PieceRead, segment: int) -> int:
     return (segment - piece.first_segment) * SEGMENT_BYTES - piece.skip
 
 
+class _Out:
+    """The plaintext opened so far, in one buffer segments are decrypted into (no copy per segment)."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray(_OUT_BYTES + SEGMENT_BYTES)
+        self._segment = bytearray(SEGMENT_BYTES)
+        self.used = 0
+
+    def open_into(self, aead: AESGCM, nonce: bytes, sealed: memoryview, start: int, keep: int) -> None:
+        """Decrypt one segment (it authenticates whole, or raises InvalidTag); keep its plaintext bytes
+        `start .. start + keep - 1`."""
+        plain = len(sealed) - TAG_BYTES
+        if (start, keep) == (0, plain):
+            with memoryview(self._buffer) as view:
+                aead.decrypt_into(nonce, sealed, None, view[self.used:self.used + plain])
+        else:
+            with memoryview(self._segment) as view:
+                aead.decrypt_into(nonce, sealed, None, view[:plain])
+            self._buffer[self.used:self.used + keep] = self._segment[start:start + keep]
+        self.used += keep
+
+    def take(self) -> bytes:
+        with memoryview(self._buffer) as view:
+            taken = bytes(view[:self.used])  # the one copy: a WSGI server takes bytes
+        self.used = 0
+        return taken
+
+
 class _Reader:
-    """Exact reads from a stream of chunks (a read position, so that a long chunk is never shifted per read)."""
+    """Exact reads from a stream of chunks: a segment that lies within one chunk is read in place (a view of the
+    chunk, no copy); only one that straddles two chunks is put together."""
 
     def __init__(self, chunks: Iterator[bytes]):
         self._chunks = chunks
-        self._buffer = bytearray()
+        self._chunk = b""
         self._at = 0
 
+    def __enter__(self) -> "_Reader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _next(self) -> bytes:
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            raise ContentCorrupt("content_corrupt", "A stored object is shorter than what was sealed.")
+        return chunk
+
+    def view(self, count: int) -> memoryview:
+        """The next `count` bytes (release the view, with a `with`, when done)."""
+        if len(self._chunk) - self._at >= count:
+            view = memoryview(self._chunk)[self._at:self._at + count]
+            self._at += count
+            return view
+        parts = bytearray(memoryview(self._chunk)[self._at:])
+        while True:
+            chunk = self._next()
+            need = count - len(parts)
+            if len(chunk) >= need:
+                parts += memoryview(chunk)[:need]
+                self._chunk, self._at = chunk, need
+                return memoryview(parts)
+            parts += chunk
+
     def take(self, count: int) -> bytes:
-        while len(self._buffer) - self._at < count:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                raise ContentCorrupt("content_corrupt", "A stored object is shorter than what was sealed.")
-            if self._at:
-                del self._buffer[:self._at]
-                self._at = 0
-            self._buffer += chunk
-        taken = bytes(self._buffer[self._at:self._at + count])
-        self._at += count
-        return taken
+        with self.view(count) as view:
+            return bytes(view)
+
+    def skip(self, count: int) -> None:
+        self.view(count).release()
 
     def close(self) -> None:
         close = getattr(self._chunks, "close", None)

@@ -186,3 +186,15 @@ def test_an_empty_file_proves_its_end():
 def test_the_key_never_shows():
     key = Sealed(FILE, b"\x07" * 32, SEG)
     assert "\\x07" not in repr(key) and "07070707" not in repr(key)
+
+
+def test_a_read_through_several_pieces_is_one_fetch():
+    size, piece = 5 * SEG + 3, SEG + 100
+    key = Sealed(FILE, os.urandom(32), piece)
+    plaintext = os.urandom(size)
+    store = Recording(sealed_original(key, plaintext, piece))
+    assert b"".join(key.open(store, ORIGINAL, size, 0, None, piece)) == plaintext
+    assert store.asked == [(0, len(store.blob))]  # a whole download is one GET, not one per part
+    store.asked.clear()
+    assert b"".join(key.open(store, ORIGINAL, size, 10, 3 * piece, piece)) == plaintext[10:10 + 3 * piece]
+    assert len(store.asked) == 1
