@@ -423,9 +423,13 @@ class S3Store:
         # The parts as the store holds them now, as the fs driver assembles its part files: a PUT of a part that
         # lost its race with this completion (it answered 409) may have replaced the part after its ETag was
         # recorded, and a sealed part written again never has the same ETag. What is assembled is measured after.
-        held = {part.part_number: part.etag for part in self.list_parts(ref)}
-        ordered = [Part(part.part_number, held.get(part.part_number, part.etag))
-                   for part in sorted(parts, key=lambda p: p.part_number)]
+        # A part whose ETag the store does not list (it was written again) is taken as the store holds it now;
+        # the others as given (a direct upload's come from this same listing).
+        held: dict[int, list[str]] = {}
+        for listed in self.list_parts(ref):
+            held.setdefault(listed.part_number, []).append(listed.etag)
+        ordered = [Part(part.part_number, part.etag if part.etag in held.get(part.part_number, [part.etag])
+                        else held[part.part_number][-1]) for part in sorted(parts, key=lambda p: p.part_number)]
         with self._mapped("complete_multipart_upload", missing=NotFound, also_missing=("NoSuchUpload",)):
             self.client._complete_multipart_upload(self.bucket, _key(ref.key), _upload_id(ref), ordered)
         info = self.head(ref.key)
