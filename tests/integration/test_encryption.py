@@ -103,7 +103,7 @@ def test_no_window_of_a_files_plaintext_is_in_any_object_lethe_wrote(recorded):
     part = lethe.part_size
     # Given a file sent natively in three parts, one sent through tus (its first PATCH leaves a tail past a whole
     # part), and a photo, which gets variants
-    native = os.urandom(2 * part + 333)
+    native = os.urandom(part + 333)  # two pieces: the second begins where the first part ends
     native_id = lethe.upload(ALEX, native)
     tus = os.urandom(part + part // 2)
     tus_id = created_id(tus_create(lethe, len(tus)))

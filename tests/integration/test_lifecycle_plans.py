@@ -23,6 +23,7 @@ from app.db import variants as variants_sql
 from app.db import aborts as aborts_sql
 from app.db import cleanup as cleanup_sql
 from app.db import erasures as erasures_sql
+from app.db import file_keys as file_keys_sql
 from app.db import files as files_sql
 from app.db import holds as holds_sql
 from app.db import keeps as keeps_sql
@@ -67,7 +68,8 @@ def _seed(url: str) -> str:
         conn.execute(
             f"""
             INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key,
-                               upload_state, scan_status, created_at, last_change_at, deleted_at, retired_at)
+                               upload_state, scan_status, created_at, last_change_at, deleted_at, retired_at,
+                               encrypted, key_id, wrapped_key, piece_size)
             SELECT gen_random_uuid(),
                    CASE WHEN i % 2000 = 0 THEN '{SUBJECT}'::uuid ELSE ('00000000-0000-4000-8000-' || lpad((i % 3000)::text, 12, '0'))::uuid END,
                    CASE WHEN i % 40 = 0 THEN 'avatar' WHEN i % 97 = 0 THEN 'gdpr_export' ELSE 'attachment' END,
@@ -76,7 +78,9 @@ def _seed(url: str) -> str:
                    CASE WHEN i % 50 = 0 OR i % 333 = 0 OR i % 71 = 0 THEN 'pending' ELSE 'clean' END,
                    timestamptz '2026-01-01' + i * interval '1 minute', timestamptz '2026-01-01' + i * interval '1 minute',
                    CASE WHEN i % 97 = 1 THEN timestamptz '2026-05-01' END,
-                   CASE WHEN i % 89 = 0 THEN timestamptz '2026-05-02' END
+                   CASE WHEN i % 89 = 0 THEN timestamptz '2026-05-02' END,
+                   i % 4 <> 0, CASE i % 4 WHEN 1 THEN 'k-old' WHEN 2 THEN 'k-new' WHEN 3 THEN 'k-new' END,
+                   CASE WHEN i % 4 <> 0 THEN '\\x01'::bytea END, CASE WHEN i % 4 <> 0 THEN 1024 END
             FROM generate_series(1, 80000) AS i
             """)
         conn.execute(
@@ -228,6 +232,9 @@ QUERIES = {
     "cleanup d refused": lambda c, ids: cleanup_sql.due_refused_live(c, NOW, None, 500),
     "cleanup f backlog": lambda c, ids: cleanup_sql.backlog(c),
     "clearance": lambda c, ids: keeps_sql.clearance(UnitOfWork(c, "plan"), ids, Scope.FILE, NOW),
+    "keys in use": lambda c, ids: file_keys_sql.key_ids_in_use(c),
+    "keys rotate batch": lambda c, ids: file_keys_sql.lock_wrapped_by(c, "k-old", uuid.UUID(int=0), 1000),
+    "keys destroyed": lambda c, ids: file_keys_sql.destroy(c, ids),
     "holds place": lambda c, ids: (holds_sql.insert(c, uuid.uuid4(), SUBJECT, None, "CASE-1", NOW),
                                    holds_sql.insert(c, uuid.uuid4(), None, ids[0], "CASE-2", NOW)),
     "holds one": lambda c, ids: holds_sql.hold(c, HOLD),
