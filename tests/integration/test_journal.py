@@ -48,6 +48,20 @@ def restore_dump(url: str, path) -> None:
                    capture_output=True, timeout=120)
 
 
+class ListingOf:
+    """The store, with its listing (the journal's read) done by `listing(store, prefix, after)` instead."""
+
+    def __init__(self, store, listing):
+        self._store, self._listing = store, listing
+        self.driver = store.driver
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def list_prefix(self, prefix, after=""):
+        return self._listing(self._store, prefix, after)
+
+
 def place(lethe, **target) -> str:
     answer = lethe.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042",
                                                                **{k: str(v) for k, v in target.items()}})
@@ -212,22 +226,13 @@ def test_a_missing_journal_is_said_and_another_installations_journal_is_counted(
     # a journal the store cannot be asked about: the first check keeps data requests closed
     lethe.app.extensions["lethe.guard"].state = None
 
-    class Unreadable:
-        driver = lethe.rt.store.driver
+    def unreadable(store, prefix, after):
+        from app.errors import StorageError
 
-        def __init__(self, store):
-            self._store = store
-
-        def __getattr__(self, name):
-            return getattr(self._store, name)
-
-        def list_prefix(self, prefix, after=""):
-            from app.errors import StorageError
-
-            raise StorageError("the store does not answer")
+        raise StorageError("the store does not answer")
 
     real = lethe.rt.store
-    lethe.rt.store = Unreadable(real)
+    lethe.rt.store = ListingOf(real, unreadable)
     try:
         lethe.app.extensions["lethe.guard"].refresh()
         problem(lethe.call("GET", "/api/v1/files", ALEX), 503, "service_unavailable", "journal_unreadable")
@@ -317,21 +322,12 @@ def test_requests_arriving_during_the_first_journal_check_wait_for_its_answer(ma
     lethe = make_lethe()
     entered, release = threading.Event(), threading.Event()
 
-    class SlowFirstListing:
-        driver = lethe.rt.store.driver
+    def slow(store, prefix, after):
+        entered.set()
+        release.wait(10)
+        return store.list_prefix(prefix, after)
 
-        def __init__(self, store):
-            self._store = store
-
-        def __getattr__(self, name):
-            return getattr(self._store, name)
-
-        def list_prefix(self, prefix, after=""):
-            entered.set()
-            release.wait(10)
-            return self._store.list_prefix(prefix, after)
-
-    swap_store(lethe, SlowFirstListing(lethe.rt.store))
+    swap_store(lethe, ListingOf(lethe.rt.store, slow))
     statuses: list[int] = []
 
     def ask() -> None:
