@@ -143,10 +143,15 @@ def relay_outbox(runtime: Runtime, leadership: Leadership | None = None) -> int:
     """Publish outbox rows left behind and report the outbox depth."""
     if leadership is not None and not leadership.is_leader():
         return 0
-    relayed = runtime.outbox.relay(older_than=runtime.cfg.outbox.relay_age)
-    if relayed:
-        metrics.OUTBOX_RELAYED.inc(relayed)
-    metrics.OUTBOX_DEPTH.set(runtime.outbox.depth())
+    try:
+        relayed = runtime.outbox.relay(older_than=runtime.cfg.outbox.relay_age)
+        if relayed:
+            metrics.OUTBOX_RELAYED.inc(relayed)
+        metrics.OUTBOX_DEPTH.set(runtime.outbox.depth())
+    except Exception as exc:  # noqa: BLE001 - the database went away after the leader's ping: the next tick tries
+        log_event(log, "warning", "scheduler.database_unavailable", "scheduler cannot reach the database",
+                  job="outbox.relay", error=type(exc).__name__)
+        return 0
     return relayed
 
 

@@ -238,3 +238,30 @@ def test_the_publisher_gathers_the_purges_of_commits_within_its_linger_into_one_
         assert outbox_rows(db) == []
     finally:
         outbox.close()
+
+
+@pytest.mark.one_store
+def test_the_scheduler_relay_meets_a_database_gone_after_its_leader_check_with_a_warning(lethe, caplog):
+    """A database that goes away between the leader's ping and the relay's claim: one warning line, no stack
+    trace in the scheduler's output (APScheduler prints one for a job that raises), and the next tick relays."""
+    import logging
+
+    import psycopg
+
+    from scheduler.jobs import relay_outbox
+
+    class GoneMidway:
+        def is_leader(self):
+            return True
+
+    real = lethe.rt.outbox.relay
+
+    def relay(**kwargs):
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    lethe.rt.outbox.relay = relay
+    with caplog.at_level(logging.WARNING, logger="lethe.scheduler"):
+        assert relay_outbox(lethe.rt, GoneMidway()) == 0
+    assert any(getattr(record, "event", None) == "scheduler.database_unavailable" for record in caplog.records)
+    lethe.rt.outbox.relay = real
+    assert relay_outbox(lethe.rt, GoneMidway()) == 0  # back: nothing left behind, no error
