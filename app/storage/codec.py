@@ -125,7 +125,7 @@ class Sealed:
         # (a whole download is one GET, never one per part), opened segment by segment straight into a buffer
         # handed on a MiB at a time (measured: fewer, larger writes beat a chunk per segment, and decrypting in
         # place beats a copy per segment).
-        out = _Out()
+        out = _Out(sum(read.take for read in reads))
         start = 0
         while start < len(reads):
             stop = start + 1
@@ -179,9 +179,11 @@ def _taken(piece: PieceRead, segment: int) -> int:
 class _Out:
     """The plaintext opened so far, in one buffer segments are decrypted into (no copy per segment)."""
 
-    def __init__(self) -> None:
-        self._buffer = bytearray(_OUT_BYTES + SEGMENT_BYTES)
-        self._segment = bytearray(SEGMENT_BYTES)
+    def __init__(self, total: int) -> None:
+        # as large as what is handed on at once (a segment more: a MiB may end inside one), never larger than
+        # the whole read (a small range allocates little)
+        self._buffer = bytearray(min(total, _OUT_BYTES) + SEGMENT_BYTES)
+        self._segment: bytearray | None = None  # for a segment only part of which is kept
         self.used = 0
 
     def open_into(self, aead: AESGCM, nonce: bytes, sealed: memoryview, start: int, keep: int) -> None:
@@ -192,9 +194,11 @@ class _Out:
             with memoryview(self._buffer) as view:
                 aead.decrypt_into(nonce, sealed, None, view[self.used:self.used + plain])
         else:
+            if self._segment is None:
+                self._segment = bytearray(SEGMENT_BYTES)
             with memoryview(self._segment) as view:
                 aead.decrypt_into(nonce, sealed, None, view[:plain])
-            self._buffer[self.used:self.used + keep] = self._segment[start:start + keep]
+                self._buffer[self.used:self.used + keep] = view[start:start + keep]
         self.used += keep
 
     def take(self) -> bytes:

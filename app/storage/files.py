@@ -12,10 +12,11 @@ The ObjectStore stays a plain transport; this is the only code that calls its de
 from __future__ import annotations
 
 import hashlib
+import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import BinaryIO, Generator, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
 from app.domain.ends import Clearance
 from app.domain.keys import VARIANTS
@@ -23,7 +24,9 @@ from app.domain.objects import FileObjects, owner_of
 from app.domain.sealing import HEADER_BYTES, SEALED_SEGMENT_BYTES, TAG_BYTES, Wrapped
 from app.errors import ContentCorrupt, KeyUnavailable, NotFound, ObjectFailed
 from app.storage.base import OBJECT_LOCKED, DeleteFailure, MultipartRef, ObjectStore, UploadedPart
-from app.storage.codec import ORIGINAL, Sealed, tail_role, variant_role
+from app.storage.codec import ORIGINAL, Fetch, Sealed, tail_role, variant_role
+
+_LOCAL_CHUNK = 1024 * 1024  # bytes of a local object read at a time
 
 
 @dataclass
@@ -119,7 +122,7 @@ class FileStore:
     # -- reading a file's objects: the one way their bytes leave for a reader ------------------------------
 
     def read(self, row: KeyedFile, first: int = 0, length: int | None = None, variant: str | None = None,
-             variant_size: int = 0) -> Generator[bytes, None, None]:
+             variant_size: int = 0) -> Chunks:
         """A file's original (or one variant of `variant_size` bytes) from plaintext byte `first`, `length` bytes
         (None: to its end); of a sealed file only the segments that hold them are read and opened. A missing object
         raises NotFound, and a first segment that does not open ContentCorrupt, at this call; a later segment
@@ -130,8 +133,13 @@ class FileStore:
             return self.store.open(key, first, length)
         size, piece_size = (row.size_bytes, sealed.piece_size) if variant is None else (variant_size, None)
         role = ORIGINAL if variant is None else variant_role(variant)
-        return _primed(sealed.open(lambda at, count: self.store.open(key, at, count), role, size, first, length,
-                                   piece_size))
+        fetch, done = self._fetch(key)
+        try:
+            chunks = sealed.open(fetch, role, size, first, length, piece_size)
+        except BaseException:
+            done()
+            raise
+        return _Primed(chunks, done)
 
     def measure(self, row: KeyedFile) -> tuple[int, str]:
         """The plaintext size and hex sha256 of a file's original, read once, streamed (a sealed one proven whole:
@@ -140,8 +148,12 @@ class FileStore:
         sealed = self.sealing(row)
         digest = hashlib.sha256()
         size = 0
-        chunks: Iterator[bytes] = self.store.open(key) if sealed is None else sealed.open_whole(
-            lambda at, count: self.store.open(key, at, count), ORIGINAL, row.size_bytes, sealed.piece_size)
+        done: Callable[[], None] = _nothing
+        if sealed is None:
+            chunks: Iterator[bytes] = self.store.open(key)
+        else:
+            fetch, done = self._fetch(key)
+            chunks = sealed.open_whole(fetch, ORIGINAL, row.size_bytes, sealed.piece_size)
         try:
             for chunk in chunks:
                 digest.update(chunk)
@@ -150,7 +162,28 @@ class FileStore:
             close = getattr(chunks, "close", None)
             if close is not None:
                 close()
+            done()
         return size, digest.hexdigest()
+
+    def _fetch(self, key: str) -> tuple[Fetch, Callable[[], None]]:
+        """How a sealed object's stored bytes are read, and what to call when done: on a local disk the object is
+        opened once and read where the segments lie (a piece's header and a range far inside it are two reads of
+        one open file, not two walks of the directories); from a remote store, a ranged GET each."""
+        local = self.store.open_file(key)
+        if local is None:
+            return (lambda at, count: self.store.open(key, at, count)), _nothing
+        descriptor = local.fileno()
+
+        def fetch(at: int, count: int) -> Iterator[bytes]:
+            end = at + count
+            while at < end:
+                chunk = os.pread(descriptor, min(_LOCAL_CHUNK, end - at), at)
+                if not chunk:
+                    return  # shorter than sealed: the codec says so
+                at += len(chunk)
+                yield chunk
+
+        return fetch, local.close
 
     def local_file(self, row: KeyedFile, variant: str | None = None) -> BinaryIO | None:
         """The whole object as a local file the server may send itself, or None (a remote store, or sealed bytes,
@@ -305,22 +338,54 @@ class FileStore:
         return MultipartRef(file_id=str(objects.file_id), key=objects.object_key or "", upload_id=upload_id)
 
 
-def _primed(chunks: Iterator[bytes]) -> Generator[bytes, None, None]:
-    """The chunks, with the first one read now: a missing object, or a first segment that does not open, raises
-    here rather than after a response began."""
-    first = next(chunks, None)
+def _nothing() -> None:
+    pass
 
-    def rest() -> Generator[bytes, None, None]:
+
+class Chunks(Protocol):
+    """A reader's bytes: iterate them, and close them when done (early or not)."""
+
+    def __iter__(self) -> Iterator[bytes]: ...
+
+    def __next__(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class _Primed:
+    """Chunks with the first one read at once: a missing object, or a first segment that does not open, raises
+    when the read is asked for rather than after a response began. Closing (or reaching the end, or an error)
+    closes the chunks and runs `done` (the object's release), whether the chunks were iterated or not."""
+
+    def __init__(self, chunks: Iterator[bytes], done: Callable[[], None]):
+        self._chunks, self._done = chunks, done
         try:
-            if first is not None:
-                yield first
-            yield from chunks
-        finally:
-            close = getattr(chunks, "close", None)
+            self._first: bytes | None = next(chunks, None)
+        except BaseException:
+            self.close()
+            raise
+
+    def __iter__(self) -> "_Primed":
+        return self
+
+    def __next__(self) -> bytes:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        try:
+            return next(self._chunks)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        done, self._done = self._done, _nothing
+        try:
+            close = getattr(self._chunks, "close", None)
             if close is not None:
                 close()
-
-    return rest()
+        finally:
+            done()
 
 
 def _piece_plain_size(stored: int) -> int:

@@ -8,6 +8,7 @@ and the retirement of the old key, never serve the deleted file as plaintext."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import shutil
@@ -207,6 +208,54 @@ def test_a_tampered_segment_answers_an_error_never_altered_bytes(make_lethe, raw
     # A changed header (its salt) fails the first read: a problem answer, not a body
     _tamper(lethe.raw_store, key, 5)
     problem(lethe.call("GET", content, ALEX), 502, "content_corrupt")
+
+
+def test_an_original_cut_short_answers_an_error_at_its_end(make_lethe, raw_store):
+    lethe = make_lethe(**larger_pieces(raw_store))
+    data = os.urandom(lethe.cfg.file.part_size + 2 * SEG + 9)
+    file_id = lethe.upload(ALEX, data)
+    key = lethe.row(file_id).object_key
+    # Given the stored original without its last 20 bytes (its final tag cut)
+    stored = lethe.raw_store.get(key)
+    lethe.raw_store.put(key, stored[:-20], len(stored) - 20)
+    content = f"/api/v1/files/{file_id}/content"
+    # Then a range in its last segment answers 502, and one before it still reads true
+    problem(lethe.call("GET", content, ALEX, headers={"Range": f"bytes={len(data) - 5}-"}), 502, "content_corrupt")
+    answer = lethe.call("GET", content, ALEX, headers={"Range": "bytes=0-99"})
+    assert answer.status_code == 206 and answer.data == data[:100]
+
+
+@pytest.mark.one_store
+def test_reads_of_a_sealed_file_leave_no_descriptor_open(lethe):
+    data = os.urandom(3 * SEG + 5)
+    file_id = lethe.upload(ALEX, data)
+    row = lethe.row(file_id)
+    files = lethe.rt.files
+
+    def descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = descriptors()
+    kept = []  # the readers stay referenced: what frees their descriptors is the read's end, not the collector
+    for _ in range(20):
+        whole = files.read(row, 7, 2 * SEG)
+        assert b"".join(whole) == data[7:7 + 2 * SEG]  # read to its end
+        abandoned = files.read(row)
+        next(abandoned)
+        abandoned.close()  # a client gone half-way
+        unread = files.read(row, SEG, 10)
+        unread.close()  # closed before its body was sent (the server's call_on_close)
+        kept += [whole, abandoned, unread]
+    assert files.measure(row) == (len(data), hashlib.sha256(data).hexdigest())
+    # a first segment that does not open: the answer is an error, and the object is closed
+    _tamper(lethe.raw_store, row.object_key, HEADER_BYTES + 3)
+    for _ in range(5):
+        with pytest.raises(ContentCorrupt):
+            files.read(row)
+        with pytest.raises(ContentCorrupt):
+            files.measure(row)
+    assert descriptors() <= before
+    assert len(kept) == 60
 
 
 def test_a_tampered_variant_answers_an_error(lethe):
