@@ -118,9 +118,19 @@ class KeyUnavailable(ReasonedError):
     code = "key_unavailable"
     title = "Key unavailable"
 
-    def __init__(self, key_id: str):
-        super().__init__("key_unavailable", f"The keyring holds no key {key_id!r} (file.keyring).")
+    def __init__(self, key_id: str, detail: str | None = None):
+        super().__init__("key_unavailable", detail or f"The keyring holds no key {key_id!r} (file.keyring).")
         self.key_id = key_id
+
+
+class KeyMismatch(KeyUnavailable):
+    """The keyring holds a key of the id a file's row names, and it does not open the file's data key: another key
+    was put under that id (a keyring made again), or the row's wrapped key was altered. Still a 503: trouble with
+    the keys is the configuration's, and never ends a file the way content that does not open does."""
+
+    def __init__(self, key_id: str):
+        super().__init__(key_id, f"The keyring's key {key_id!r} does not open a data key it is said to have "
+                                 "wrapped (file.keyring): not the key that wrapped it.")
 
 
 class InvalidKey(StorageError):

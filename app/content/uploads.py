@@ -26,7 +26,8 @@ from app.domain import access
 from app.domain.ends import Clearance, Scope
 from app.domain.objects import FileObjects
 from app.domain.uploads import lease_in_force, expected_part_size, human_size, listed_parts_problem, part_count
-from app.errors import ContentCorrupt, Conflict, Forbidden, Gone, Invalid, NotFound, StorageError, TooLarge
+from app.errors import (ContentCorrupt, Conflict, Forbidden, Gone, Invalid, KeyUnavailable, NotFound, StorageError,
+                        TooLarge)
 from app.db.events import write_file_updated
 from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.db.conn import Conn
@@ -349,6 +350,12 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
                 size, digest = rt.files.measure(file_row)
     except ContentCorrupt:
         reason = "content_corrupt"  # the assembled parts do not open as what was sealed: the file fails
+    except KeyUnavailable:
+        # The keyring cannot open the file's key (checked before the parts are assembled): the configuration's
+        # trouble, not the upload's. It stays open for a completion once the keyring is right (503 meanwhile).
+        rt.db.unit_of_work(lambda uow: sessions_sql.end_completion_lease(uow.conn, file_id, leased_at),
+                           name="upload.release")
+        raise
     except (StorageError, NotFound):
         rt.db.unit_of_work(lambda uow: sessions_sql.end_completion_lease(uow.conn, file_id, leased_at),
                            name="upload.release")

@@ -76,6 +76,14 @@ def lock_wrapped_by(conn: Conn, key_id: str, after: UUID, limit: int) -> list[Wr
             "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED", (key_id, after, limit)).fetchall()
 
 
+def some_wrapped_by(conn: Conn, key_id: str, limit: int) -> list[WrappedRow]:
+    """A few files whose data key `key_id` wraps (the first by id, through the index of key ids)."""
+    with conn.cursor(row_factory=class_row(WrappedRow)) as cur:
+        return cur.execute(
+            "SELECT id, key_id, wrapped_key FROM files WHERE wrapped_key IS NOT NULL AND key_id = %s "
+            "ORDER BY id LIMIT %s", (key_id, limit)).fetchall()
+
+
 def count_wrapped_by(conn: Conn, key_id: str) -> int:
     """How many live data keys `key_id` wraps (through the index of key ids)."""
     row = one(conn.execute("SELECT count(*) AS files FROM files WHERE wrapped_key IS NOT NULL AND key_id = %s",

@@ -105,33 +105,45 @@ def warn_if_autovacuum_off(cfg: Config, role: str) -> None:
 
 def keyring_problem(cfg: config.Config) -> ConfigError | None:
     """The keyring against the database: a ConfigError naming file.keyring and the key ids live files need that
-    it lacks (ids only, never a key), or None (also when the database cannot be asked, or is not migrated yet:
-    the role's own checks say so)."""
+    it lacks, or holds under another key (one that opens none of a few data keys of its id), by id only, never a
+    key; or None (also when the database cannot be asked, or is not migrated yet: the role's own checks say so)."""
     import psycopg
     from psycopg.rows import namedtuple_row
 
-    from app.db.file_keys import key_ids_in_use
-    from app.lifecycle.keys import missing_key_ids
+    from app.db.file_keys import key_ids_in_use, some_wrapped_by
+    from app.lifecycle.keys import missing_key_ids, opens_any
     from app.platform.keys import Keyring
 
     if not cfg.database.url:
         return None
+    ring = Keyring(cfg.file.keyring)
     try:
         with psycopg.connect(cfg.database.url, autocommit=True, connect_timeout=3, row_factory=namedtuple_row) as conn:
             used = key_ids_in_use(conn)
+            wrong = [key_id for key_id in used if key_id in ring
+                     and not opens_any(ring, some_wrapped_by(conn, key_id, _KEY_PROBES))]
     except psycopg.Error:
         return None
-    missing = missing_key_ids(used, Keyring(cfg.file.keyring))
-    if not missing:
-        return None
-    return ConfigError({"file.keyring": [
-        f"Live files need the key id(s) {', '.join(missing)}, which the keyring does not hold: put the key(s) back. "
-        "A key may leave the keyring only once no live file needs it (lethe keys rotate, then lethe keys status); "
-        "see docs/operations.md, 'Keys'."]})
+    missing = missing_key_ids(used, ring)
+    problems = []
+    if missing:
+        problems.append(
+            f"Live files need the key id(s) {', '.join(missing)}, which the keyring does not hold: put the key(s) "
+            "back. A key may leave the keyring only once no live file needs it (lethe keys rotate, then lethe keys "
+            "status); see docs/operations.md, 'Keys'.")
+    if wrong:
+        problems.append(
+            f"The keyring's key(s) {', '.join(wrong)} open none of the data keys they are said to have wrapped: "
+            "another key stands under that id (a keyring made again?). Put the key that wrapped them back under "
+            "its id; see docs/operations.md, 'Keys'.")
+    return ConfigError({"file.keyring": problems}) if problems else None
+
+
+_KEY_PROBES = 3  # data keys of each key id opened at a role's start
 
 
 def check_keyring_or_exit(cfg: config.Config) -> None:
-    """At a role's start: exit 2 naming file.keyring and the missing key ids (keyring_problem)."""
+    """At a role's start: exit 2 naming file.keyring and the key ids it lacks or holds wrong (keyring_problem)."""
     problem = keyring_problem(cfg)
     if problem is not None:
         print_config_errors(problem)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from app.db import file_keys as file_keys_sql
 from app.db.file_keys import WrappedRow
 from app.db.uow import UnitOfWork
-from app.errors import ContentCorrupt, KeyUnavailable
+from app.errors import KeyMismatch, KeyUnavailable
 from app.domain.sealing import Wrapped
 from app.platform.keys import Keyring
 from app.platform.observability import metrics
@@ -32,6 +32,18 @@ PASSES = 5  # passes over the rows of a key, each meeting again what another tra
 def missing_key_ids(key_ids_in_use: list[str], keyring: Keyring) -> list[str]:
     """The key ids live files need that the keyring does not hold (a key removed too early)."""
     return [key_id for key_id in key_ids_in_use if key_id not in keyring]
+
+
+def opens_any(keyring: Keyring, rows: list[WrappedRow]) -> bool:
+    """Whether the keyring opens any of these data keys (a few of one key id: one altered row does not make a
+    good key look wrong; a wrong key opens none)."""
+    for row in rows:
+        try:
+            keyring.unwrap(row.id, Wrapped(row.key_id, row.wrapped_key))
+            return True
+        except KeyUnavailable:
+            continue
+    return not rows
 
 
 @dataclass(frozen=True)
@@ -138,7 +150,7 @@ def _rewrap_batch(uow: UnitOfWork, ring: Keyring, key_id: str, after: uuid.UUID,
     for row in rows:
         try:
             again = ring.rewrap(row.id, Wrapped(row.key_id, row.wrapped_key))
-        except ContentCorrupt:
+        except KeyMismatch:
             unusable.append(row.id)  # altered, or copied from another row: left as it is, and counted
             continue
         rewrapped.append(WrappedRow(row.id, again.key_id, again.wrapped))

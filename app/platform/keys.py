@@ -19,7 +19,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from app.domain.sealing import Wrapped
-from app.errors import ContentCorrupt, KeyUnavailable
+from app.errors import KeyMismatch, KeyUnavailable
 
 KEY_BYTES = 32
 _WRAP_VERSION = 1
@@ -137,18 +137,20 @@ class Keyring:
 
         Raises:
             KeyUnavailable: the keyring holds no key of that id.
-            ContentCorrupt: the wrapped key is not this file's under that key (altered, or copied from another row).
+            KeyMismatch: the keyring's key of that id does not open it (another key under that id, or the
+                wrapped key altered or copied from another row). Never ContentCorrupt: a file whose key does not
+                open is kept, as for a key that is missing, until the keyring is put right.
         """
         key = self._keys.get(wrapped.key_id)
         if key is None:
             raise KeyUnavailable(wrapped.key_id)
         blob = wrapped.wrapped
         if len(blob) != 1 + 12 + KEY_BYTES + 16 or blob[0] != _WRAP_VERSION:
-            raise ContentCorrupt("content_corrupt", "A file's wrapped key is not in a form this version reads.")
+            raise KeyMismatch(wrapped.key_id)
         try:
             return AESGCM(key.material).decrypt(blob[1:13], blob[13:], _aad(file_id, wrapped.key_id))
         except InvalidTag:
-            raise ContentCorrupt("content_corrupt", "A file's wrapped key did not open with its keyring key.") from None
+            raise KeyMismatch(wrapped.key_id) from None
 
     def rewrap(self, file_id: uuid.UUID, wrapped: Wrapped) -> Wrapped:
         """The same data key, wrapped by the current key (rotation)."""

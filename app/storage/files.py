@@ -46,7 +46,7 @@ class KeyringPort(Protocol):
         """A fresh data key and its wrapping by the current key."""
 
     def unwrap(self, file_id: uuid.UUID, wrapped: Wrapped) -> bytes:
-        """The data key of a file from its row (KeyUnavailable, ContentCorrupt)."""
+        """The data key of a file from its row (KeyUnavailable, or its KeyMismatch)."""
 
 
 class _NoKeyring:
@@ -110,8 +110,8 @@ class FileStore:
 
         Raises:
             NotFound: the file's key was destroyed (it ended): nothing of it can be read, ever.
-            KeyUnavailable: the keyring lacks the key that wrapped it. ContentCorrupt: the wrapped key is not
-                this file's.
+            KeyUnavailable: the keyring lacks the key that wrapped it, or (KeyMismatch) its key of that id does
+                not open it.
         """
         if not row.encrypted:
             return None
@@ -220,8 +220,9 @@ class FileStore:
     def complete(self, row: KeyedFile, ref: MultipartRef, parts: Sequence[UploadedPart]) -> tuple[int, str | None]:
         """Assemble the parts into the original; returns its plaintext size and sha256 (None when neither the
         driver nor a read gave it here: a plaintext original on S3 is measured by the caller)."""
+        sealed = self.sealing(row)  # a key the keyring cannot open stops the completion before it assembles
         assembled = self.store.complete_upload(ref, parts)
-        if not row.encrypted:
+        if sealed is None:
             return assembled.size_bytes, assembled.sha256
         return self.measure(row)  # the driver saw sealed bytes: their size and digest are not the file's
 

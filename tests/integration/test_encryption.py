@@ -22,7 +22,8 @@ import pytest
 
 from app.domain.keys import VARIANTS, original_key, tail_key, variant_key
 from app.domain.sealing import HEADER_BYTES, SEGMENT_BYTES, TAG_BYTES, Wrapped, sealed_size
-from app.errors import ContentCorrupt, NotFound, StorageError
+from app.entry.support import keyring_problem
+from app.errors import ContentCorrupt, KeyUnavailable, NotFound, StorageError
 from app.lifecycle import keys
 from app.platform.keys import Keyring, parse_keyring
 from app.storage.codec import ORIGINAL, Sealed, variant_role
@@ -371,6 +372,39 @@ def test_a_key_a_live_file_needs_may_not_leave_the_keyring(lethe, database_url, 
     env["LETHE_FILE_KEYRING"] = f"{other},{TEST_KEYRING}"
     assert subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
                           env=env, timeout=60).returncode == 0
+
+
+@pytest.mark.one_store
+def test_another_key_under_a_known_id_keeps_every_file_and_says_so(make_lethe, clamd):
+    right = make_lethe(**{"scan.clamd_address": clamd.address})
+    scanned = right.upload(ALEX, b"scanned under test-1")
+    waiting = right.upload(ALEX, b"its scan not yet run", scan=False)
+    started = right.start_upload(ALEX, b"parts sent, not completed")["file"]["id"]
+    right.send_parts(ALEX, started, b"parts sent, not completed", right.part_size)
+    # Given a keyring made again: another key under the id the files' rows name
+    wrong = make_lethe(**{"file.keyring": "test-1:" + keyring_entry("other").split(":")[1],
+                          "scan.clamd_address": clamd.address})
+    # Then the roles refuse to start, naming the id and never a key
+    problem_found = keyring_problem(wrong.cfg)
+    assert problem_found is not None and list(problem_found.errors) == ["file.keyring"]
+    said = " ".join(problem_found.errors["file.keyring"])
+    assert "test-1" in said and "open none" in said and keyring_entry("other").split(":")[1] not in said
+    assert keyring_problem(right.cfg) is None
+    # and a process that runs anyway ends nothing: a download, a completion answer 503, a scan fails to be retried
+    problem(wrong.call("GET", f"/api/v1/files/{scanned}/content", ALEX), 503, "key_unavailable")
+    problem(wrong.call("POST", f"/api/v1/uploads/{started}/complete", ALEX), 503, "key_unavailable")
+    from workers.actors import ACTORS
+
+    with pytest.raises(KeyUnavailable):
+        ACTORS["scan_file"].fn(wrong.rt, waiting)
+    assert wrong.file_row(waiting).scan_status == "pending" and wrong.file_row(waiting).wrapped_key is not None
+    assert keys.rotate(wrong.rt).unusable == 0  # the current key: nothing to wrap again
+    # When the right key is back, everything goes on as if nothing happened
+    right.run_jobs("scan_file")
+    assert right.file_row(waiting).scan_status == "clean"
+    assert right.call("POST", f"/api/v1/uploads/{started}/complete", ALEX).status_code == 200
+    for file_id, data in ((scanned, b"scanned under test-1"), (waiting, b"its scan not yet run")):
+        assert right.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data == data
 
 
 # -- the object lock drill -------------------------------------------------------------------------------------

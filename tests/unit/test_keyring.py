@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.errors import ConfigError, ContentCorrupt, KeyUnavailable
+from app.errors import ConfigError, ContentCorrupt, KeyMismatch, KeyUnavailable
 from app.lifecycle.keys import missing_key_ids
 from app.platform import config
 from app.domain.sealing import Wrapped
@@ -73,19 +73,29 @@ def test_the_configuration_needs_a_keyring_with_encryption_on():
 
 
 def test_a_data_key_opens_only_for_its_file_and_key_id():
-    ring = Keyring(parse_keyring(generate_entry("k1")))
+    entry = generate_entry("k1")
+    ring = Keyring(parse_keyring(entry))
     data_key, wrapped = ring.new_data_key(FILE)
     assert ring.unwrap(FILE, wrapped) == data_key and len(data_key) == 32
-    with pytest.raises(ContentCorrupt):
+    with pytest.raises(KeyMismatch):
         ring.unwrap(uuid.uuid4(), wrapped)  # copied to another file's row
-    relabelled = Keyring(parse_keyring(f"k2:{material(generate_entry('x'))},k1:{material(generate_entry('y'))}"))
-    with pytest.raises(ContentCorrupt):
-        relabelled.unwrap(FILE, wrapped)  # another key under the same id
+    another = Keyring(parse_keyring(f"k2:{material(generate_entry('x'))},k1:{material(generate_entry('y'))}"))
+    with pytest.raises(KeyMismatch):
+        another.unwrap(FILE, wrapped)  # another key under the same id
+    # the same key under another id: the id is bound too, so a row relabelled to another id does not open
+    same = Keyring(parse_keyring(f"k1:{material(entry)},k7:{material(entry)}"))
+    assert same.unwrap(FILE, wrapped) == data_key
+    with pytest.raises(KeyMismatch):
+        same.unwrap(FILE, Wrapped("k7", wrapped.wrapped))
     with pytest.raises(KeyUnavailable) as missing:
         Keyring(parse_keyring(generate_entry("k9"))).unwrap(FILE, wrapped)
-    assert missing.value.key_id == "k1"
-    with pytest.raises(ContentCorrupt):
+    assert missing.value.key_id == "k1" and not isinstance(missing.value, KeyMismatch)
+    with pytest.raises(KeyMismatch):
         ring.unwrap(FILE, Wrapped("k1", wrapped.wrapped[:-1] + bytes([wrapped.wrapped[-1] ^ 1])))
+    with pytest.raises(KeyMismatch):
+        ring.unwrap(FILE, Wrapped("k1", wrapped.wrapped[:-1]))
+    # a key that does not open is the configuration's trouble (503), never content that does not open (502)
+    assert not issubclass(KeyMismatch, ContentCorrupt) and KeyMismatch.status == 503
 
 
 def test_rotation_wraps_the_same_data_key_by_the_current_key():
