@@ -62,7 +62,8 @@ def parse_keyring(value: Any) -> tuple[KeyringKey, ...]:
 
     Raises:
         KeyringError: an entry without an id, with a bad id, a repeated id, or a key that is not 32 bytes of
-            base64; each message names the entry's position (and its id when it has one), never the key.
+            base64; each message names the entry by its position alone: never its key, nor its id (an entry
+            written the wrong way round, key:id, has its key where the id goes).
     """
     if isinstance(value, tuple) and all(isinstance(item, KeyringKey) for item in value):
         return value
@@ -82,11 +83,11 @@ def parse_keyring(value: Any) -> tuple[KeyringKey, ...]:
             continue
         material = _material(text.strip())
         if material is None:
-            errors.append(f"Entry {position} ({key_id}): the key must be 32 bytes in base64 (lethe keys generate "
-                          "makes one).")
+            errors.append(f"Entry {position}: the key must be 32 bytes in base64, after the id and a colon (lethe "
+                          "keys generate makes one).")
             continue
         if any(key.id == key_id for key in keys):
-            errors.append(f"Entry {position} ({key_id}): the id is given twice.")
+            errors.append(f"Entry {position}: its id is the id of an entry before it.")
             continue
         keys.append(KeyringKey(key_id, material))
     if errors:
