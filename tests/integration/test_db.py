@@ -221,3 +221,23 @@ def test_maintenance_work_has_its_own_statement_timeout_and_requests_keep_theirs
             db.read(lambda conn: conn.execute(slow).fetchone())
     finally:
         db.close()
+
+
+def test_the_rollback_of_per_file_keys_is_refused_while_a_file_is_sealed(database_url):
+    import sqlparse
+
+    from app.db.migrate import MIGRATIONS
+
+    statements = sqlparse.split((MIGRATIONS / "0021.file_keys.rollback.sql").read_text())
+    with psycopg.connect(database_url) as conn:  # one transaction, rolled back: the schema stays
+        insert_file(conn, encrypted=True, key_id="k1", wrapped_key=b"w" * 61, piece_size=1024)
+        with pytest.raises(pg_errors.RaiseException, match="sealed under per-file keys"):
+            for statement in statements:
+                conn.execute(statement)
+        conn.rollback()
+        conn.execute("DELETE FROM files WHERE encrypted")
+        for statement in statements:
+            conn.execute(statement)
+        assert conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'files' "
+                            "AND column_name = 'wrapped_key'").fetchone()[0] == 0
+        conn.rollback()
