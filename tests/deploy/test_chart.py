@@ -41,9 +41,11 @@ VARIANTS = {
 }
 
 
-def render(values: dict) -> list[dict]:
+def render(values: dict, upgrade: bool = False) -> list[dict]:
+    """The chart's manifests, as `helm template` makes them: an install, or an upgrade (whose lookups of what is
+    installed find nothing here: a release installed before the chart made its keyring and ConfigMap key)."""
     with helm.Chart.load(str(CHART)) as chart:
-        manifests = chart.render(values, name="lethe", namespace="files", is_install=True)
+        manifests = chart.render(values, name="lethe", namespace="files", is_install=not upgrade, is_upgrade=upgrade)
     docs = []
     for path, text in manifests.items():
         if path.endswith("NOTES.txt"):
@@ -187,6 +189,7 @@ def test_the_secret_holds_the_secret_keys_or_an_existing_secret_is_used():
     given_ring = render({**VARIANTS["default"], "secrets": {**SECRETS, "file.keyring": ring}})
     assert next(s for s in by_kind(given_ring, "Secret") if s["metadata"]["name"] == "lethe")[
         "stringData"]["LETHE_FILE_KEYRING"] == ring
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"  # uninstall keeps the keyring
     given = render({**VARIANTS["default"], "secrets": {**SECRETS, "file.link_secret": "g" * 40}})
     kept = next(s for s in by_kind(given, "Secret") if s["metadata"]["name"] == "lethe")
     assert kept["stringData"]["LETHE_FILE_LINK_SECRET"] == "g" * 40
@@ -195,6 +198,24 @@ def test_the_secret_holds_the_secret_keys_or_an_existing_secret_is_used():
     for _, spec in pod_specs(docs):
         refs = [e["secretRef"]["name"] for e in spec["containers"][0]["envFrom"] if "secretRef" in e]
         assert refs == ["lethe-managed"]
+
+
+def test_files_are_sealed_on_a_new_installation_and_an_upgrade_keeps_what_was_installed():
+    def sealing(docs) -> tuple[str, bool]:
+        secret = next(s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "lethe")
+        return by_kind(docs, "ConfigMap")[0]["data"]["LETHE_FILE_ENCRYPTION"], "LETHE_FILE_KEYRING" in secret[
+            "stringData"]
+
+    assert sealing(render(VARIANTS["default"])) == ("true", True)
+    # an upgrade of a release installed before the chart sealed files: as it was, and no key is made for it
+    assert sealing(render(VARIANTS["default"], upgrade=True)) == ("false", False)
+    # the operator's word wins either way; a keyring is made only where files are to be sealed
+    turned_on = copy.deepcopy(VARIANTS["default"])
+    turned_on.setdefault("config", {})["file.encryption"] = True
+    assert sealing(render(turned_on, upgrade=True)) == ("true", True)
+    turned_off = copy.deepcopy(VARIANTS["default"])
+    turned_off.setdefault("config", {})["file.encryption"] = False
+    assert sealing(render(turned_off)) == ("false", False)
 
 
 def test_fs_needs_a_read_write_many_claim():

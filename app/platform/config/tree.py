@@ -114,8 +114,9 @@ class FileConfig:
         "Most files one message may attach.")
     encryption: bool = key(Flag(), False,
         "on: every object Lethe writes for a new file (its original, parts, tus tail, variants) is sealed under a "
-        "random data key of that file, wrapped by file.keyring and destroyed when the file ends (the chart and lethe "
-        "dev turn it on); off: new files are written as they are. Each file knows which it is: a store holds both.")
+        "random data key of that file, wrapped by file.keyring and destroyed when the file ends (lethe dev, and the "
+        "chart on a new installation, turn it on); off: new files are written as they are. Each file knows which it "
+        "is: a store holds both.")
     keyring: tuple[KeyringKey, ...] = key(KeyringField(), "",
         "The keys that wrap every file's data key, as id:base64 entries separated by commas, the current first "
         "(lethe keys generate ID makes one). Required with file.encryption on; a key a live file needs may not "

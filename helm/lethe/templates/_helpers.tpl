@@ -150,3 +150,18 @@ checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256
 {{- define "lethe.workerThreads" -}}
 {{- index .Values.config "worker.threads" | default .Values.worker.threads -}}
 {{- end }}
+
+{{/* Whether new files are sealed (file.encryption): as the values say when they say true or false; left empty, on
+     for a new installation and, at an upgrade, as the installed release has it (off for one installed before the
+     chart knew the key: its direct uploads and its layout stay as they were until the operator turns it on). */}}
+{{- define "lethe.encryption" -}}
+{{- $given := index .Values.config "file.encryption" }}
+{{- if kindIs "bool" $given }}
+{{- $given }}
+{{- else if .Release.IsInstall }}
+{{- true }}
+{{- else }}
+{{- $installed := lookup "v1" "ConfigMap" .Release.Namespace (include "lethe.fullname" .) }}
+{{- index (($installed | default dict).data | default dict) "LETHE_FILE_ENCRYPTION" | default "false" }}
+{{- end }}
+{{- end }}
