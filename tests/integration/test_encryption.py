@@ -140,7 +140,7 @@ def _ranges(size: int, part: int, rng: random.Random) -> list[tuple[int, int]]:
     """Ranges at the edges of segments and pieces, and random ones."""
     edges = sorted({0, 1, SEG - 1, SEG, SEG + 1, part - 1, part, part + 1, part + SEG, 2 * part - 1,
                     size - SEG, size - 2, size - 1} & set(range(size)))
-    spans = [(first, last) for first in edges for last in edges if last >= first][:60]
+    spans = [(first, last) for first in edges for last in edges if last >= first]  # every pair of edges
     spans += [tuple(sorted((rng.randrange(size), rng.randrange(size)))) for _ in range(15)]
     return spans
 
@@ -316,10 +316,16 @@ def test_rotation_while_uploads_and_downloads_run(make_lethe):
     failures: list[str] = []
     stop = threading.Event()
 
+    rotating = threading.Event()
+
     def upload() -> None:
         for n in range(8):
+            if n == 4:
+                assert rotating.wait(30)  # the second half while the rotation runs
             data = os.urandom(2500 + n)
             uploaded[new.upload(SAM, data)] = data
+
+    passes = threading.Semaphore(0)  # a download pass over every file ended
 
     def download() -> None:
         client = new.app.test_client()
@@ -329,16 +335,26 @@ def test_rotation_while_uploads_and_downloads_run(make_lethe):
                 answer = client.get(f"/api/v1/files/{file_id}/content", headers=owner.headers)
                 if answer.status_code != 200 or answer.data != data:
                     failures.append(f"{answer.status_code}")
+            passes.release()
+
+    overlapped: list[int] = []
+
+    def between_batches(done: int) -> None:
+        # each committed batch waits for a whole download pass: files under both keys are read mid-rotation
+        rotating.set()
+        assert passes.acquire(timeout=30)
+        overlapped.append(done)
 
     threads = [threading.Thread(target=upload), threading.Thread(target=download)]
     for thread in threads:
         thread.start()
     # When the rotation runs beside them, a few files a transaction
-    report = keys.rotate(new.rt, batch_size=3)
+    report = keys.rotate(new.rt, batch_size=3, on_batch=between_batches)
     threads[0].join(60)
     stop.set()
     threads[1].join(60)
     # Then nothing read wrong, every live key is under the new key, and the old key can leave the keyring
+    assert overlapped == [3, 3, 3, 3] and len(uploaded) == 8  # four batches, each followed by a download pass
     assert failures == []
     assert report.left == {} and report.rewrapped == len(before)
     status = keys.status(new.rt)
@@ -348,6 +364,34 @@ def test_rotation_while_uploads_and_downloads_run(make_lethe):
         owner = ALEX if file_id in before else SAM
         assert retired.call("GET", f"/api/v1/files/{file_id}/content", owner).data == data
     assert keys.rotate(new.rt).rewrapped == 0  # run again: nothing left to do
+
+
+@pytest.mark.one_store
+def test_rotation_leaves_what_another_transaction_holds_and_a_run_again_takes_it_up(make_lethe, database_url):
+    import psycopg
+
+    from app.db import file_keys
+
+    old = make_lethe()
+    files = [old.upload(ALEX, os.urandom(100 + n)) for n in range(5)]
+    new = make_lethe(**{"file.keyring": f"{keyring_entry('test-2')},{TEST_KEYRING}"})
+    # Given one file's row held by another transaction (a purge, a hold) through the whole rotation
+    with psycopg.connect(database_url) as holder:
+        holder.execute("SELECT 1 FROM files WHERE id = %s FOR UPDATE", (files[2],))
+        report = keys.rotate(new.rt, batch_size=2)
+        # Then it is left, counted, and the command would exit 1
+        assert report.rewrapped == 4 and report.left == {"test-1": 1}
+    # When run again, it takes up what was left, and then there is nothing to do
+    assert keys.rotate(new.rt, batch_size=2).rewrapped == 1
+    assert keys.status(new.rt).by_key_id == {"test-2": 5, "test-1": 0}
+    # A file whose key went while its rotation was computed keeps no key: a wrapping is written only over a key
+    ended = uuid.UUID(files[0])
+    again = new.rt.db.read(lambda conn: file_keys.lock_wrapped_by(conn, "test-2", uuid.UUID(int=0), 10))
+    assert new.rt.db.unit_of_work(lambda uow: file_keys.destroy(uow.conn, [ended]), name="test.destroy") == 1
+    assert new.rt.db.unit_of_work(lambda uow: file_keys.set_wrapped(uow.conn, again), name="test.rewrap") == 4
+    assert new.row(files[0]).wrapped_key is None and new.row(files[1]).wrapped_key is not None
+    for file_id in files[1:]:
+        assert new.call("GET", f"/api/v1/files/{file_id}/content", ALEX).status_code == 200
 
 
 @pytest.mark.one_store
@@ -407,6 +451,26 @@ def test_another_key_under_a_known_id_keeps_every_file_and_says_so(make_lethe, c
         assert right.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data == data
 
 
+def opened_by_nothing(lethe: Lethe, file_id: str, blob: bytes, size: int) -> bool:
+    """Whether nothing Lethe holds opens a file's sealed original `blob`: not a data key of any row the database
+    holds (unwrapped by the keyring), not a keyring key taken for a data key."""
+    ring = Keyring(lethe.cfg.file.keyring)
+    wrapped = lethe.rt.db.read(lambda conn: conn.execute(
+        "SELECT id, key_id, wrapped_key FROM files WHERE wrapped_key IS NOT NULL").fetchall())
+    candidates = [ring.unwrap(row.id, Wrapped(row.key_id, row.wrapped_key)) for row in wrapped
+                  if row.key_id in ring]
+    candidates += [entry.material for entry in lethe.cfg.file.keyring]
+    assert candidates  # something to try
+    for candidate in candidates:
+        sealed = Sealed(uuid.UUID(file_id), candidate, lethe.part_size)
+        try:
+            b"".join(sealed.open_whole(lambda at, n: iter([blob[at:at + n]]), ORIGINAL, size, lethe.part_size))
+        except ContentCorrupt:
+            continue
+        return False
+    return True
+
+
 # -- the object lock drill -------------------------------------------------------------------------------------
 
 @pytest.mark.one_store
@@ -435,9 +499,20 @@ def test_a_deleted_files_locked_version_stays_listed_and_nothing_lethe_holds_ope
         version = store.client.stat_object(bucket, key).version_id
         until = (datetime.now(timezone.utc) + timedelta(days=1)).replace(microsecond=0)  # the server's clock
         store.client.set_object_retention(bucket, key, Retention(COMPLIANCE, until), version_id=version)
-        # When the file is deleted and purged
+        # When the file is deleted and purged (what its row holds recorded when the store is asked to delete it)
+        at_delete: list[tuple[str, bytes | None]] = []
+        delete_many = store.delete_many
+
+        def recording_delete_many(keys_):
+            keys_ = list(keys_)
+            if key in keys_:
+                at_delete.append((file_id, lethe.row(file_id).wrapped_key))
+            return delete_many(keys_)
+
+        store.delete_many = recording_delete_many
         assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
         lethe.run_jobs()
+        store.delete_many = delete_many
         # Then the purge ended (row gone, nothing left to retry), its receipt counts the locked version...
         assert lethe.row(file_id) is None
         receipt = lethe.call("GET", f"/api/v1/receipts/{file_id}", OWNER).json
@@ -448,18 +523,12 @@ def test_a_deleted_files_locked_version_stays_listed_and_nothing_lethe_holds_ope
         assert [item.version_id for item in locked] == [version]
         blob = b"".join(store.client.get_object(bucket, key, version_id=version).stream())
         assert not leaks(data, blob)
-        # ...and nothing Lethe holds opens it: no row's wrapped key (unwrapped by the keyring), no keyring key
-        ring = Keyring(lethe.cfg.file.keyring)
-        wrapped = lethe.rt.db.read(lambda conn: conn.execute(
-            "SELECT id, key_id, wrapped_key FROM files WHERE wrapped_key IS NOT NULL").fetchall())
-        candidates = [ring.unwrap(row.id, Wrapped(row.key_id, row.wrapped_key)) for row in wrapped]
-        candidates += [entry.material for entry in lethe.cfg.file.keyring]
-        for candidate in candidates:
-            sealed = Sealed(uuid.UUID(file_id), candidate, lethe.part_size)
-            with pytest.raises(ContentCorrupt):
-                b"".join(sealed.open_whole(lambda at, n: iter([blob[at:at + n]]), ORIGINAL, len(data), lethe.part_size))
+        # ...and nothing Lethe holds opens it: no row's wrapped key (unwrapped by the keyring), no keyring key, and
+        # no backup taken while the store was asked to delete it (the key was gone before that call)
+        assert opened_by_nothing(lethe, file_id, blob, len(data))
         assert lethe.rt.db.read(lambda conn: conn.execute(
             "SELECT count(*) AS n FROM files WHERE id = %s", (file_id,)).fetchone()).n == 0
+        assert at_delete == [(file_id, None)]
         # An erasure of a person whose file's version is locked completes: what it finds left is that version
         from app.lifecycle.erasure import erase_round, request_erasure
 
@@ -552,7 +621,15 @@ def test_a_backup_restored_without_its_journal_after_the_old_key_retired_never_s
         # ...and whatever serves from it anyway never serves the file's plaintext
         answer = after.call("GET", f"/api/v1/files/{deleted}/content", ALEX)
         assert answer.status_code == 503 and answer.json["reason"] == "key_unavailable"
-        assert secret[:64] not in answer.data
-        assert not leaks(secret, raw_store.get(row.object_key))  # the restored store copy holds ciphertext only
+        stored = raw_store.get(row.object_key)
+        assert not leaks(secret, stored)  # the restored store copy holds ciphertext only
+        assert opened_by_nothing(after, deleted, stored, len(secret))  # and no key Lethe holds opens it
+        # (the retired key, put back, would: that is why a retired key never comes back)
+        unretired = Lethe(database_url, raw_store, old.clock, **{"journal.enabled": "false",
+                                                                 "file.keyring": TEST_KEYRING})
+        try:
+            assert not opened_by_nothing(unretired, deleted, stored, len(secret))
+        finally:
+            unretired.close()
     finally:
         after.close()
