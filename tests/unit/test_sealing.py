@@ -198,3 +198,31 @@ def test_a_read_through_several_pieces_is_one_fetch():
     store.asked.clear()
     assert b"".join(key.open(store, ORIGINAL, size, 10, 3 * piece, piece)) == plaintext[10:10 + 3 * piece]
     assert len(store.asked) == 1
+
+
+def test_reads_that_reuse_buffers_hand_on_only_their_own_bytes():
+    from app.storage import codec
+
+    piece = 3 * SEG + 5
+    files = []
+    for size in (2 * 1024 * 1024 + 17, 1024 * 1024 + 3 * SEG, SEG + 1):
+        key = Sealed(uuid.uuid4(), os.urandom(32), piece)
+        plaintext = os.urandom(size)
+        files.append((key, plaintext, Recording(sealed_original(key, plaintext, piece))))
+    for _ in range(3):
+        for key, plaintext, store in files:
+            size = len(plaintext)
+            assert b"".join(key.open(store, ORIGINAL, size, 0, None, piece)) == plaintext
+            assert b"".join(key.open(store, ORIGINAL, size, 7, min(size - 7, 1024 * 1024), piece)) == \
+                plaintext[7:7 + min(size - 7, 1024 * 1024)]
+            abandoned = key.open(store, ORIGINAL, size, 0, None, piece)
+            next(abandoned)
+            abandoned.close()  # a reader gone half-way gives its buffer back too
+    assert 0 < len(codec._POOL) <= codec._POOL_MAX
+    # a segment that does not open ends the read, and its buffer goes back as well
+    key, plaintext, store = files[0]
+    store.blob = store.blob[:HEADER_BYTES + 5] + bytes([store.blob[HEADER_BYTES + 5] ^ 1]) + store.blob[HEADER_BYTES + 6:]
+    pooled = len(codec._POOL)
+    with pytest.raises(ContentCorrupt):
+        b"".join(key.open(store, ORIGINAL, len(plaintext), 0, None, piece))
+    assert len(codec._POOL) == pooled
