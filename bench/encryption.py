@@ -36,12 +36,13 @@ from app.platform.config.keys import parse_size
 from app.platform.keys import generate_entry
 
 MiB = 1024 * 1024
+KEYRING = generate_entry("bench")  # one for the run: every round's api opens the files the rounds before sealed
 
 
 def one_round(url: str, broker_url: str, workdir: Path, data: Path, digest: str, sealed: bool, duration: int,
               token: str, store_env: dict) -> dict:
     env = api_env(url, broker_url, workdir, LETHE_FILE_ENCRYPTION="on" if sealed else "off",
-                  LETHE_FILE_KEYRING=generate_entry("bench"), **store_env)
+                  LETHE_FILE_KEYRING=KEYRING, **store_env)
     api = start([sys.executable, "-m", "app.entry", "api"], env, workdir / f"api-{uuid.uuid4().hex[:6]}.log")
     base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
     try:
