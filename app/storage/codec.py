@@ -195,6 +195,13 @@ _POOL: list[bytearray] = []
 _POOL_MAX = 16
 
 
+def _pooled() -> bytearray:
+    try:
+        return _POOL.pop()  # another thread may have taken the last one: no check before
+    except IndexError:
+        return bytearray(_POOLED_BYTES)
+
+
 class _Out:
     """The plaintext opened so far, in one buffer segments are decrypted into (no copy per segment)."""
 
@@ -202,8 +209,7 @@ class _Out:
         # as large as what is handed on at once (a segment more: a MiB may end inside one), never larger than
         # the whole read (a small range allocates little); a full one comes from the pool when it has one
         size = min(total, _OUT_BYTES) + SEGMENT_BYTES
-        pooled = _POOL.pop() if size == _POOLED_BYTES and _POOL else None
-        self._buffer = pooled if pooled is not None else bytearray(size)
+        self._buffer = _pooled() if size == _POOLED_BYTES else bytearray(size)
         self._segment: bytearray | None = None  # for a segment only part of which is kept
         self.used = 0
 
