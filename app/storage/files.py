@@ -149,12 +149,13 @@ class FileStore:
         digest = hashlib.sha256()
         size = 0
         done: Callable[[], None] = _nothing
-        if sealed is None:
-            chunks: Iterator[bytes] = self.store.open(key)
-        else:
-            fetch, done = self._fetch(key)
-            chunks = sealed.open_whole(fetch, ORIGINAL, row.size_bytes, sealed.piece_size)
+        chunks: Iterator[bytes] = iter(())
         try:
+            if sealed is None:
+                chunks = self.store.open(key)
+            else:
+                fetch, done = self._fetch(key)
+                chunks = sealed.open_whole(fetch, ORIGINAL, row.size_bytes, sealed.piece_size)
             for chunk in chunks:
                 digest.update(chunk)
                 size += len(chunk)
