@@ -145,9 +145,16 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     cfg = load_config_or_exit("migrate")
     _require_database(cfg)
     _setup("migrate", cfg)
-    from app.db.migrate import migrate
+    import psycopg
 
-    applied = migrate(cfg.database.url)
+    from app.db.migrate import migrate
+    from app.entry.support import connect_failure
+
+    try:
+        applied = migrate(cfg.database.url)
+    except psycopg.OperationalError as exc:
+        print(f"lethe migrate: database.url (LETHE_DATABASE_URL): {connect_failure(exc)}", file=sys.stderr)
+        return EXIT_CONFIG
     print(f"applied {applied} migration(s)")
     return 0
 

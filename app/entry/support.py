@@ -161,13 +161,19 @@ def database_problem(url: str) -> str | None:
         with psycopg.connect(url, autocommit=True, connect_timeout=3) as conn:
             pending = pending_migrations(conn)
     except psycopg.OperationalError as exc:
-        return _connect_failure(exc.sqlstate or _sqlstate_of_connect_error(str(exc)))
+        return connect_failure(exc)
     except psycopg.Error as exc:
         return f"the database answered an error ({type(exc).__name__})."
     if pending:
         return (f"the database is not migrated ({pending} migration(s) pending): run `lethe migrate` with the "
                 "same configuration first.")
     return None
+
+
+def connect_failure(exc: Exception) -> str:
+    """Why a connection to the database failed, in words an operator can act on (never the URL)."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    return _connect_failure(sqlstate or _sqlstate_of_connect_error(str(exc)))
 
 
 def _sqlstate_of_connect_error(message: str) -> str | None:

@@ -172,6 +172,25 @@ def _url_scheme(*schemes: str, several: bool = False) -> Callable[[str], None]:
     return check
 
 
+def _conninfo(value: str) -> None:
+    """A PostgreSQL connection string in any form libpq takes: a postgresql:// URL (several hosts, a unix socket
+    directory as `host=`), `key=value` keywords, or `service=`. The message never repeats the value."""
+    if not value:
+        return
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(value)
+    except ProgrammingError:
+        params = None
+    ports = str((params or {}).get("port") or "5432").split(",")
+    if params is None or not all(port.isdigit() and 0 < int(port) < 65536 for port in ports if port):
+        raise ValidationError("Must be empty or a PostgreSQL connection string libpq takes: a URL "
+                              "(postgresql://user@host:5432/db, several hosts as host-a:5432,host-b:5432) or "
+                              "key=value keywords (host=... dbname=..., service=...).")
+
+
 def _no_value_range(min_value: int, max_value: int | None = None) -> validate.Range:
     # marshmallow's default Range message quotes the bounds, never the input; keep it that way explicitly.
     if max_value is None:

@@ -14,7 +14,7 @@ from app.domain.retention import Policy, UnmanagedPrefix
 from app.domain.webhooks import Endpoint
 from app.platform.config.entries import parse_endpoints, parse_policies, parse_prefixes
 from app.platform.config.keys import (Duration, Durations, EntryList, Flag, Key, KeyringField, Number, Origins, Size,
-                                      Text, _keys_of, _no_value_range, _regex, _timezone, _url_scheme, key)
+                                      Text, _conninfo, _keys_of, _no_value_range, _regex, _timezone, _url_scheme, key)
 from app.platform.keys import KeyringKey
 
 
@@ -140,8 +140,11 @@ class PrivacyConfig:
 class DatabaseConfig:
     """Keys `database.*`."""
 
-    url: str = key(Text(validate=_url_scheme("postgresql", "postgres")), "",
-        "PostgreSQL URL (postgresql://user:pass@host:5432/db). Empty: lethe dev starts an embedded server.", secret=True)
+    url: str = key(Text(validate=_conninfo), "",
+        "PostgreSQL connection string, in any form libpq takes: a URL (postgresql://user:pass@host:5432/db; "
+            "several hosts as host-a:5432,host-b:5432 with ?target_session_attrs=read-write), host=... keywords, "
+            "a unix socket directory (?host=/var/run/postgresql) or service=. Empty: lethe dev starts an embedded "
+            "server.", secret=True)
     tx_retry_max: int = key(Number(validate=_no_value_range(0, 100)), 5,
         "Retries of a transaction that met a deadlock or a serialization failure.")
     pool_size: int = key(Number(validate=_no_value_range(1, 1000)), 10,
@@ -293,7 +296,7 @@ class ScheduleConfig:
             "pings every third of it, and a standby leads at most about this long after the leader is lost.")
     dev_fast: bool = key(Flag(), False,
         "Development only: run every retention and sweep schedule every 5 minutes, ignoring cadence gates.")
-    database_url: str = key(Text(validate=_url_scheme("postgresql", "postgres")), "",
+    database_url: str = key(Text(validate=_conninfo), "",
         "A direct PostgreSQL URL for the scheduler's leader session (a session-level lock, which a transaction "
             "pooler cannot hold); required with database.pooler transaction. Empty: database.url.", secret=True)
 
