@@ -12,7 +12,7 @@ need from here as arguments; they never look anything up themselves (STYLE.md).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Protocol, Sequence, cast
 
@@ -44,6 +44,31 @@ class BrokerPort(Protocol):
         """Release connections."""
 
 
+class JournalPort(Protocol):
+    """The process's journal writer (app/lifecycle/journal.py): it takes the entries each commit journaled, writes
+    them to the journal right after (or, in tests, when asked), and writes what it still holds at close."""
+
+    def committed(self, entries: Sequence[Any]) -> None:
+        """Entries a unit of work committed (called after its commit; never raises, never waits)."""
+
+    def flush_now(self) -> int:
+        """Write every waiting entry now, in this thread; returns how many."""
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Write what is left (the last flush of a stopping process) and stop."""
+
+
+class _NoJournalWriter:
+    def committed(self, entries: Sequence[Any]) -> None:
+        pass
+
+    def flush_now(self) -> int:
+        return 0
+
+    def close(self, timeout: float = 5.0) -> None:
+        pass
+
+
 @dataclass
 class Runtime:
     cfg: Config
@@ -56,6 +81,7 @@ class Runtime:
     limits: UploadLimits
     delete_files: DeleteFiles
     keyring: Keyring
+    journal: JournalPort = field(default_factory=_NoJournalWriter)
 
     @property
     def maintenance(self) -> StoreMaintenance:
@@ -71,5 +97,7 @@ class Runtime:
         return FileStore(self.store, self.keyring, self.cfg.file.encryption)
 
     def close(self) -> None:
+        """Write what the journal writer holds, publish what the outbox holds, close the pool."""
+        self.journal.close()
         self.outbox.close()
         self.db.close()

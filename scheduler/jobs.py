@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from typing import TYPE_CHECKING
 
 from zoneinfo import ZoneInfo
@@ -156,23 +157,37 @@ def relay_outbox(runtime: Runtime, leadership: Leadership | None = None) -> int:
 
 
 def journal_tick(runtime: Runtime, leadership: Leadership, guard: RestoreGuard) -> int:
-    """The leader writes the journal entries committed since the last tick to the journal; when the database is
-    behind its journal (restored from a backup) it applies the journal again first (journal.auto_reconcile),
-    else waits for `lethe restore reconcile`. Segments past journal.retention go once an hour."""
+    """The leader's part of the journal. Every process writes the entries it committed right after the commit; the
+    leader catches up what a dead process left, removes spool objects whose entries are written, reports the age
+    of the oldest entry still waiting, and after a restore applies the journal again (journal.auto_reconcile;
+    else it waits for `lethe restore reconcile`). A database older than its journal beside exactly one other
+    installation's journal adopts it first. Segments past journal.retention go once an hour."""
     if not runtime.cfg.journal.enabled or not leadership.is_leader():
         return 0
     try:
         state = guard.refresh()
-        if state is not None and state.behind:
+        if state is not None and state.reason is not None and state.damaged is None:
             if not runtime.cfg.journal.auto_reconcile:
                 return 0
+            if state.adoptable:
+                if len(state.adoptable) != 1:
+                    return 0  # several candidates: the operator says which (lethe restore adopt)
+                journal.adopt(runtime, uuid.UUID(state.adoptable[0]))
+                guard.refresh()
             restore.reconcile(runtime)
             guard.refresh()
+        elif state is not None and state.damaged is not None:
+            return 0  # said once by the guard; the operator mends it (docs/operations.md, 'A damaged journal')
         written = journal.flush(runtime)
+        journal.settle_spool(runtime)
+        metrics.JOURNAL_OLDEST_PENDING.set(journal.oldest_pending_age(runtime))
         if time.monotonic() - _PRUNED[0] > 3600:
             _PRUNED[0] = time.monotonic()
             journal.prune(runtime)
         return written
+    except restore.JournalDamaged:
+        guard.refresh()
+        return 0
     except Exception as exc:  # noqa: BLE001 - the next tick tries again; entries wait in the database
         log_event(log, "warning", "journal.tick_failed", "the journal tick failed; the next one tries again",
                   error=type(exc).__name__)

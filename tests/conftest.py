@@ -145,7 +145,9 @@ def truncate_all(url: str) -> None:
             conn.execute(f"DELETE FROM {table}")
         # each test has a store of its own, so a journal of its own: the database starts at its beginning
         conn.execute("UPDATE journal_state SET position = 0, reconciled_to = 0, restore_seen_at = NULL, "
-                     "reconciled_at = NULL, installation_id = gen_random_uuid()")
+                     "reconciled_at = NULL, installation_id = gen_random_uuid(), writing_first = NULL, writing_last = NULL, "
+                     "writing_until = NULL, writing_by = NULL, head_digest = NULL, damaged = NULL, "
+                     "foreign_installations = '{}', adopted_from = NULL")
         conn.execute("SELECT setval(c.oid::regclass, 1, false) FROM pg_class c JOIN pg_namespace n "
                      "ON n.oid = c.relnamespace WHERE c.relkind = 'S' AND n.nspname = 'public'")
 

@@ -30,6 +30,18 @@ log = logging.getLogger("lethe.worker")
 RESTORE_WAIT_MS = 10_000  # how long a job waits, each time, while the database is behind its journal
 
 
+class FlushAtShutdown(dramatiq.Middleware):
+    """When the worker process stops (SIGTERM, SIGINT), once its actors are done: the journal entries it committed
+    are written to the journal and the jobs it committed are published, before the process exits."""
+
+    def __init__(self, runtime: Runtime):
+        self.runtime = runtime
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
+        self.runtime.journal.close()
+        self.runtime.outbox.close()
+
+
 @dataclass(frozen=True)
 class ActorSpec:
     name: str

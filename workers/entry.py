@@ -15,7 +15,7 @@ from app.entry.support import load_config_or_exit
 from app.platform.observability.log_setup import setup_logging
 from app.platform.observability.sentry import setup_sentry
 from app.entry.wiring import build_runtime
-from workers.actors import register
+from workers.actors import FlushAtShutdown, register
 from workers.pools import add_webhook_pool, pool_wanted
 from app.platform.observability.logs import log_event
 from app.platform.jobs.broker import build_broker
@@ -27,6 +27,7 @@ broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
 dramatiq.set_broker(broker)
 runtime = build_runtime(cfg, broker, role="worker", background_publish=True)
 actors = register(broker, runtime)
+broker.add_middleware(FlushAtShutdown(runtime))
 if pool_wanted():
     add_webhook_pool(broker, cfg.webhooks.concurrency)
 log_event(logging.getLogger("lethe.worker"), "info", "worker.started", "worker process started", pid=os.getpid(),

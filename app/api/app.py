@@ -13,6 +13,7 @@ from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
 from app.platform.observability import metrics
+from app.domain.journal import GUARD_DETAIL
 from app.lifecycle.journal import RestoreGuard
 from app.api import (common, drafts, erasures, events, files, holds, json_body, links, messages, ops, problems,
                      receipts, slots, tus, uploads)
@@ -57,12 +58,6 @@ class LetheApi(Api):
         self.spec.components.response("DEFAULT_ERROR", response, lazy=True)
 
 
-RESTORE_DETAIL = {
-    "restore_pending": "The database was restored from a backup and is behind its deletion journal; requests "
-                       "are answered once the journal is applied again (lethe restore status).",
-    "journal_unreadable": "The deletion journal cannot be read, so the service cannot tell whether its database "
-                          "was restored; requests are answered once it can.",
-}
 
 
 def create_app(runtime: Runtime) -> Flask:
@@ -113,7 +108,7 @@ def create_app(runtime: Runtime) -> Flask:
             waiting = guard.reason()
             if waiting is not None:
                 return problems.problem(503, "service_unavailable", "Service unavailable", reason=waiting,
-                                        detail=RESTORE_DETAIL[waiting],
+                                        detail=GUARD_DETAIL[waiting],
                                         headers={"Retry-After": "10"})
         # D11: every /api/v1 request without valid credentials is a 401 before anything is looked up
         # (Flask raises routing errors only after this hook).

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from flask import Blueprint, Response, current_app
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from app.domain.journal import GUARD_DETAIL
 from app.api.problems import problem
 from app.content import clamd
 from app.platform.readiness import Readiness
@@ -51,9 +52,7 @@ def readyz() -> Response | dict[str, Any]:
     hard = [name for name in failed if name not in readiness.soft]
     waiting = current_app.extensions["lethe.guard"].reason()
     if waiting is not None and not hard:
-        return problem(503, "not_ready", "Not ready", reason=waiting,
-                       detail="the database is behind its deletion journal (restored from a backup): lethe restore "
-                              "status" if waiting == "restore_pending" else "the deletion journal cannot be read",
+        return problem(503, "not_ready", "Not ready", reason=waiting, detail=GUARD_DETAIL[waiting],
                        headers={"Retry-After": "10"})
     if hard:
         return problem(503, "not_ready", "Not ready", detail="unreachable: " + ", ".join(hard),

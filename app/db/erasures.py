@@ -206,6 +206,20 @@ def remaining(conn: Conn, subject_id: UUID, erasure_id: UUID) -> Remaining:
         """, {"s": subject_id, "e": erasure_id})
 
 
+def servable_left(conn: Conn, subject_id: UUID) -> int:
+    """How many rows of the subject a reader could still be served (live files, messages, drafts, slots, events
+    addressed to or made by them): an erasure's marks are applied when none is left."""
+    row = conn.execute(
+        """
+        SELECT (SELECT count(*) FROM files WHERE uploaded_by = %(s)s AND deleted_at IS NULL)
+             + (SELECT count(*) FROM messages WHERE author_id = %(s)s)
+             + (SELECT count(*) FROM drafts WHERE user_id = %(s)s)
+             + (SELECT count(*) FROM slots WHERE holder_id = %(s)s)
+             + (SELECT count(*) FROM events WHERE audience_principal_id = %(s)s OR actor_id = %(s)s)
+        """, {"s": subject_id}).fetchone()
+    return int(row[0]) if row else 0
+
+
 def unconfirmed_purged(conn: Conn, erasure_id: UUID, limit: int, after: UUID) -> list[ListedFile]:
     """Files of the erasure whose rows are gone and whose keys are not confirmed absent yet, by file id."""
     return all_as(conn, ListedFile,

@@ -126,12 +126,15 @@ class Database:
         clock: the project's clock (D17): the time an outbox row is written with.
         timeouts: how long to wait for the server (D13: an outage answers fast).
         subscribers: the consequences of a file's end, handed to every unit of work (app/lifecycle/ends.py).
+        on_journal: called with the journal entries of a committed unit of work (the process's journal writer).
     """
 
     def __init__(self, url: str, pool_size: int = 10, tx_retry_max: int = 5,
                  after_commit: Callable[[Sequence[Job]], None] | None = None, clock: Clock | None = None,
-                 timeouts: Timeouts | None = None, subscribers: Sequence[Any] | None = None):
+                 timeouts: Timeouts | None = None, subscribers: Sequence[Any] | None = None,
+                 on_journal: Callable[[Sequence[Any]], None] | None = None):
         self.url = url
+        self.on_journal = on_journal
         self.subscribers = subscribers
         self.tx_retry_max = tx_retry_max
         self.after_commit = after_commit
@@ -252,6 +255,8 @@ class Database:
                 continue
             finally:
                 reset_in_transaction(token)
+            if uow.journaled and self.on_journal is not None:
+                self.on_journal(uow.journaled)
             for hook in uow.on_commit:
                 hook()
             if uow.jobs and self.after_commit is not None:

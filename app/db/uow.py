@@ -32,6 +32,9 @@ class UnitOfWork:
     clock: Clock = field(default_factory=SystemClock)
     jobs: list[Job] = field(default_factory=list)
     on_commit: list[Callable[[], None]] = field(default_factory=list)
+    # Journal entries this transaction committed (app/lifecycle/journal.py), handed to the process's journal
+    # writer after the commit, as jobs are to the outbox's publisher.
+    journaled: list[Any] = field(default_factory=list)
     # The consequences of a file's end (app/lifecycle/ends.py), wired by the composition root; None: not wired.
     subscribers: Sequence[Any] | None = None
 
@@ -39,13 +42,14 @@ class UnitOfWork:
     def savepoint(self) -> Iterator["UnitOfWork"]:
         """A savepoint: on an error, its statements are rolled back, and so are the jobs and commit hooks
         it registered (their outbox rows went with the rollback). The error propagates."""
-        jobs, hooks = len(self.jobs), len(self.on_commit)
+        jobs, hooks, journaled = len(self.jobs), len(self.on_commit), len(self.journaled)
         try:
             with self.conn.transaction():
                 yield self
         except BaseException:
             del self.jobs[jobs:]
             del self.on_commit[hooks:]
+            del self.journaled[journaled:]
             raise
 
     def after_commit(self, fn: Callable[[], None]) -> None:

@@ -31,10 +31,11 @@ import os
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_hold, cmd_receipt, cmd_restore,
+from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_hold, cmd_receipt,
                            cmd_retention_restore, cmd_retention_run, cmd_sweep_run, cmd_webhooks, delivery_arg,
                            duration_arg, limit_arg, uuid_arg)
 from app.entry.keyring import add_parser as add_keys_parser
+from app.entry.restore import add_parser as add_restore_parser
 from app.entry.support import (EXIT_CONFIG, check_keyring_or_exit, inspect_store_or_exit, load_config_or_exit,
                                print_config_errors, setup_role_logging, warn_if_autovacuum_off)
 from app.domain.access import SCOPES
@@ -357,15 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--json", action="store_true", help="print one JSON object")
         sub.set_defaults(func=cmd_webhooks)
 
-    restore = commands.add_parser("restore", help="the deletion journal against a restored database")
-    restore_commands = restore.add_subparsers(dest="restore_command", required=True)
-    restore_status = restore_commands.add_parser("status", help="where the database stands against its journal")
-    reconcile = restore_commands.add_parser("reconcile", help="apply the journal again after a restore")
-    reconcile.add_argument("--dry-run", action="store_true", help="count what would be applied; change nothing")
-    for sub in (restore_status, reconcile):
-        sub.add_argument("--json", action="store_true", help="print one JSON object")
-        sub.set_defaults(func=cmd_restore)
-
+    add_restore_parser(commands)
     add_keys_parser(commands)
 
     receipt = commands.add_parser("receipt", help="the name-free receipt of a purged file (D16)")

@@ -493,32 +493,3 @@ def cmd_erase(args: argparse.Namespace) -> int:
     else:
         print(f"erasure {current.id}: {current.state}" + (f" ({current.reason})" if current.reason else ""))
     return 0 if current.state == "complete" else 1
-
-
-def cmd_restore(args: argparse.Namespace) -> int:
-    """The deletion journal against the database: where it stands (`status`), or apply the journal again after
-    a restore (`reconcile`, with --dry-run: counts only). Exit 2 when the journal cannot be read."""
-    from app.errors import StorageError
-    from app.lifecycle import journal, restore
-
-    runtime = _one_shot_runtime("restore", needs_store=True, commits=args.restore_command == "reconcile"
-                                and not args.dry_run)
-    try:
-        if args.restore_command == "status":
-            shown = journal.status(runtime)
-        else:
-            shown = restore.reconcile(runtime, dry_run=args.dry_run).as_dict()
-            if not args.dry_run:
-                shown["written"] = journal.flush(runtime)
-    except StorageError as exc:
-        print(f"lethe restore: the deletion journal cannot be read ({type(exc).__name__}): check file.storage.* "
-              "and the store", file=sys.stderr)
-        return 2
-    finally:
-        runtime.close()
-    if args.json:
-        print(json.dumps(shown))
-        return 0
-    for name, value in shown.items():
-        print(f"{name}: {value}")
-    return 0

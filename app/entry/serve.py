@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from flask import Flask
 
     from app.platform.config.tree import Config
+    from app.runtime import Runtime
 
 
 class ApiServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no type information
@@ -33,6 +34,7 @@ class ApiServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no typ
             "graceful_timeout": 20,
             "accesslog": None,
             "child_exit": child_exit,
+            "worker_exit": worker_exit,
             "control_socket_disable": True,  # it would need a writable home directory
             "logconfig_dict": gunicorn_logconfig("api", cfg.log.format, cfg.log.level),
         }
@@ -48,7 +50,20 @@ class ApiServer(BaseApplication):  # type: ignore[misc]  # gunicorn ships no typ
         cfg = self.lethe_cfg
         setup_role_logging("api", cfg)
         broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
-        return create_app(build_runtime(cfg, broker, role="api", background_publish=True))
+        runtime = build_runtime(cfg, broker, role="api", background_publish=True)
+        _RUNTIMES.append(runtime)
+        return create_app(runtime)
+
+
+_RUNTIMES: list[Runtime] = []  # the runtime of this worker process (built by load() after the fork)
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """In a worker process that stops (SIGTERM, SIGINT, a restart): the journal entries its requests committed are
+    written to the journal, and their jobs published, before it exits."""
+    for runtime in _RUNTIMES:
+        runtime.journal.close()
+        runtime.outbox.close()
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -8,6 +8,7 @@ from app.db.pool import Database, Timeouts
 from app.domain.uploads import UploadLimits
 from app.lifecycle import ends
 from app.lifecycle.deletion import mark_deleted
+from app.lifecycle.journal import JournalWriter
 from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
 from app.platform.keys import Keyring
@@ -41,12 +42,16 @@ def database_timeouts(cfg: Config) -> Timeouts:
 
 
 def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | None = None,
-                  store: ObjectStore | None = None, background_publish: bool = False) -> Runtime:
+                  store: ObjectStore | None = None, background_publish: bool = False,
+                  journal_writes: str = "background") -> Runtime:
     """Wire the database (with the subscribers of a file's end), the store, the broker and the outbox for one
     process.
 
     background_publish: publish committed jobs from a thread of the process (the api and the worker: a
     request never waits for RabbitMQ, D9); off, the committing thread publishes (tests, one-shot commands).
+    journal_writes: `background`: the journal entries a commit made are written right after it by a thread of the
+    process, and what is left when it closes (every role and command); `manual`: only when asked (tests that
+    step through the journal themselves).
     """
     clock = clock or SystemClock()
     db = Database(cfg.database.url, pool_size=cfg.database.pool_size, tx_retry_max=cfg.database.tx_retry_max,
@@ -57,6 +62,11 @@ def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | Non
     limits = UploadLimits(part_size=cfg.file.part_size, max_size=cfg.file.max_size,
                           max_attachments=cfg.file.max_attachments, session_ttl=cfg.file.upload_session_ttl,
                           complete_timeout=cfg.file.complete_timeout)
-    return Runtime(cfg=cfg, clock=clock, db=db, store=store or build_store(cfg),
-                   broker=broker, outbox=outbox, role=role, limits=limits,
-                   delete_files=mark_deleted, keyring=Keyring(cfg.file.keyring))
+    runtime = Runtime(cfg=cfg, clock=clock, db=db, store=store or build_store(cfg),
+                      broker=broker, outbox=outbox, role=role, limits=limits,
+                      delete_files=mark_deleted, keyring=Keyring(cfg.file.keyring))
+    writer = JournalWriter(runtime, background=journal_writes == "background",
+                           linger_s=cfg.journal.write_linger.total_seconds())
+    runtime.journal = writer
+    db.on_journal = writer.committed
+    return runtime

@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from app.db import erasures as erasures_sql
 from app.db import files as files_sql
 from app.db import holds as holds_sql
 from app.db import journal as sql
@@ -20,15 +21,15 @@ from app.db import messages as messages_sql
 from app.db.locks import exclusive
 from app.db.uow import UnitOfWork
 from app.domain.ends import Scope
-from app.domain.journal import (ERASURE_COMPLETED, FILE_KINDS, HOLD_PLACED, HOLD_RELEASED, OBJECTS_GONE, Entry, Segment,
-                                parse_line,
+from app.domain.journal import (ERASURE_COMPLETED, FILE_KINDS, HOLD_PLACED, HOLD_RELEASED, OBJECTS_GONE, Damage,
+                                Entry, ReadSegment, Segment, SegmentDamaged, chain, read_segment, read_spool,
                                 subject_hash)
 from app.domain.objects import FileObjects
-from app.errors import Conflict
+from app.errors import Conflict, NotFound
 from app.lifecycle.audit import run_audit
-from app.lifecycle.erasure import request_erasure
+from app.lifecycle.erasure import erase_round, request_erasure
 from app.lifecycle.holds import release_hold
-from app.lifecycle.journal import sink_of
+from app.lifecycle.journal import escrowed_hash_key
 from app.platform.jobs import enqueue_purge
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -50,6 +51,7 @@ class ReconcileReport:
     files_marked: int = 0
     files_purged_again: int = 0
     erasures: int = 0
+    spooled: int = 0
     persons_not_found: int = 0
     holds_placed: int = 0
     holds_released: int = 0
@@ -63,15 +65,31 @@ class ReconcileReport:
         return dict(self.__dict__)
 
 
+class JournalDamaged(Exception):
+    """The journal past the database's position does not verify: the reconciliation applied nothing of it (the
+    damage is recorded; data requests wait with the reason journal_damaged)."""
+
+    def __init__(self, damage: Damage):
+        super().__init__(damage.describe())
+        self.damage = damage
+
+
 def reconcile(rt: Runtime, dry_run: bool = False, after_entry: Callable[[Entry], None] | None = None,
-              batch_files: int = 1000) -> ReconcileReport:
-    """Apply every journal entry past the database's position again, through the one deletion function, then
-    check store and rows both ways, and move the database to the journal's head. Idempotent and resumable.
+              batch_files: int = 1000, accept: Sequence[str] = ()) -> ReconcileReport:
+    """Apply every journal entry past the database's position again, and every spooled entry it does not know,
+    through the one deletion function; then check store and rows both ways, and move the database to the
+    journal's head. Idempotent and resumable. Every segment is verified before anything is applied.
 
     Args:
         dry_run: count what would be applied; change nothing.
         after_entry: called after each entry is applied (tests stop a reconciliation half-way with it).
         batch_files: files applied in one transaction (consecutive ends of files go together).
+        accept: damage the operator accepted (a segment's key, or missing numbers as the error named them): what
+            can be read of it is applied, and the reconciliation goes on past it.
+
+    Raises:
+        JournalDamaged: a segment does not verify, or numbers are missing (recorded, unless dry).
+        StorageError: the journal cannot be read.
     """
     with exclusive(rt.db, sql.RECONCILE_LOCK_KEY) as mine:
         if not mine:
@@ -79,31 +97,82 @@ def reconcile(rt: Runtime, dry_run: bool = False, after_entry: Callable[[Entry],
             return ReconcileReport(dry_run=dry_run)
         # Read under the lock: a runner that finished just before moved the position.
         st = rt.db.read(sql.state)
-        sink = sink_of(rt, st.installation_id)
-        segments = list(sink.segments_after(st.position))
-        report = ReconcileReport(position=st.position, head=max([st.position] + [s.last for s in segments]),
-                                 dry_run=dry_run)
-        if not segments:
+        sink = JournalSink(rt.store, st.installation_id)
+        listing = sink.after(st.position)
+        try:
+            read = _verified(sink, listing.segments, st, frozenset(accept))
+            spooled = _spooled(rt, sink, listing.spooled)
+        except SegmentDamaged as exc:
+            if not dry_run:
+                rt.db.unit_of_work(lambda uow: sql.set_damaged(uow.conn, exc.damage), name="journal.damaged")
+            log_event(log, "error", "journal.damaged", "the deletion journal is damaged past the database's "
+                      "position; nothing of it was applied", where=exc.damage.where, line=exc.damage.line,
+                      what=exc.damage.what)
+            raise JournalDamaged(exc.damage) from None
+        ahead = [item for item in read if item.last > st.position]
+        head = max([st.position] + [item.last for item in ahead])
+        report = ReconcileReport(position=st.position, head=head, dry_run=dry_run)
+        if not ahead and not spooled:
+            if st.damaged and not dry_run:  # mended (the segment was put back) and nothing is left to apply
+                rt.db.unit_of_work(lambda uow: sql.set_damaged(uow.conn, None), name="journal.damaged")
             return report
-        return _reconcile(rt, st, sink, segments, report, after_entry, batch_files)
+        head_digest = max(ahead, key=lambda item: item.last).digest if ahead else None
+        entries = [entry for item in ahead for entry in item.entries if entry.seq > max(st.position, st.reconciled_to)]
+        return _reconcile(rt, st, entries, spooled, head_digest, report, after_entry, batch_files)
 
 
-def _reconcile(rt: Runtime, st: sql.JournalState, sink: JournalSink, segments: list[Segment],
-               report: ReconcileReport, after_entry: Callable[[Entry], None] | None,
+def _verified(sink: JournalSink, segments: Sequence[Segment], st: sql.JournalState,
+              accepted: frozenset[str]) -> list[ReadSegment]:
+    """Every segment past the position, read and verified, and their chain (no numbers missing, none replaced)."""
+    read = []
+    for segment in segments:
+        try:
+            text = sink.read(segment.key)
+        except NotFound:
+            continue  # gone since the listing (pruned): the chain says whether numbers are missing
+        read.append(read_segment(segment, text, accept=segment.key in accepted))
+    chain(st.position, st.head_digest, read, accepted)
+    return read
+
+
+def _spooled(rt: Runtime, sink: JournalSink, keys: Sequence[str]) -> list[Entry]:
+    """The spooled entries this database does not know (committed to a database that is gone)."""
+    entries: list[Entry] = []
+    for key in keys:
+        try:
+            entries += read_spool(key, sink.read(key))
+        except NotFound:
+            continue
+    ids = [entry.id for entry in entries if entry.id is not None]
+    known = rt.db.read(lambda conn: sql.known_among(conn, ids)) if ids else set()
+    unknown: dict[uuid.UUID, Entry] = {}
+    for entry in entries:
+        if entry.id is not None and entry.id not in known:
+            unknown.setdefault(entry.id, entry)
+    return sorted(unknown.values(), key=lambda entry: entry.at)
+
+
+def _reconcile(rt: Runtime, st: sql.JournalState, entries: list[Entry], spooled: list[Entry],
+               head_digest: str | None, report: ReconcileReport, after_entry: Callable[[Entry], None] | None,
                batch_files: int) -> ReconcileReport:
     dry_run = report.dry_run
-    entries = [entry for segment in segments for entry in _read(sink, segment)
-               if entry.seq > max(st.position, st.reconciled_to)]
-    for entry in entries:
+    everything = entries + spooled
+    for entry in everything:
         report.by_kind[entry.kind] = report.by_kind.get(entry.kind, 0) + 1
     report.entries = len(entries)
+    report.spooled = len(spooled)
     if dry_run:
-        report.files_marked = len({file_id for entry in entries if entry.kind in FILE_KINDS for file_id in entry.files})
+        report.files_marked = len({file_id for entry in everything if entry.kind in FILE_KINDS
+                                   for file_id in entry.files})
         return report
     log_event(log, "warning", "journal.reconcile_started", "applying the deletion journal again after a restore",
-              entries=len(entries), position=st.position, head=report.head)
+              entries=len(entries), spooled=len(spooled), position=st.position, head=report.head)
     hashes: dict[str, list[uuid.UUID]] | None = None
-    key = rt.cfg.journal.hash_key or st.hash_key
+    # A person is matched under every key the journal may have hashed them with: the configured one, and the one
+    # the database made (an installation that set journal.hash_key later hashed earlier entries with that).
+    # A journal adopted from a database that is gone was hashed with that database's key, kept beside it.
+    escrowed = escrowed_hash_key(rt, st.installation_id)
+    keys = list(dict.fromkeys(key for key in (rt.cfg.journal.hash_key, st.hash_key, escrowed) if key))
     ended: set[uuid.UUID] = set()  # every file a journaled end names, applied once
     group: list[Entry] = []
     grouped = [0]  # files named by the group
@@ -117,7 +186,7 @@ def _reconcile(rt: Runtime, st: sql.JournalState, sink: JournalSink, segments: l
             group.clear()
             grouped[0] = 0
 
-    for entry in entries:
+    for entry in everything:
         if entry.kind in FILE_KINDS:
             # Consecutive ends of files are applied together, up to batch_files files a transaction.
             group.append(entry)
@@ -129,22 +198,23 @@ def _reconcile(rt: Runtime, st: sql.JournalState, sink: JournalSink, segments: l
         if entry.subject is not None and hashes is None:
             hashes = {}
             for principal in rt.db.read(sql.known_principals):
-                hashes.setdefault(subject_hash(key, principal), []).append(principal)
+                for key in keys:
+                    hashes.setdefault(subject_hash(key, principal), []).append(principal)
         _apply(rt, entry, hashes or {}, report)
         if after_entry is not None:
             after_entry(entry)
     apply_group()
+    if spooled:
+        # Committed again, so that the journal numbers them (their spool objects go once they are written).
+        rt.db.unit_of_work(lambda uow: sql.adopt_entries(uow.conn, spooled), name="journal.adopt_spooled")
     report.objects_removed = _remove_left_objects(rt, sorted(ended))
     report.orphans_deleted = run_audit(rt, delete=True).orphans_deleted
-    rt.db.unit_of_work(lambda uow: sql.reconciled(uow.conn, report.head, rt.clock.now()), name="journal.reconciled")
+    rt.db.unit_of_work(lambda uow: sql.reconciled(uow.conn, report.head, head_digest, rt.clock.now()),
+                       name="journal.reconciled")
     metrics.RESTORE_PENDING.set(0)
     log_event(log, "warning", "journal.reconciled", "the deletion journal was applied again; the database stands at "
               "its head", **{k: v for k, v in report.as_dict().items() if isinstance(v, int)})
     return report
-
-
-def _read(sink: JournalSink, segment: Segment) -> list[Entry]:
-    return [parse_line(text) for text in sink.read(segment).splitlines() if text.strip()]
 
 
 def _apply_files(rt: Runtime, group: list[Entry], handled: set[uuid.UUID], report: ReconcileReport) -> None:
@@ -185,11 +255,13 @@ def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report
             report.persons_not_found += 1
         for person in persons:
             try:
-                request_erasure(rt, None, person)
-                report.erasures += 1
+                erasure = request_erasure(rt, None, person)
             except Conflict:  # a hold covers the person again: the erasure waits for its release, as ever
                 log_event(log, "warning", "journal.erasure_held", "a journaled erasure waits: a legal hold covers "
                           "the person", erasure_id=str(entry.erasure))
+                continue
+            _erase_now(rt, erasure.id, person)
+            report.erasures += 1
     elif entry.kind == HOLD_PLACED and entry.hold is not None:
         hold_id = entry.hold
         # A hold on a person names them by hash: placed again on the person the restored database knows.
@@ -214,6 +286,26 @@ def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report
             release_hold(rt, None, released)
             report.holds_released += 1
     rt.db.unit_of_work(lambda uow: sql.applied(uow.conn, entry.seq), name="journal.applied")
+
+
+def _erase_now(rt: Runtime, erasure_id: uuid.UUID, person: uuid.UUID) -> None:
+    """Run the replayed erasure here, before the database stands at its journal's head: until its marks are applied
+    the person's restored drafts, messages and files could be served. Its rounds go on (the purge's confirmation)
+    as the worker's job once the guard has lifted.
+
+    Raises:
+        ErasureNotApplied: rounds ran and something of the person a reader could be served is still there (the
+            reconciliation stops; the guard stays up, and the next run tries again).
+    """
+    for _ in range(5):
+        if erase_round(rt, erasure_id) != "running" or not rt.db.read(
+                lambda conn: erasures_sql.servable_left(conn, person)):
+            return
+    raise ErasureNotApplied(f"a replayed erasure ({erasure_id}) left rows of the person after 5 rounds")
+
+
+class ErasureNotApplied(Exception):
+    """A replayed erasure's marks could not be applied (the reconciliation stops before the guard lifts)."""
 
 
 def _remove_left_objects(rt: Runtime, file_ids: list[uuid.UUID]) -> int:

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from app.db import journal as journal_sql
-from app.domain.journal import JOURNAL_PREFIX, parse_line, subject_hash
+from app.domain.journal import JOURNAL_PREFIX, parse_segment, subject_hash
 from app.lifecycle import journal, restore
 from app.lifecycle.erasure import erase_round, request_erasure
 from tests.support.helpers import problem, residue
@@ -60,6 +60,21 @@ class ListingOf:
 
     def list_prefix(self, prefix, after=""):
         return self._listing(self._store, prefix, after)
+
+
+def journal_read(lethe) -> tuple[str, list]:
+    """The whole journal of the store as its text, and its entries (every segment verified)."""
+    from app.domain.journal import read_segment
+
+    installation = lethe.rt.db.read(journal_sql.state).installation_id
+    texts, entries = [], []
+    for obj in lethe.rt.maintenance.list_prefix(JOURNAL_PREFIX):
+        text = lethe.raw_store.get(obj.key).decode()
+        texts.append(text)
+        segment = parse_segment(obj.key, installation)
+        if segment is not None:
+            entries += read_segment(segment, text).entries
+    return "".join(texts), entries
 
 
 def place(lethe, **target) -> str:
@@ -121,9 +136,7 @@ def test_a_restored_database_serves_no_deleted_file_and_applies_its_journal_agai
     gone = deleted + files["Sam"]
     assert all(lethe.row(file_id) is None and residue(lethe.raw_store, file_id) == [] for file_id in gone)
     # The journal names nobody: ids, kinds and times; a person as a keyed hash
-    segments = [obj.key for obj in lethe.rt.maintenance.list_prefix(JOURNAL_PREFIX)]
-    text = "".join(lethe.raw_store.get(key).decode() for key in segments)
-    entries = [parse_line(row) for row in text.splitlines()]
+    text, entries = journal_read(lethe)
     assert {entry.kind for entry in entries} >= {"file.marked", "file.objects_gone", "file.row_removed",
                                                   "erasure.completed", "hold.placed", "hold.released"}
     assert CANARY not in text and str(SAM.id) not in text and SAM.id.hex not in text
@@ -274,11 +287,13 @@ def test_a_flush_that_dies_after_its_write_is_never_taken_for_a_restore(make_let
     def dies(*args, **kwargs):
         raise psycopg.OperationalError("the scheduler died between the write and the commit")
 
-    monkeypatch.setattr(journal_sql, "written", dies)
+    monkeypatch.setattr(journal_sql, "finish", dies)
     with pytest.raises(psycopg.OperationalError):
         journal.flush(lethe.rt)
     monkeypatch.undo()
-    assert len([obj for obj in lethe.rt.maintenance.list_prefix(JOURNAL_PREFIX)]) == 1  # the segment is there
+    installation = lethe.rt.db.read(journal_sql.state).installation_id
+    segments = [obj for obj in lethe.rt.maintenance.list_prefix(JOURNAL_PREFIX) if parse_segment(obj.key, installation)]
+    assert len(segments) == 1  # the segment is there
     state = journal.check(lethe.rt)
     assert not state.behind, state  # it was this installation's own write, recorded before it
     assert lethe.call("GET", "/api/v1/files", ALEX).status_code == 200
@@ -290,7 +305,7 @@ def test_objects_gone_alone_deletes_nothing_and_a_file_hold_comes_back_without_i
                                                                                         tmp_path):
     from datetime import datetime, timezone
 
-    from app.domain.journal import Entry, line, segment_key
+    from app.domain.journal import Entry, render_segment, segment_key
     from app.storage.journal import JournalSink
 
     lethe = make_lethe()
@@ -302,8 +317,8 @@ def test_objects_gone_alone_deletes_nothing_and_a_file_hold_comes_back_without_i
                Entry("hold.placed", now, files=(unknown,), hold=uuid.uuid4(), case_ref="CASE-2026-0007",
                      seq=state.position + 2)]
     JournalSink(lethe.rt.store, state.installation_id).write(
-        segment_key(state.installation_id, entries[0].seq, entries[-1].seq, now),
-        "".join(line(entry) + "\n" for entry in entries))
+        segment_key(state.installation_id, entries[0].seq),
+        render_segment(entries[0].seq, entries[-1].seq, None, entries))
     assert journal.check(lethe.rt).behind
     report = restore.reconcile(lethe.rt)
     assert report.files_marked == 0 and report.holds_placed == 1

@@ -48,7 +48,7 @@ OWNER = Person("Owner", "owner@example.com", ("files:read", "files:write", "mana
 
 
 class Lethe:
-    def __init__(self, database_url: str, raw_store, clock, **settings):
+    def __init__(self, database_url: str, raw_store, clock, journal_writes: str = "manual", **settings):
         self.driver = raw_store.driver
         moto = getattr(raw_store, "test_server", None) == "moto"
         self.part_size = FS_PART_SIZE if self.driver == "fs" else MOTO_PART_SIZE if moto else S3_PART_SIZE
@@ -69,7 +69,8 @@ class Lethe:
         self.raw_store = raw_store
         self.store = GuardedStore(raw_store, in_transaction)
         self.clock = clock
-        self.rt = build_runtime(self.cfg, self.broker, role="api", clock=clock, store=self.store)
+        self.rt = build_runtime(self.cfg, self.broker, role="api", clock=clock, store=self.store,
+                                journal_writes=journal_writes)
         self.app = create_app(self.rt)
         self.client = self.app.test_client()
 

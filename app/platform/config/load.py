@@ -107,6 +107,8 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
             values["journal.retention"] <= values["journal.backup_retention"]:
         # A backup older than the journal cannot be replayed: what it restores stays restored.
         add("journal.retention", "Must be longer than journal.backup_retention (the longest database backup).")
+    if have("journal.write_linger") and values["journal.write_linger"] > 1:
+        add("journal.write_linger", "Must be at most 1s (it adds to the journal's lag).")
     if have("journal.check_interval") and not 1 <= values["journal.check_interval"] <= 300:
         add("journal.check_interval", "Must be at least 1s and at most 5m.")
     if values.get("api.public_url") and not str(values["api.public_url"]).startswith(("http://", "https://")):

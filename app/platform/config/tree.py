@@ -338,6 +338,9 @@ class JournalConfig:
         "How long your oldest database backup is kept (for the check that journal.retention is longer).")
     check_interval: timedelta = key(Duration(), "5s",
         "How often each process compares its database with the journal's head.")
+    write_linger: timedelta = key(Duration(), "20ms",
+        "How long a process's journal writer gathers further commits' entries after the first before it writes a "
+            "segment (under load, one segment for many commits; the journal's lag grows by at most this much).")
     auto_reconcile: bool = key(Flag(), True,
         "Replay the journal by itself when the database is found behind it (else: lethe restore reconcile).")
 

@@ -28,6 +28,15 @@ RESTORE_PENDING = Gauge("lethe_restore_pending", "1 while the database is behind
 JOURNAL_PENDING = Gauge("lethe_journal_pending", "Journal entries committed and not yet written to the journal.",
                         multiprocess_mode="mostrecent")
 JOURNAL_ENTRIES = Counter("lethe_journal_entries_total", "Entries written to the deletion journal.")
+JOURNAL_OLDEST_PENDING = Gauge("lethe_journal_oldest_pending_seconds", "Age of the oldest entry committed and not yet "
+                               "in the deletion journal (0: none waits); a database lost now loses at most this "
+                               "much of its deletions' record. Set by the scheduler that leads.",
+                               multiprocess_mode="mostrecent")
+JOURNAL_LAG = Histogram("lethe_journal_lag_seconds", "From an entry's commit to its segment written in the deletion "
+                        "journal (the recovery point of the restore guard).",
+                        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+JOURNAL_SPOOLED = Counter("lethe_journal_spooled_total", "Entries written unnumbered to the journal's spool because "
+                          "the database could not be reached to number them.")
 VARIANTS = Counter("lethe_variants_total", "Image files whose variants job ended, by outcome: ready, or the "
                    "reason it got none (too_large, too_many_pixels, undecodable, timeout, lost).", ["outcome"])
 CONTENT_CORRUPT = Counter("lethe_content_corrupt_total", "Reads of a sealed file whose stored bytes did not open as "
