@@ -364,6 +364,8 @@ def chain(position: int, known_digest: str | None, read: Sequence[ReadSegment], 
     """
     expected, previous = position + 1, known_digest
     for item in sorted(read, key=lambda found: found.first):
+        if previous is not None and previous in accepted_digests(read, accepted):
+            previous = None  # the segment before was accepted damaged: its digest says nothing any more
         if item.last < expected:
             continue  # all of it at or before the position (or a legacy segment written twice)
         if item.first > expected:
@@ -375,6 +377,11 @@ def chain(position: int, known_digest: str | None, read: Sequence[ReadSegment], 
             raise SegmentDamaged(Damage(item.segment.key, "the segment before it is not the one it was written "
                                         "after (its digest differs: replaced or edited)", 1))
         expected, previous = item.last + 1, item.digest
+
+
+def accepted_digests(read: Sequence[ReadSegment], accepted: frozenset[str]) -> set[str]:
+    """The digests of segments whose damage was accepted."""
+    return {item.digest for item in read if item.segment.key in accepted}
 
 
 def directory_of(key: str) -> str:

@@ -179,6 +179,7 @@ class S3Store:
             self._signer = Minio(public_host, access_key=access_key or None, secret_key=secret_key or None,
                                  region=region or "us-east-1", secure=public_secure, http_client=probe_http)
         self.bucket = bucket
+        self.endpoint = endpoint  # host:port, as configured (file.s3.endpoint)
         self._create_bucket = create_bucket
         self.breaker = Breaker()
         self._lock = threading.Lock()
