@@ -79,6 +79,16 @@ class Unavailable(LetheError):
     title = "Service unavailable"
 
 
+class RestorePending(ReasonedError):
+    """The database was found to be another than the one a process last read (restored, or recovered to an earlier
+    point) and the restore guard says data must wait (503, the guard's reason): raised before anything is read
+    through its connection."""
+
+    status = 503
+    code = "service_unavailable"
+    title = "Service unavailable"
+
+
 class StorageError(LetheError):
     """An object store call failed. Transient by default: the job that met it retries; a request that met
     it answers 503."""

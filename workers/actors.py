@@ -18,7 +18,7 @@ import psycopg
 from app.platform import jobs
 from app.content import scan, variants
 from app.content.clamd import ClamdUnavailable
-from app.errors import NotFound, ObjectFailed, StorageError
+from app.errors import NotFound, ObjectFailed, RestorePending, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, sweeps, webhooks
 from app.lifecycle.journal import RestoreGuard
 from app.platform.observability.logs import log_event
@@ -85,8 +85,9 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
                     raise dramatiq.Retry(delay=RESTORE_WAIT_MS) from None
                 return None
             try:
-                return _fn(runtime, *args)
-            except (psycopg.OperationalError, StorageError, ClamdUnavailable) as exc:
+                with guard.serving():
+                    return _fn(runtime, *args)
+            except (psycopg.OperationalError, StorageError, ClamdUnavailable, RestorePending) as exc:
                 if isinstance(exc, ObjectFailed):
                     raise
                 # An outage is expected (D13): one warning line, no stack trace, and dramatiq's retry with

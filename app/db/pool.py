@@ -95,6 +95,7 @@ class BoundedConnection(psycopg.Connection[Any]):
 
     answer_timeout: float | None = None
     returned_at: float = float("-inf")  # when the pool last took it back (Database._returned)
+    fresh: bool = False  # made by the pool and not yet used: the checkout hooks look at it first
 
     def wait(self, gen: PQGen[RV], interval: float = 0.1, timeout: float | None = None) -> RV:
         """psycopg's wait on the server, bounded by answer_timeout; a timeout closes the connection."""
@@ -135,6 +136,10 @@ class Database:
                  on_journal: Callable[[Sequence[Any]], None] | None = None):
         self.url = url
         self.on_journal = on_journal
+        # Called with each new connection before its first use (the restore guard compares the database with the
+        # one it last read). A hook returns False to see the connection again at its next use, and may raise to
+        # refuse this one.
+        self.checkout_hooks: list[Callable[[BoundedConnection], bool]] = []
         self.subscribers = subscribers
         self.tx_retry_max = tx_retry_max
         self.after_commit = after_commit
@@ -159,6 +164,13 @@ class Database:
 
     def _configure(self, conn: BoundedConnection) -> None:
         conn.answer_timeout = self.timeouts.answer
+        conn.fresh = True
+
+    def _first_use(self, conn: BoundedConnection) -> None:
+        """A new connection's first use: every checkout hook sees it first (and may refuse it). It stays new
+        until every hook took it."""
+        if conn.fresh:
+            conn.fresh = not all([hook(conn) for hook in self.checkout_hooks])
 
     def _returned(self, conn: BoundedConnection) -> None:
         conn.returned_at = time.monotonic()
@@ -240,6 +252,12 @@ class Database:
             token = set_in_transaction(True)
             try:
                 with self.pool.connection() as conn:
+                    if conn.fresh:  # before the transaction begins: a hook may read the store
+                        outside = set_in_transaction(False)
+                        try:
+                            self._first_use(conn)
+                        finally:
+                            reset_in_transaction(outside)
                     with conn.transaction(), self._maintenance_timeout(conn):
                         uow = UnitOfWork(conn=conn, name=name, clock=self.clock, subscribers=self.subscribers)
                         result = fn(uow)
@@ -268,6 +286,7 @@ class Database:
         In maintenance() it runs in a transaction of its own (READ COMMITTED: each statement still sees the
         latest committed data) that carries the maintenance statement timeout."""
         with self.pool.connection() as conn:
+            self._first_use(conn)
             if not _MAINTENANCE.get():
                 return fn(conn)
             with conn.transaction(), self._maintenance_timeout(conn):

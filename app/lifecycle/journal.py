@@ -15,24 +15,26 @@ operator commands show."""
 from __future__ import annotations
 
 import base64
+import contextvars
 import json
 import logging
 import os
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import psycopg
 
 from app.db import journal as sql
 from app.db.conn import Conn
 from app.db.uow import UnitOfWork
-from app.domain.journal import (ERASURE_COMPLETED, Entry, GuardState, SegmentDamaged, digest, entry_of, escrow_binding,
-                                escrow_key, read_spool, render_segment, render_spool, segment_key, spool_key,
-                                subject_hash)
-from app.errors import NotFound, StorageError
+from app.domain.journal import (ERASURE_COMPLETED, GUARD_DETAIL, Entry, GuardState, SegmentDamaged, digest, entry_of,
+                                escrow_binding, escrow_key, read_spool, render_segment, render_spool, segment_key,
+                                spool_key, subject_hash)
+from app.errors import NotFound, RestorePending, StorageError
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 from app.storage.journal import JournalSink
@@ -46,6 +48,7 @@ FLUSH_BATCH = 5000  # entries per segment
 LEASE_S = 30.0  # a claim's lease: longer than a segment's write takes (file.s3.timeout), shorter than patience
 KEEP_WRITTEN = timedelta(minutes=15)  # written entries kept so that a spooled one is recognised
 RECHECK_S = 1.0  # how often a writer that found the database behind its journal looks again
+_SERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("lethe_serving", default=False)
 
 
 # -- writing entries with their change ------------------------------------------------------------------------
@@ -447,6 +450,64 @@ class RestoreGuard:
         self._checked = float("-inf")
         self._first_done = False  # the first check ended (a request arriving during it waits for its answer)
         self._lock = threading.Lock()
+        self._identity: tuple[Any, Any] | None = None  # the database last read: its installation, its server's start
+        self._seen = 0  # the highest position read
+        self._changing = threading.RLock()
+        rt.db.checkout_hooks.append(self._connected)
+
+    @staticmethod
+    @contextmanager
+    def serving() -> Iterator[None]:
+        """Work in this block serves data (a job): a new connection to a database that is not the one last read
+        is refused here while data must wait. Reconciliation and operator commands are not in it."""
+        token = _SERVING.set(True)
+        try:
+            yield
+        finally:
+            _SERVING.reset(token)
+
+    @staticmethod
+    def serving_request(serving: bool) -> None:
+        """A request begins (True) or ends (False) serving data in this thread: as serving(), for a request's
+        before and teardown hooks."""
+        _SERVING.set(serving)
+
+    def _connected(self, conn: Conn) -> bool:
+        """A new connection, before its first use: when its database is not the one last read (another server
+        started since, another installation, or a position lower than one read before: restored, recovered to
+        an earlier point, replaced), the guard checks again before anything is read through it, and serving
+        work on it is refused while data must wait. A connection after any restart of the server costs one
+        check. Returns False when the connection must be looked at again (its database could not be read)."""
+        if not self.rt.cfg.journal.enabled:
+            return True
+        try:
+            row = conn.execute("SELECT installation_id, position, pg_postmaster_start_time() FROM journal_state"
+                               ).fetchone()
+        except psycopg.Error:
+            row = None  # not migrated, or a restore still under way: nothing is served from it
+        if row is None:
+            self._refuse_if_serving("journal_unreadable")
+            return False
+        identity, position = (row[0], row[2]), int(row[1])
+        # Whichever thread meets the change first checks again; the others' new connections wait for its answer
+        # (the same thread's own reads during the check pass through).
+        with self._changing:
+            changed = self._identity is not None and (identity != self._identity or position < self._seen)
+            self._identity, self._seen = identity, max(self._seen, position) if not changed else position
+            if changed:
+                log_event(log, "warning", "journal.database_changed", "the database is not the one this process "
+                          "last read (restarted, restored or replaced): the restore guard checks again before "
+                          "serving from it")
+                self.refresh()
+            state = self.state
+        if state is None or state.reason is not None:
+            self._refuse_if_serving(state.reason if state is not None else "journal_unreadable")
+        return True
+
+    @staticmethod
+    def _refuse_if_serving(reason: str | None) -> None:
+        if _SERVING.get():
+            raise RestorePending(reason or "journal_unreadable", GUARD_DETAIL[reason or "journal_unreadable"])
 
     def reason(self) -> str | None:
         """Why data requests must wait now, or None. The first answer is checked at once (nothing is served
@@ -484,6 +545,7 @@ class RestoreGuard:
             except psycopg.Error:
                 pass
         self.state = state
+        self._seen = max(self._seen, state.position)
         metrics.RESTORE_PENDING.set(1 if state.reason is not None else 0)
         return state
 
