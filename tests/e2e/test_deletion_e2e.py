@@ -34,10 +34,16 @@ def call(method, url, token, body=None, raw=None):
         request.add_header("Content-Type", "application/octet-stream")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            text = response.read()
-            return response.status, (json.loads(text) if text else None)
+            return response.status, _body(response.read(), response.headers.get_content_type())
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+        return exc.code, _body(exc.read(), exc.headers.get_content_type())
+
+
+def _body(data: bytes, content_type: str):
+    """A JSON answer parsed; anything else (a file's bytes) as it came."""
+    if not data:
+        return None
+    return json.loads(data) if content_type.endswith("json") else data
 
 
 def upload(api_v1, token, name, data=b"private words", mime_type="text/plain", purpose="attachment",

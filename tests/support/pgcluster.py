@@ -97,3 +97,106 @@ class PgCluster:
             if (data / "postmaster.pid").exists():
                 self._run("pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop", check=False)
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+class PgServer:
+    """One PostgreSQL server of the drill's own (the Debian binaries, as the `postgres` user), optionally archiving
+    its WAL: a host to crash, to restore a dump onto, or to recover to a point in time from a base backup."""
+
+    def __init__(self, archive: bool = False) -> None:
+        self.cluster = PgCluster()  # its directory, user and binaries (no standby is started)
+        self.base, self.bin = self.cluster.base, self.cluster.bin
+        self.port = self.cluster.primary_port
+        self.data = self.base / "data"
+        self.archive = self.base / "archive" if archive else None
+        self.log = self.base / "server.log"
+
+    def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self.cluster._run(*args, check=check, timeout=timeout)
+
+    def _mkdir(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        if self.cluster.user is not None:
+            os.chown(path, self.cluster.user.pw_uid, self.cluster.user.pw_gid)
+
+    def _options(self) -> str:
+        options = self.cluster._options(self.port)
+        if self.archive is not None:
+            options += f" -c archive_mode=on -c archive_command='cp %p {self.archive}/%f'"
+        return options
+
+    def start(self, fresh: bool = True) -> "PgServer":
+        """Initialise (fresh) and start the server."""
+        if self.archive is not None:
+            self._mkdir(self.archive)
+        if fresh:
+            self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync",
+                      "--no-instructions")
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", self._options(), "start")
+        return self
+
+    def url(self, database: str = "postgres") -> str:
+        return self.cluster.admin(self.port, database)
+
+    def create_database(self, name: str) -> str:
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def crash(self) -> None:
+        """The host lost: stopped at once, no checkpoint, no goodbye to its clients."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)
+
+    def replace_with_empty(self) -> None:
+        """The lost host's data gone: a new, empty server on the same address (a backup goes onto it)."""
+        self.crash()
+        shutil.rmtree(self.data, ignore_errors=True)
+        self.start(fresh=True)
+
+    def base_backup(self) -> Path:
+        """A base backup of the running server (pg_basebackup), for a point-in-time recovery."""
+        target = self.base / f"base-{time.monotonic_ns()}"
+        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-D", str(target),
+                  "-X", "stream", "--no-sync", "--checkpoint=fast")
+        return target
+
+    def archive_now(self) -> None:
+        """Close the current WAL segment and wait until the archiver has copied it."""
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            wal = conn.execute("SELECT pg_walfile_name(pg_switch_wal())").fetchone()[0]
+            deadline = time.monotonic() + 30
+            while (conn.execute("SELECT last_archived_wal FROM pg_stat_archiver").fetchone()[0] or "") < wal:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the archiver did not copy the WAL in time")
+                time.sleep(0.05)
+
+    def recover_to(self, backup: Path, target_time: str) -> "PgServer":
+        """The server stopped hard, then recovered from `backup` and the archived WAL to `target_time` (a
+        timestamp with its zone) and promoted: what an operator's point-in-time restore gives."""
+        assert self.archive is not None
+        self.crash()
+        shutil.rmtree(self.data, ignore_errors=True)
+        shutil.copytree(backup, self.data)
+        if self.cluster.user is not None:
+            for path in [self.data, *self.data.rglob("*")]:
+                os.chown(path, self.cluster.user.pw_uid, self.cluster.user.pw_gid)
+        with open(self.data / "postgresql.auto.conf", "a") as conf:
+            conf.write(f"restore_command = 'cp {self.archive}/%f %p'\nrecovery_target_time = '{target_time}'\n"
+                       "recovery_target_action = 'promote'\n")
+        (self.data / "recovery.signal").touch()
+        if self.cluster.user is not None:
+            os.chown(self.data / "recovery.signal", self.cluster.user.pw_uid, self.cluster.user.pw_gid)
+            os.chown(self.data / "postgresql.auto.conf", self.cluster.user.pw_uid, self.cluster.user.pw_gid)
+        self.start(fresh=False)
+        deadline = time.monotonic() + 60
+        while True:
+            with psycopg.connect(self.url(), autocommit=True) as conn:
+                if not conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+                    return self
+            if time.monotonic() > deadline:
+                raise RuntimeError("the recovered server was never promoted")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.crash()
+        shutil.rmtree(self.base, ignore_errors=True)
