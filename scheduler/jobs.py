@@ -178,9 +178,12 @@ def journal_tick(runtime: Runtime, leadership: Leadership, guard: RestoreGuard) 
             guard.refresh()
         elif state is not None and state.damaged is not None:
             return 0  # said once by the guard; the operator mends it (docs/operations.md, 'A damaged journal')
-        written = journal.flush(runtime)
-        journal.settle_spool(runtime)
-        metrics.JOURNAL_OLDEST_PENDING.set(journal.oldest_pending_age(runtime))
+        try:
+            written = journal.flush(runtime)
+            journal.settle_spool(runtime)
+        finally:  # what waits is said even when the store refuses the write (that is when it matters)
+            metrics.JOURNAL_OLDEST_PENDING.set(journal.oldest_pending_age(runtime))
+            metrics.JOURNAL_PENDING.set(journal.pending(runtime))
         if time.monotonic() - _PRUNED[0] > 3600:
             _PRUNED[0] = time.monotonic()
             journal.prune(runtime)

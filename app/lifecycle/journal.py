@@ -387,6 +387,11 @@ def prune(rt: Runtime) -> int:
     return len(old)
 
 
+def pending(rt: Runtime) -> int:
+    """How many entries wait for the journal; the lethe_journal_pending gauge."""
+    return rt.db.read(sql.pending_count)
+
+
 def oldest_pending_age(rt: Runtime) -> float:
     """Seconds since the oldest entry still waiting for the journal committed (0: none waits); the
     lethe_journal_oldest_pending_seconds gauge."""
@@ -579,7 +584,7 @@ def status(rt: Runtime) -> dict[str, Any]:
             "adopted_from": str(st.adopted_from) if st.adopted_from else None,
             "restore_seen_at": st.restore_seen_at.isoformat() if st.restore_seen_at else None,
             "reconciled_at": st.reconciled_at.isoformat() if st.reconciled_at else None,
-            "pending": rt.db.read(sql.pending_count), "oldest_pending_s": round(oldest_pending_age(rt), 3),
+            "pending": pending(rt), "oldest_pending_s": round(oldest_pending_age(rt), 3),
             "other_installations": len(others)}
 
 
@@ -605,5 +610,5 @@ def refuse(rt: Runtime, installation_id: uuid.UUID) -> None:
               installation=str(installation_id))
 
 
-__all__ = ["JournalWriter", "RestoreGuard", "adopt", "check", "escrow_hash_key", "escrowed_hash_key", "flush", "oldest_pending_age", "prune", "record",
+__all__ = ["JournalWriter", "RestoreGuard", "adopt", "check", "escrow_hash_key", "escrowed_hash_key", "flush", "oldest_pending_age", "pending", "prune", "record",
            "record_erasure", "record_hold", "refuse", "settle_spool", "status"]

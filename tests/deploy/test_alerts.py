@@ -35,6 +35,9 @@ CASES = {
     "LetheRestorePending": (
         {"lethe_restore_pending": "1x20"},
         {"lethe_restore_pending": "0x20"}, 10),
+    "LetheJournalBehind": (
+        {"lethe_journal_oldest_pending_seconds": "120x30"},
+        {"lethe_journal_oldest_pending_seconds": "0.05x30"}, 20),
     "LetheCleanupNotRunning": (
         {'lethe_cleanup_runs_total{outcome="ok"}': "3x120"},
         {'lethe_cleanup_runs_total{outcome="ok"}': "0+1x120"}, 60),

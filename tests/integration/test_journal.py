@@ -360,3 +360,34 @@ def test_requests_arriving_during_the_first_journal_check_wait_for_its_answer(ma
     for thread in [first, *others]:
         thread.join(10)
     assert statuses == [200, 200, 200, 200]
+
+
+@pytest.mark.one_store
+def test_the_leader_says_how_long_the_oldest_entry_has_waited_while_the_store_refuses_it(make_lethe, swap_store,
+                                                                                          clock):
+    """The gauges behind the alert LetheJournalBehind are set by the leader's tick even when the tick cannot write
+    (the store refuses): that is when they matter."""
+    from prometheus_client import REGISTRY
+
+    from scheduler.jobs import journal_tick
+    from tests.integration.test_restore_drills import Leader
+    from tests.support.faults import Down
+
+    lethe = make_lethe()
+    file_id = lethe.upload(ALEX)
+    settle(lethe)
+    guard = lethe.app.extensions["lethe.guard"]
+    # Given a deletion committed while the store refuses every write
+    original = swap_store(lethe, Down(lethe.rt.store, "put"))
+    assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
+    clock.advance(90)
+    # When the leader ticks
+    journal_tick(lethe.rt, Leader(), guard)
+    # Then the entry is counted and its age said
+    assert REGISTRY.get_sample_value("lethe_journal_pending") >= 1
+    assert REGISTRY.get_sample_value("lethe_journal_oldest_pending_seconds") >= 90
+    # and once the store takes writes again, nothing waits
+    lethe.rt.store = original
+    journal_tick(lethe.rt, Leader(), guard)
+    assert REGISTRY.get_sample_value("lethe_journal_pending") == 0
+    assert REGISTRY.get_sample_value("lethe_journal_oldest_pending_seconds") == 0
