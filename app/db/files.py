@@ -172,13 +172,14 @@ class Marked:
     outbox_id: int | None
     attached: set[UUID]
     unredactable: int
+    journal_entry: tuple[UUID, UUID] | None = None  # (installation, entry id) of the mark's journal entry
 
 
 _STORED = "e.resource_kind = 'file' AND e.resource_id IN (SELECT id FROM marked) AND e.redacted_at IS NULL"
 
 
 def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, job: tuple[str, str, datetime],
-                check_attached: Sequence[UUID] | None = None) -> Marked:
+                check_attached: Sequence[UUID] | None = None, journal: bool = False) -> Marked:
     """The one statement that writes files.deleted_at (D5), with everything that commits with the mark, so
     that a deletion is one statement after its row locks:
 
@@ -191,7 +192,9 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
       the file's row lock, which the caller holds, so the snapshot sees them all; the count of events no
       rule can redact is answered, and the caller fails the transaction on it;
     - one outbox row carries their purge job (D9), `job` = (queue, actor, created_at); none when no file
-      was marked.
+      was marked;
+    - with `journal`, one deletion-journal entry records the mark (app/lifecycle/journal.py writes it out after
+      the commit); none when no file was marked.
 
     Called by app.lifecycle.deletion and nothing else."""
     queue_name, actor_name, created_at = job
@@ -212,6 +215,14 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
                 THEN {redaction.redacted_payload("e", "blanked")} ELSE e.payload END
             WHERE {_STORED}
             RETURNING {redaction.redactable("e")} AS redactable
+        ), journaled AS (
+            -- The mark's journal entry (kind file.marked; body as app/domain/journal.py's Entry.body()), when the
+            -- journal asked for it: numbered and written out after the commit by the journal writer.
+            INSERT INTO journal_pending (entry_id, kind, at, body)
+            SELECT gen_random_uuid(), 'file.marked', %(now)s,
+                   jsonb_build_object('files', jsonb_agg(id::text ORDER BY id), 'via', %(via)s::text)
+            FROM marked WHERE %(journal)s HAVING count(*) > 0
+            RETURNING entry_id, (SELECT installation_id FROM journal_state) AS installation_id
         ), job AS (
             INSERT INTO outbox (queue_name, actor_name, args, created_at)
             SELECT %(queue)s, %(actor)s, jsonb_build_array(jsonb_agg(id::text ORDER BY id)), %(created_at)s
@@ -221,12 +232,16 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
         SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM marked), '{{}}') AS marked,
                (SELECT id FROM job) AS outbox_id,
                ARRAY(SELECT file_id FROM attachments WHERE file_id = ANY(%(check)s)) AS attached,
-               (SELECT count(*) FROM redacted WHERE NOT redactable) AS unredactable
+               (SELECT count(*) FROM redacted WHERE NOT redactable) AS unredactable,
+               (SELECT installation_id FROM journaled) AS journal_installation,
+               (SELECT entry_id FROM journaled) AS journal_entry
         """,
         {"now": now, "via": via, "ids": list(file_ids), "queue": queue_name, "actor": actor_name,
-         "created_at": created_at, "check": list(check_attached or ()), "blanked": Jsonb(BLANKED)}))
+         "created_at": created_at, "check": list(check_attached or ()), "blanked": Jsonb(BLANKED),
+         "journal": journal}))
+    entry = (row.journal_installation, row.journal_entry) if row.journal_entry is not None else None
     return Marked(file_ids=list(row.marked), outbox_id=row.outbox_id, attached=set(row.attached),
-                  unredactable=row.unredactable)
+                  unredactable=row.unredactable, journal_entry=entry)
 
 
 def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[PurgeFacts]:

@@ -149,6 +149,48 @@ def claim(conn: Conn, limit: int, lease_s: float, writer: UUID) -> Claim | None:
     return Claim(installation, position, first, last, prev, tuple(rows))
 
 
+def claim_next(conn: Conn, limit: int, lease_s: float, writer: UUID) -> Claim | None:
+    """claim() in one statement on an autocommit connection, for the common case (no claim stands): the state row
+    locked (SKIP LOCKED), the oldest unnumbered entries numbered after the position, the claim leased, and the
+    numbered entries answered, in one round trip. When a claim stands (another writer's, or one to take over),
+    it answers as claim() does in a transaction of its own.
+
+    Returns:
+        The claim (rows empty: nothing to write), or None when another writer holds the claim.
+    """
+    rows = conn.execute("""
+        WITH st AS (
+            SELECT installation_id, position, writing_first, head_digest FROM journal_state FOR UPDATE SKIP LOCKED
+        ), taken AS (
+            SELECT p.id FROM journal_pending p WHERE p.seq IS NULL AND EXISTS (SELECT 1 FROM st WHERE
+                st.writing_first IS NULL)
+            ORDER BY p.id LIMIT %(limit)s FOR UPDATE OF p SKIP LOCKED
+        ), numbered AS (
+            SELECT taken.id, st.position + row_number() OVER (ORDER BY taken.id) AS seq FROM taken, st
+        ), took AS (
+            UPDATE journal_pending p SET seq = numbered.seq FROM numbered WHERE p.id = numbered.id
+            RETURNING p.entry_id, p.kind, p.at, p.body, p.seq
+        ), claimed AS (
+            UPDATE journal_state SET writing_first = st.position + 1,
+                   writing_last = st.position + (SELECT count(*) FROM numbered), writing_by = %(writer)s,
+                   writing_until = now() + make_interval(secs => %(lease)s)
+            FROM st WHERE st.writing_first IS NULL AND EXISTS (SELECT 1 FROM numbered)
+        )
+        SELECT st.installation_id, st.position, st.writing_first, st.head_digest,
+               took.entry_id, took.kind, took.at, took.body, took.seq
+        FROM st LEFT JOIN took ON true""", {"limit": limit, "writer": writer, "lease": lease_s}).fetchall()
+    if not rows:
+        return None  # another writer holds the state row right now
+    installation, position, standing, prev = rows[0][:4]
+    if standing is not None:  # a claim stands: another writer's, or one to take over as it stands
+        with conn.transaction():
+            return claim(conn, limit, lease_s, writer)
+    pending = sorted((PendingRow(*row[4:]) for row in rows if row[4] is not None), key=lambda row: row.seq or 0)
+    if not pending:
+        return Claim(installation, position, position + 1, position, prev, ())
+    return Claim(installation, position, position + 1, position + len(pending), prev, tuple(pending))
+
+
 def finish(conn: Conn, claimed: Claim, segment_digest: str) -> bool:
     """The claimed segment is in the journal: the position moves past it (if the claim still stands)."""
     return conn.execute("UPDATE journal_state SET position = %s, head_digest = %s, writing_first = NULL, "

@@ -112,11 +112,14 @@ def clearance_of(facts: Iterable[ByteFacts], scope: Scope) -> Clearance:
 
 @dataclass(frozen=True)
 class FilesMarked:
-    """Files marked deleted now (D5), by `via`, at `at`; committed with their purge job."""
+    """Files marked deleted now (D5), by `via`, at `at`; committed with their purge job and, when the journal
+    asked for it, with their journal entry (`journal_entry`: its installation and id), both written by the
+    mark's own statement."""
 
     file_ids: tuple[uuid.UUID, ...]
     via: str
     at: datetime
+    journal_entry: tuple[uuid.UUID, uuid.UUID] | None = None
 
 
 @dataclass(frozen=True)

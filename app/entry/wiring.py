@@ -66,7 +66,8 @@ def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | Non
                       broker=broker, outbox=outbox, role=role, limits=limits,
                       delete_files=mark_deleted, keyring=Keyring(cfg.file.keyring))
     writer = JournalWriter(runtime, background=journal_writes == "background",
-                           linger_s=cfg.journal.write_linger.total_seconds())
+                           linger_s=cfg.journal.write_linger.total_seconds(),
+                           interval_s=cfg.journal.write_interval.total_seconds())
     runtime.journal = writer
     db.on_journal = writer.committed
     return runtime

@@ -53,17 +53,17 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
 
 def _mark(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: str,
           check_attached: Sequence[uuid.UUID] | None = None) -> files_sql.Marked:
-    """mark_deleted's one statement (mark, sessions, redaction, outbox row), and what it did; with
+    """mark_deleted's one statement (mark, sessions, redaction, outbox row, journal entry), and what it did; with
     `check_attached`, an attached file is spared and the answer says which of those ids are attached."""
     if not file_ids and not check_attached:  # nothing to mark nor to check (an unknown or foreign id)
         return files_sql.Marked(file_ids=[], outbox_id=None, attached=set(), unredactable=0)
     marked = files_sql.set_deleted(uow.conn, file_ids, now, via, (PURGE_QUEUE, PURGE_ACTOR, uow.clock.now()),
-                                   check_attached)
+                                   check_attached, journal=ends.journals_marks(uow))
     if marked.unredactable:
         raise RedactionError("no redaction rule for a stored event of a file being deleted")  # D6
     if marked.outbox_id is not None:
         uow.enqueued(marked.outbox_id, PURGE_QUEUE, PURGE_ACTOR, [str(file_id) for file_id in marked.file_ids])
-        ends.files_marked(uow, FilesMarked(tuple(marked.file_ids), via, now))
+        ends.files_marked(uow, FilesMarked(tuple(marked.file_ids), via, now, marked.journal_entry))
     return marked
 
 

@@ -31,6 +31,10 @@ log = logging.getLogger("lethe.ends")
 class EndSubscriber:
     """A consequence of a file's end. The default hooks do nothing; a subscriber implements what it needs."""
 
+    # The mark's statement writes a deletion-journal entry for this subscriber (as it writes the purge job): one
+    # round trip fewer for every deletion than an insert of its own in files_marked.
+    journals_marks = False
+
     def files_marked(self, uow: UnitOfWork, event: FilesMarked) -> None:
         """Files were marked deleted in this transaction (D5)."""
 
@@ -81,9 +85,14 @@ class Journal(EndSubscriber):
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
+        self.journals_marks = cfg.journal.enabled
 
     def files_marked(self, uow: UnitOfWork, event: FilesMarked) -> None:
-        journal.record(uow, self.cfg, [Entry(FILE_MARKED, event.at, files=tuple(event.file_ids), via=event.via)])
+        # The mark's own statement wrote the entry (journals_marks); the process's writer takes it up.
+        if event.journal_entry is not None:
+            installation, entry_id = event.journal_entry
+            journal.taken_up(uow, installation, [Entry(FILE_MARKED, event.at, files=tuple(event.file_ids),
+                                                       via=event.via, id=entry_id)])
 
     def objects_gone(self, uow: UnitOfWork, event: ObjectsGone) -> None:
         journal.record(uow, self.cfg, [Entry(OBJECTS_GONE, event.at, files=tuple(event.file_ids))])
@@ -139,6 +148,11 @@ def _subscribers(uow: UnitOfWork) -> Sequence[EndSubscriber]:
     if uow.subscribers is None:
         raise RuntimeError("no end-of-file subscribers were wired into this database (app/entry/wiring.py)")
     return uow.subscribers
+
+
+def journals_marks(uow: UnitOfWork) -> bool:
+    """Whether the mark's statement writes a deletion-journal entry (a subscriber asks for it)."""
+    return any(subscriber.journals_marks for subscriber in _subscribers(uow))
 
 
 def files_marked(uow: UnitOfWork, event: FilesMarked) -> None:

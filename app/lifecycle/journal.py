@@ -65,6 +65,12 @@ def record(uow: UnitOfWork, cfg: Config, entries: Sequence[Entry]) -> None:
         uow.journaled.extend((installation, entry) for entry in stored)
 
 
+def taken_up(uow: UnitOfWork, installation: uuid.UUID, entries: Sequence[Entry]) -> None:
+    """Take up entries a statement of this unit of work wrote itself (the mark's); after the commit the process's
+    writer takes them, as record()'s."""
+    uow.journaled.extend((installation, entry) for entry in entries)
+
+
 def record_erasure(uow: UnitOfWork, cfg: Config, erasure_id: uuid.UUID, subject_id: uuid.UUID, at: datetime) -> None:
     """An erasure completed: the person appears as a keyed hash, never by id."""
     if cfg.journal.enabled:
@@ -94,12 +100,17 @@ class JournalWriter:
             commands); off, entries wait until flush_now() (tests move through the steps themselves).
         linger_s: how long the thread gathers the entries of further commits after the first (one segment for
             many commits under load).
+        interval_s: the shortest time between the starts of two rounds: under load the entries of that long go
+            in one segment. A round costs a few milliseconds of the process's CPU (two statements, the segment's
+            write and fsync), so its rate, not the commits', must bound it.
     """
 
-    def __init__(self, rt: Runtime, background: bool, linger_s: float = 0.02):
+    def __init__(self, rt: Runtime, background: bool, linger_s: float = 0.02, interval_s: float = 0.2):
         self.rt = rt
         self.background = background
         self.linger_s = linger_s
+        self.interval_s = interval_s
+        self._round_at = float("-inf")  # when the thread's last round began
         self.id = uuid.uuid4()
         self._pid = os.getpid()
         self._held: dict[uuid.UUID, tuple[uuid.UUID, Entry]] = {}  # committed here, not known to be written
@@ -149,14 +160,16 @@ class JournalWriter:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            if self.linger_s:
-                time.sleep(self.linger_s)
+            gather = max(self.linger_s, self.interval_s - (time.monotonic() - self._round_at))
+            if gather > 0 and self._stop.wait(gather):
+                return  # stopping: close() writes what is held
+            self._round_at = time.monotonic()
             delay = 0.5 if self._cycle() else min(delay * 2, 10.0)
 
     def _cycle(self) -> bool:
         """One round of the thread: write what waits; spool what cannot be numbered. True when it went well."""
         try:
-            self.flush_now()
+            self.flush_now(drain=False)
             return True
         except psycopg.Error as exc:
             log_event(log, "warning", "journal.database_unavailable", "journal entries cannot be numbered: the "
@@ -172,9 +185,14 @@ class JournalWriter:
 
     # -- writing --
 
-    def flush_now(self) -> int:
-        """Write every entry waiting in the database to the journal, a segment at a time, in this thread, while
+    def flush_now(self, drain: bool = True) -> int:
+        """Write the entries waiting in the database to the journal, a segment at a time, in this thread, while
         the database stands at its journal's head. Returns how many entries were written.
+
+        Args:
+            drain: write until nothing waits (a stop, the leader, a reconciliation); else stop after a segment
+                that was not full, so that the entries committed while it was written wait for the next round
+                and its linger (a steady trickle of commits would otherwise make a segment of each).
 
         Raises:
             psycopg.Error: the database does not answer. StorageError: the store does not answer.
@@ -183,8 +201,15 @@ class JournalWriter:
             return 0
         self._after_fork()
         with self._flushing:
-            written = self._write_all()
-            self._settle()
+            with self._lock:
+                before = set(self._held)
+            written = self._write_all(drain)
+            with self._lock:
+                # Entries held from before this round and not written by it: another writer took them, or they
+                # wait. Entries committed during the round are left for the next one (no read for them).
+                left = bool(before & self._held.keys())
+            if drain or left:
+                self._settle()
             return written
 
     def _may_number(self) -> bool:
@@ -198,11 +223,12 @@ class JournalWriter:
             escrow_hash_key(self.rt)
         return self._verified
 
-    def _write_all(self) -> int:
+    def _write_all(self, drain: bool) -> int:
         written = 0
         while self._may_number():
-            claimed = self.rt.db.unit_of_work(lambda uow: sql.claim(uow.conn, FLUSH_BATCH, LEASE_S, self.id),
-                                              name="journal.claim")
+            # One statement each, claim and finish, on autocommit connections: a writer's round trips are paid
+            # by the requests of its process.
+            claimed = self.rt.db.read(lambda conn: sql.claim_next(conn, FLUSH_BATCH, LEASE_S, self.id))
             if claimed is None:
                 return written  # another writer holds the claim; it takes what this one committed on its next round
             if claimed.position < self._seen:
@@ -225,7 +251,7 @@ class JournalWriter:
                 self._behind(claimed, "journal.restore_detected")
                 return written
             ids = {row.entry_id for row in claimed.rows}
-            if self.rt.db.unit_of_work(lambda uow: sql.finish(uow.conn, claimed, digest(text)), name="journal.written"):
+            if self.rt.db.read(lambda conn: sql.finish(conn, claimed, digest(text))):
                 self._seen = claimed.last
                 written += len(entries)
                 metrics.JOURNAL_ENTRIES.inc(len(entries))
@@ -235,6 +261,8 @@ class JournalWriter:
                 with self._lock:
                     for entry_id in ids:
                         self._held.pop(entry_id, None)
+            if not drain and len(claimed.rows) < FLUSH_BATCH:
+                return written
         return written
 
     def _behind(self, claimed: sql.Claim, event: str) -> None:
@@ -610,5 +638,5 @@ def refuse(rt: Runtime, installation_id: uuid.UUID) -> None:
               installation=str(installation_id))
 
 
-__all__ = ["JournalWriter", "RestoreGuard", "adopt", "check", "escrow_hash_key", "escrowed_hash_key", "flush", "oldest_pending_age", "pending", "prune", "record",
+__all__ = ["JournalWriter", "RestoreGuard", "adopt", "check", "escrow_hash_key", "escrowed_hash_key", "flush", "oldest_pending_age", "pending", "prune", "record", "taken_up",
            "record_erasure", "record_hold", "refuse", "settle_spool", "status"]

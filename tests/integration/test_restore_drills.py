@@ -327,7 +327,7 @@ def test_an_entry_committed_to_a_database_then_lost_is_spooled_and_found_after_t
     def unreachable(*args, **kwargs):
         raise psycopg.OperationalError("the server closed the connection unexpectedly")
 
-    monkeypatch.setattr(journal_sql, "claim", unreachable)
+    monkeypatch.setattr(journal_sql, "claim_next", unreachable)
     assert lethe.call("DELETE", f"/api/v1/files/{ids[0]}", ALEX).status_code == 204
     installation = lethe.rt.db.read(journal_sql.state).installation_id
 

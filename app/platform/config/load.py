@@ -109,6 +109,8 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         add("journal.retention", "Must be longer than journal.backup_retention (the longest database backup).")
     if have("journal.write_linger") and values["journal.write_linger"] > 1:
         add("journal.write_linger", "Must be at most 1s (it adds to the journal's lag).")
+    if have("journal.write_interval") and values["journal.write_interval"] > 1:
+        add("journal.write_interval", "Must be at most 1s (it adds to the journal's lag under load).")
     if have("journal.check_interval") and not 1 <= values["journal.check_interval"] <= 300:
         add("journal.check_interval", "Must be at least 1s and at most 5m.")
     if values.get("api.public_url") and not str(values["api.public_url"]).startswith(("http://", "https://")):

@@ -341,6 +341,10 @@ class JournalConfig:
     write_linger: timedelta = key(Duration(), "20ms",
         "How long a process's journal writer gathers further commits' entries after the first before it writes a "
             "segment (under load, one segment for many commits; the journal's lag grows by at most this much).")
+    write_interval: timedelta = key(Duration(), "200ms",
+        "The shortest time between two segments one process's journal writer starts: under load its commits' "
+            "entries gather this long, so each process writes at most a few segments a second (the journal's lag "
+            "under load is about this much; a lone deletion waits only journal.write_linger).")
     auto_reconcile: bool = key(Flag(), True,
         "Replay the journal by itself when the database is found behind it (else: lethe restore reconcile).")
 
