@@ -316,6 +316,24 @@ def test_the_process_that_commits_writes_the_journal_without_a_scheduler(make_le
 
 
 @pytest.mark.one_store
+def test_a_steady_trickle_of_deletions_shares_segments_instead_of_making_one_each(make_lethe):
+    """A round of the writer costs a few milliseconds of its process's CPU: under a steady trickle of commits, the
+    rounds are paced by journal.write_interval, not by the commits (a segment per deletion before)."""
+    lethe = make_lethe(journal_writes="background", **{"journal.write_interval": "300ms"})
+    ids = [lethe.upload(ALEX) for _ in range(12)]
+    settle(lethe)
+    before = len(segments(lethe))
+    started = time.monotonic()
+    for file_id in ids:
+        assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
+    took = time.monotonic() - started
+    wait_until(lambda: set(ids) <= journaled_files(lethe))
+    written = len(segments(lethe)) - before
+    # at most a round to begin with and one per interval the deletions lasted, and a last one
+    assert written <= 2 + int(took / 0.3), (written, took)
+
+
+@pytest.mark.one_store
 def test_an_entry_committed_to_a_database_then_lost_is_spooled_and_found_after_the_restore(make_lethe, database_url,
                                                                                           tmp_path, monkeypatch):
     lethe = make_lethe(journal_writes="background")

@@ -121,6 +121,8 @@ def test_unreadable_or_broken_file(tmp_path):
     ({"LETHE_FILE_STORAGE_DRIVER": "s3"}, "file.s3.endpoint"),
     ({"LETHE_DATABASE_URL": "mysql://root:" + CANARY + "@db/x"}, "database.url"),
     ({"LETHE_BROKER_URL": CANARY}, "broker.url"),
+    ({"LETHE_JOURNAL_WRITE_LINGER": "2s"}, "journal.write_linger"),
+    ({"LETHE_JOURNAL_WRITE_INTERVAL": "2s"}, "journal.write_interval"),
 ])
 def test_errors_name_the_key_and_never_the_value(env, key):
     with pytest.raises(ConfigError) as info:
