@@ -140,6 +140,9 @@ class Database:
         # one it last read). A hook returns False to see the connection again at its next use, and may raise to
         # refuse this one.
         self.checkout_hooks: list[Callable[[BoundedConnection], bool]] = []
+        # Called before every use of a connection, new or not: cheap checks that may refuse it (the restore
+        # guard's answer, which may have changed since the request began).
+        self.use_checks: list[Callable[[], None]] = []
         self.subscribers = subscribers
         self.tx_retry_max = tx_retry_max
         self.after_commit = after_commit
@@ -167,10 +170,12 @@ class Database:
         conn.fresh = True
 
     def _first_use(self, conn: BoundedConnection) -> None:
-        """A new connection's first use: every checkout hook sees it first (and may refuse it). It stays new
-        until every hook took it."""
+        """Before a connection is used: a new one is seen first by every checkout hook (and may be refused; it
+        stays new until every hook took it); then every use check runs."""
         if conn.fresh:
             conn.fresh = not all([hook(conn) for hook in self.checkout_hooks])
+        for use_check in self.use_checks:
+            use_check()
 
     def _returned(self, conn: BoundedConnection) -> None:
         conn.returned_at = time.monotonic()
@@ -252,12 +257,11 @@ class Database:
             token = set_in_transaction(True)
             try:
                 with self.pool.connection() as conn:
-                    if conn.fresh:  # before the transaction begins: a hook may read the store
-                        outside = set_in_transaction(False)
-                        try:
-                            self._first_use(conn)
-                        finally:
-                            reset_in_transaction(outside)
+                    outside = set_in_transaction(False)  # before the transaction begins: a hook may read the store
+                    try:
+                        self._first_use(conn)
+                    finally:
+                        reset_in_transaction(outside)
                     with conn.transaction(), self._maintenance_timeout(conn):
                         uow = UnitOfWork(conn=conn, name=name, clock=self.clock, subscribers=self.subscribers)
                         result = fn(uow)

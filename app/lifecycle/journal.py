@@ -24,7 +24,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 import psycopg
 
@@ -48,6 +48,7 @@ FLUSH_BATCH = 5000  # entries per segment
 LEASE_S = 30.0  # a claim's lease: longer than a segment's write takes (file.s3.timeout), shorter than patience
 KEEP_WRITTEN = timedelta(minutes=15)  # written entries kept so that a spooled one is recognised
 RECHECK_S = 1.0  # how often a writer that found the database behind its journal looks again
+T = TypeVar("T")
 _SERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("lethe_serving", default=False)
 
 
@@ -429,7 +430,7 @@ def oldest_pending_age(rt: Runtime) -> float:
 
 # -- the restore guard -----------------------------------------------------------------------------------------
 
-def check(rt: Runtime) -> GuardState:
+def check(rt: Runtime, conn: Conn | None = None) -> GuardState:
     """Where the database stands against its journal: a read of the database, a listing of the journal past its
     position (segments and the spool), and (when the listing found any) a second read: a segment written and
     counted between the two is no restore, and neither is the segment a claim is writing right now. Spooled
@@ -439,10 +440,15 @@ def check(rt: Runtime) -> GuardState:
     installations' journals was restored from a backup older than its journal: it waits until one of them is
     adopted (or refused as foreign).
 
+    Args:
+        conn: read the database through this connection (a connection being checked out: another one of the
+            pool may not be free); else through the pool.
+
     Raises:
         StorageError: the journal cannot be read. psycopg.Error: the database cannot be read.
     """
-    st = rt.db.read(sql.state)
+    read: Callable[[Callable[[Conn], T]], T] = (lambda fn: fn(conn)) if conn is not None else rt.db.read
+    st = read(sql.state)
     sink = JournalSink(rt.store, st.installation_id)
     listing = sink.after(st.position)
     damage = st.damage
@@ -456,16 +462,16 @@ def check(rt: Runtime) -> GuardState:
                 damage = damage or exc.damage
             except NotFound:
                 continue  # settled and removed meanwhile
-        unknown = len(set(spooled) - rt.db.read(lambda conn: sql.known_among(conn, spooled))) if spooled else 0
+        unknown = len(set(spooled) - read(lambda db: sql.known_among(db, spooled))) if spooled else 0
     if listing.segments or unknown:
-        now = rt.db.read(sql.state)
+        now = read(sql.state)
         beyond = [segment for segment in listing.segments if (segment.last or segment.first) > now.position
                   and segment.first != now.writing_first]
         head = max([now.position] + [segment.last or segment.first for segment in beyond])
         return GuardState(now.position, head, unknown_spooled=unknown, damaged=damage)
     adoptable: tuple[str, ...] = ()
     if st.position == 0 and st.reconciled_at is None and st.adopted_from is None \
-            and rt.db.read(sql.holds_files):
+            and read(sql.holds_files):
         refused = {str(installation) for installation in st.foreign_installations}
         adoptable = tuple(sorted(sink.others() - refused))
     return GuardState(st.position, st.position, damaged=damage, adoptable=adoptable)
@@ -487,6 +493,7 @@ class RestoreGuard:
         self._seen = 0  # the highest position read
         self._changing = threading.RLock()
         rt.db.checkout_hooks.append(self._connected)
+        rt.db.use_checks.append(self._in_use)
 
     @staticmethod
     @contextmanager
@@ -526,16 +533,28 @@ class RestoreGuard:
         # (the same thread's own reads during the check pass through).
         with self._changing:
             changed = self._identity is not None and (identity != self._identity or position < self._seen)
-            self._identity, self._seen = identity, max(self._seen, position) if not changed else position
             if changed:
                 log_event(log, "warning", "journal.database_changed", "the database is not the one this process "
                           "last read (restarted, restored or replaced): the restore guard checks again before "
                           "serving from it")
-                self.refresh()
+                if self._check(conn) is None:  # through this connection: the pool may have no other free
+                    # It could not tell (a restore still under way, the store away): the database stays
+                    # unknown, the next new connection asks again, and nothing is served through this one.
+                    self._refuse_if_serving("journal_unreadable")
+                    return False
+                self._identity, self._seen = identity, position
+            else:
+                self._identity, self._seen = identity, max(self._seen, position)
             state = self.state
         if state is None or state.reason is not None:
             self._refuse_if_serving(state.reason if state is not None else "journal_unreadable")
         return True
+
+    def _in_use(self) -> None:
+        """Before every use of a connection by serving work: the guard's answer now, not the one the request or
+        job began with (another thread may have found the database restored meanwhile)."""
+        if _SERVING.get() and self.state is not None and self.state.reason is not None:
+            self._refuse_if_serving(self.state.reason)
 
     @staticmethod
     def _refuse_if_serving(reason: str | None) -> None:
@@ -559,22 +578,30 @@ class RestoreGuard:
                     threading.Thread(target=self.refresh, name="journal-guard", daemon=True).start()
         return self.state.reason if self.state is not None else "journal_unreadable"
 
-    def refresh(self) -> GuardState | None:
-        """Check now."""
+    def refresh(self, conn: Conn | None = None) -> GuardState | None:
+        """Check now (through `conn` when given: see check()); a check that fails keeps the last answer."""
+        checked = self._check(conn)
+        return checked if checked is not None else self.state
+
+    def _check(self, conn: Conn | None = None) -> GuardState | None:
+        """Check now and keep the answer; None when the check failed (the last answer stands)."""
         self._checked = time.monotonic()
         try:
-            state = check(self.rt)
+            state = check(self.rt, conn)
         except Exception as exc:  # noqa: BLE001 - the store, the database, or anything else: keep the last answer
             log_event(log, "warning", "journal.unreadable", "the journal or the database could not be read; the "
                       "restore guard keeps its last answer", error=type(exc).__name__)
-            return self.state
+            return None
         before = self.state.reason if self.state is not None else None
         if state.reason != before and state.reason is not None:
             self._said(state)
         if state.behind and (self.state is None or not self.state.behind):
             try:
-                self.rt.db.unit_of_work(lambda uow: sql.restore_seen(uow.conn, self.rt.clock.now()),
-                                        name="journal.restore_seen")
+                if conn is not None:
+                    sql.restore_seen(conn, self.rt.clock.now())  # one statement: autocommit is enough
+                else:
+                    self.rt.db.unit_of_work(lambda uow: sql.restore_seen(uow.conn, self.rt.clock.now()),
+                                            name="journal.restore_seen")
             except psycopg.Error:
                 pass
         self.state = state

@@ -391,3 +391,23 @@ def test_the_leader_says_how_long_the_oldest_entry_has_waited_while_the_store_re
     journal_tick(lethe.rt, Leader(), guard)
     assert REGISTRY.get_sample_value("lethe_journal_pending") == 0
     assert REGISTRY.get_sample_value("lethe_journal_oldest_pending_seconds") == 0
+
+
+@pytest.mark.one_store
+def test_a_new_connection_to_another_database_is_checked_through_itself_on_a_pool_of_one(make_lethe):
+    """The check a new connection to a changed database gets reads through that connection: the pool may have no
+    other free (a pool of one here; under load, every other one busy)."""
+    import time as clock_time
+
+    lethe = make_lethe(**{"database.pool_size": "1", "database.pool_timeout": "2s"})
+    file_id = lethe.upload(ALEX)
+    guard = lethe.app.extensions["lethe.guard"]
+    # Given the database's server looks restarted to this process (as after a failover), and a new connection
+    guard._identity = (guard._identity[0], "another server start")
+    lethe.rt.db.pool.check()  # the pool's connections are taken as they are; make the next one new
+    with lethe.rt.db.pool.connection() as conn:
+        conn.close()
+    started = clock_time.monotonic()
+    # When a request uses it, then the check runs through that same connection: no wait for a second one
+    assert lethe.call("GET", f"/api/v1/files/{file_id}", ALEX).status_code == 200
+    assert clock_time.monotonic() - started < 1.5

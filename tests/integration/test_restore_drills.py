@@ -245,10 +245,10 @@ def test_several_other_journals_wait_for_the_operator_who_adopts_one_and_refuses
     # A database older than its journal, beside its own installation's journal and a stranger's
     stranger = uuid.uuid4()
     lethe.raw_store.put(f"journal/{stranger}/0000000000000001.jsonl", b"x\n", 2)
+    lethe.upload(ALEX, name="kept.txt")
     lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(
         "UPDATE journal_state SET installation_id = gen_random_uuid(), position = 0, reconciled_at = NULL"),
         name="test.pre_journal")
-    lethe.upload(ALEX, name="kept.txt")
     guard = lethe.app.extensions["lethe.guard"]
     guard.refresh()
     assert set(guard.state.adoptable) == {str(mine), str(stranger)}
