@@ -89,6 +89,15 @@ class RestorePending(ReasonedError):
     title = "Service unavailable"
 
 
+class SchemaMismatch(ReasonedError):
+    """The database's migrations are not this release's (a newer release migrated it, or it is not migrated):
+    nothing is read or changed through it (503, reason `schema_too_new` or `schema_not_migrated`)."""
+
+    status = 503
+    code = "service_unavailable"
+    title = "Service unavailable"
+
+
 class StorageError(LetheError):
     """An object store call failed. Transient by default: the job that met it retries; a request that met
     it answers 503."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Protocol, Sequence, cast
 
+from app.db.migrate import SchemaGuard
 from app.db.pool import Database
 from app.db.publisher import Outbox
 from app.db.uow import UnitOfWork
@@ -82,6 +83,8 @@ class Runtime:
     delete_files: DeleteFiles
     keyring: Keyring
     journal: JournalPort = field(default_factory=_NoJournalWriter)
+    # The database's migrations against this release's, checked on the first connection (app/db/migrate.py).
+    schema: SchemaGuard = field(default_factory=SchemaGuard)
 
     @property
     def maintenance(self) -> StoreMaintenance:

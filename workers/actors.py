@@ -18,7 +18,7 @@ import psycopg
 from app.platform import jobs
 from app.content import scan, variants
 from app.content.clamd import ClamdUnavailable
-from app.errors import NotFound, ObjectFailed, RestorePending, StorageError
+from app.errors import NotFound, ObjectFailed, RestorePending, SchemaMismatch, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, sweeps, webhooks
 from app.lifecycle.journal import RestoreGuard
 from app.platform.observability.logs import log_event
@@ -87,7 +87,7 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
             try:
                 with guard.serving():
                     return _fn(runtime, *args)
-            except (psycopg.OperationalError, StorageError, ClamdUnavailable, RestorePending) as exc:
+            except (psycopg.OperationalError, StorageError, ClamdUnavailable, RestorePending, SchemaMismatch) as exc:
                 if isinstance(exc, ObjectFailed):
                     raise
                 # An outage is expected (D13): one warning line, no stack trace, and dramatiq's retry with

@@ -81,6 +81,7 @@ def create_app(runtime: Runtime) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = runtime.cfg.file.part_size + 64 * 1024
     app.extensions["lethe"] = runtime
     app.extensions["lethe.readiness"] = ops.readiness_for(runtime)
+    app.extensions["lethe.schema"] = runtime.schema
     app.url_map.converters["segment"] = common.SegmentConverter
     app.url_map.converters["part"] = common.PartNumberConverter
     authenticator = Authenticator.from_config(runtime.cfg)
@@ -105,6 +106,8 @@ def create_app(runtime: Runtime) -> Flask:
         # A database restored from a backup is behind its deletion journal: until the journal is applied again,
         # no data request is served (a file deleted after the backup would be readable again).
         if request.path.startswith(API_PREFIX) and request.method != "OPTIONS":
+            if not runtime.schema.verified:  # the first connection compares the migrations (a rollback)
+                runtime.db.read(lambda conn: None)
             waiting = guard.reason()
             if waiting is not None:
                 return problems.problem(503, "service_unavailable", "Service unavailable", reason=waiting,

@@ -33,7 +33,9 @@ def readiness_for(runtime: Runtime) -> Readiness:
     """The api's readiness checks: the database, the broker and the store, answered within 1.5 s (D13); and
     the scanner when one is configured, which degrades the service but never makes it unready."""
     checks = {"database": runtime.db.ping, "broker": lambda: check_broker(runtime.broker),
-              "store": runtime.store.check}
+              "store": runtime.store.check,
+              # A database this release's migrations do not match is never ready (the first connection checks).
+              "schema": lambda: None if runtime.schema.verified else runtime.db.read(lambda conn: None)}
     address = runtime.cfg.scan.clamd_address
     if address:
         checks["scanner"] = lambda: clamd.ping(address, 1.0)
@@ -50,6 +52,10 @@ def readyz() -> Response | dict[str, Any]:
         event = "api.degraded" if name in readiness.soft else "api.not_ready"
         log_event(log, "warning", event, "dependency not ready", dependency=name, error=error)
     hard = [name for name in failed if name not in readiness.soft]
+    refused = current_app.extensions["lethe.schema"].refused
+    if "schema" in failed and refused is not None:
+        return problem(503, "not_ready", "Not ready", reason="schema_too_new" if refused.unknown else
+                       "schema_not_migrated", detail=refused.problem(), headers={"Retry-After": "30"})
     waiting = current_app.extensions["lethe.guard"].reason()
     if waiting is not None and not hard:
         return problem(503, "not_ready", "Not ready", reason=waiting, detail=GUARD_DETAIL[waiting],

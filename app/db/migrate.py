@@ -9,8 +9,9 @@ as it is, and only its bookkeeping (the `_yoyo_migration` table, its lock) is yo
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -41,19 +42,71 @@ def _backend(conninfo: str) -> PostgresqlPsycopgBackend:
     return backend
 
 
+class SchemaTooNew(Exception):
+    """The database has migrations this release does not ship: a newer release migrated it (a rollback)."""
+
+    def __init__(self, unknown: Sequence[str]):
+        super().__init__(", ".join(unknown))
+        self.unknown = tuple(unknown)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The database's migrations against this release's: those it lacks, and those it has that this release
+    does not know (a newer release applied them)."""
+
+    pending: tuple[str, ...]
+    unknown: tuple[str, ...]
+
+    def problem(self) -> str | None:
+        """What is wrong, in words an operator can act on, or None."""
+        if self.unknown:
+            return too_new(self.unknown)
+        if self.pending:
+            return (f"the database is not migrated ({len(self.pending)} migration(s) pending): run `lethe migrate` "
+                    "with the same configuration first.")
+        return None
+
+
+def too_new(unknown: Sequence[str]) -> str:
+    """The sentence that refuses a database migrated by a newer release, naming both sides."""
+    return (f"the database was migrated by a newer release of Lethe: it has migration(s) {', '.join(unknown)}, "
+            f"which this release (migrations up to {latest_migration()}) does not know. Nothing was changed. Run "
+            "the newer release again (roll forward), or first run that release's down-migrations "
+            "(docs/operations.md, 'Rolling back a release').")
+
+
+def latest_migration() -> str:
+    """The last migration this release ships."""
+    return max(known_migrations())
+
+
+def schema_of(conn: psycopg.Connection[Any]) -> Schema:
+    """The database of `conn` against this release's migrations."""
+    applied, known = applied_migrations(conn), known_migrations()
+    return Schema(pending=tuple(sorted(known - applied)), unknown=tuple(sorted(applied - known)))
+
+
 def migrate(url: str) -> int:
-    """Apply every pending migration under yoyo's lock (safe when two migrate jobs start at once).
+    """Apply every pending migration under yoyo's lock (safe when two migrate jobs start at once). A database
+    that has migrations this release does not ship is refused before anything is applied.
 
     Args:
         url: database.url, in any form libpq takes.
 
     Returns:
         How many migrations were applied.
+
+    Raises:
+        SchemaTooNew: a newer release migrated the database.
     """
     backend = _backend(url)
     try:
         migrations = read_migrations(str(MIGRATIONS))
         with backend.lock():
+            unknown = schema_of(backend.connection).unknown
+            if unknown:
+                raise SchemaTooNew(unknown)
             pending = backend.to_apply(migrations)
             backend.apply_migrations(pending)
     finally:
@@ -79,3 +132,35 @@ def applied_migrations(conn: psycopg.Connection[Any]) -> set[str]:
 def pending_migrations(conn: psycopg.Connection[Any]) -> int:
     """How many migrations of this version are not applied to the database of `conn`."""
     return len(known_migrations() - applied_migrations(conn))
+
+
+class SchemaGuard:
+    """A checkout hook of a role's pool: the first connection that answers is compared with this release's
+    migrations before anything is served or changed through it (a role that started while the database was
+    unreachable could not check at its start). Once the schema was found right, the guard stands aside: a
+    rolling upgrade migrates the database under processes that were right when they started, and they go on."""
+
+    def __init__(self) -> None:
+        self.refused: Schema | None = None
+        self._verified = False
+
+    @property
+    def verified(self) -> bool:
+        """The schema was found this release's (the guard stands aside from now on)."""
+        return self._verified
+
+    def __call__(self, conn: psycopg.Connection[Any]) -> bool:
+        if self._verified:
+            return True
+        schema = schema_of(conn)
+        problem = schema.problem()
+        if problem is None:
+            self._verified, self.refused = True, None
+            return True
+        if self.refused != schema:
+            log_event(log, "error", "db.schema_refused", "the database's migrations are not this release's: "
+                      "nothing is served from it", unknown=list(schema.unknown), pending=len(schema.pending))
+        self.refused = schema
+        from app.errors import SchemaMismatch
+
+        raise SchemaMismatch("schema_too_new" if schema.unknown else "schema_not_migrated", problem)

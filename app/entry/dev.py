@@ -166,7 +166,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     from app.api.app import create_app
     from app.entry.token import mint_token
     from app.entry.support import check_keyring_or_exit, inspect_store_or_exit, load_config_or_exit
-    from app.db.migrate import migrate
+    from app.db.migrate import SchemaTooNew, migrate, too_new
     from app.entry.embedded_pg import EmbeddedPostgres
     from app.platform.observability.log_setup import setup_logging
     from app.entry.wiring import build_runtime
@@ -215,7 +215,11 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     stop = threading.Event()
     worker = scheduler = server = runtime = leadership = dev_file = None
     try:
-        migrate(cfg.database.url)
+        try:
+            migrate(cfg.database.url)
+        except SchemaTooNew as exc:
+            print(f"lethe dev: database.url: {too_new(exc.unknown)}", file=sys.stderr)
+            return 2
         check_keyring_or_exit(cfg)  # a key this folder's files need must not have left the keyring (exit 2)
         broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
         runtime = build_runtime(cfg, broker, role="all")

@@ -36,8 +36,8 @@ from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_
                            duration_arg, limit_arg, uuid_arg)
 from app.entry.keyring import add_parser as add_keys_parser
 from app.entry.restore import add_parser as add_restore_parser
-from app.entry.support import (EXIT_CONFIG, check_keyring_or_exit, inspect_store_or_exit, load_config_or_exit,
-                               print_config_errors, setup_role_logging, warn_if_autovacuum_off)
+from app.entry.support import (EXIT_CONFIG, check_keyring_or_exit, check_schema_or_exit, inspect_store_or_exit,
+                               load_config_or_exit, print_config_errors, setup_role_logging, warn_if_autovacuum_off)
 from app.domain.access import SCOPES
 from app.errors import ConfigError
 from app.platform.config import with_changes
@@ -112,8 +112,12 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         print_config_errors(missing, sys.stdout)
         return EXIT_CONFIG
     if cfg.database.url:
-        from app.entry.support import AUTOVACUUM_OFF, autovacuum_off, keyring_problem
+        from app.entry.support import AUTOVACUUM_OFF, autovacuum_off, keyring_problem, schema_problem
 
+        wrong_schema = schema_problem(cfg.database.url)
+        if wrong_schema is not None:
+            print(f"database.url (LETHE_DATABASE_URL): {wrong_schema}")
+            return EXIT_CONFIG
         lacking = keyring_problem(cfg)
         if lacking is not None:
             print_config_errors(lacking, sys.stdout)
@@ -148,13 +152,16 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     _setup("migrate", cfg)
     import psycopg
 
-    from app.db.migrate import migrate
+    from app.db.migrate import SchemaTooNew, migrate, too_new
     from app.entry.support import connect_failure
 
     try:
         applied = migrate(cfg.database.url)
     except psycopg.OperationalError as exc:
         print(f"lethe migrate: database.url (LETHE_DATABASE_URL): {connect_failure(exc)}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SchemaTooNew as exc:
+        print(f"lethe migrate: database.url (LETHE_DATABASE_URL): {too_new(exc.unknown)}", file=sys.stderr)
         return EXIT_CONFIG
     print(f"applied {applied} migration(s)")
     return 0
@@ -181,6 +188,7 @@ def _start_role(role: str) -> Config:
 
     prepare_multiprocess_dir()
     _setup(role, cfg)
+    check_schema_or_exit(cfg.database.url)  # a database a newer release migrated (a rollback) is refused here
     inspect_store_or_exit(cfg, role)
     check_keyring_or_exit(cfg)
     warn_if_autovacuum_off(cfg, role)

@@ -155,19 +155,41 @@ def database_problem(url: str) -> str | None:
     Never the URL, its user or its password: only what failed and what to run."""
     import psycopg
 
-    from app.db.migrate import pending_migrations
+    from app.db.migrate import schema_of
 
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=3) as conn:
-            pending = pending_migrations(conn)
+            schema = schema_of(conn)
     except psycopg.OperationalError as exc:
         return connect_failure(exc)
     except psycopg.Error as exc:
         return f"the database answered an error ({type(exc).__name__})."
-    if pending:
-        return (f"the database is not migrated ({pending} migration(s) pending): run `lethe migrate` with the "
-                "same configuration first.")
-    return None
+    return schema.problem()
+
+
+def schema_problem(url: str) -> str | None:
+    """The database's migrations against this release's, when it answers (a newer release migrated it: a
+    rollback; or it is not migrated), or None (also when it does not answer: an outage is no configuration
+    error)."""
+    import psycopg
+
+    from app.db.migrate import schema_of
+
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=3) as conn:
+            return schema_of(conn).problem()
+    except psycopg.Error:
+        return None
+
+
+def check_schema_or_exit(url: str) -> None:
+    """At a role's start: exit 2 when the database answers and its migrations are not this release's. A
+    database that does not answer: the role starts, and its first connection is checked (app/db/migrate.py
+    SchemaGuard) before anything is served or changed."""
+    problem = schema_problem(url)
+    if problem is not None:
+        print(f"lethe: database.url (LETHE_DATABASE_URL): {problem}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
 
 
 def connect_failure(exc: Exception) -> str:

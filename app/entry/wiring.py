@@ -70,4 +70,5 @@ def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | Non
                            interval_s=cfg.journal.write_interval.total_seconds())
     runtime.journal = writer
     db.on_journal = writer.committed
+    db.checkout_hooks.append(runtime.schema)  # before the restore guard: a database not this release's is refused
     return runtime
