@@ -113,7 +113,7 @@ def create_app(runtime: Runtime) -> Flask:
                 return problems.problem(503, "service_unavailable", "Service unavailable", reason=waiting,
                                         detail=GUARD_DETAIL[waiting],
                                         headers={"Retry-After": "10"})
-            RestoreGuard.serving_request(True)
+            guard.serving_request(True)
         # D11: every /api/v1 request without valid credentials is a 401 before anything is looked up
         # (Flask raises routing errors only after this hook).
         # An OPTIONS request carries no token: browsers send it first (CORS preflight, tus discovery), and its
@@ -134,7 +134,7 @@ def create_app(runtime: Runtime) -> Flask:
 
     @app.teardown_request
     def _served(exc: BaseException | None) -> None:
-        RestoreGuard.serving_request(False)
+        guard.serving_request(False)
 
     @app.after_request
     def _count(response: Response) -> Response:

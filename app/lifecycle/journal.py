@@ -49,7 +49,9 @@ LEASE_S = 30.0  # a claim's lease: longer than a segment's write takes (file.s3.
 KEEP_WRITTEN = timedelta(minutes=15)  # written entries kept so that a spooled one is recognised
 RECHECK_S = 1.0  # how often a writer that found the database behind its journal looks again
 T = TypeVar("T")
-_SERVING: contextvars.ContextVar[bool] = contextvars.ContextVar("lethe_serving", default=False)
+# The guard whose answer the work of this thread serves under (a request, a job), or None. In one process several
+# guards may watch one database (lethe dev: the api's, the worker's, the scheduler's); each refuses only its own.
+_SERVING: contextvars.ContextVar[RestoreGuard | None] = contextvars.ContextVar("lethe_serving", default=None)
 
 
 # -- writing entries with their change ------------------------------------------------------------------------
@@ -495,22 +497,20 @@ class RestoreGuard:
         rt.db.checkout_hooks.append(self._connected)
         rt.db.use_checks.append(self._in_use)
 
-    @staticmethod
     @contextmanager
-    def serving() -> Iterator[None]:
-        """Work in this block serves data (a job): a new connection to a database that is not the one last read
-        is refused here while data must wait. Reconciliation and operator commands are not in it."""
-        token = _SERVING.set(True)
+    def serving(self) -> Iterator[None]:
+        """Work in this block serves data under this guard (a job): a connection is refused to it while data must
+        wait. Reconciliation and operator commands are not in it."""
+        token = _SERVING.set(self)
         try:
             yield
         finally:
             _SERVING.reset(token)
 
-    @staticmethod
-    def serving_request(serving: bool) -> None:
+    def serving_request(self, serving: bool) -> None:
         """A request begins (True) or ends (False) serving data in this thread: as serving(), for a request's
         before and teardown hooks."""
-        _SERVING.set(serving)
+        _SERVING.set(self if serving else None)
 
     def _connected(self, conn: Conn) -> bool:
         """A new connection, before its first use: when its database is not the one last read (another server
@@ -553,12 +553,11 @@ class RestoreGuard:
     def _in_use(self) -> None:
         """Before every use of a connection by serving work: the guard's answer now, not the one the request or
         job began with (another thread may have found the database restored meanwhile)."""
-        if _SERVING.get() and self.state is not None and self.state.reason is not None:
+        if self.state is not None and self.state.reason is not None:
             self._refuse_if_serving(self.state.reason)
 
-    @staticmethod
-    def _refuse_if_serving(reason: str | None) -> None:
-        if _SERVING.get():
+    def _refuse_if_serving(self, reason: str | None) -> None:
+        if _SERVING.get() is self:
             raise RestorePending(reason or "journal_unreadable", GUARD_DETAIL[reason or "journal_unreadable"])
 
     def reason(self) -> str | None:
