@@ -277,3 +277,11 @@ def set_objects_purged(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> N
     (D8 d)."""
     conn.execute("UPDATE files SET objects_purged_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL",
                  (now, list(file_ids)))
+
+
+def sealing_in_use(conn: Conn) -> tuple[bool, bool]:
+    """Whether the database holds any file, and whether any of them is sealed (an installation's setting as its
+    rows show it: lethe dev keeps it)."""
+    row = one(conn.execute("SELECT EXISTS (SELECT 1 FROM files) AS holds, "
+                           "EXISTS (SELECT 1 FROM files WHERE encrypted) AS sealed"))
+    return bool(row.holds), bool(row.sealed)

@@ -59,6 +59,34 @@ def _dev_keyring(state: Path) -> str:
     return path.read_text().strip()
 
 
+def _sealing(cfg: Config, state: Path) -> tuple[Config, Path | None]:
+    """Whether this `lethe dev` seals new files, as the chart decides it: a new installation seals; an existing one
+    keeps what it had (files and none sealed: it goes on without, as an upgrade from a release before per-file
+    keys); file.encryption set by the operator wins. Says so in one line when it stays off. Returns the
+    configuration and the keyring file it made (None: none made now)."""
+    from app.db.files import sealing_in_use
+
+    changes: dict[str, object] = {}
+    made: Path | None = None
+    if not explicitly_set("file.encryption"):
+        import psycopg
+        from psycopg.rows import namedtuple_row
+
+        with psycopg.connect(cfg.database.url, autocommit=True, row_factory=namedtuple_row) as conn:
+            holds_files, sealed = sealing_in_use(conn)
+        seal = sealed or not holds_files
+        changes["file.encryption"] = seal
+        if not seal:
+            print("lethe dev: this installation's files are not sealed, so new files are not either (as an upgrade "
+                  "of the chart keeps the installed setting); LETHE_FILE_ENCRYPTION=on seals new ones.", flush=True)
+    if not cfg.file.keyring and changes.get("file.encryption", cfg.file.encryption):
+        path = state / KEYRING_FILE
+        if not path.exists():
+            made = path
+        changes["file.keyring"] = _dev_keyring(state)
+    return (with_changes(cfg, changes) if changes else cfg), made
+
+
 DEV_FILE = "dev.json"
 KEYRING_FILE = "keyring"
 
@@ -204,23 +232,24 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         changes["auth.jwt_secret"] = _dev_secret(state)
     if not cfg.file.link_secret:
         changes["file.link_secret"] = _dev_secret(state, "link_secret")  # createFileLink works under make run
-    if not explicitly_set("file.encryption"):
-        changes["file.encryption"] = True  # make run seals every file under its own key, as new installations do
-    if not cfg.file.keyring and (changes.get("file.encryption") or cfg.file.encryption):
-        changes["file.keyring"] = _dev_keyring(state)
     if port:
         changes["api.port"] = port
     cfg = with_changes(cfg, changes) if changes else cfg
 
     stop = threading.Event()
     worker = scheduler = server = runtime = leadership = dev_file = None
+    made_keyring: Path | None = None
     try:
         try:
             migrate(cfg.database.url)
         except SchemaTooNew as exc:
             print(f"lethe dev: database.url: {too_new(exc.unknown)}", file=sys.stderr)
             return 2
+        cfg, made_keyring = _sealing(cfg, state)
         check_keyring_or_exit(cfg)  # a key this folder's files need must not have left the keyring (exit 2)
+        if made_keyring is not None:
+            print(f"lethe dev: every new file is sealed under a key of its own; the keyring is {made_keyring}: keep "
+                  "a copy (without it no sealed file opens).", flush=True)
         broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
         runtime = build_runtime(cfg, broker, role="all")
         _clean_after_a_dead_dev(runtime)
@@ -254,6 +283,10 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         # The start-up cleanup logs a line per step right after: the banner comes again below them.
         logging.getLogger().addHandler(_AgainAfterTheFirstCleanup(banner))  # after the console's own handler
         server.serve_forever()
+    except SystemExit:
+        if made_keyring is not None:  # refused before anything was sealed with it: nothing is left behind
+            made_keyring.unlink(missing_ok=True)
+        raise
     finally:
         if dev_file is not None:
             dev_file.unlink(missing_ok=True)
