@@ -285,3 +285,22 @@ def sealing_in_use(conn: Conn) -> tuple[bool, bool]:
     row = one(conn.execute("SELECT EXISTS (SELECT 1 FROM files) AS holds, "
                            "EXISTS (SELECT 1 FROM files WHERE encrypted) AS sealed"))
     return bool(row.holds), bool(row.sealed)
+
+
+def untyped(conn: Conn, after: UUID | None, limit: int) -> list[FileRow]:
+    """Complete, deliverable, live files whose bytes' type was never read, in ascending id order after `after` (the
+    cleanup's step p reads them); no lock."""
+    with _rows(conn) as cur:
+        return cur.execute(
+            f"SELECT {COLUMNS} FROM files WHERE detected_type IS NULL AND upload_state = 'complete' "
+            "AND deleted_at IS NULL AND scan_status IN ('clean', 'skipped') AND id > %s ORDER BY id LIMIT %s",
+            (after or UUID(int=0), limit)).fetchall()
+
+
+def set_detected_type(conn: Conn, file_id: UUID, detected_type: str) -> FileRow | None:
+    """Record the type a file's bytes show ('' : read, nothing recognised) when it is still unread and live;
+    returns the row then (locked by the update), else None."""
+    with _rows(conn) as cur:
+        return cur.execute(
+            f"UPDATE files SET detected_type = %s WHERE id = %s AND detected_type IS NULL AND deleted_at IS NULL "
+            f"RETURNING {COLUMNS}", (detected_type, file_id)).fetchone()

@@ -227,6 +227,19 @@ class FileStore:
             return assembled.size_bytes, assembled.sha256
         return self.measure(row)  # the driver saw sealed bytes: their size and digest are not the file's
 
+    def head(self, row: KeyedFile, length: int) -> bytes:
+        """The first `length` bytes of a file's original (of a sealed one only its first segment is opened).
+
+        Raises:
+            NotFound: the object is gone. StorageError: the store does not answer. ContentCorrupt: it does not
+                open.
+        """
+        chunks = self.read(row, 0, min(length, row.size_bytes))
+        try:
+            return b"".join(chunks)[:length]
+        finally:
+            chunks.close()
+
     def read_tail(self, row: KeyedFile, number: int) -> bytes:
         """The bytes of a tus upload's tail (b"" when it is missing, or when its sealed bytes do not open: the
         upload then resumes from its last whole part)."""

@@ -387,3 +387,62 @@ def test_removing_late_variants_is_no_point_of_no_return_for_a_hold(lethe, swap_
     assert hold["files_lost"] == 0 and hold["files_deferred"] == 1
     purge(lethe)
     assert lethe.raw_store.head(original_key(file_id)) is not None
+
+
+def forget_type(lethe, file_id) -> None:
+    """The file as a release before type detection left it: no type read, no variants offered."""
+    lethe.rt.db.read(lambda conn: conn.execute(
+        "UPDATE files SET detected_type = NULL, variants_state = NULL WHERE id = %s", (file_id,)))
+
+
+@STORES
+def test_files_completed_before_type_detection_are_read_once_and_their_images_get_variants(lethe, swap_store):
+    from tests.support.faults import Down
+
+    photo = upload_image(lethe, images.photo(), make=False)
+    text = lethe.upload(ALEX, b"just some words, no known signature" * 3, name="notes.txt")
+    unreadable = upload_image(lethe, images.png_with_alpha(), mime_type="image/png", name="later.png", make=False)
+    lethe.broker.take("make_variants")
+    for file_id in (photo, text, unreadable):
+        forget_type(lethe, file_id)
+    # Given old files: an attachment of octet-stream, no thumbnails
+    assert lethe.call("GET", f"/api/v1/files/{photo}/content", ALEX).headers["Content-Type"] == \
+        "application/octet-stream"
+    original = lethe.rt.store
+    fails_for = {unreadable}
+
+    class OneUnreadable:
+        """The store, but every call about one file's objects fails as an outage would."""
+
+        driver = original.driver
+
+        def __getattr__(self, name):
+            attribute = getattr(original, name)
+
+            def call(*args, **kwargs):
+                if args and isinstance(args[0], str) and any(str(file_id) in args[0] for file_id in fails_for):
+                    from app.errors import StorageError
+
+                    raise StorageError("injected outage")
+                return attribute(*args, **kwargs)
+
+            return call if callable(attribute) else attribute
+
+    swap_store(lethe, OneUnreadable())
+    # When the cleanup runs
+    report = run_cleanup(lethe.rt)
+    step = next(r for r in report.steps if r.step == "p")
+    assert (step.candidates, step.acted, step.kept) == (3, 2, 1)
+    # Then the photo's type is read and its variants are on their way; words show no known type, read once
+    assert lethe.row(photo).detected_type == "image/jpeg" and lethe.row(photo).variants_state == "pending"
+    assert lethe.row(text).detected_type == ""
+    assert lethe.row(unreadable).detected_type is None  # read again next run
+    assert lethe.run_jobs("make_variants") == 1  # the photo's, and only it
+    assert lethe.row(photo).variants_state == "ready"
+    assert [t["name"] for t in thumbnails(lethe, photo)] == ["thumb-small", "thumb-large", "preview"]
+    # and the next run reads only what it could not read before
+    fails_for.clear()
+    step = next(r for r in run_cleanup(lethe.rt).steps if r.step == "p")
+    assert (step.candidates, step.acted) == (1, 1)
+    assert lethe.row(unreadable).detected_type == "image/png"
+    assert next(r for r in run_cleanup(lethe.rt).steps if r.step == "p").candidates == 0

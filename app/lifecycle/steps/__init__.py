@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from app.lifecycle.steps import (backlog, catch_up, expired_sessions, failed_rows, gauges, message_tombstones,
                                  multipart_aborts, never_attached, old_receipts, pending_scans, pending_variants,
-                                 running_erasures, temporary_files, unkept_slot_files, webhooks)
+                                 running_erasures, temporary_files, unkept_slot_files, untyped_files, webhooks)
 from app.lifecycle.steps.base import CleanupPolicy, Run, Step, WholeStep
 
 STEPS = (
@@ -27,6 +27,7 @@ STEPS = (
     multipart_aborts,  # m
     webhooks,  # n
     pending_variants,  # o
+    untyped_files,  # p
 )
 
 

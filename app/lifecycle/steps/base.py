@@ -33,6 +33,7 @@ class CleanupPolicy:
     webhook_lost_after: timedelta = timedelta(minutes=15)
     webhook_ttl: timedelta = timedelta(days=7)
     variants_pending_ttl: timedelta = timedelta(hours=1)
+    variants: bool = True
 
     @classmethod
     def from_config(cls, cfg: Config) -> "CleanupPolicy":
@@ -43,7 +44,8 @@ class CleanupPolicy:
                    scan_pending_ttl=cfg.scan.pending_ttl,
                    message_tombstone_ttl=cfg.privacy.message_tombstone_ttl,
                    direct_abort_delay=cfg.file.direct_abort_delay, webhook_lost_after=cfg.file.gc_interval,
-                   webhook_ttl=cfg.webhooks.delivery_ttl, variants_pending_ttl=cfg.image.pending_ttl)
+                   webhook_ttl=cfg.webhooks.delivery_ttl, variants_pending_ttl=cfg.image.pending_ttl,
+                   variants=cfg.image.variants)
 
 
 @dataclass(frozen=True)
