@@ -115,6 +115,43 @@ def migrate(url: str) -> int:
     return len(pending)
 
 
+def roll_back_to(url: str, target: str, dry_run: bool = False) -> list[str]:
+    """Run this release's down-migrations of every migration applied after `target`, newest first, under yoyo's
+    lock: what a rollback to the release whose last migration is `target` needs first. A down-migration that
+    refuses (0021's while files are sealed) stops there, with the ones before it rolled back.
+
+    Args:
+        url: database.url, in any form libpq takes.
+        target: the last migration to keep (the older release's last: its `lethe migrate` says it).
+        dry_run: name them, run none.
+
+    Returns:
+        The migrations rolled back (or, in a dry run, that would be).
+
+    Raises:
+        ValueError: this release ships no migration `target`. SchemaTooNew: a newer release than this one
+            migrated the database (its own down-migrations must run first). psycopg.Error: a down-migration
+            refused.
+    """
+    if target not in known_migrations():
+        raise ValueError(target)
+    backend = _backend(url)
+    try:
+        migrations = read_migrations(str(MIGRATIONS))
+        with backend.lock():
+            unknown = schema_of(backend.connection).unknown
+            if unknown:
+                raise SchemaTooNew(unknown)
+            undo = [migration for migration in backend.to_rollback(migrations) if migration.id > target]
+            if not dry_run:
+                for migration in undo:
+                    backend.rollback_one(migration)
+                    log_event(log, "warning", "db.rolled_back", "a migration was rolled back", migration=migration.id)
+    finally:
+        backend.connection.close()
+    return [migration.id for migration in undo]
+
+
 def known_migrations() -> set[str]:
     """The ids of the migrations this version ships."""
     return {path.name.removesuffix(".sql") for path in MIGRATIONS.glob("*.sql")

@@ -155,6 +155,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from app.db.migrate import SchemaTooNew, migrate, too_new
     from app.entry.support import connect_failure
 
+    if args.down_to:
+        return _roll_back(cfg, args.down_to, args.dry_run)
     try:
         applied = migrate(cfg.database.url)
     except psycopg.OperationalError as exc:
@@ -164,6 +166,38 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         print(f"lethe migrate: database.url (LETHE_DATABASE_URL): {too_new(exc.unknown)}", file=sys.stderr)
         return EXIT_CONFIG
     print(f"applied {applied} migration(s)")
+    return 0
+
+
+def _roll_back(cfg: Config, target: str, dry_run: bool) -> int:
+    """`lethe migrate --down-to ID`: this release's down-migrations of what came after ID (exit 2, one sentence,
+    when one refuses or ID is not this release's)."""
+    import psycopg
+
+    from app.db.migrate import SchemaTooNew, known_migrations, roll_back_to, too_new
+    from app.entry.support import connect_failure
+
+    try:
+        undone = roll_back_to(cfg.database.url, target, dry_run=dry_run)
+    except ValueError:
+        print(f"lethe migrate: --down-to: this release ships no migration {target}; its migrations are "
+              f"{', '.join(sorted(known_migrations()))}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SchemaTooNew as exc:
+        print(f"lethe migrate: database.url (LETHE_DATABASE_URL): {too_new(exc.unknown)}", file=sys.stderr)
+        return EXIT_CONFIG
+    except psycopg.OperationalError as exc:
+        print(f"lethe migrate: database.url (LETHE_DATABASE_URL): {connect_failure(exc)}", file=sys.stderr)
+        return EXIT_CONFIG
+    except psycopg.Error as exc:
+        diag = getattr(exc, "diag", None)
+        said = " ".join(part for part in (getattr(diag, "message_primary", None), getattr(diag, "message_hint", None))
+                        if part)
+        print(f"lethe migrate: a down-migration refused: {said or type(exc).__name__}. The ones after it were rolled "
+              "back; nothing else changed.", file=sys.stderr)
+        return EXIT_CONFIG
+    verb = "would roll back" if dry_run else "rolled back"
+    print(f"{verb} {len(undone)} migration(s){': ' + ', '.join(undone) if undone else ''}")
     return 0
 
 
@@ -290,7 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     config_commands = config.add_subparsers(dest="config_command", required=True)
     config_commands.add_parser("check", help="validate; exit 2 naming every bad key").set_defaults(func=cmd_config_check)
 
-    commands.add_parser("migrate", help="apply database migrations").set_defaults(func=cmd_migrate)
+    migrate = commands.add_parser("migrate", help="apply database migrations (or roll some back: --down-to)")
+    migrate.add_argument("--down-to", metavar="MIGRATION", help="run this release's down-migrations of every "
+                         "migration after MIGRATION (the older release's last), before a rollback to it; see "
+                         "docs/operations.md, 'Rolling back a release'")
+    migrate.add_argument("--dry-run", action="store_true", help="with --down-to: name them, run none")
+    migrate.set_defaults(func=cmd_migrate)
 
     api = commands.add_parser("api", help="the HTTP API (gunicorn)")
     api.add_argument("--port", type=int, help="overrides api.port")

@@ -88,3 +88,66 @@ def test_a_role_that_started_while_the_database_was_away_refuses_it_at_its_first
         assert ready.status_code == 503 and ready.json["reason"] == "schema_too_new", ready.json
     finally:
         lethe.close()
+
+
+@pytest.fixture
+def own_database(postgres_server):
+    """A database of its own, not migrated."""
+    name = f"lethe_down_{uuid.uuid4().hex[:8]}"
+    admin = make_conninfo(**{**conninfo_to_dict(postgres_server), "dbname": "postgres"})
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield make_conninfo(**{**conninfo_to_dict(postgres_server), "dbname": name})
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def lethe_migrate(url: str, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "app.entry", "migrate", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def applied(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {row[0] for row in conn.execute("SELECT migration_id FROM _yoyo_migration")}
+
+
+def test_every_migration_rolls_back_and_applies_again(own_database):
+    """The down-migrations a rollback runs are real SQL that works: all of them, newest first, then up again."""
+    from app.db.migrate import known_migrations
+
+    assert lethe_migrate(own_database).returncode == 0
+    first = min(known_migrations())
+    planned = lethe_migrate(own_database, "--down-to", first, "--dry-run")
+    assert planned.returncode == 0 and "would roll back" in planned.stdout, planned.stderr
+    assert applied(own_database) == known_migrations()  # a dry run runs none
+    down = lethe_migrate(own_database, "--down-to", first)
+    assert down.returncode == 0, down.stderr
+    assert applied(own_database) == {first}
+    assert f"rolled back {len(known_migrations()) - 1} migration(s)" in down.stdout
+    up = lethe_migrate(own_database)
+    assert up.returncode == 0, up.stderr
+    assert applied(own_database) == known_migrations()
+    unknown = lethe_migrate(own_database, "--down-to", "0000.nothing")
+    assert unknown.returncode == 2 and "ships no migration 0000.nothing" in unknown.stderr
+
+
+def test_the_down_migration_of_per_file_keys_refuses_while_a_file_is_sealed(own_database):
+    import tempfile
+
+    from app.platform.clock import FakeClock
+    from app.storage.fs import FsStore
+    from tests.support.lethe import ALEX, Lethe
+
+    migrate(own_database)
+    lethe = Lethe(own_database, FsStore(tempfile.mkdtemp()), FakeClock())
+    try:
+        lethe.upload(ALEX)  # sealed: the suite runs as a new installation does
+    finally:
+        lethe.close()
+    refused = lethe_migrate(own_database, "--down-to", "0020.journal")
+    said = refused.stdout + refused.stderr
+    assert refused.returncode == 2 and "sealed" in said and "Traceback" not in said, said
+    assert "0021.file_keys" in applied(own_database)  # the keys stay; what came after went first
+    assert lethe_migrate(own_database).returncode == 0
