@@ -15,8 +15,10 @@ import termios
 
 import pytest
 
+from app.lifecycle.steps import STEPS
+
 pytestmark = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-BAR = re.compile(r"cleanup:\s+\d+%\|.*\| \d+/15")  # the fifteen steps of app/lifecycle/steps
+BAR = re.compile(r"cleanup:\s+\d+%\|.*\| \d+/{}".format(len(STEPS)))  # every step of app/lifecycle/steps
 
 
 def run_with_terminal_stderr(args, env):
