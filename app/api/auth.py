@@ -64,8 +64,24 @@ class Authenticator:
             raise Unauthorized("token_expired", "The token has expired: get a new one.") from None
         except (jwt.InvalidTokenError, ValueError, TypeError) as exc:
             log_event(log, "info", "auth.refused", "token refused", error=type(exc).__name__)
-            raise Unauthorized("token_invalid", "The token is malformed, wrongly signed, or not for this "
-                                                "installation.") from None
+            raise Unauthorized("token_invalid", _why_invalid(exc)) from None
         scope = claims.get("scope", "")
         scopes = frozenset(scope.split()) if isinstance(scope, str) else frozenset()
         return Principal(principal_id, scopes & set(SCOPES))
+
+
+def _why_invalid(exc: Exception) -> str:
+    """What is wrong with a token, by the claim it concerns (never its value)."""
+    if isinstance(exc, jwt.MissingRequiredClaimError):
+        return f"The token has no `{exc.claim}` claim; Lethe needs `sub` (the principal's UUID) and `exp`."
+    if isinstance(exc, jwt.ImmatureSignatureError):
+        return "The token is not valid yet (its `nbf` or `iat` lies in the future): check the issuer's clock."
+    if isinstance(exc, jwt.InvalidAudienceError):
+        return "The token's `aud` is not this installation's (auth.audience)."
+    if isinstance(exc, jwt.InvalidIssuerError):
+        return "The token's `iss` is not this installation's (auth.issuer)."
+    if isinstance(exc, jwt.InvalidSignatureError):
+        return "The token's signature does not verify with this installation's key."
+    if isinstance(exc, (ValueError, TypeError)) and not isinstance(exc, jwt.InvalidTokenError):
+        return "The token's `sub` is not a UUID (Lethe names principals by UUID)."
+    return "The token is malformed, wrongly signed, or not for this installation."

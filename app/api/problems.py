@@ -26,7 +26,8 @@ MEDIA_TYPE = "application/problem+json"
 _CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
     406: "not_acceptable", 409: "conflict", 410: "gone", 411: "length_required", 412: "precondition_failed",
-    413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_request", 460: "checksum_mismatch", 429: "too_many_requests", 500: "internal_error",
+    413: "payload_too_large", 415: "unsupported_media_type", 416: "range_not_satisfiable", 422: "invalid_request",
+    429: "too_many_requests", 460: "checksum_mismatch", 500: "internal_error", 501: "not_configured",
     503: "unavailable",
 }
 
@@ -67,6 +68,29 @@ def _known_fields() -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.cache
+def _field_reasons() -> dict[str, str]:
+    """The reason a field's refusal answers with (its metadata's `reason`): a hold's case reference is
+    `case_ref_invalid` whether the schema or the service refuses it."""
+    from marshmallow import Schema
+
+    from app.api import schemas
+
+    found: dict[str, str] = {}
+    for value in vars(schemas).values():
+        if isinstance(value, type) and issubclass(value, Schema):
+            for name, field in value._declared_fields.items():
+                if field.metadata.get("reason"):
+                    found[name] = field.metadata["reason"]
+    return found
+
+
+def _reason_of(errors: dict[str, Any] | None) -> str | None:
+    """The one reason the failing fields share, when they name one."""
+    reasons = {_field_reasons().get(name) for name in errors or {}}
+    return reasons.pop() if len(reasons) == 1 else None
+
+
 def _field_errors(exc: HTTPException) -> dict[str, Any] | None:
     """marshmallow's messages by field, as webargs puts them under exc.data["messages"] (keyed by location,
     then field). A field name the client made up is not echoed (it is text the client chose, D15): such
@@ -104,8 +128,9 @@ def from_http_exception(exc: HTTPException) -> Response:
         from app.domain.uploads import human_size
 
         detail = f"The request body is larger than this request takes: at most {human_size(limit)}." if limit else None
-    return problem(status, errors=_field_errors(exc) if status in (400, 422) else None, detail=detail,
-                   headers=headers)
+    errors = _field_errors(exc) if status in (400, 422) else None
+    return problem(status, errors=errors, detail=detail, headers=headers,
+                   reason="body_too_large" if status == 413 else _reason_of(errors))
 
 
 def from_lethe_error(exc: LetheError) -> Response:

@@ -116,7 +116,7 @@ class UploadCreateSchema(Schema):
                   FullMatch(NAME_PATTERN, error="The name must not contain control characters.")],
         metadata={"description": "The file's name, stored as given; never used in a key."})
     size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=0),
-                                metadata={"description": "The file's size in bytes; an empty file (0) is sent as one empty part."})
+                                metadata={"description": "The file's size in bytes; an empty file (0) has nothing to send: complete it at once (tus: Upload-Length 0 is complete when created)."})
     mime_type = SafeString(required=True, validate=FullMatch(MIME_RE, error="Not a media type such as text/plain."))
     sha256 = SafeString(validate=FullMatch(r"^[0-9a-fA-F]{64}$", error="Not a hex sha256 digest."),
                            metadata={"description": "Optional hex sha256 checked at completion."})
@@ -304,7 +304,8 @@ class HoldRequestSchema(Schema):
                               "never free text)."),
         metadata={"description": "An opaque ticket number of the installation's form (holds.case_ref_pattern; "
                                  "by default capitals and digits ending with a number, as CASE-2026-0042): never "
-                                 "a name, a file name or free text (422 case_ref_invalid)."})
+                                 "a name, a file name or free text (422 case_ref_invalid).",
+                  "reason": "case_ref_invalid"})
 
     @validates_schema
     def _one_target(self, data: dict[str, Any], **kwargs: Any) -> None:

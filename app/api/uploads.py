@@ -13,6 +13,7 @@ from flask_smorest import Blueprint
 from app.content import direct, uploads
 from app.api.common import caller, problems, runtime
 from app.api.schemas import FileSchema, PartSchema, PartUrlSchema, UploadCreateSchema, UploadViewSchema
+from app.errors import UnsupportedMediaType
 
 blp = Blueprint("uploads", __name__, url_prefix="/api/v1/uploads", description="Resumable uploads")
 
@@ -75,9 +76,13 @@ class UploadPart(MethodView):
         "schema": {"type": "string", "format": "binary"}}}})
     @blp.doc(operationId="putUploadPart")
     @blp.response(200, PartSchema)
-    @problems(blp, 403, 404, 409, 410, 422)
+    @problems(blp, 403, 404, 409, 410, 415, 422)
     def put(self, file_id: uuid.UUID, part_number: int) -> Any:
         """Send part n (raw bytes): exactly part_size bytes, or the remainder for the last part."""
+        if request.mimetype in ("multipart/form-data", "application/x-www-form-urlencoded"):
+            # A form (curl -F) wraps the bytes in its own framing: stored, it would be another file.
+            raise UnsupportedMediaType("raw_bytes_expected", "Send the part's raw bytes as the body (curl --data-binary "
+                              "@part -H 'Content-Type: application/octet-stream'), not a form (-F).")
         size = uploads.put_part(runtime(), caller(), file_id, part_number, request.stream,  # type: ignore[arg-type]
                                 request.content_length)
         return {"part_number": part_number, "size_bytes": size}

@@ -30,7 +30,8 @@ def _holder(principal: Principal, kind: str, holder_id: uuid.UUID | None, write:
     """Who holds the slot, after the access rules: an avatar is its principal's (or `manage`'s), the logo
     `manage`'s only."""
     if not access.may_use_slot(principal, kind, holder_id, write):
-        raise Forbidden()
+        needs_manage = kind == "logo" or (holder_id != principal.id and not access.is_manager(principal))
+        raise Forbidden("manage" if needs_manage else "files:write" if write else "files:read")
     if kind == "logo":
         return sql.LOGO_HOLDER
     assert holder_id is not None

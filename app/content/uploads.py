@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import uuid
 from datetime import datetime
@@ -256,9 +257,10 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
         raise Invalid("part_number_out_of_range")
     expected = expected_part_size(file_row.size_bytes, session.part_size, part_number)
     if content_length is not None and content_length != expected:
-        raise Invalid("wrong_part_size")
+        raise Invalid("wrong_part_size", wrong_size(part_number, expected, session.part_count, content_length))
     try:
-        part = rt.files.put_part(file_row, _ref(file_row, session), part_number, exactly(body, expected))
+        part = rt.files.put_part(file_row, _ref(file_row, session), part_number,
+                                 exactly(body, expected, wrong_size(part_number, expected, session.part_count)))
     except (StorageError, NotFound):
         # S3 refuses a part of a multipart upload that a completion or an abort just ended: answer what the
         # row says now (409, 410), and 503 only when the upload is still open and no completion has its lease.
@@ -284,19 +286,45 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
     return expected
 
 
-def exactly(body: BinaryIO, size: int, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
+def wrong_size(part_number: int, expected: int, part_count: int, sent: int | None = None) -> str:
+    """What a part of the wrong size should have been (the detail of wrong_part_size)."""
+    which = "the last part" if part_number == part_count else f"part {part_number} of {part_count}"
+    got = f" ({sent} were sent)" if sent is not None else ""
+    return (f"Part {part_number} must be exactly {expected} bytes, {which}{got}: every part but the last is the "
+            "upload's part_size, the last holds the rest. Send the part's raw bytes as the body "
+            "(curl --data-binary @part), not a form.")
+
+
+def exactly(body: BinaryIO, size: int, detail: str | None = None, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
     """The body's bytes in chunks as they arrive, so that a part is never held whole in memory;
-    a body shorter or longer than `size` raises Invalid(wrong_part_size) while the store is still reading
-    it (both drivers read the chunks to their end before they keep anything), so nothing of it is kept."""
+    a body shorter or longer than `size` raises Invalid(wrong_part_size, detail) while the store is still
+    reading it (both drivers read the chunks to their end before they keep anything), so nothing of it is kept."""
     left = size
     while left:
         chunk = body.read(min(chunk_size, left))
         if not chunk:
-            raise Invalid("wrong_part_size")
+            raise Invalid("wrong_part_size", detail)
         left -= len(chunk)
         yield chunk
     if body.read(1):
-        raise Invalid("wrong_part_size")
+        raise Invalid("wrong_part_size", detail)
+
+
+def _empty_part_sent(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> bool:
+    """An empty file's one part is empty: a client that completes it without sending that part (nothing to send)
+    has it stored here, as a PUT of no bytes would. True when it was."""
+    row, session = rt.db.read(lambda conn: _visible_upload(conn, principal, file_id))
+    if row.size_bytes != 0 or session.protocol != "native":
+        return False
+    put_part(rt, principal, file_id, 1, io.BytesIO(b""), 0)
+    return True
+
+
+def parts_missing(missing: list[int]) -> str:
+    """Which parts a completion still waits for (the detail of parts_missing)."""
+    shown = ", ".join(str(number) for number in missing[:20]) + (f" and {len(missing) - 20} more"
+                                                                    if len(missing) > 20 else "")
+    return f"Part(s) {shown} have not arrived: send them (PUT .../parts/{{n}}), then complete again."
 
 
 def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> object:
@@ -325,12 +353,18 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         _check_not_completing(rt, session, now)
         parts = sessions_sql.parts_of(uow.conn, file_id)
         # A direct upload's parts are in the store alone: the store lists them once the completion has the lease.
-        if session.protocol != "direct" and {part.part_number for part in parts} != set(range(1, session.part_count + 1)):
-            raise Conflict("parts_missing")
+        missing = sorted(set(range(1, session.part_count + 1)) - {part.part_number for part in parts})
+        if session.protocol != "direct" and missing:
+            raise Conflict("parts_missing", parts_missing(missing))
         sessions_sql.take_completion_lease(uow.conn, file_id, now, process_id())
         return row, session, parts, now
 
-    file_row, session, parts, leased = rt.db.unit_of_work(lease, name="upload.lease")
+    try:
+        file_row, session, parts, leased = rt.db.unit_of_work(lease, name="upload.lease")
+    except Conflict as exc:
+        if exc.reason != "parts_missing" or not _empty_part_sent(rt, principal, file_id):
+            raise
+        file_row, session, parts, leased = rt.db.unit_of_work(lease, name="upload.lease")
     if session is None or leased is None:
         return file_row
     leased_at = leased

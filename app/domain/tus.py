@@ -15,6 +15,7 @@ from dataclasses import dataclass
 VERSION = "1.0.0"
 EXTENSIONS = ("creation", "creation-with-upload", "termination", "expiration", "checksum")
 CHECKSUM_ALGORITHMS = ("sha1", "sha256", "md5")
+DIGEST_SIZES = {"sha1": 20, "sha256": 32, "md5": 16}  # bytes of each algorithm's digest
 OFFSET_OCTET_STREAM = "application/offset+octet-stream"
 # The headers a browser client must be allowed to send and to read (CORS).
 REQUEST_HEADERS = ("Authorization", "Content-Type", "Tus-Resumable", "Upload-Length", "Upload-Metadata",
@@ -120,9 +121,12 @@ def parse_checksum(header: str | None) -> tuple[str, bytes] | None:
     if algorithm not in CHECKSUM_ALGORITHMS:
         raise ProtocolError("checksum_algorithm_unsupported")
     try:
-        return algorithm, base64.b64decode(encoded, validate=True)
+        digest = base64.b64decode(encoded, validate=True)
     except binascii.Error:
         raise ProtocolError("checksum_invalid") from None
+    if len(digest) != DIGEST_SIZES[algorithm]:
+        raise ProtocolError("checksum_invalid")  # a hex digest (valid base64 letters) decodes to the wrong length
+    return algorithm, digest
 
 
 def offset_of(length: int, part_count: int, part_sizes: list[int], tail_bytes: int, completed: bool) -> int:

@@ -112,6 +112,8 @@ def delete_file(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     # (409 here) or will see deleted_at after its own lock.
     answer = rt.db.unit_of_work(lambda uow: _delete_locked(uow, principal, [file_id], rt.clock.now())[file_id],
                                 name="file.delete")
+    if answer == "forbidden":
+        raise Forbidden("files:write")  # visible, not allowed: the scope the token lacks (D12)
     if answer in _REFUSALS:
         raise _REFUSALS[answer]()
     if answer in ("file_attached", "purpose_not_deletable"):
