@@ -133,6 +133,25 @@ def running_dev(state_dir: str = ".lethe") -> dict[str, Any] | None:
     return facts if isinstance(facts, dict) else None
 
 
+def as_the_running_dev(cfg: Config, state_dir: str = ".lethe") -> Config | None:
+    """The configuration of the `lethe dev` running from this folder, for a command run beside it with no
+    database.url of its own: its database and fs root (./.lethe/dev.json), the keyring it made for this folder's
+    files (./.lethe/keyring) and its secret (./.lethe/jwt_secret), each unless the command's own configuration
+    sets it. None when none runs."""
+    dev = running_dev(state_dir)
+    if dev is None:
+        return None
+    changes: dict[str, object] = {"database.url": dev["database_url"]}
+    if "LETHE_FILE_FS_ROOT" not in os.environ and dev.get("storage_driver") == "fs":
+        changes["file.fs.root"] = dev["fs_root"]
+    keyring, secret = Path(state_dir) / KEYRING_FILE, Path(state_dir) / "jwt_secret"
+    if not cfg.file.keyring and keyring.exists():
+        changes["file.keyring"] = keyring.read_text().strip()
+    if not cfg.auth.jwt_secret and not cfg.auth.jwt_public_key and secret.exists():
+        changes["auth.jwt_secret"] = secret.read_text().strip()
+    return with_changes(cfg, changes)
+
+
 def _hold_dev_lock(state: Path) -> IO[str] | int | None:
     """One `lethe dev` per folder: an exclusive lock on `<state>/dev.lock`, held until the process
     ends (the kernel releases it even on a kill). Returns the open file, or the pid of the holder (None if it

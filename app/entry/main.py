@@ -79,22 +79,18 @@ def _signing_key_missing(cfg: Config) -> ConfigError | None:
     return ConfigError({"auth.jwt_secret": [NO_SIGNING_KEY]})  # the message names the other key: said once
 
 
-def _as_the_running_dev(cfg: Config) -> Config:
+def _as_the_running_dev(cfg: Config) -> Config | None:
     """Beside a running `make run` (lethe dev) with no database.url of its own, the configuration checked is that
-    instance's: its database (./.lethe/dev.json) and the secret it made (./.lethe/jwt_secret), as every operator
-    command finds it."""
-    from app.entry.dev import running_dev
+    instance's, as every operator command finds it. None: this folder had a lethe dev, and none runs now."""
+    from app.entry.dev import as_the_running_dev
 
-    dev = running_dev()
-    if cfg.database.url or dev is None:
+    if cfg.database.url:
         return cfg
-    changes: dict[str, object] = {"database.url": dev["database_url"]}
-    secret = os.path.join(".lethe", "jwt_secret")
-    if not cfg.auth.jwt_secret and not cfg.auth.jwt_public_key and os.path.exists(secret):
-        with open(secret) as handle:
-            changes["auth.jwt_secret"] = handle.read().strip()
-    print("checking the configuration of the lethe dev running from this folder (./.lethe/dev.json)")
-    return with_changes(cfg, changes)
+    attached = as_the_running_dev(cfg)
+    if attached is not None:
+        print("checking the configuration of the lethe dev running from this folder (./.lethe/dev.json)")
+        return attached
+    return None if os.path.isdir(".lethe") else cfg
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
@@ -106,7 +102,13 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print_config_errors(exc, sys.stdout)
         return EXIT_CONFIG
-    cfg = _as_the_running_dev(cfg)
+    running = _as_the_running_dev(cfg)
+    if running is None:
+        print("lethe config check: no `make run` (lethe dev) runs from this folder now, so there is nothing to check "
+              "here: start it (make run) and check again beside it, or set LETHE_DATABASE_URL and the rest of a "
+              "role's configuration to check that.")
+        return EXIT_CONFIG
+    cfg = running
     missing = _signing_key_missing(cfg)
     if missing is not None:
         print_config_errors(missing, sys.stdout)

@@ -31,25 +31,18 @@ NO_DATABASE = ("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): 
 
 
 def _attach_to_dev(cfg: Config) -> tuple[Config, bool]:
-    """Without database.url, an operator command uses the `lethe dev` running from this folder (its
-    database and fs root, from ./.lethe/dev.json); else it exits 2 saying what to run. Returns the
-    configuration and whether it attached."""
+    """Without database.url, an operator command uses the `lethe dev` running from this folder (its database, fs
+    root, keyring and secret: app/entry/dev.py as_the_running_dev); else it exits 2 saying what to run. Returns
+    the configuration and whether it attached."""
     if cfg.database.url:
         return cfg, False
-    from app.entry.dev import running_dev
+    from app.entry.dev import as_the_running_dev
 
-    dev = running_dev()
-    if dev is None:
+    attached = as_the_running_dev(cfg)
+    if attached is None:
         print(NO_DATABASE, file=sys.stderr)
         sys.exit(EXIT_CONFIG)
-    changes: dict[str, object] = {"database.url": dev["database_url"]}
-    if "LETHE_FILE_FS_ROOT" not in os.environ and dev.get("storage_driver") == "fs":
-        changes["file.fs.root"] = dev["fs_root"]
-    keyring = os.path.join(".lethe", "keyring")  # the keys lethe dev made for this folder's files
-    if not cfg.file.keyring and os.path.exists(keyring):
-        with open(keyring) as handle:
-            changes["file.keyring"] = handle.read().strip()
-    return with_changes(cfg, changes), True
+    return attached, True
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:

@@ -42,7 +42,16 @@ def test_operator_commands_find_the_running_dev_server(database_url, tmp_path):
         assert "dry run" in cleanup.stdout
         token = lethe(["token", "--sub", "2f9a7c4e-8a39-4c53-9a43-3f2f0b1d6a11"], here, base_env)
         assert token.returncode == 0 and token.stdout.count(".") == 2
-        # `lethe config check` checks the running instance's configuration, as every operator command finds it
+        # `lethe config check` checks the running instance's configuration, as every operator command finds it:
+        # its keyring too, once a sealed file needs one of its keys
+        import uuid as uuids
+
+        from app.entry.token import mint_token
+        from tests.e2e.test_deletion_e2e import upload
+
+        user_token = mint_token((here / ".lethe" / "jwt_secret").read_text().strip(), uuids.uuid4(),
+                                ("files:read", "files:write"))
+        upload(f"http://127.0.0.1:{port}/api/v1", user_token, "sealed.txt")
         check = lethe(["config", "check"], here, base_env)
         assert check.returncode == 0 and "OK" in check.stdout, check.stdout + check.stderr
         # Read-only commands say nothing of a broker: they commit no job
@@ -66,6 +75,9 @@ def test_operator_commands_find_the_running_dev_server(database_url, tmp_path):
         time.sleep(0.1)
     # Once it stopped, the same folder gets the same clear error (a stale file is ignored too)
     assert lethe(["cleanup"], here, base_env).returncode == 2
+    stopped = lethe(["config", "check"], here, base_env)
+    assert stopped.returncode == 2 and "no `make run`" in stopped.stdout and "Required" not in stopped.stdout, \
+        stopped.stdout
 
 
 def test_a_port_in_use_says_how_to_pick_another(database_url, tmp_path):
