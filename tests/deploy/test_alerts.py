@@ -93,3 +93,32 @@ def test_the_rules_pass_promtool(promtool, rules, tmp_path):
     result = subprocess.run([promtool, "test", "rules", str(tmp_path / "tests.yml")], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def heading_anchors(markdown: str) -> dict[str, str]:
+    """GitHub's anchor of every heading, with the text of its section (to the next heading of any level)."""
+    import re
+
+    sections: dict[str, str] = {}
+    parts = re.split(r"^(#{1,6} .+)$", markdown, flags=re.M)
+    for heading, body in zip(parts[1::2], parts[2::2]):
+        title = heading.lstrip("#").strip().lower()
+        anchor = re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
+        sections[anchor] = body
+    return sections
+
+
+def test_every_alert_links_a_runbook_section_that_says_what_to_run(rules):
+    """Each runbook_url resolves to a heading of docs/operations.md, and that section names a command."""
+    from tests.deploy.test_chart import ROOT
+
+    sections = heading_anchors((ROOT / "docs" / "operations.md").read_text())
+    for group in rules:
+        for rule in group["rules"]:
+            url = rule["annotations"].get("runbook_url", "")
+            assert url.startswith("docs/operations.md#"), (rule["alert"], url)
+            anchor = url.split("#", 1)[1]
+            assert anchor in sections, (rule["alert"], anchor)
+            said = sections[anchor]
+            assert any(command in said for command in ("`lethe ", "`kubectl ", "`curl ", "`SELECT ", "`echo ",
+                                                       "`rabbitmqctl ")), (rule["alert"], said[:300])
