@@ -105,7 +105,8 @@ def postgres_server():
     if server_url:
         yield server_url
         return
-    if IN_CI:
+    if IN_CI and not os.environ.get("LETHE_TEST_EMBEDDED_PG"):
+        # CI names its server; its pass for a newcomer's machine (.ci/run) asks for the embedded one on purpose
         pytest.fail("DATABASE_URL is not set in CI", pytrace=False)
     from app.entry.embedded_pg import EmbeddedPostgres
 
