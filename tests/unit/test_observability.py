@@ -124,3 +124,33 @@ def test_counts_under_a_listed_name_pass_and_secrets_are_caught_by_their_shape()
     assert line["file_id"] == "3c1a0d4e-0000-4000-8000-000000000000" and line["prefix"] == "issues/"
     logging.getLogger("lethe.test").info("x", extra={"keys": ["f/00/00/a/orig-1"], "token": "abc"})
     assert "orig-1" not in stream.getvalue() and '"abc"' not in stream.getvalue()
+
+
+def test_libvips_chatter_and_dramatiqs_expected_warning_stay_out_of_the_log():
+    stream = capture("json")
+    logging.getLogger("pyvips").info("VIPS: shrinkh by 3")
+    logging.getLogger("dramatiq.broker.StubBroker").warning(
+        "You're adding a middleware of the same type twice: %s. It may have unexpected results.",
+        "<dramatiq.worker._WorkerMiddleware object at 0x7f>")
+    logging.getLogger("dramatiq.broker.StubBroker").warning("Consumer encountered a connection error")
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["message"] for line in lines] == ["Consumer encountered a connection error"]
+
+
+def test_the_deploy_docs_jq_filter_reads_lines_without_an_event(tmp_path):
+    """docs/deploy.md's filter over a worker's log, where gunicorn's and libraries' lines carry no `event`."""
+    import re
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    program = re.search(r"`jq -c '([^']+)'`", doc).group(1)
+    lines = [{"message": "Booting worker", "logger": "gunicorn.error"},
+             {"event": "purge.done", "count": 3}, {"event": "cleanup.step"}]
+    done = subprocess.run(["jq", "-c", program], input="\n".join(json.dumps(line) for line in lines), text=True,
+                          capture_output=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["event"] for line in done.stdout.splitlines()] == ["purge.done"]

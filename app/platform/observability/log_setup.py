@@ -80,12 +80,24 @@ def gunicorn_logconfig(role: str, fmt: str, level: str) -> dict[str, Any]:
     }
 
 
+class ExpectedWarnings(logging.Filter):
+    """Warnings a library prints of Lethe's own design at every start, which an operator cannot act on: dramatiq's
+    "adding a middleware of the same type twice" when a worker process starts its webhook pool, a second Worker on
+    the same broker (workers/pools.py)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("dramatiq.broker") and isinstance(record.msg, str)
+                    and record.msg.startswith("You're adding a middleware of the same type twice")
+                    and "_WorkerMiddleware" in record.getMessage())
+
+
 def setup_logging(role: str, fmt: str = "json", level: str = "INFO", stream: TextIO | None = None) -> None:
     """Configure the root logger once for a process: one line a record on stdout (or the given stream)."""
     handler = logging.StreamHandler(stream or sys.stdout)
     handler.setFormatter(make_formatter(fmt))
     handler.addFilter(RoleFilter(role))
     handler.addFilter(SensitiveFieldFilter())
+    handler.addFilter(ExpectedWarnings())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -94,7 +106,8 @@ def setup_logging(role: str, fmt: str = "json", level: str = "INFO", stream: Tex
     quiet_libraries()
 
 
-NOISY_LIBRARIES = ("pika", "urllib3", "minio", "werkzeug", "apscheduler", "yoyo", "psycopg.pool")
+# libvips says about 17 INFO lines an image ("VIPS: shrinkh by 3") through the pyvips logger.
+NOISY_LIBRARIES = ("pika", "urllib3", "minio", "werkzeug", "apscheduler", "yoyo", "psycopg.pool", "pyvips")
 
 
 def quiet_libraries() -> None:
