@@ -79,8 +79,9 @@ class UploadPart(MethodView):
     @problems(blp, 403, 404, 409, 410, 415, 422)
     def put(self, file_id: uuid.UUID, part_number: int) -> Any:
         """Send part n (raw bytes): exactly part_size bytes, or the remainder for the last part."""
-        if request.mimetype in ("multipart/form-data", "application/x-www-form-urlencoded"):
-            # A form (curl -F) wraps the bytes in its own framing: stored, it would be another file.
+        if request.mimetype == "multipart/form-data":
+            # A form (curl -F) wraps the bytes in its own framing: stored, it would be another file. (curl's
+            # --data-binary says application/x-www-form-urlencoded of raw bytes: that one is taken as it is.)
             raise UnsupportedMediaType("raw_bytes_expected", "Send the part's raw bytes as the body (curl --data-binary "
                               "@part -H 'Content-Type: application/octet-stream'), not a form (-F).")
         size = uploads.put_part(runtime(), caller(), file_id, part_number, request.stream,  # type: ignore[arg-type]
