@@ -27,6 +27,81 @@ def shell_blocks(markdown: str) -> list[str]:
 
 
 S3_ONLY = "# with the s3 driver"
+BLOCK_MARK = "::api-doc-block::"
+
+
+def examples_of(block: str) -> list[str]:
+    """The example outputs a block shows in its comments: a JSON object or array, on comment lines of their own
+    (continued on the next comment lines) or after a command; what follows two spaces is the doc's commentary."""
+    found, pending = [], None
+    for line in block.splitlines():
+        stripped = line.strip()
+        own = stripped.startswith("#")
+        text = stripped[1:].strip() if own else (line.split("   # ", 1)[1].strip() if "   # " in line else "")
+        if pending is not None and own and text.startswith('"'):
+            pending = balanced(pending + " " + text)  # a continuation of a multi-line object
+            continue
+        if pending is not None:
+            found.append(pending)
+            pending = None
+        start = min((text.find(c) for c in "{[" if c in text), default=-1)
+        if text and start != -1 and (own and start == 0 or not own):
+            pending = balanced(text[start:])
+    if pending is not None:
+        found.append(pending)
+    return found
+
+
+def balanced(text: str) -> str:
+    """The JSON value `text` opens with, to its closing bracket (or all of it: continued on the next lines)."""
+    depth, quoted, escaped = 0, False, False
+    for index, char in enumerate(text):
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (char == "\\", char != '"')
+            continue
+        if char == '"':
+            quoted = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return text[:index + 1]
+    return text
+
+
+PAIR = re.compile(r'"(\w+)":\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null|\[\])')
+
+
+def shown(example: str, printed: str) -> bool:
+    """Whether what a block printed holds its example: every `"key": value` the example states (values with an
+    ellipsis are anything) in one JSON object it printed, at any depth; an example without keys, a printed line
+    equal to it."""
+    import json
+
+    pairs = [(key, json.loads(value)) for key, value in PAIR.findall(example) if "…" not in value and "..." not in value]
+    if not pairs:
+        wanted = re.escape(re.sub(r"\s+", "", example)).replace(re.escape("..."), ".*").replace(re.escape("…"), ".*")
+        return any(re.fullmatch(wanted, re.sub(r"\s+", "", line)) for line in printed.splitlines())
+
+    def objects(value):
+        if isinstance(value, dict):
+            yield value
+            for inner in value.values():
+                yield from objects(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                yield from objects(inner)
+
+    for line in printed.splitlines():
+        try:
+            parsed = json.loads(line)
+        except ValueError:
+            continue
+        found = {key: value for item in objects(parsed) for key, value in item.items()}
+        if all(key in found and found[key] == value for key, value in pairs):
+            return True
+    return False
 READER_PAUSE = """
 import os, time
 import psycopg
@@ -80,7 +155,9 @@ def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path, 
     # A reader runs a block, reads, and runs the next: by then the jobs of the last one ran. Between blocks the
     # script waits until Lethe is idle (no job in the outbox, no purge or scan waiting), never a fixed time.
     (tmp_path / "reader_pause.py").write_text(READER_PAUSE)
-    blocks = [block + "\npython3 reader_pause.py\n" for block in blocks]
+    checked = list(blocks)  # each block's example outputs, compared with what it printed
+    blocks = [f"echo '{BLOCK_MARK}{number}'\n" + block + f"\npython3 {tmp_path / 'reader_pause.py'}\n"
+              for number, block in enumerate(blocks)]
     script = "set -euo pipefail\n" + "\n".join(blocks).replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
     env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
            "HOME": str(tmp_path)}
@@ -92,6 +169,9 @@ def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path, 
         result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                                 timeout=180)
         assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}\n{dev.tail()}"
+        # the folder a reader runs them from (their checkout) keeps nothing the blocks wrote
+        assert {path.name for path in tmp_path.iterdir()} <= {".lethe", "dev.log", "reader_pause.py", "home"}, \
+            sorted(path.name for path in tmp_path.iterdir())
         assert "409" in result.stdout  # deleteFile of an attached file
         assert "CLAIMS-HOLD" in result.stdout
         assert '"state":"complete"' in result.stdout.replace(" ", "")
@@ -101,5 +181,10 @@ def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path, 
         assert "resuming at 1048576" in result.stdout and "\n204\n410\n" in result.stdout
         if driver == "s3":  # the direct upload: complete, and no URL for it afterwards
             assert "complete\n409\n" in result.stdout
+        printed = dict(re.findall(rf"^{BLOCK_MARK}(\d+)\n(.*?)(?=^{BLOCK_MARK}|\Z)", result.stdout, re.M | re.S))
+        for number, block in enumerate(checked):
+            if driver == "fs" or block.startswith(S3_ONLY):  # the s3 run checks what only it runs
+                for example in examples_of(block):
+                    assert shown(example, printed.get(str(number), "")), (example, printed.get(str(number), ""))
     finally:
         dev.stop(signal.SIGTERM)
