@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-from flask import Flask, Response, g, request
+from flask import Flask, Response, current_app, g, request
 from flask_smorest import Api
 from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
@@ -45,6 +45,15 @@ class LetheApi(Api):
     def handle_http_exception(self, error: HTTPException) -> Response:
         """Every HTTP error flask-smorest raises is answered as problem+json."""
         return problems.from_http_exception(error)
+
+    def _openapi_json(self) -> Response:
+        """/openapi.json: the generated document with this installation's limits (app/api/contract.py)."""
+        import json
+
+        from app.api.contract import for_installation
+
+        spec = for_installation(self.spec.to_dict(), current_app.extensions["lethe"])
+        return Response(json.dumps(spec, indent=2), mimetype="application/json")
 
     def _register_responses(self) -> None:
         for status in http.HTTPStatus:

@@ -54,11 +54,11 @@ def problems(blp: Any, *statuses: int) -> Callable[[F], F]:
 
 
 class PartNumberConverter(UnicodeConverter):
-    """A part number: any segment, so that `-1`, `abc` and `0` all reach the handler and answer the same 422
+    """A part number: any segment, so that `-1`, `abc` and `0` all reach the handler and answer the same 409
     part_number_out_of_range, instead of a routing 404 for some. Not a number: 0 (out of range)."""
 
     def to_python(self, value: str) -> int:
-        """The part number in the path; anything but a number is 0, answered 422 like any other out of range."""
+        """The part number in the path; anything but a number is 0, answered 409 like any other out of range."""
         return int(value) if re.fullmatch(r"-?[0-9]{1,9}", value) else 0
 
 

@@ -352,7 +352,14 @@ class ContentQuerySchema(Schema):
 
 
 class _Duration(fields.String):
-    """A duration as the configuration writes it (90s, 10m, 1h)."""
+    """A duration as the configuration writes it (90s, 10m, 1h), of at most six digits: its form is checked on the
+    text, before anything converts it (a number of thousands of digits overflowed the conversion)."""
+
+    FORM = r"^[1-9][0-9]{0,5}(s|m|h|d)$"
+
+    def __init__(self, **kwargs: Any):
+        kwargs.setdefault("metadata", {})["pattern"] = self.FORM  # the OpenAPI document states the form
+        super().__init__(**kwargs)
 
     def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
         from datetime import timedelta
@@ -360,17 +367,17 @@ class _Duration(fields.String):
         from app.domain.durations import parse_duration
 
         text = super()._deserialize(value, attr, data, **kwargs)
-        try:
-            return timedelta(seconds=parse_duration(text))
-        except ValueError:
-            raise ValidationError("Not a duration such as 90s or 10m.") from None
+        if re.fullmatch(self.FORM, text) is None:
+            raise ValidationError("Not a duration such as 90s or 10m.")
+        return timedelta(seconds=parse_duration(text))
 
 
 class LinkCreateSchema(Schema):
     disposition = fields.String(load_default="attachment", validate=validate.OneOf(["attachment", "inline"]))
-    variant = fields.String(validate=FullMatch(r"^[a-z0-9_-]{1,32}$"),
+    variant = fields.String(validate=validate.OneOf(VARIANTS),
                             metadata={"description": "A variant of the file instead of its original."})
-    ttl = _Duration(metadata={"description": "How long the link works (default and longest: file.link_ttl)."})
+    ttl = _Duration(metadata={"description": "How long the link works (default and longest: file.link_ttl; a longer "
+                                             "one is cut to it, as `expires_at` says)."})
 
 
 class LinkSchema(Schema):
@@ -384,7 +391,7 @@ class FilesQuerySchema(Schema):
                                                     "caller's)."})
     purpose = fields.String(validate=validate.OneOf(PURPOSES))
     state = fields.String(validate=validate.OneOf(UPLOAD_STATES))
-    after = fields.String(validate=FullMatch(r"^[A-Za-z0-9_-]{1,64}$"),
+    after = fields.String(validate=FullMatch(r"^[A-Za-z0-9_-]{32}$"),
                           metadata={"description": "Cursor: the `next` of the previous page."})
     limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=200))
 

@@ -37,12 +37,16 @@ _METADATA_NAMES = {"name": "filename", "mime_type": "filetype", "purpose": "purp
                    "size_bytes": "Upload-Length"}
 
 
-def _header(name: str, description: str, required: bool = False) -> dict[str, Any]:
+def _header(name: str, description: str, required: bool = False, **schema: Any) -> dict[str, Any]:
+    """A header parameter, declared as strictly as the server checks it."""
     return {"in": "header", "name": name, "required": required, "description": description,
-            "schema": {"type": "string"}}
+            "schema": schema or {"type": "string"}}
 
 
-_TUS_RESUMABLE = _header("Tus-Resumable", "Always 1.0.0 (412 otherwise).", required=True)
+_TUS_RESUMABLE = _header("Tus-Resumable", "Always 1.0.0 (412 otherwise).", required=True, type="string",
+                         enum=[protocol.VERSION])
+_CHECKSUM: dict[str, Any] = {"type": "string",
+                             "pattern": "^(sha1 [A-Za-z0-9+/]{27}=|sha256 [A-Za-z0-9+/]{43}=|md5 [A-Za-z0-9+/]{22}==)$"}
 _OCTETS = {"required": False, "content": {protocol.OFFSET_OCTET_STREAM: {"schema": {"type": "string",
                                                                                    "format": "binary"}}}}
 
@@ -124,10 +128,12 @@ class TusUploads(MethodView):
 
     @blp.doc(operationId="tusCreateUpload", parameters=[
         _TUS_RESUMABLE,
-        _header("Upload-Length", "The file's size in bytes (Upload-Defer-Length is refused: 400).", required=True),
+        _header("Upload-Length", "The file's size in bytes (Upload-Defer-Length is refused: 400).", required=True,
+                type="integer", minimum=0),
         _header("Upload-Metadata", "Comma-separated `key base64(value)`: filename (required), filetype, "
                                    "purpose, sha256 (hex, checked at completion)."),
-        _header("Upload-Checksum", "creation-with-upload: `sha1|sha256|md5 <base64>` of the body.")],
+        _header("Upload-Checksum", "creation-with-upload: `sha1|sha256|md5 <base64>` of the body.", False,
+                **_CHECKSUM)],
         requestBody=_OCTETS,
         responses={"201": {"description": "Created: Location /api/v1/tus/{file_id}, Upload-Expires, and "
                                           "Upload-Offset when the request carried bytes"}})
@@ -204,8 +210,10 @@ class TusUpload(MethodView):
         return response
 
     @blp.doc(operationId="tusPatchUpload", parameters=[
-        _TUS_RESUMABLE, _header("Upload-Offset", "The upload's offset (409 when it is not).", required=True),
-        _header("Upload-Checksum", "`sha1|sha256|md5 <base64>` of this body: 460 and nothing kept on mismatch.")],
+        _TUS_RESUMABLE, _header("Upload-Offset", "The upload's offset (409 when it is not).", required=True,
+                                type="integer", minimum=0),
+        _header("Upload-Checksum", "`sha1|sha256|md5 <base64>` of this body: 460 and nothing kept on mismatch.",
+                False, **_CHECKSUM)],
         requestBody={**_OCTETS, "required": True},
         responses={"204": {"description": "Taken: Upload-Offset, Upload-Expires. The PATCH that brings the "
                                           "last byte completes the upload as completeUpload does."}})

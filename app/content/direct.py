@@ -78,6 +78,6 @@ def fresh_url(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number
     _check_open(session, now)
     _check_not_completing(rt, session, now)
     if not 1 <= part_number <= session.part_count:
-        raise Invalid("part_number_out_of_range")
+        raise Conflict("part_number_out_of_range", "This upload has no such part: its parts are 1 to its part_count.")
     (url,) = part_urls(rt, file_row, session, [part_number])
     return url

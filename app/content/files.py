@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import struct
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
 from app.domain.access import Principal
@@ -43,13 +43,20 @@ def _cursor_of(row: FileRow) -> str:
     return base64.urlsafe_b64encode(struct.pack(">q", micros) + row.id.bytes).rstrip(b"=").decode()
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_LOWEST = (datetime(1, 1, 2, tzinfo=timezone.utc) - _EPOCH) // timedelta(microseconds=1)
+_HIGHEST = (datetime(9999, 12, 30, tzinfo=timezone.utc) - _EPOCH) // timedelta(microseconds=1)
+
+
 def _position(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         if len(raw) != 24:
             raise ValueError
         (micros,) = struct.unpack(">q", raw[:8])
-        return datetime.fromtimestamp(micros / 1_000_000, tz=timezone.utc), uuid.UUID(bytes=raw[8:])
+        # Any position is a position: one past the times a datetime holds is that end of the range.
+        micros = min(max(micros, _LOWEST), _HIGHEST)
+        return _EPOCH + timedelta(microseconds=micros), uuid.UUID(bytes=raw[8:])
     except (ValueError, TypeError, OverflowError, OSError):
         raise Invalid("cursor_invalid", "Pass back the `next` of the previous page, as it was.") from None
 

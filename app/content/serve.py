@@ -23,7 +23,7 @@ from app.domain.keys import VARIANTS
 from app.domain.serving import ATTACHMENT_TYPE, INLINE_TYPES, Validators, entity_tag, inline_type
 from app.domain.variants import wants_variants
 from app.domain.states import is_deliverable
-from app.errors import Invalid, LinkRefused, NotConfigured, NotFound
+from app.errors import Conflict, Invalid, LinkRefused, NotConfigured, NotFound
 from app.platform.links import BadLink, Link, Sealer
 from app.platform.observability.logs import log_event
 
@@ -108,19 +108,17 @@ def create_link(rt: Runtime, principal: Principal, file_id: uuid.UUID, dispositi
         (the link's token, when it ends).
 
     Raises:
-        NotFound, Gone, Forbidden: as for reading the file. Invalid: `ttl_too_long` (over file.link_ttl),
-            `variant_unknown`. NotConfigured: no file.link_secret.
+        NotFound, Gone, Forbidden: as for reading the file. Invalid: `ttl_too_short`, `variant_unknown`.
+            NotConfigured: no file.link_secret.
     """
     sealer = _sealer(rt)
     longest = rt.cfg.file.link_ttl
-    life = ttl if ttl is not None else longest
-    if life > longest:
-        raise Invalid("ttl_too_long", f"A link works at most {int(longest.total_seconds())} s (file.link_ttl).")
+    life = min(ttl, longest) if ttl is not None else longest  # longer: cut to file.link_ttl (expires_at says)
     if life.total_seconds() < 1:
         raise Invalid("ttl_too_short", "A link works at least 1 s.")
     row = visible_file(rt, principal, file_id)
     if variant is not None and not any(thumb.get("name") == variant for thumb in row.thumbnails):
-        raise Invalid("variant_unknown", "This file has no variant of that name ready.")
+        raise Conflict("variant_unknown", "This file has no variant of that name ready.")
     _served(rt, row, disposition, via_link=True, variant=variant)  # readable now, or refused now
     expires_at = (rt.clock.now() + life).replace(microsecond=0)
     token = sealer.seal(Link(file_id, disposition, expires_at, variant))

@@ -254,10 +254,10 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
         raise Conflict("direct_upload", "This upload's parts go to their presigned URLs "
                                         "(POST .../parts/{n}/url gives a fresh one).")
     if not 1 <= part_number <= session.part_count:
-        raise Invalid("part_number_out_of_range")
+        raise Conflict("part_number_out_of_range", "This upload has no such part: its parts are 1 to its part_count.")
     expected = expected_part_size(file_row.size_bytes, session.part_size, part_number)
     if content_length is not None and content_length != expected:
-        raise Invalid("wrong_part_size", wrong_size(part_number, expected, session.part_count, content_length))
+        raise Conflict("wrong_part_size", wrong_size(part_number, expected, session.part_count, content_length))
     try:
         part = rt.files.put_part(file_row, _ref(file_row, session), part_number,
                                  exactly(body, expected, wrong_size(part_number, expected, session.part_count)))
@@ -297,17 +297,17 @@ def wrong_size(part_number: int, expected: int, part_count: int, sent: int | Non
 
 def exactly(body: BinaryIO, size: int, detail: str | None = None, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
     """The body's bytes in chunks as they arrive, so that a part is never held whole in memory;
-    a body shorter or longer than `size` raises Invalid(wrong_part_size, detail) while the store is still
+    a body shorter or longer than `size` raises Conflict(wrong_part_size, detail) while the store is still
     reading it (both drivers read the chunks to their end before they keep anything), so nothing of it is kept."""
     left = size
     while left:
         chunk = body.read(min(chunk_size, left))
         if not chunk:
-            raise Invalid("wrong_part_size", detail)
+            raise Conflict("wrong_part_size", detail)
         left -= len(chunk)
         yield chunk
     if body.read(1):
-        raise Invalid("wrong_part_size", detail)
+        raise Conflict("wrong_part_size", detail)
 
 
 def _empty_part_sent(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> bool:
@@ -340,7 +340,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
 
     Raises:
         Conflict(parts_missing | upload_not_open | upload_completing), Gone(upload_expired), NotFound,
-        Invalid(size_mismatch | checksum_mismatch): the file is now failed.
+        Conflict(size_mismatch | checksum_mismatch | content_corrupt): the file is now failed.
     """
 
     def lease(uow: UnitOfWork) -> tuple[FileRow, SessionRow | None, list[PartRow], datetime | None]:
@@ -442,7 +442,7 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
         return row
     if reason is not None:
         log_event(log, "info", "upload.failed", "upload failed verification", file_id=str(file_id), reason=reason)
-        raise Invalid(reason)
+        raise Conflict(reason)
     log_event(log, "info", "upload.completed", "upload completed", file_id=str(file_id))
     return row
 

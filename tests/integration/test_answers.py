@@ -85,7 +85,7 @@ def test_a_part_of_the_wrong_size_says_the_right_one_and_a_form_is_told_to_send_
     file_id = created.json["file"]["id"]
     answer = lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=b"x" * 9,
                         headers={"Content-Type": "application/octet-stream"})
-    problem(answer, 422, "invalid_request", "wrong_part_size")
+    problem(answer, 409, "conflict", "wrong_part_size")
     assert "exactly 10 bytes" in answer.json["detail"] and "9 were sent" in answer.json["detail"]
     form = lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=b"x" * 10,
                       headers={"Content-Type": "multipart/form-data; boundary=xyz"})

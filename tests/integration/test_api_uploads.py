@@ -94,21 +94,23 @@ def test_restricted_purposes_need_manage(lethe):
     assert lethe.call("POST", "/api/v1/uploads", OWNER, json=body).status_code == 201
 
 
-def test_part_number_out_of_range_and_wrong_size_are_422(lethe):
+def test_part_number_out_of_range_and_wrong_size_are_409(lethe):
+    """A part the upload's plan has no room for, or of another size than the plan says: a conflict with the upload
+    (409), whatever the schema allows."""
     data = b"x" * 10
     file_id = lethe.start_upload(ALEX, data)["file"]["id"]
-    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=data), 422, "invalid_request",
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=data), 409, "conflict",
             "part_number_out_of_range")
-    # 0, -1, a word, a huge number: the same 422 (issue 21: -1 and abc answered a routing 404)
+    # 0, -1, a word, a huge number: the same answer (-1 and abc once answered a routing 404)
     for number in ("0", "-1", "abc", "1.5", "99999999999999999999", "%20"):
-        problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/{number}", ALEX, data=data), 422,
-                "invalid_request", "part_number_out_of_range")
+        problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/{number}", ALEX, data=data), 409,
+                "conflict", "part_number_out_of_range")
     # someone else's upload stays the same 404, whatever the part number
     problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/abc", SAM, data=data), 404, "not_found")
-    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:9]), 422,
-            "invalid_request", "wrong_part_size")
-    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data + b"!"), 422,
-            "invalid_request", "wrong_part_size")
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:9]), 409,
+            "conflict", "wrong_part_size")
+    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data + b"!"), 409,
+            "conflict", "wrong_part_size")
 
 
 def test_a_body_larger_than_a_part_is_413(lethe):
@@ -150,7 +152,7 @@ def test_checksum_mismatch_fails_the_file(lethe):
     created = lethe.start_upload(ALEX, data, sha256=sha256(b"other bytes"))
     file_id = created["file"]["id"]
     lethe.send_parts(ALEX, file_id, data, created["upload"]["part_size"])
-    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 422, "invalid_request",
+    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 409, "conflict",
             "checksum_mismatch")
     shown = lethe.call("GET", f"/api/v1/files/{file_id}", ALEX).json
     assert shown["upload_state"] == "failed"
@@ -228,7 +230,7 @@ def test_a_failed_upload_says_it_was_never_scanned(lethe):
     created = lethe.start_upload(ALEX, data, sha256="0" * 64)
     file_id = created["file"]["id"]
     lethe.send_parts(ALEX, file_id, data, created["upload"]["part_size"])
-    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 422, "invalid_request",
+    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 409, "conflict",
             "checksum_mismatch")
     shown = lethe.call("GET", f"/api/v1/files/{file_id}", ALEX).json
     assert (shown["upload_state"], shown["scan_status"]) == ("failed", "not_scanned")
@@ -238,7 +240,7 @@ def test_a_failed_upload_says_it_was_never_scanned(lethe):
 
 def test_a_part_streamed_without_its_length_is_kept_only_when_exact(lethe):
     """A part body without Content-Length is streamed to the store as it arrives (issue 24: no whole part in
-    memory); one byte short or one too many answers 422 wrong_part_size and leaves nothing in the store."""
+    memory); one byte short or one too many answers 409 wrong_part_size and leaves nothing in the store."""
     import io
 
     data = os.urandom(lethe.part_size + 10)
@@ -251,7 +253,7 @@ def test_a_part_streamed_without_its_length_is_kept_only_when_exact(lethe):
                                 environ_overrides={"wsgi.input_terminated": True})
 
     for wrong in (data[:part_size - 1], data[:part_size + 1]):
-        problem(streamed(1, wrong), 422, "invalid_request", "wrong_part_size")
+        problem(streamed(1, wrong), 409, "conflict", "wrong_part_size")
     assert lethe.call("GET", f"/api/v1/uploads/{file_id}", ALEX).json["upload"]["parts_received"] == []
     if lethe.driver == "fs":
         root = lethe.raw_store.root

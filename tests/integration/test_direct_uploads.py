@@ -138,7 +138,7 @@ def test_a_part_that_breaks_the_plan_fails_the_file_and_leaves_nothing(lethe, ho
         ref = MultipartRef(file_id, lethe.row(file_id).object_key, session.storage_upload_id)
         assert put(lethe.raw_store.presign_part(ref, 4, timedelta(minutes=1)), b"extra").status_code == 200
         reason = "size_mismatch"
-    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX, json={}), 422, "invalid_request", reason)
+    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX, json={}), 409, "conflict", reason)
     assert lethe.row(file_id).upload_state == "failed"
     lethe.run_jobs("purge_objects")
     assert residue(lethe, file_id) == []
@@ -165,7 +165,7 @@ def test_a_fresh_url_for_an_open_upload_only_and_only_its_uploader(lethe, clock)
     size = created["upload"]["part_size"]
     assert put(response.json["url"], data[size:2 * size]).status_code == 200
     assert lethe.call("POST", f"/api/v1/uploads/{file_id}/parts/2/url", SAM).status_code == 404
-    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/parts/4/url", ALEX), 422, "invalid_request",
+    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/parts/4/url", ALEX), 409, "conflict",
             "part_number_out_of_range")
     native = lethe.start_upload(ALEX, b"hello")["file"]["id"]
     problem(lethe.call("POST", f"/api/v1/uploads/{native}/parts/1/url", ALEX), 409, "conflict", "not_a_direct_upload")

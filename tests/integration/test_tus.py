@@ -288,7 +288,7 @@ def test_a_checksum_header_it_cannot_use_is_400(lethe, header):
 def test_a_digest_mismatch_at_the_end_fails_the_file_as_complete_does(lethe):
     data = os.urandom(200)
     file_id = created_id(create(lethe, len(data), sha256=sha256(b"other")))
-    problem(patch(lethe, file_id, 0, data), 422, "invalid_request", "checksum_mismatch")
+    problem(patch(lethe, file_id, 0, data), 409, "conflict", "checksum_mismatch")
     assert lethe.row(file_id).upload_state == "failed"
     lethe.run_jobs("purge_objects")
     assert residue(lethe, file_id) == []

@@ -196,7 +196,7 @@ def test_a_variant_answers_ranges_validators_head_and_links(lethe, clock):
     assert shown.status_code == 200 and shown.headers["Content-Type"] == "image/webp"
     assert shown.data == variant(lethe, file_id, "thumb-small").data
     none = lethe.call("POST", f"/api/v1/files/{file_id}/links", ALEX, json={"variant": "poster"})
-    problem(none, 422, "invalid_request", "variant_unknown")
+    problem(none, 409, "conflict", "variant_unknown")
     # deleted: the variant and its link are 404 at once
     assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
     assert lethe.client.get(urlsplit(made.json["url"]).path).status_code == 404
