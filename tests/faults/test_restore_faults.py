@@ -31,7 +31,7 @@ from app.entry.token import mint_token
 from app.lifecycle import journal, restore
 from tests.e2e.conftest import Role, start_api, wait_for_http, wait_for_output
 from tests.e2e.test_deletion_e2e import call, upload
-from tests.e2e.test_graceful_stop_restore_e2e import journaled, never_served_until_gone
+from tests.journeys.test_stop_and_restore import journaled, never_served_until_gone
 from tests.support.keyring import SEALED_ENV
 from tests.support.pgcluster import PgCluster, PgServer, binaries
 

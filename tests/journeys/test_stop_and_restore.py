@@ -22,7 +22,7 @@ from tests.e2e.test_deletion_e2e import call, upload
 from tests.integration.test_journal import dump, restore_dump
 from tests.support.keyring import SEALED_ENV
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.journey]
 ROOT = Path(__file__).resolve().parents[2]
 CANARY = "Stop-Canary-3Vw"
 SECRET = "stop-secret-of-sufficient-length-0123456789"

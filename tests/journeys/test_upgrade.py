@@ -35,7 +35,7 @@ from app.entry.token import mint_token
 from tests.e2e.conftest import Role, wait_for_http
 from tests.e2e.test_deletion_e2e import call
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.journey]
 ROOT = Path(__file__).resolve().parents[2]
 
 # The releases an installation may be upgraded from, oldest first: a commit of this repository that landed, and
