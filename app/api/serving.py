@@ -92,7 +92,12 @@ def _redirect(rt: Runtime, served: Served, headers: dict[str, str]) -> Response 
     ttl = rt.cfg.file.s3.presign_ttl
     if served.expires_at is not None:
         ttl = min(ttl, max(served.expires_at - rt.clock.now(), timedelta(seconds=1)))
-    url = rt.files.presigned(served.row, ttl, served.content_type, headers["Content-Disposition"], served.variant)
+    # The URL is signed with the disposition alone, never the file's name: a presigned URL lands in the store's
+    # access log, the browser's history and every proxy's log, out of any deletion's reach. The browser names
+    # the download from the URL's last segment (an id, never a name); an application that wants the name sets
+    # the `download` attribute, as with a link.
+    disposition = "inline" if served.inline else "attachment"
+    url = rt.files.presigned(served.row, ttl, served.content_type, disposition, served.variant)
     if url is None:
         return None
     return Response(status=302, headers={"Location": url, "Cache-Control": "private, no-store",

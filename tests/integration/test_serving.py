@@ -187,7 +187,15 @@ def test_on_s3_a_redirect_sends_the_reader_to_a_short_presigned_get(make_lethe, 
     settings = {"file.link_secret": LINK_SECRET, "file.s3.download": "redirect", "file.s3.presign_ttl": "30s",
                 "image.strip_original": "false"}
     lethe = make_lethe(**settings, **{"file.encryption": "off"})  # a file stored as it is
-    file_id = lethe.upload(ALEX, PNG, mime_type="image/png")
+    file_id = lethe.upload(ALEX, PNG, mime_type="image/png", name="Redirect-Canary-4Kz.png")
+    # No URL Lethe hands out names the file: not the attachment's redirect, not its query string
+    from urllib.parse import unquote
+
+    attachment = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX)
+    assert attachment.status_code == 302
+    assert "Canary" not in unquote(unquote(attachment.headers["Location"]))
+    fetched = requests.get(attachment.headers["Location"], timeout=10)
+    assert fetched.status_code == 200 and fetched.headers["Content-Disposition"] == "attachment"
     answer = lethe.call("GET", f"/api/v1/files/{file_id}/content?disposition=inline", ALEX)
     assert answer.status_code == 302 and answer.headers["Cache-Control"] == "private, no-store"
     location = answer.headers["Location"]
