@@ -172,17 +172,27 @@ def requested_range(conditions: Conditions, validators: Validators, size: int) -
     if not first_text and not last_text:
         return None
     if not first_text:  # a suffix: the last n bytes
-        suffix = int(last_text)
+        suffix = _position_number(last_text)
         if suffix == 0 or size == 0:
             return UNSATISFIABLE
         return ByteRange(max(size - suffix, 0), size - 1, size)
-    first = int(first_text)
-    if last_text and int(last_text) < first:
+    first = _position_number(first_text)
+    if last_text and _position_number(last_text) < first:
         return None  # invalid: ignored, as RFC 9110 says
     if first >= size:
         return UNSATISFIABLE
-    last = int(last_text) if last_text else size - 1
+    last = _position_number(last_text) if last_text else size - 1
     return ByteRange(first, min(last, size - 1), size)
+
+
+_BEYOND = 10**18  # past any file's end: what a position of more digits than that means
+
+
+def _position_number(digits: str) -> int:
+    """A byte position as the header writes it, however many digits (Python refuses int() of more than 4,300, and
+    a number that long only ever means "past the end")."""
+    significant = digits.lstrip("0")
+    return int(significant) if 0 < len(significant) <= 18 else (_BEYOND if significant else 0)
 
 
 def _if_range_holds(header: str, validators: Validators) -> bool:

@@ -88,3 +88,60 @@ def test_nesting_depth_ignores_brackets_inside_strings():
     assert nesting_depth(b'{"a": "[[[[", "b": [1, {"c": "}}"}]}') == 3
     assert nesting_depth(b'"\\"[["') == 0
     assert nesting_depth(b"") == 0
+
+
+# Header values as a client (or an attacker) may send them: huge numbers, thousands of digits, overlong text,
+# odd separators, dates out of range, every latin-1 character.
+HEADER_VALUES = (st.sampled_from(["bytes=0-" + "9" * 5000, "bytes=" + "9" * 5000 + "-", "bytes=-" + "9" * 5000,
+                                  "bytes=" + "0" * 4400 + "1-2", "bytes=0-1," * 2000, "bytes=-0", "bytes=5-1",
+                                  '"' + "a" * 9000 + '"', "W/" * 3000, "*", "Mon, 99 Feb 99999 99:99:99 GMT",
+                                  "Sat, 01 Jan 0001 00:00:00 GMT", "9" * 5000, "-1", "1e400", "Bearer " + "x" * 9000,
+                                  "sha256 " + "A" * 9000, "filename " + "QQ==" * 3000, "\t \t"])
+                 | st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=300))
+SERVING_HEADERS = ("Range", "If-Match", "If-None-Match", "If-Range", "If-Modified-Since", "If-Unmodified-Since",
+                   "Authorization")
+TUS_HEADERS = ("Upload-Offset", "Upload-Length", "Upload-Checksum", "Upload-Metadata", "Tus-Resumable",
+               "Upload-Defer-Length", "Upload-Concat")
+
+
+@SETTINGS
+@given(name=st.sampled_from(SERVING_HEADERS), value=HEADER_VALUES, link=st.booleans())
+def test_no_header_of_a_download_answers_5xx(lethe, name, value, link):
+    from tests.support.lethe import ALEX
+
+    if not hasattr(lethe, "_served"):
+        file_id = lethe.upload(ALEX, b"0123456789" * 10)
+        lethe._served = (file_id, lethe.call("POST", f"/api/v1/files/{file_id}/links", ALEX, json={}).json)
+    file_id, made = lethe._served
+    headers = {name: value}
+    if link and made and "url" in made:
+        from urllib.parse import urlsplit
+
+        answer = lethe.client.get(urlsplit(made["url"]).path, headers=headers)
+    else:
+        headers.setdefault("Authorization", ALEX.headers["Authorization"])
+        answer = lethe.app.test_client().get(f"/api/v1/files/{file_id}/content", headers=headers)
+    assert answer.status_code < 500, (name, value[:80], answer.status_code)
+
+
+@SETTINGS
+@given(name=st.sampled_from(TUS_HEADERS), value=HEADER_VALUES, method=st.sampled_from(["POST", "PATCH", "HEAD"]))
+def test_no_tus_header_answers_5xx(lethe, name, value, method):
+    from tests.support.lethe import ALEX
+
+    headers = {"Tus-Resumable": "1.0.0", "Upload-Length": "10", "Upload-Offset": "0",
+               "Content-Type": "application/offset+octet-stream", **ALEX.headers, name: value}
+    path = "/api/v1/tus" if method == "POST" else f"/api/v1/tus/{uuid.uuid4()}"
+    answer = lethe.app.test_client().open(path, method=method, data=b"0123456789", headers=headers)
+    assert answer.status_code < 500, (name, value[:80], answer.status_code)
+
+
+@pytest.mark.parametrize("value, status", [("bytes=0-" + "9" * 5000, 206), ("bytes=" + "9" * 5000 + "-", 416),
+                                           ("bytes=-" + "9" * 5000, 206), ("bytes=" + "0" * 4400 + "1-2", 206)])
+def test_a_range_of_thousands_of_digits_is_a_range(lethe, value, status):
+    """Python refuses int() of more than 4,300 digits (a ValueError the download answered 500 with)."""
+    from tests.support.lethe import ALEX
+
+    file_id = lethe.upload(ALEX, b"0123456789" * 10)
+    answer = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX, headers={"Range": value})
+    assert answer.status_code == status
