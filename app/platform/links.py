@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import struct
 import uuid
 from dataclasses import dataclass
@@ -60,10 +61,7 @@ class Sealer:
         Raises:
             BadLink: the token was not sealed by this secret, or is malformed.
         """
-        try:
-            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        except (ValueError, TypeError):
-            raise BadLink() from None
+        raw = _canonical_bytes(token)
         if len(raw) < 1 + 12 + _FIXED.size + 16 or raw[:1] != VERSION:
             raise BadLink()
         try:
@@ -80,3 +78,26 @@ class Sealer:
             raise BadLink() from None
         return Link(uuid.UUID(bytes=file_bytes), names[disposition],
                     datetime.fromtimestamp(expires, tz=timezone.utc), variant)
+
+
+_ALPHABET = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _canonical_bytes(token: str) -> bytes:
+    """The bytes of a token in its one spelling: unpadded URL-safe base64 that encodes back to itself. The decoder
+    alone would skip characters outside its alphabet and ignore the unused bits of the last character, so one link
+    would have many URLs.
+
+    Raises:
+        BadLink: any other spelling.
+    """
+    if not _ALPHABET.fullmatch(token):
+        raise BadLink()
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except ValueError:
+        raise BadLink() from None
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != token:
+        raise BadLink()
+    return raw
+

@@ -126,3 +126,28 @@ def test_a_link_changed_anywhere_or_sealed_elsewhere_is_refused(position, flip):
 def test_no_text_made_up_opens_as_a_link(text):
     with pytest.raises(BadLink):
         SEALER.open(text)
+
+
+TOKEN = SEALER.seal(LINK)
+
+
+@given(data=st.data())
+def test_a_link_has_one_spelling(data):
+    """Any other spelling of a sealed token (a character outside the alphabet inserted, padding appended, the
+    standard alphabet's +/ for -_, other unused bits in the last character) is refused: a cache, a log or a deny
+    list keyed on the URL sees one URL for one link."""
+    token = TOKEN
+    at = data.draw(st.integers(min_value=0, max_value=len(token)))
+    inserted = data.draw(st.sampled_from(["=", "==", ".", "!", "*", "~", "%20", " ", "\n", "+", "/"]))
+    with pytest.raises(BadLink):
+        SEALER.open(token[:at] + inserted + token[at:])
+    standard = token.replace("-", "+").replace("_", "/")
+    if standard != token:
+        with pytest.raises(BadLink):
+            SEALER.open(standard)
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = data.draw(st.sampled_from(alphabet))
+    other = token[:-1] + last
+    if other != token:
+        with pytest.raises(BadLink):
+            SEALER.open(other)
