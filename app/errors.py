@@ -129,6 +129,16 @@ class ContentCorrupt(ReasonedError):
     title = "Stored content is corrupt"
 
 
+class WrappedKeyCorrupt(ContentCorrupt):
+    """A file's wrapped data key does not open with the key of its id, which opens other files' data keys: this
+    row's key was altered or copied from another row (502 `content_corrupt`, never retried). Only the row is
+    named, by the caller: never the key id's material, nor anything of the file."""
+
+    def __init__(self) -> None:
+        super().__init__("content_corrupt", "The file's stored data key does not open with the key that wrapped "
+                                            "the other files of its key id: it was changed in the database.")
+
+
 class KeyUnavailable(ReasonedError):
     """A file's data key is wrapped by a keyring key this process does not hold (503, reason `key_unavailable`):
     the configuration lost a key that a live file needs. The message names the key id, never a key."""
@@ -143,9 +153,10 @@ class KeyUnavailable(ReasonedError):
 
 
 class KeyMismatch(KeyUnavailable):
-    """The keyring holds a key of the id a file's row names, and it does not open the file's data key: another key
-    was put under that id (a keyring made again), or the row's wrapped key was altered. Still a 503: trouble with
-    the keys is the configuration's, and never ends a file the way content that does not open does."""
+    """The keyring holds a key of the id a file's row names, and it does not open the file's data key, and has opened
+    none of that id here yet: another key may have been put under that id (a keyring made again). A 503: trouble
+    with the keys is the configuration's, and never ends a file the way content that does not open does. Once the
+    key has opened others, a row it does not open is that row's fault (WrappedKeyCorrupt)."""
 
     def __init__(self, key_id: str):
         super().__init__(key_id, f"The keyring's key {key_id!r} does not open a data key it is said to have "

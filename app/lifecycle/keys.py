@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable
 from app.db import file_keys as file_keys_sql
 from app.db.file_keys import WrappedRow
 from app.db.uow import UnitOfWork
-from app.errors import KeyMismatch, KeyUnavailable
+from app.errors import KeyMismatch, KeyUnavailable, WrappedKeyCorrupt
 from app.domain.sealing import Wrapped
 from app.platform.keys import Keyring
 from app.platform.observability import metrics
@@ -150,7 +150,7 @@ def _rewrap_batch(uow: UnitOfWork, ring: Keyring, key_id: str, after: uuid.UUID,
     for row in rows:
         try:
             again = ring.rewrap(row.id, Wrapped(row.key_id, row.wrapped_key))
-        except KeyMismatch:
+        except (KeyMismatch, WrappedKeyCorrupt):
             unusable.append(row.id)  # altered, or copied from another row: left as it is, and counted
             continue
         rewrapped.append(WrappedRow(row.id, again.key_id, again.wrapped))

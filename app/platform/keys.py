@@ -19,7 +19,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from app.domain.sealing import Wrapped
-from app.errors import KeyMismatch, KeyUnavailable
+from app.errors import KeyMismatch, KeyUnavailable, WrappedKeyCorrupt
 
 KEY_BYTES = 32
 _WRAP_VERSION = 1
@@ -108,6 +108,7 @@ class Keyring:
     def __init__(self, keys: Sequence[KeyringKey]):
         self._keys = {key.id: key for key in keys}
         self.current: KeyringKey | None = keys[0] if keys else None
+        self._proven: set[str] = set()  # ids whose key has opened a data key here: it is the key that wrapped them
 
     def __repr__(self) -> str:
         return f"Keyring(ids={list(self._keys)})"
@@ -138,20 +139,27 @@ class Keyring:
 
         Raises:
             KeyUnavailable: the keyring holds no key of that id.
-            KeyMismatch: the keyring's key of that id does not open it (another key under that id, or the
-                wrapped key altered or copied from another row). Never ContentCorrupt: a file whose key does not
-                open is kept, as for a key that is missing, until the keyring is put right.
+            KeyMismatch: the keyring's key of that id does not open it, and has opened no other data key in this
+                process yet: another key may stand under that id (a keyring made again), a configuration fault
+                that never ends a file.
+            WrappedKeyCorrupt: the key of that id has opened other files' data keys here, and does not open this
+                one: the row's wrapped key was altered or copied from another row (502, as content that does not
+                open; roles start only once each id's key opens some of its files, see app/entry/support.py).
         """
         key = self._keys.get(wrapped.key_id)
         if key is None:
             raise KeyUnavailable(wrapped.key_id)
         blob = wrapped.wrapped
-        if len(blob) != 1 + 12 + KEY_BYTES + 16 or blob[0] != _WRAP_VERSION:
-            raise KeyMismatch(wrapped.key_id)
         try:
-            return AESGCM(key.material).decrypt(blob[1:13], blob[13:], _aad(file_id, wrapped.key_id))
+            if len(blob) != 1 + 12 + KEY_BYTES + 16 or blob[0] != _WRAP_VERSION:
+                raise InvalidTag()
+            data_key = AESGCM(key.material).decrypt(blob[1:13], blob[13:], _aad(file_id, wrapped.key_id))
         except InvalidTag:
+            if wrapped.key_id in self._proven:
+                raise WrappedKeyCorrupt() from None
             raise KeyMismatch(wrapped.key_id) from None
+        self._proven.add(wrapped.key_id)
+        return data_key
 
     def rewrap(self, file_id: uuid.UUID, wrapped: Wrapped) -> Wrapped:
         """The same data key, wrapped by the current key (rotation)."""

@@ -211,6 +211,32 @@ def test_a_tampered_segment_answers_an_error_never_altered_bytes(make_lethe, raw
     problem(lethe.call("GET", content, ALEX), 502, "content_corrupt")
 
 
+def test_a_tampered_or_swapped_wrapped_key_answers_content_corrupt(lethe):
+    """A row's wrapped key changed or copied from another row, under an id whose key opens the other files, is that
+    file's corruption: 502 content_corrupt (never retried as a configuration fault), nothing of it served; the
+    other files of the id still read."""
+    good = lethe.upload(ALEX, b"a file that opens" * 30)
+    altered = lethe.upload(ALEX, b"a file whose key is changed" * 30)
+    swapped = lethe.upload(ALEX, b"a file given another's key" * 30)
+    rows = {file_id: lethe.row(file_id) for file_id in (good, altered, swapped)}
+    changed = bytearray(rows[altered].wrapped_key)
+    changed[20] ^= 0x01
+
+    def write(conn):
+        conn.execute("UPDATE files SET wrapped_key = %s WHERE id = %s", (bytes(changed), altered))
+        conn.execute("UPDATE files SET wrapped_key = %s WHERE id = %s", (rows[good].wrapped_key, swapped))
+
+    lethe.rt.db.unit_of_work(lambda uow: write(uow.conn), name="test.tamper")
+    assert lethe.call("GET", f"/api/v1/files/{good}/content", ALEX).data == b"a file that opens" * 30
+    for file_id in (altered, swapped):
+        answer = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX)
+        problem(answer, 502, "content_corrupt")
+        assert b"a file" not in answer.data and "test-1" not in answer.get_data(as_text=True)
+        link = lethe.call("POST", f"/api/v1/files/{file_id}/links", ALEX, json={"disposition": "attachment"})
+        problem(lethe.client.get(link.json["url"].split("localhost", 1)[1]), 502, "content_corrupt")
+    assert lethe.call("GET", f"/api/v1/files/{good}/content", ALEX).status_code == 200
+
+
 def test_an_original_cut_short_answers_an_error_at_its_end(make_lethe, raw_store):
     lethe = make_lethe(**larger_pieces(raw_store))
     data = os.urandom(lethe.cfg.file.part_size + 2 * SEG + 9)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.errors import ConfigError, ContentCorrupt, KeyMismatch, KeyUnavailable
+from app.errors import ConfigError, ContentCorrupt, KeyMismatch, KeyUnavailable, WrappedKeyCorrupt
 from app.lifecycle.keys import missing_key_ids
 from app.platform import config
 from app.domain.sealing import Wrapped
@@ -85,9 +85,10 @@ def test_a_data_key_opens_only_for_its_file_and_key_id():
     entry = generate_entry("k1")
     ring = Keyring(parse_keyring(entry))
     data_key, wrapped = ring.new_data_key(FILE)
-    assert ring.unwrap(FILE, wrapped) == data_key and len(data_key) == 32
+    fresh = Keyring(parse_keyring(entry))  # has opened nothing yet: a key that does not open may be the wrong key
     with pytest.raises(KeyMismatch):
-        ring.unwrap(uuid.uuid4(), wrapped)  # copied to another file's row
+        fresh.unwrap(uuid.uuid4(), wrapped)  # copied to another file's row
+    assert ring.unwrap(FILE, wrapped) == data_key and len(data_key) == 32
     another = Keyring(parse_keyring(f"k2:{material(generate_entry('x'))},k1:{material(generate_entry('y'))}"))
     with pytest.raises(KeyMismatch):
         another.unwrap(FILE, wrapped)  # another key under the same id
@@ -99,12 +100,31 @@ def test_a_data_key_opens_only_for_its_file_and_key_id():
     with pytest.raises(KeyUnavailable) as missing:
         Keyring(parse_keyring(generate_entry("k9"))).unwrap(FILE, wrapped)
     assert missing.value.key_id == "k1" and not isinstance(missing.value, KeyMismatch)
-    with pytest.raises(KeyMismatch):
-        ring.unwrap(FILE, Wrapped("k1", wrapped.wrapped[:-1] + bytes([wrapped.wrapped[-1] ^ 1])))
-    with pytest.raises(KeyMismatch):
-        ring.unwrap(FILE, Wrapped("k1", wrapped.wrapped[:-1]))
-    # a key that does not open is the configuration's trouble (503), never content that does not open (502)
+    # a key that does not open, and has opened nothing here, is the configuration's trouble (503), never content
+    # that does not open (502)
     assert not issubclass(KeyMismatch, ContentCorrupt) and KeyMismatch.status == 503
+
+
+def test_a_wrapped_key_its_proven_key_does_not_open_is_that_rows_corruption():
+    """Once the key of an id has opened a data key, it is the key that wrapped them: a row of that id it does not
+    open was altered, cut, or copied from another row (502 content_corrupt), whatever the id's other rows."""
+    entry = generate_entry("k1")
+    ring = Keyring(parse_keyring(entry))
+    data_key, wrapped = ring.new_data_key(FILE)
+    assert ring.unwrap(FILE, wrapped) == data_key
+    for altered in (wrapped.wrapped[:-1] + bytes([wrapped.wrapped[-1] ^ 1]), wrapped.wrapped[:-1],
+                    bytes([9]) + wrapped.wrapped[1:], b""):
+        with pytest.raises(WrappedKeyCorrupt) as caught:
+            ring.unwrap(FILE, Wrapped("k1", altered))
+        assert caught.value.status == 502 and caught.value.reason == "content_corrupt"
+        assert material(entry) not in str(caught.value) and str(FILE) not in str(caught.value)
+    with pytest.raises(WrappedKeyCorrupt):
+        ring.unwrap(uuid.uuid4(), wrapped)  # another row's key, copied
+    other = Keyring(parse_keyring(f"k2:{material(generate_entry('x'))},{entry}"))
+    _, of_k2 = other.new_data_key(FILE)
+    with pytest.raises(KeyMismatch):  # k2 has opened nothing here: each id is proven by its own key alone
+        other.unwrap(uuid.uuid4(), of_k2)
+    assert ring.unwrap(FILE, wrapped) == data_key  # the good row still opens
 
 
 def test_rotation_wraps_the_same_data_key_by_the_current_key():
