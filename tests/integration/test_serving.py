@@ -147,7 +147,7 @@ def test_a_tampered_or_expired_link_is_403_and_a_deleted_files_link_404_at_once(
     token = path.rsplit("/", 1)[1]
     flipped = token[:-3] + ("A" if token[-3] != "A" else "B") + token[-2:]
     respelled = (token + "=", token[:9] + "." + token[9:], token[:9] + "%20" + token[9:], token[:9] + "~" + token[9:],
-                 token.replace("-", "+").replace("_", "%2F") if ("-" in token or "_" in token) else token + "==")
+                 token.replace("-", "+") if "-" in token else token + "==")
     for bad in (flipped, token[:-10], "x", "A" * 80, *respelled):
         answer = served.client.get(f"/api/v1/links/{bad}")
         assert answer.status_code == 403 and answer.json["reason"] == "link_invalid", bad
