@@ -280,6 +280,7 @@ STORES = ["fs", "s3", "s3-versioned", "seaweed", "seaweed-versioned"]
 ON_SEAWEED = {"test_storage_conformance", "test_deletion", "test_purge_isolation", "test_cleanup",
               "test_upload_races", "test_erasure", "test_every_file_ends", "test_tus",
               "test_direct_uploads", "test_one_rule", "test_first_hour", "test_serving", "test_variants", "test_journal", "test_encryption",
+              "test_strip",
               "test_restore_drills", "test_restore_faults"}
 # Modules whose S3 tests also run on moto's plain bucket: elsewhere a versioned bucket proves all a plain one
 # does, and also that no delete left a version or a marker behind.

@@ -14,6 +14,7 @@ import logging
 import uuid
 from typing import Iterable, Iterator
 from app.content import clamd
+from app.content.strip import strip_original
 from app.content.uploads import scan_reads
 from app.errors import ContentCorrupt
 from app.db import files as files_sql
@@ -41,6 +42,7 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     row = rt.db.read(lambda conn: files_sql.file_by_id(conn, file_id))
     if not scannable(row):
         return None
+    row = strip_original(rt, row)  # before any reader can have it: no location in what is scanned and served
     # A complete file without a digest is a direct upload whose completion left the check to this read:
     # its bytes are hashed on their way to clamd, and checked before the outcome is written.
     measure = _Measure() if row.sha256 is None else None

@@ -53,8 +53,9 @@ def _served(rt: Runtime, row: FileRow, disposition: str, via_link: bool, expires
     if not is_deliverable(row.upload_state, row.scan_status) or row.object_key is None:
         raise NotFound()
     if variant is None and disposition == "inline" and rt.cfg.image.strip_original and \
-            row.variants_state is not None and wants_variants(row.detected_type):
-        # An image is shown inline through its preview: no metadata, no location, orientation applied. Until
+            row.metadata_stripped is None and row.variants_state is not None and wants_variants(row.detected_type):
+        # An image whose original was stored as uploaded (HEIC, AVIF, image.strip_metadata none, a file stored
+        # before stripping) is shown inline through its preview: no metadata, no location, orientation applied. Until
         # one is ready (or when it got none), the original is an attachment. A file stored before variants were
         # made (or with image.variants off) was never offered one, and keeps the original's own rules.
         if any(thumb.get("name") == "preview" for thumb in row.thumbnails):

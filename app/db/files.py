@@ -23,7 +23,8 @@ THUMBNAILS = ("(SELECT coalesce(json_agg(json_build_object('name', v.name, 'widt
               "WHERE v.file_id = files.id AND v.state = 'ready') AS thumbnails")
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
            "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at, detected_type, "
-           "completed_at, variants_state, variants_reason, encrypted, key_id, wrapped_key, piece_size, " + THUMBNAILS)
+           "completed_at, variants_state, variants_reason, encrypted, key_id, wrapped_key, piece_size, metadata_stripped, "
+           + THUMBNAILS)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class FileRow:
     key_id: str | None = None  # the keyring key that wrapped its data key; None once the key is destroyed
     wrapped_key: bytes | None = field(default=None, repr=False)
     piece_size: int | None = None  # plaintext bytes of each sealed piece of its original (its part size)
+    metadata_stripped: str | None = None  # what its stored original no longer holds: 'location', 'all' (or None)
 
 
 def _rows(conn: Conn) -> psycopg.Cursor[FileRow]:
@@ -304,3 +306,15 @@ def set_detected_type(conn: Conn, file_id: UUID, detected_type: str) -> FileRow 
         return cur.execute(
             f"UPDATE files SET detected_type = %s WHERE id = %s AND detected_type IS NULL AND deleted_at IS NULL "
             f"RETURNING {COLUMNS}", (detected_type, file_id)).fetchone()
+
+
+def set_stripped(conn: Conn, file_id: UUID, was: str, object_key: str, size_bytes: int, sha256: str,
+                 mode: str) -> bool:
+    """Record the original a scan's first step stored without its metadata (or found without any), if the row
+    still references the original it read (`was`) and is waiting for its scan; False when it no longer does
+    (deleted, ended, or another run recorded it first)."""
+    return conn.execute(
+        "UPDATE files SET object_key = %s, size_bytes = %s, sha256 = %s, metadata_stripped = %s WHERE id = %s "
+        "AND object_key = %s AND upload_state = 'complete' AND scan_status = 'pending' AND deleted_at IS NULL "
+        "AND metadata_stripped IS NULL", (object_key, size_bytes, sha256, mode, file_id, was)).rowcount == 1
+

@@ -70,6 +70,12 @@ class FileObjects:
         return variant_key(self.file_id, name)
 
     @property
+    def replaced_originals(self) -> list[str]:
+        """The keys of the originals the stored one replaced (`orig-1..orig-(r-1)`): an image stored again without
+        its metadata leaves the one it read, which goes as soon as the row references the new one."""
+        return list(self._own_keys[:max(self.revision - 1, 0)])
+
+    @property
     def next_original(self) -> str:
         """The key the next original is written to: `orig-1` for a new file, `orig-(r+1)` after `orig-r`."""
         return original_key(self.file_id, self.revision + 1)

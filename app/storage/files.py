@@ -263,6 +263,20 @@ class FileStore:
         stored = data if sealed is None else sealed.seal_bytes(tail_role(number), 1, data)
         self.store.put(FileObjects(row.id).tail_key, stored, len(stored))
 
+    def write_original(self, row: KeyedFile, data: bytes) -> str:
+        """Write the next revision of a file's original (`orig-(r+1)`, which its purge already covers), sealed in
+        pieces of the file's piece size when the file is sealed; returns its key for the row to reference."""
+        key = FileObjects(row.id, row.object_key).next_original
+        sealed = self.sealing(row)
+        if sealed is None:
+            stored = data
+        else:
+            piece = row.piece_size or len(data) or 1
+            stored = b"".join(sealed.seal_bytes(ORIGINAL, number, data[at:at + piece])
+                              for number, at in enumerate(range(0, max(len(data), 1), piece), start=1))
+        self.store.put(key, stored, len(stored))
+        return key
+
     def write_variant(self, row: KeyedFile, name: str, data: bytes, content_type: str) -> None:
         """Write one variant of a file under the key schema's name for it (atomic, overwrites), sealed as one
         piece when the file is sealed."""

@@ -204,7 +204,10 @@ def test_a_variant_answers_ranges_validators_head_and_links(lethe, clock):
 
 
 @pytest.mark.one_store
-def test_inline_display_of_a_photo_shows_its_preview_never_its_location(lethe, make_lethe):
+def test_inline_display_of_a_photo_stored_as_sent_shows_its_preview_never_its_location(make_lethe):
+    """With image.strip_metadata none (and for HEIC, AVIF, files stored before stripping) the original keeps its
+    metadata: inline display goes through the preview. (A stripped original is shown itself: test_strip.py.)"""
+    lethe = make_lethe(**{"image.strip_metadata": "none"})
     original = images.photo()
     file_id = upload_image(lethe, original, make=False)
     # while no preview is ready, the original is an attachment, never shown
@@ -220,7 +223,7 @@ def test_inline_display_of_a_photo_shows_its_preview_never_its_location(lethe, m
     # the original is still the uploader's to download, as an attachment
     assert lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data == original
     # image.strip_original false: the original itself is shown (the operator's choice)
-    keep = make_lethe(**{"image.strip_original": "false"})
+    keep = make_lethe(**{"image.strip_original": "false", "image.strip_metadata": "none"})
     kept = keep.call("GET", f"/api/v1/files/{file_id}/content?disposition=inline", ALEX)
     assert kept.headers["Content-Type"] == "image/jpeg" and kept.data == original
 
@@ -241,7 +244,7 @@ def test_the_ready_event_carries_thumbnails_and_deletion_redacts_them(lethe):
 # -- the guarantee ----------------------------------------------------------------------------------------------
 
 def everything_of(lethe, file_id) -> list:
-    keys = [original_key(file_id)] + [variant_key(file_id, name) for name in VARIANTS]
+    keys = [original_key(file_id, 1), original_key(file_id, 2)] + [variant_key(file_id, name) for name in VARIANTS]
     return versions_of(lethe.raw_store, keys)
 
 
@@ -386,7 +389,7 @@ def test_removing_late_variants_is_no_point_of_no_return_for_a_hold(lethe, swap_
     hold = place(lethe, subject_id=ALEX.id)  # a hold placed now keeps the file whole, and says it lost nothing
     assert hold["files_lost"] == 0 and hold["files_deferred"] == 1
     purge(lethe)
-    assert lethe.raw_store.head(original_key(file_id)) is not None
+    assert lethe.raw_store.head(lethe.row(file_id).object_key) is not None
 
 
 def forget_type(lethe, file_id) -> None:

@@ -369,8 +369,14 @@ class ImageConfig:
         "Largest file variants are made of (it is read whole into the worker's memory).")
     timeout: timedelta = key(Duration(), "30s",
         "Time limit of making one file's variants; past it the file gets none (reason timeout).")
+    strip_metadata: str = key(Text(validate=validate.OneOf(["location", "all", "none"])), "location",
+        "What leaves a JPEG, PNG, WebP or GIF original before it is deliverable, without re-encoding it: "
+            "'location' (GPS, XMP, IPTC, maker notes, serial numbers, owner, comments, the EXIF thumbnail, "
+            "trailers), 'all' (every piece of metadata), 'none' (stored as uploaded). The orientation and the colour "
+            "profile stay; the file's size and sha256 become those of the stored bytes.")
     strip_original: bool = key(Flag(), True,
-        "Inline display of an image file shows its preview (no metadata, no location) instead of the original; "
+        "Inline display of an image file whose original was stored as uploaded (image.strip_metadata none, "
+            "HEIC, AVIF, a file stored before stripping) shows its preview (no metadata, no location) instead; "
             "while no preview is ready it is an attachment. The original stays downloadable as an attachment.")
     pending_ttl: timedelta = key(Duration(), "1h",
         "Age after which the cleanup sends a variants job that never came back again (once); past twice this "

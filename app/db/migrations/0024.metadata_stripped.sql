@@ -1,0 +1,6 @@
+-- depends: 0023.untyped_files
+-- Which metadata the stored original of a file no longer holds (image.strip_metadata: 'location' or 'all'),
+-- recorded once the scan's first step read it; NULL: stored as uploaded (before this release, another format,
+-- image.strip_metadata none, or bytes its reader could not follow). Inline display shows such an original itself.
+ALTER TABLE files ADD COLUMN metadata_stripped text
+  CHECK (metadata_stripped IS NULL OR metadata_stripped IN ('location', 'all'));

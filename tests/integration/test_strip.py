@@ -1,0 +1,189 @@
+"""An image's stored original without its location (image.strip_metadata), whichever way it came in, and every
+path that serves it: download, attachment and inline links, redirects, variants; the original it replaced gone
+from the store, every version of it."""
+
+from __future__ import annotations
+
+import hashlib
+from urllib.parse import urlsplit
+
+import pytest
+import requests
+
+from app.domain.keys import original_key
+from tests.conftest import versions_of
+from tests.integration import test_direct_uploads as direct
+from tests.integration.test_tus import create as tus_create, created_id, patch as tus_patch
+from tests.support import images
+from tests.support.lethe import ALEX
+
+KINDS = {"jpeg": "holiday.jpg", "png": "map.png", "webp": "pier.webp", "gif": "wave.gif"}
+
+
+def link(lethe, file_id: str, disposition: str) -> str:
+    made = lethe.call("POST", f"/api/v1/files/{file_id}/links", ALEX, json={"disposition": disposition})
+    assert made.status_code == 201, made.json
+    return urlsplit(made.json["url"]).path
+
+
+def served_everywhere(lethe, file_id: str, kind: str) -> list[bytes]:
+    """What a reader gets of the original, through every path that serves it (a scan just ran: no variant yet)."""
+    download = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX)
+    assert download.status_code == 200
+    attachment = lethe.client.get(link(lethe, file_id, "attachment"))
+    inline = lethe.client.get(link(lethe, file_id, "inline"))
+    # An inline link of a stripped image shows the image itself, at once: no wait for a preview, no attachment
+    assert inline.status_code == 200 and inline.headers["Content-Disposition"] == "inline"
+    assert inline.headers["Content-Type"] == f"image/{kind}"
+    ranged = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX, headers={"Range": "bytes=0-"})
+    return [download.data, attachment.data, inline.data, ranged.data]
+
+
+def assert_stripped(lethe, file_id: str, kind: str, sent: bytes) -> bytes:
+    row = lethe.file_row(file_id)
+    stored = lethe.stored(file_id)
+    assert row.metadata_stripped == "location" and row.object_key == original_key(file_id, 2)
+    assert images.leaked(stored) == []
+    assert images.opened(stored).tobytes() == images.opened(sent).tobytes()  # the pixels as uploaded
+    if kind != "gif":
+        assert images.opened(stored).getexif()[0x0112] == 6  # and the orientation
+    # the row and the File document describe what is stored, not what was sent
+    assert row.size_bytes == len(stored) < len(sent) and row.sha256 == hashlib.sha256(stored).hexdigest()
+    document = lethe.call("GET", f"/api/v1/files/{file_id}", ALEX).json
+    assert document["size_bytes"] == len(stored) and document["sha256"] == row.sha256
+    for answer in served_everywhere(lethe, file_id, kind):
+        assert answer == stored
+    # the original that held the position is gone, every version of it
+    assert versions_of(lethe.raw_store, [original_key(file_id, 1)]) == []
+    return stored
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_an_image_sent_through_the_api_is_stored_and_served_without_its_location(lethe, kind):
+    sent = images.tagged(kind)
+    file_id = lethe.upload(ALEX, sent, KINDS[kind], mime_type=f"image/{kind}",
+                           sha256=hashlib.sha256(sent).hexdigest())  # declared for the bytes as sent
+    assert_stripped(lethe, file_id, kind, sent)
+    lethe.run_jobs()
+    for name in ("thumb-small", "preview"):
+        variant = lethe.call("GET", f"/api/v1/files/{file_id}/variants/{name}", ALEX)
+        assert variant.status_code == 200 and images.metadata_of(variant.data) == {}
+
+
+def test_an_image_sent_through_tus_is_stored_without_its_location(lethe):
+    sent = images.tagged("jpeg")
+    file_id = created_id(tus_create(lethe, len(sent), name="holiday.jpg", filetype="image/jpeg"))
+    assert tus_patch(lethe, file_id, 0, sent).status_code == 204
+    lethe.run_jobs("scan_file")
+    assert_stripped(lethe, file_id, "jpeg", sent)
+
+
+@pytest.mark.s3_only
+def test_an_image_sent_straight_to_the_store_is_stored_without_its_location(make_lethe):
+    lethe = make_lethe(**{"file.encryption": "off"})
+    sent = images.tagged("jpeg")
+    created = direct.create(lethe, sent, name="holiday.jpg", mime_type="image/jpeg",
+                            sha256=hashlib.sha256(sent).hexdigest()).json
+    direct.send_all(created, sent)
+    file_id = created["file"]["id"]
+    assert lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX).status_code == 200
+    lethe.run_jobs("scan_file")
+    stored = assert_stripped(lethe, file_id, "jpeg", sent)
+    # a redirect sends the reader to the stripped original
+    redirecting = make_lethe(**{"file.encryption": "off", "file.s3.download": "redirect"})
+    answer = redirecting.call("GET", f"/api/v1/files/{file_id}/content", ALEX)
+    assert answer.status_code == 302
+    assert requests.get(answer.headers["Location"], timeout=30).content == stored
+
+
+@pytest.mark.s3_only
+def test_a_direct_upload_whose_bytes_are_not_what_was_declared_fails_and_is_not_stripped(make_lethe):
+    lethe = make_lethe(**{"file.encryption": "off"})
+    sent = images.tagged("jpeg")
+    created = direct.create(lethe, sent, name="holiday.jpg", mime_type="image/jpeg", sha256="ab" * 32).json
+    direct.send_all(created, sent)
+    file_id = created["file"]["id"]
+    lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX)
+    lethe.run_jobs("scan_file")
+    row = lethe.file_row(file_id)
+    assert row.upload_state == "failed" and row.metadata_stripped is None
+
+
+@pytest.mark.one_store
+def test_all_keeps_only_the_orientation_and_the_profile(make_lethe):
+    lethe = make_lethe(**{"image.strip_metadata": "all"})
+    file_id = lethe.upload(ALEX, images.tagged("jpeg"), "holiday.jpg", mime_type="image/jpeg")
+    stored = lethe.stored(file_id)
+    assert lethe.file_row(file_id).metadata_stripped == "all"
+    kept = images.metadata_of(stored)
+    assert set(kept) == {"exif", "icc_profile", "exif_tags"} and kept["exif_tags"] == {0x0112: 6}
+
+
+@pytest.mark.one_store
+def test_none_stores_the_image_as_sent_and_shows_it_inline_through_its_preview(make_lethe):
+    lethe = make_lethe(**{"image.strip_metadata": "none"})
+    sent = images.tagged("jpeg")
+    file_id = lethe.upload(ALEX, sent, "holiday.jpg", mime_type="image/jpeg")
+    row = lethe.file_row(file_id)
+    assert lethe.stored(file_id) == sent and row.metadata_stripped is None and row.object_key.endswith("orig-1")
+    before = lethe.client.get(link(lethe, file_id, "inline"))  # no preview yet: an attachment, as before
+    assert before.headers["Content-Disposition"] == "attachment"
+    lethe.run_jobs()
+    after = lethe.client.get(link(lethe, file_id, "inline"))
+    assert after.headers["Content-Type"] == "image/webp" and images.metadata_of(after.data) == {}
+
+
+@pytest.mark.one_store
+def test_an_image_with_nothing_to_remove_keeps_its_original_and_is_recorded(lethe):
+    plain = images.one_pixel()
+    file_id = lethe.upload(ALEX, plain, "dot.png", mime_type="image/png")
+    row = lethe.file_row(file_id)
+    assert row.metadata_stripped == "location" and row.object_key == original_key(file_id, 1)
+    assert lethe.stored(file_id) == plain and row.sha256 == hashlib.sha256(plain).hexdigest()
+
+
+@pytest.mark.one_store
+def test_a_file_deleted_while_it_is_stripped_leaves_nothing(lethe, swap_store):
+    sent = images.tagged("jpeg")
+    file_id = lethe.upload(ALEX, sent, "holiday.jpg", mime_type="image/jpeg", scan=False)
+    original_put = lethe.rt.files.store.put
+
+    def delete_first(key, data, length, *args, **kwargs):
+        assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
+        lethe.run_jobs("purge_objects")  # the purge runs before the stripped original lands
+        return original_put(key, data, length, *args, **kwargs)
+
+    lethe.rt.files.store.put = delete_first
+    try:
+        lethe.run_jobs("scan_file")
+    finally:
+        lethe.rt.files.store.put = original_put
+    lethe.run_jobs()
+    assert versions_of(lethe.raw_store, [original_key(file_id, 1), original_key(file_id, 2)]) == []
+
+
+@pytest.mark.one_store
+def test_an_old_original_the_store_would_not_remove_is_removed_when_the_scan_job_comes_back(lethe):
+    sent = images.tagged("jpeg")
+    file_id = lethe.upload(ALEX, sent, "holiday.jpg", mime_type="image/jpeg", scan=False)
+    failing = lethe.rt.files.store.delete_many
+
+    def refuse(keys):
+        from app.storage.base import DeleteFailure
+
+        return [DeleteFailure(key, "unavailable") for key in keys]
+
+    lethe.rt.files.store.delete_many = refuse
+    try:
+        with pytest.raises(Exception):
+            lethe.run_jobs("scan_file")
+    finally:
+        lethe.rt.files.store.delete_many = failing
+    assert lethe.file_row(file_id).scan_status == "pending"  # not deliverable while the old original stays
+    assert versions_of(lethe.raw_store, [original_key(file_id, 1)]) != []
+    from workers.actors import ACTORS
+
+    ACTORS["scan_file"].fn(lethe.rt, file_id)  # the job, retried
+    assert versions_of(lethe.raw_store, [original_key(file_id, 1)]) == []
+    assert lethe.file_row(file_id).scan_status == "skipped"
+    assert lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data == lethe.stored(file_id)
