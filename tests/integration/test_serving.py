@@ -311,3 +311,20 @@ def test_no_generated_header_query_or_token_gets_a_5xx(served):
             answer.close()
 
     check()
+
+
+def test_ranges_of_thousands_of_digits_on_every_path_are_ranges(lethe):
+    """A Range position of more digits than Python's int() takes (4,300) answered 500 on getFileContent, links and
+    variants; now it is a position past any end, on every store."""
+    from tests.support import images
+
+    file_id = lethe.upload(ALEX, images.photo(), "photo.jpg", mime_type="image/jpeg")
+    lethe.run_jobs()
+    paths = {"content": (f"/api/v1/files/{file_id}/content", ALEX.headers),
+             "variant": (f"/api/v1/files/{file_id}/variants/thumb-small", ALEX.headers),
+             "link": (link_path(make_link(lethe, file_id)), {})}
+    for name, (path, headers) in paths.items():
+        for value, status in (("bytes=0-" + "9" * 5000, 206), ("bytes=" + "9" * 5000 + "-", 416),
+                              ("bytes=-" + "9" * 5000, 206), ("bytes=" + "0" * 4400 + "1-2", 206)):
+            answer = lethe.client.get(path, headers={**headers, "Range": value})
+            assert answer.status_code == status, (name, value[:12], answer.status_code)
