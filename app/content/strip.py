@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from app.db import files as files_sql
@@ -22,8 +23,9 @@ from app.db.files import FileRow
 from app.domain.ends import Scope
 from app.domain.image_metadata import STRIPPED_TYPES, Mode, strip
 from app.domain.objects import FileObjects
-from app.errors import ContentCorrupt, StorageError
+from app.errors import ContentCorrupt, NotFound, StorageError
 from app.platform.observability.logs import log_event
+from app.storage.base import OBJECT_LOCKED
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -44,13 +46,16 @@ def strip_original(rt: Runtime, row: FileRow) -> FileRow:
     if mode == "none" or row.metadata_stripped is not None or row.detected_type not in STRIPPED_TYPES \
             or row.object_key is None or row.size_bytes > rt.cfg.image.max_size:
         return row
-    chunks = rt.files.read(row)
     try:
-        data = b"".join(chunks)
+        chunks = rt.files.read(row)  # a first segment that does not open raises here already
+        try:
+            data = b"".join(chunks)
+        finally:
+            chunks.close()
     except ContentCorrupt:
-        return row  # the scan meets it too, and ends the file
-    finally:
-        chunks.close()
+        return row  # the scan meets it too, and ends the file at once
+    except NotFound:
+        return _reread(rt, row)  # another run of this job replaced it (or the file went): the row says which
     sent = hashlib.sha256(data).hexdigest()
     if row.sha256 is None:  # a direct upload: its declared digest is checked on the bytes as sent, first
         session = rt.db.read(lambda conn: sessions_sql.session_of(conn, row.id))
@@ -58,27 +63,38 @@ def strip_original(rt: Runtime, row: FileRow) -> FileRow:
         if expected and expected != sent:
             return row  # the scan fails it (checksum_mismatch) on the bytes the store holds
     stripped = strip(data, row.detected_type, mode)
-    if stripped is None:  # nothing of what the mode removes: recorded, with the digest of what was read
-        rt.db.unit_of_work(lambda uow: files_sql.set_stripped(uow.conn, row.id, row.object_key or "", row.object_key
-                                                              or "", len(data), sent, mode), name="strip.record")
+    if stripped is None:
+        # Bytes its reader cannot follow to their end: nobody can say what they hold. Not recorded, so inline
+        # display keeps to the preview (image.strip_original), as for a type that is not stripped.
+        log_event(log, "info", "strip.unreadable", "an image's original was left as it was sent",
+                  file_id=str(row.id))
+        return row
+    was = row.object_key
+    if stripped is data:  # nothing of what the mode removes: recorded, with the digest of what was read
+        rt.db.unit_of_work(lambda uow: files_sql.set_stripped(uow.conn, row.id, was, was, len(data), sent, mode),
+                           name="strip.record")
         return _reread(rt, row)
     key = rt.files.write_original(row, stripped)
     digest = hashlib.sha256(stripped).hexdigest()
-    recorded = rt.db.unit_of_work(lambda uow: files_sql.set_stripped(uow.conn, row.id, row.object_key or "", key,
-                                                                     len(stripped), digest, mode),
-                                  name="strip.record")
-    if not recorded:  # deleted or ended meanwhile: the new original is nobody's (its purge also covers it)
-        _remove(rt, row.id, [key])
-        return _reread(rt, row)
+    recorded = rt.db.unit_of_work(lambda uow: files_sql.set_stripped(uow.conn, row.id, was, key, len(stripped),
+                                                                     digest, mode), name="strip.record")
+    after = _reread(rt, row)
+    if not recorded:
+        # Deleted or ended meanwhile (its purge covers orig-(r+1) too), or another run of this job recorded the
+        # same key first: the key goes only if the row does not name it.
+        if after.object_key != key:
+            _remove(rt, row.id, [key])
+        return after
     log_event(log, "info", "strip.done", "image metadata removed from the stored original", file_id=str(row.id),
               mode=mode, removed_bytes=len(data) - len(stripped))
-    after = _reread(rt, row)
     _remove_replaced(rt, after)
     return after
 
 
 def _reread(rt: Runtime, row: FileRow) -> FileRow:
-    return rt.db.read(lambda conn: files_sql.file_by_id(conn, row.id)) or row
+    """The row as it stands now; a row gone (purged) as one that names no original."""
+    found = rt.db.read(lambda conn: files_sql.file_by_id(conn, row.id))
+    return found if found is not None else replace(row, object_key=None)
 
 
 def _remove_replaced(rt: Runtime, row: FileRow) -> None:
@@ -92,5 +108,7 @@ def _remove(rt: Runtime, file_id: uuid.UUID, keys: list[str]) -> None:
     cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, [file_id], Scope.STRAY, rt.clock.now()),
                                  name="strip.clear")
     failures = rt.files.remove_keys(cleared, {file_id: keys})
-    if failures:
+    # A version a bucket's object lock keeps stays until its date (a delete marker hides it): only sealed files
+    # are stored in such a bucket, under a key Lethe destroys with the file, as for every locked version.
+    if any(failure.code != OBJECT_LOCKED for failure in failures):
         raise StorageError("an earlier original could not be removed")

@@ -68,7 +68,7 @@ def _view(row: FileRow, session: SessionRow, sizes: list[int]) -> TusUpload:
     metadata = {"filename": row.original_name, "filetype": row.mime_type, "purpose": row.purpose}
     if session.expected_sha256:
         metadata["sha256"] = session.expected_sha256
-    return TusUpload(row.id, row.size_bytes, offset_of(row.size_bytes, session.part_count, sizes,
+    return TusUpload(row.id, row.sent_size, offset_of(row.sent_size, session.part_count, sizes,
                                                        session.tail_bytes, completed),
                      None if completed else session.expires_at, metadata)
 
@@ -164,7 +164,7 @@ def _take_lease(rt: Runtime, uow: UnitOfWork, principal: Principal, file_id: uui
     now = rt.clock.now()
     _check_tus_alive(session, now)
     if session.state == "completed":
-        if offset != row.size_bytes:
+        if offset != row.sent_size:
             raise Conflict("offset_mismatch", "The upload is complete; its offset is its length.")
         if content_length:
             raise TooLarge("past_upload_length")

@@ -24,6 +24,7 @@ THUMBNAILS = ("(SELECT coalesce(json_agg(json_build_object('name', v.name, 'widt
 COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
            "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at, detected_type, "
            "completed_at, variants_state, variants_reason, encrypted, key_id, wrapped_key, piece_size, metadata_stripped, "
+           "size_as_sent, "
            + THUMBNAILS)
 
 
@@ -57,6 +58,12 @@ class FileRow:
     wrapped_key: bytes | None = field(default=None, repr=False)
     piece_size: int | None = None  # plaintext bytes of each sealed piece of its original (its part size)
     metadata_stripped: str | None = None  # what its stored original no longer holds: 'location', 'all' (or None)
+    size_as_sent: int | None = None  # the size sent, when the stored original is another (stripped)
+
+    @property
+    def sent_size(self) -> int:
+        """The size the uploader declared and sent (what tus reports of a complete upload)."""
+        return self.size_bytes if self.size_as_sent is None else self.size_as_sent
 
 
 def _rows(conn: Conn) -> psycopg.Cursor[FileRow]:
@@ -314,7 +321,8 @@ def set_stripped(conn: Conn, file_id: UUID, was: str, object_key: str, size_byte
     still references the original it read (`was`) and is waiting for its scan; False when it no longer does
     (deleted, ended, or another run recorded it first)."""
     return conn.execute(
-        "UPDATE files SET object_key = %s, size_bytes = %s, sha256 = %s, metadata_stripped = %s WHERE id = %s "
-        "AND object_key = %s AND upload_state = 'complete' AND scan_status = 'pending' AND deleted_at IS NULL "
-        "AND metadata_stripped IS NULL", (object_key, size_bytes, sha256, mode, file_id, was)).rowcount == 1
+        "UPDATE files SET object_key = %s, size_as_sent = CASE WHEN size_bytes <> %s THEN size_bytes END, "
+        "size_bytes = %s, sha256 = %s, metadata_stripped = %s WHERE id = %s AND object_key = %s "
+        "AND upload_state = 'complete' AND scan_status = 'pending' AND deleted_at IS NULL "
+        "AND metadata_stripped IS NULL", (object_key, size_bytes, size_bytes, sha256, mode, file_id, was)).rowcount == 1
 

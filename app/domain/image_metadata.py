@@ -31,15 +31,16 @@ class Unreadable(Exception):
 
 
 def strip(data: bytes, content_type: str | None, mode: Mode) -> bytes | None:
-    """The image without the metadata `mode` removes, or None when it has nothing to remove, is not one of
-    STRIPPED_TYPES, or cannot be read to its end."""
+    """The image without the metadata `mode` removes (`data` itself when it holds none of it), or None when `mode`
+    is none, the type is not one of STRIPPED_TYPES, or the bytes cannot be read to their end: then nobody can say
+    what they hold, and they are left as they are."""
     if mode == "none" or content_type not in STRIPPED_TYPES:
         return None
     try:
         stripped = _STRIPPERS[content_type](data, mode)
     except (Unreadable, struct.error, IndexError):
         return None
-    return None if stripped == data else stripped
+    return data if stripped == data else stripped
 
 
 # -- EXIF (a TIFF structure) -------------------------------------------------------------------------------------
@@ -84,7 +85,10 @@ def filter_exif(tiff: bytes, mode: Mode) -> bytes | None:
         pointer = next((entry for entry in ifd0 if entry[0] == _EXIF_IFD and entry[1] in (_LONG, 13)), None)
         if pointer is not None:
             offset = struct.unpack(order + "I", pointer[3][:4])[0]
-            sub = [entry for entry in _entries(tiff, order, offset) if entry[0] in _KEEP_EXIF]
+            try:
+                sub = [entry for entry in _entries(tiff, order, offset) if entry[0] in _KEEP_EXIF]
+            except Unreadable:
+                sub = []  # an Exif IFD that is not where it is said to be: nothing of it is kept
     if not kept0 and not sub:
         return None
     return _write_tiff(order, kept0, sub)
@@ -110,7 +114,7 @@ def _entries(tiff: bytes, order: str, offset: int) -> list[tuple[int, int, int, 
         else:
             (where,) = struct.unpack_from(order + "I", tiff, at + 8)
             if where + length > len(tiff):
-                raise Unreadable()
+                continue  # a value past the structure's end: nothing to keep of that entry
             value = tiff[where:where + length]
         entries.append((tag, kind, number, value))
     return entries
@@ -171,7 +175,13 @@ def _jpeg(data: bytes, mode: Mode) -> bytes:
     while True:
         while at + 1 < len(data) and data[at] == 0xFF and data[at + 1] == 0xFF:
             at += 1  # fill bytes before a marker
-        if at + 2 > len(data) or data[at] != 0xFF:
+        if at < len(data) and data[at] != 0xFF:
+            # bytes where a marker should be: decoders skip them to the next marker, and so does this copy
+            at = data.find(b"\xff", at)
+            if at < 0:
+                raise Unreadable()
+            continue
+        if at + 2 > len(data):
             raise Unreadable()
         marker = data[at + 1]
         if marker == 0xD9:  # the end of the image: nothing after it is kept (trailers, extra images)
@@ -194,8 +204,9 @@ def _jpeg(data: bytes, mode: Mode) -> bytes:
         at = end
         if marker == 0xDA:  # a scan: its entropy-coded data runs to the next marker
             found = _NEXT_MARKER.search(data, at)
-            if found is None:
-                raise Unreadable()
+            if found is None:  # cut short, no end marker: decoders show what there is, and so it is kept
+                out.append(view[at:])
+                return b"".join(out)
             out.append(view[at:found.start()])
             at = found.start()
 
@@ -235,6 +246,8 @@ def _png(data: bytes, mode: Mode) -> bytes:
             raise Unreadable()
         if kind in _PNG_KEEP:
             out += data[at:end]
+        elif kind[0] < 0x61:  # a critical chunk this reader does not know (Apple's CgBI): dropping it would
+            raise Unreadable()  # change the image
         elif kind == b"eXIf":
             exif = filter_exif(data[at + 8:at + 8 + length], mode)
             if exif is not None:

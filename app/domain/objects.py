@@ -35,6 +35,12 @@ class FileObjects:
     tail: bool = False  # uploaded through tus: uploads/<id>/tail may hold bytes
     sealed: bool = False  # its objects are sealed under its own data key (destroyed once its removal begins)
 
+    @classmethod
+    def of_gone_row(cls, file_id: uuid.UUID) -> FileObjects:
+        """Everything a file whose row is gone may have left: every original its row could have named (`orig-1`,
+        and `orig-2` of an image stored again without its metadata) and the rest."""
+        return cls(file_id, original_key(file_id, 1))
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "file_id", uuid.UUID(str(self.file_id)))
         self.revision  # noqa: B018 - validates the stored key at construction

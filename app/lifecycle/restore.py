@@ -316,7 +316,7 @@ def _remove_left_objects(rt: Runtime, file_ids: list[uuid.UUID]) -> int:
         chunk = file_ids[start:start + 500]
         rows = {row.id for row in rt.db.read(lambda conn: files_sql.files_by_ids(conn, chunk))}
         gone = [file_id for file_id in chunk if file_id not in rows]
-        keys = {file_id: rt.files.keys_of(FileObjects(file_id), with_tail=True) for file_id in gone}
+        keys = {file_id: rt.files.keys_of(FileObjects.of_gone_row(file_id), with_tail=True) for file_id in gone}
         left = set(rt.maintenance.remains([key for file_keys in keys.values() for key in file_keys]))
         doomed = {file_id: [key for key in file_keys if key in left] for file_id, file_keys in keys.items()}
         doomed = {file_id: file_keys for file_id, file_keys in doomed.items() if file_keys}

@@ -187,3 +187,72 @@ def test_an_old_original_the_store_would_not_remove_is_removed_when_the_scan_job
     assert versions_of(lethe.raw_store, [original_key(file_id, 1)]) == []
     assert lethe.file_row(file_id).scan_status == "skipped"
     assert lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data == lethe.stored(file_id)
+
+
+@pytest.mark.one_store
+def test_a_second_run_of_the_same_step_leaves_the_original_the_first_recorded(lethe, monkeypatch):
+    """A scan job sent twice (a redelivery, the cleanup's resend) runs the step twice on the same row: the
+    second finds the key recorded by the first and must not remove it."""
+    from app.content.strip import strip_original
+
+    file_id = lethe.upload(ALEX, images.tagged("jpeg"), "holiday.jpg", mime_type="image/jpeg", scan=False)
+    from app.storage.files import FileStore
+
+    stale = lethe.file_row(file_id)
+    writing = FileStore.write_original
+    first = []
+
+    def the_other_run_first(files, row, data):  # the second run has read orig-1; the first completes meanwhile
+        monkeypatch.setattr(FileStore, "write_original", writing)
+        first.append(strip_original(lethe.rt, stale))
+        return writing(files, row, data)
+
+    monkeypatch.setattr(FileStore, "write_original", the_other_run_first)
+    second = strip_original(lethe.rt, stale)
+    assert first[0].object_key == second.object_key == original_key(file_id, 2)
+    assert strip_original(lethe.rt, stale).object_key == original_key(file_id, 2)  # a third, after orig-1 went
+    lethe.run_jobs("scan_file")
+    assert images.leaked(lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data) == []
+
+
+@pytest.mark.one_store
+def test_a_version_an_object_lock_keeps_does_not_hold_the_file_back(lethe):
+    sent = images.tagged("jpeg")
+    file_id = lethe.upload(ALEX, sent, "holiday.jpg", mime_type="image/jpeg", scan=False)
+    removing = lethe.rt.files.store.delete_many
+
+    def locked(keys):
+        from app.storage.base import OBJECT_LOCKED, DeleteFailure
+
+        return [DeleteFailure(key, OBJECT_LOCKED) for key in keys]
+
+    lethe.rt.files.store.delete_many = locked
+    try:
+        lethe.run_jobs("scan_file")
+    finally:
+        lethe.rt.files.store.delete_many = removing
+    assert lethe.file_row(file_id).scan_status == "skipped"  # deliverable: the locked copy is sealed, never served
+
+
+@pytest.mark.one_store
+def test_an_image_its_reader_cannot_follow_is_left_as_sent_and_shown_inline_only_through_its_preview(lethe):
+    cut = images.tagged("png")
+    cut = cut[:len(cut) // 2]
+    file_id = lethe.upload(ALEX, cut, "map.png", mime_type="image/png")
+    row = lethe.file_row(file_id)
+    assert row.metadata_stripped is None and lethe.stored(file_id) == cut and row.object_key.endswith("orig-1")
+    inline = lethe.client.get(link(lethe, file_id, "inline"))
+    assert inline.headers["Content-Disposition"] == "attachment"  # no preview: it does not decode either
+
+
+def test_tus_still_says_the_length_the_client_sent_after_the_scan(lethe):
+    from tests.integration.test_tus import head
+
+    sent = images.tagged("jpeg")
+    file_id = created_id(tus_create(lethe, len(sent), name="holiday.jpg", filetype="image/jpeg"))
+    assert tus_patch(lethe, file_id, 0, sent).status_code == 204
+    lethe.run_jobs("scan_file")
+    assert lethe.file_row(file_id).size_bytes < len(sent)
+    asked = head(lethe, file_id)
+    assert asked.headers["Upload-Offset"] == asked.headers["Upload-Length"] == str(len(sent))
+    assert tus_patch(lethe, file_id, len(sent), b"").status_code == 204  # a client's last PATCH, replayed

@@ -41,7 +41,7 @@ def test_no_location_device_or_text_is_left_and_the_pixels_orientation_and_profi
         assert set(kept["exif_tags"]) == expected
         taken = images.opened(stripped).getexif().get_ifd(0x8769)
         assert (taken == {}) if mode == "all" else (taken == {0x9003: "2026:11:30 10:00:00", 0x829A: (1, 250)})
-    assert strip(stripped, f"image/{kind}", mode) is None  # nothing more to remove
+    assert strip(stripped, f"image/{kind}", mode) == stripped  # nothing more to remove
 
 
 @pytest.mark.skipif(EXIFTOOL is None, reason="exiftool is not installed (Debian: libimage-exiftool-perl)")
@@ -69,8 +69,45 @@ def test_none_or_another_type_is_left_as_it_is(kind):
 
 
 def test_an_image_with_nothing_to_remove_is_left_as_it_is():
-    assert strip(images.one_pixel(), "image/png", "location") is None
-    assert strip(images.animated_gif(), "image/gif", "all") is None
+    assert strip(images.one_pixel(), "image/png", "location") == images.one_pixel()
+    assert strip(images.animated_gif(), "image/gif", "all") == images.animated_gif()
+
+
+def test_what_decoders_tolerate_is_stripped_too_and_what_they_cannot_read_is_left_alone():
+    """A JPEG cut short (no end marker) or with stray bytes before a marker still shows in a browser: it is
+    stripped. A PNG cut short, or with a critical chunk this reader does not know, is left as it is (None), and
+    the caller keeps it off inline display."""
+    tagged = images.tagged("jpeg")
+    sos = tagged.rindex(b"\xff\xda")  # the picture's own scan (the EXIF thumbnail, a JPEG too, comes first)
+    cut = tagged[:sos + (tagged.rindex(b"\xff\xd9") - sos) // 2]  # half its scan
+    stripped = strip(cut, "image/jpeg", "location")
+    assert stripped is not None and images.leaked(stripped) == []
+    stray = tagged[:sos] + b"\x00\x17" + tagged[sos:]
+    stripped = strip(stray, "image/jpeg", "location")
+    assert stripped is not None and images.leaked(stripped) == []
+    assert images.opened(stripped).tobytes() == images.opened(tagged).tobytes()
+    png = images.tagged("png")
+    assert strip(png[:len(png) // 2], "image/png", "location") is None
+    at = png.index(b"IDAT") - 4
+    foreign = png[:at] + b"\x00\x00\x00\x04CgBI\x00\x00\x00\x00" + b"\x00" * 4 + png[at:]
+    assert strip(foreign, "image/png", "location") is None
+
+
+def test_an_entry_pointing_past_the_exif_is_dropped_and_the_rest_is_still_read():
+    tagged = bytearray(images.tagged("jpeg"))
+    at = tagged.index(b"Exif\0\0") + 6
+    order = "<" if tagged[at:at + 2] == b"II" else ">"
+    import struct
+
+    ifd0 = at + struct.unpack_from(order + "I", tagged, at + 4)[0]
+    count = struct.unpack_from(order + "H", tagged, ifd0)[0]
+    for index in range(count):  # the Artist entry's value now points far past the end
+        entry = ifd0 + 2 + 12 * index
+        if struct.unpack_from(order + "H", tagged, entry)[0] == 0x013B:
+            struct.pack_into(order + "I", tagged, entry + 8, 0x7FFFFFF0)
+    stripped = strip(bytes(tagged), "image/jpeg", "location")
+    assert stripped is not None and images.leaked(stripped) == []
+    assert images.opened(stripped).getexif()[0x0112] == 6
 
 
 def test_an_animation_keeps_its_frames_and_loop():

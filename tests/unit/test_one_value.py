@@ -92,3 +92,19 @@ def test_the_one_value_names_the_next_original_and_the_tail():
     assert parse(new.next_original) == (file_id, "original")
     assert parse(new.tail_key) == (file_id, "tail")
     assert new.tail_key in FileObjects(file_id, tail=True).object_keys()
+
+
+def test_the_originals_a_stripped_image_replaced_and_those_a_gone_row_may_have_left():
+    import uuid
+
+    from app.domain.objects import FileObjects
+
+    file_id = uuid.UUID("0a1b2c3d-0000-4000-8000-000000000002")
+    first = FileObjects(file_id).next_original
+    second = FileObjects(file_id, object_key=first).next_original
+    assert FileObjects(file_id, object_key=first).replaced_originals == []
+    assert FileObjects(file_id, object_key=second).replaced_originals == [first]
+    assert FileObjects(file_id).replaced_originals == []
+    # a row gone: orig-1, and the orig-2 an image stored again without its metadata was, are both sought
+    gone = FileObjects.of_gone_row(file_id).object_keys()
+    assert first in gone and second in gone

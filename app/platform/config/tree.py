@@ -372,7 +372,8 @@ class ImageConfig:
     strip_metadata: str = key(Text(validate=validate.OneOf(["location", "all", "none"])), "location",
         "What leaves a JPEG, PNG, WebP or GIF original before it is deliverable, without re-encoding it: "
             "'location' (GPS, XMP, IPTC, maker notes, serial numbers, owner, comments, the EXIF thumbnail, "
-            "trailers), 'all' (every piece of metadata), 'none' (stored as uploaded). The orientation and the colour "
+            "trailers), 'all' (every piece of metadata), 'none' (stored as uploaded); one over image.max_size is "
+            "stored as uploaded. The orientation and the colour "
             "profile stay; the file's size and sha256 become those of the stored bytes.")
     strip_original: bool = key(Flag(), True,
         "Inline display of an image file whose original was stored as uploaded (image.strip_metadata none, "
