@@ -16,6 +16,7 @@ from tests.integration import test_direct_uploads as direct
 from tests.integration.test_tus import create as tus_create, created_id, patch as tus_patch
 from tests.support import images
 from tests.support.lethe import ALEX
+from tests.unit.test_image_metadata import EXIFTOOL, exiftool
 
 KINDS = {"jpeg": "holiday.jpg", "png": "map.png", "webp": "pier.webp", "gif": "wave.gif"}
 
@@ -53,6 +54,9 @@ def assert_stripped(lethe, file_id: str, kind: str, sent: bytes) -> bytes:
     assert document["size_bytes"] == len(stored) and document["sha256"] == row.sha256
     for answer in served_everywhere(lethe, file_id, kind):
         assert answer == stored
+    if EXIFTOOL:  # and a reader no one here wrote finds none of it either
+        named = " ".join(exiftool(stored))
+        assert not any(gone in named for gone in ("GPS", "XMP", "MakerNote", "SerialNumber", "IPTC")), named
     # the original that held the position is gone, every version of it
     assert versions_of(lethe.raw_store, [original_key(file_id, 1)]) == []
     return stored
