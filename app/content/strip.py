@@ -23,6 +23,7 @@ from app.db.files import FileRow
 from app.domain.ends import Scope
 from app.domain.image_metadata import STRIPPED_TYPES, Mode, strip
 from app.domain.objects import FileObjects
+from app.domain.sealing import plain_size_of
 from app.errors import ContentCorrupt, NotFound, StorageError
 from app.platform.observability.logs import log_event
 from app.storage.base import OBJECT_LOCKED
@@ -55,7 +56,10 @@ def strip_original(rt: Runtime, row: FileRow) -> FileRow:
     except ContentCorrupt:
         return row  # the scan meets it too, and ends the file at once
     except NotFound:
-        return _reread(rt, row)  # another run of this job replaced it (or the file went): the row says which
+        now = _reread(rt, row)
+        if now.object_key != row.object_key:
+            return now  # another run of this job replaced it (or the file went)
+        return _adopt_stripped(rt, row, mode)
     sent = hashlib.sha256(data).hexdigest()
     if row.sha256 is None:  # a direct upload: its declared digest is checked on the bytes as sent, first
         session = rt.db.read(lambda conn: sessions_sql.session_of(conn, row.id))
@@ -89,6 +93,35 @@ def strip_original(rt: Runtime, row: FileRow) -> FileRow:
               mode=mode, removed_bytes=len(data) - len(stripped))
     _remove_replaced(rt, after)
     return after
+
+
+def _adopt_stripped(rt: Runtime, row: FileRow, mode: Mode) -> FileRow:
+    """The row names an original that is gone, and the one this step wrote after it is there: a database restored
+    from a backup taken between the completion and this step. The stripped original is the file's; the row is told.
+    (Without it, the row is left as it is: the scan finds the original missing, as it would have.)"""
+    objects = FileObjects(row.id, row.object_key)
+    files = rt.files
+    found = files.store.head(objects.next_original)
+    size = None if found is None else found.size_bytes if not row.encrypted else \
+        plain_size_of(found.size_bytes, row.piece_size or 1)
+    if size is None:
+        return row
+    later = replace(row, object_key=objects.next_original, size_bytes=size)
+    try:
+        chunks = files.read(later)
+        try:
+            data = b"".join(chunks)
+        finally:
+            chunks.close()
+    except (NotFound, ContentCorrupt):
+        return row
+    digest = hashlib.sha256(data).hexdigest()
+    rt.db.unit_of_work(lambda uow: files_sql.set_stripped(uow.conn, row.id, row.object_key or "",
+                                                          objects.next_original, len(data), digest, mode),
+                       name="strip.adopt")
+    log_event(log, "info", "strip.adopted", "a restored row now names the original stored without its metadata",
+              file_id=str(row.id))
+    return _reread(rt, row)
 
 
 def _reread(rt: Runtime, row: FileRow) -> FileRow:

@@ -67,6 +67,19 @@ def sealed_object_size(size: int, piece_size: int) -> int:
     return (count - 1) * sealed_size(piece_size) + sealed_size(piece_plain_size(size, piece_size, count - 1))
 
 
+def plain_size_of(stored: int, piece_size: int) -> int | None:
+    """The plaintext size of a sealed object of `stored` bytes whose pieces hold `piece_size` each (the last
+    fewer), or None when no plaintext seals to that size (an object cut short, or not sealed so)."""
+    count, rest = divmod(stored, sealed_size(piece_size))
+    if rest == 0:
+        return count * piece_size if count else None
+    last = rest - HEADER_BYTES  # its plaintext and one tag per segment
+    plain = last - TAG_BYTES * -(-last // SEALED_SEGMENT_BYTES)
+    if plain < 0 or plain >= piece_size or sealed_size(plain) != rest:
+        return None
+    return count * piece_size + plain
+
+
 def segment_plain_size(piece_plain: int, segment: int) -> int:
     """The plaintext bytes of segment `segment` of a piece of `piece_plain` bytes."""
     return max(0, min(SEGMENT_BYTES, piece_plain - segment * SEGMENT_BYTES))

@@ -260,3 +260,31 @@ def test_tus_still_says_the_length_the_client_sent_after_the_scan(lethe):
     asked = head(lethe, file_id)
     assert asked.headers["Upload-Offset"] == asked.headers["Upload-Length"] == str(len(sent))
     assert tus_patch(lethe, file_id, len(sent), b"").status_code == 204  # a client's last PATCH, replayed
+
+
+def test_a_row_restored_from_before_the_strip_takes_up_the_stripped_original(lethe):
+    """A backup taken between the completion and the scan, restored after the step ran: the row names orig-1,
+    which is gone, and orig-2 is in the store. The scan sent again finds the stripped original and the file is
+    deliverable without its location, not lost."""
+    sent = images.tagged("jpeg")
+    file_id = lethe.upload(ALEX, sent, "holiday.jpg", mime_type="image/jpeg", scan=False)
+    before = lethe.file_row(file_id)
+    from app.content.strip import strip_original
+
+    assert strip_original(lethe.rt, before).object_key == original_key(file_id, 2)
+
+    def restore(conn):  # the row as the backup holds it
+        conn.execute("UPDATE files SET object_key = %s, size_bytes = %s, sha256 = %s, metadata_stripped = NULL, "
+                     "size_as_sent = NULL WHERE id = %s", (before.object_key, before.size_bytes, before.sha256,
+                                                             file_id))
+
+    lethe.rt.db.unit_of_work(lambda uow: restore(uow.conn), name="test.restore")
+    from workers.actors import ACTORS
+
+    ACTORS["scan_file"].fn(lethe.rt, file_id)  # the scan the cleanup sends again
+    row = lethe.file_row(file_id)
+    assert row.scan_status == "skipped" and row.object_key == original_key(file_id, 2)
+    stored = lethe.stored(file_id)
+    assert row.size_bytes == len(stored) and row.sha256 == hashlib.sha256(stored).hexdigest()
+    assert lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data == stored
+    assert images.leaked(stored) == []

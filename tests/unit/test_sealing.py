@@ -226,3 +226,19 @@ def test_reads_that_reuse_buffers_hand_on_only_their_own_bytes():
     with pytest.raises(ContentCorrupt):
         b"".join(key.open(store, ORIGINAL, len(plaintext), 0, None, piece))
     assert len(codec._POOL) == pooled
+
+
+@given(size=st.integers(min_value=0, max_value=64 * 2**20), piece=st.integers(min_value=1, max_value=6 * 2**20))
+def test_the_plaintext_size_of_a_sealed_object_is_read_back_from_its_stored_size(size, piece):
+    from app.domain.sealing import plain_size_of, sealed_object_size
+
+    stored = sealed_object_size(size, piece)
+    assert plain_size_of(stored, piece) == size
+    assert plain_size_of(stored - 1, piece) != size  # cut short: another size, or none
+
+
+def test_a_stored_size_no_plaintext_seals_to_has_no_plaintext_size():
+    from app.domain.sealing import HEADER_BYTES, plain_size_of
+
+    assert plain_size_of(0, 1024) is None
+    assert plain_size_of(HEADER_BYTES + 3, 1024) is None  # shorter than a header and a tag
