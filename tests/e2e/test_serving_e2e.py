@@ -363,7 +363,8 @@ def test_a_photos_thumbnail_loads_in_chromium_from_a_link_and_every_variant_goes
     assert fetched.headers["Content-Type"] == "image/webp" and images.metadata_of(fetched.content) == {}
     # and the original itself, shown inline or downloaded from a link, carries no position (its EXIF keeps the
     # camera and the orientation), its pixels those sent
-    originals = [requests.get(served.link(file_id, disposition), timeout=10) for disposition in ("inline", "attachment")]
+    originals = [requests.get(served.link(file_id, disposition), timeout=10)
+                 for disposition in ("inline", "attachment")]
     assert originals[0].headers["Content-Type"] == "image/jpeg" and originals[0].content == originals[1].content
     kept = images.metadata_of(originals[0].content)
     assert "gps" not in kept and kept["exif_tags"][0x0112] == 6 and kept["exif_tags"][0x010F] == "LetheCam"

@@ -97,7 +97,8 @@ def metadata_of(data: bytes) -> dict:
 CANARY_PLACE = b"Canaryville"  # a place named in XMP, IPTC, a comment and a trailer: no stripped image holds it
 CANARY_SERIAL = "SN-CANARY-0042"
 XMP = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
-       b'<rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/" xmlns:photoshop="http://ns.adobe.com/photoshop/1.0/"'
+       b'<rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/"'
+       b' xmlns:photoshop="http://ns.adobe.com/photoshop/1.0/"'
        b' exif:GPSLatitude="52,31.2N" exif:GPSLongitude="13,24.6E" photoshop:City="' + CANARY_PLACE + b'"/>'
        b'</rdf:RDF></x:xmpmeta>')
 
