@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: run test docs clean
+.PHONY: run test docs format clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,15 +25,21 @@ $(TEST_STAMP): pyproject.toml constraints.txt | $(PY)
 run: $(RUN_STAMP)
 	$(VENV)/bin/lethe dev $(if $(PORT),--port $(PORT))
 
-## Type-check (mypy: strict on app/domain, app/storage, app/db, app/platform), then run the whole test suite
-## (PostgreSQL from DATABASE_URL or embedded; RabbitMQ from BROKER_URL).
+## Format and lint (ruff), type-check (mypy, strict), then run the whole test suite (PostgreSQL from DATABASE_URL
+## or embedded; RabbitMQ from BROKER_URL). `make format` formats and fixes what ruff can.
 test: $(TEST_STAMP)
+	$(PY) -m ruff format --check --quiet .
+	$(PY) -m ruff check --quiet .
 	$(PY) -m mypy
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## Regenerate docs/configuration.md from the configuration schema.
 docs: $(RUN_STAMP)
 	$(PY) -m app.entry.docs_gen > docs/configuration.md
+
+format: $(TEST_STAMP)
+	$(PY) -m ruff check --fix --quiet .
+	$(PY) -m ruff format --quiet .
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis *.egg-info

@@ -135,8 +135,11 @@ class WrappedKeyCorrupt(ContentCorrupt):
     named, by the caller: never the key id's material, nor anything of the file."""
 
     def __init__(self) -> None:
-        super().__init__("content_corrupt", "The file's stored data key does not open with the key that wrapped "
-                                            "the other files of its key id: it was changed in the database.")
+        super().__init__(
+            "content_corrupt",
+            "The file's stored data key does not open with the key that wrapped "
+            "the other files of its key id: it was changed in the database.",
+        )
 
 
 class KeyUnavailable(ReasonedError):
@@ -159,8 +162,11 @@ class KeyMismatch(KeyUnavailable):
     key has opened others, a row it does not open is that row's fault (WrappedKeyCorrupt)."""
 
     def __init__(self, key_id: str):
-        super().__init__(key_id, f"The keyring's key {key_id!r} does not open a data key it is said to have "
-                                 "wrapped (file.keyring): not the key that wrapped it.")
+        super().__init__(
+            key_id,
+            f"The keyring's key {key_id!r} does not open a data key it is said to have "
+            "wrapped (file.keyring): not the key that wrapped it.",
+        )
 
 
 class InvalidKey(StorageError):

@@ -12,9 +12,10 @@ need from here as arguments; they never look anything up themselves (STYLE.md).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Protocol, Sequence, cast
+from typing import Any, Protocol, cast
 
 from app.db.migrate import SchemaGuard
 from app.db.pool import Database
@@ -26,7 +27,6 @@ from app.platform.config import Config
 from app.platform.keys import Keyring
 from app.storage.base import ObjectStore, StoreMaintenance
 from app.storage.files import FileStore
-
 
 # The one deletion of files (lifecycle.deletion.mark_deleted), wired in by the composition root: a slot deletes
 # the file it no longer keeps through it, and `content` never imports `lifecycle`. (uow, file ids, now, via) ->

@@ -13,20 +13,20 @@ PostgreSQL from DATABASE_URL (else an embedded server); the fs driver in a tempo
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
 import argparse
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from common import bench_database, machine, make_runtime, make_store
 
+from app.db import cleanup as sql
 from app.lifecycle.cleanup import run_cleanup
 from app.platform.clock import FakeClock
-from app.db import cleanup as sql
 
 SEED = """
 WITH numbered AS (
@@ -57,22 +57,37 @@ def seed(db, files: int, candidates: int, now: datetime) -> None:
     old, recent, ancient = now - timedelta(days=3), now - timedelta(hours=1), now - timedelta(days=30)
     started = time.perf_counter()
     side = candidates // 10
-    db.read(lambda conn: conn.execute(SEED, {"files": files, "candidates": candidates, "side": side, "old": old,
-                                             "recent": recent, "ancient": ancient}))
-    db.read(lambda conn: conn.execute(
-        "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
-        "SELECT id, CASE WHEN upload_state = 'uploading' THEN 'open' ELSE 'completed' END, 8388608, 1, created_at, "
-        "created_at + interval '1 day', CASE WHEN upload_state = 'uploading' THEN NULL ELSE created_at END FROM files"))
+    db.read(
+        lambda conn: conn.execute(
+            SEED,
+            {"files": files, "candidates": candidates, "side": side, "old": old, "recent": recent, "ancient": ancient},
+        )
+    )
+    db.read(
+        lambda conn: conn.execute(
+            "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
+            "SELECT id, CASE WHEN upload_state = 'uploading' THEN 'open' ELSE 'completed' END, 8388608, 1, created_at, "
+            "created_at + interval '1 day', CASE WHEN upload_state = 'uploading' THEN NULL ELSE created_at END FROM files"
+        )
+    )
     # A third of the recent deliverable files are attached (they sit in the candidate index too).
-    db.read(lambda conn: conn.execute(
-        "INSERT INTO messages (id, author_id, created_at) SELECT 'm-' || id, uploaded_by, created_at FROM files "
-        "WHERE last_change_at > %s AND upload_state = 'complete' AND random() < 0.33", (old,)))
-    db.read(lambda conn: conn.execute(
-        "INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
-        "SELECT author_id, id, substr(id, 3)::uuid, created_at FROM messages"))
+    db.read(
+        lambda conn: conn.execute(
+            "INSERT INTO messages (id, author_id, created_at) SELECT 'm-' || id, uploaded_by, created_at FROM files "
+            "WHERE last_change_at > %s AND upload_state = 'complete' AND random() < 0.33",
+            (old,),
+        )
+    )
+    db.read(
+        lambda conn: conn.execute(
+            "INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
+            "SELECT author_id, id, substr(id, 3)::uuid, created_at FROM messages"
+        )
+    )
     # Two stored events for each candidate, to be redacted.
-    db.read(lambda conn: conn.execute(
-        """
+    db.read(
+        lambda conn: conn.execute(
+            """
         INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, payload, created_at)
         SELECT 'file', f.id, 'file.updated', 1, f.uploaded_by,
                jsonb_build_object('file', jsonb_build_object('id', f.id, 'uploaded_by', f.uploaded_by,
@@ -80,10 +95,15 @@ def seed(db, files: int, candidates: int, now: datetime) -> None:
                  'size_bytes', f.size_bytes, 'upload_state', f.upload_state, 'scan_status', s,
                  'created_at', f.created_at, 'thumbnails', '[]'::jsonb)), f.created_at
         FROM files f CROSS JOIN (VALUES ('pending'), ('clean')) AS v(s) WHERE f.last_change_at <= %s
-        """, (old,)))
+        """,
+            (old,),
+        )
+    )
     db.read(lambda conn: conn.execute("VACUUM ANALYZE"))
-    print(f"seeded {files:,} files ({candidates:,} candidates of step b) in {time.perf_counter() - started:.0f}s",
-          flush=True)
+    print(
+        f"seeded {files:,} files ({candidates:,} candidates of step b) in {time.perf_counter() - started:.0f}s",
+        flush=True,
+    )
 
 
 def explain(db, now, ttl) -> None:
@@ -94,6 +114,7 @@ def explain(db, now, ttl) -> None:
         "d": (sql.deleted_rows, (None, 500)),
     }
     for step, (query, args) in queries.items():
+
         def run(conn):
             original = conn.execute
             conn.execute = lambda statement, params=None, **kw: original("EXPLAIN " + statement, params, **kw)
@@ -113,7 +134,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=500)
     args = parser.parse_args()
     print(f"machine: {machine()}")
-    now = datetime(2026, 6, 1, tzinfo=timezone.utc)
+    now = datetime(2026, 6, 1, tzinfo=UTC)
     with bench_database() as url, tempfile.TemporaryDirectory() as workdir:
         rt = make_runtime(url, make_store("fs", None, workdir), **{"file.gc_batch_size": args.batch})
         rt.clock = FakeClock(now)
@@ -125,8 +146,10 @@ def main() -> None:
             total = time.perf_counter() - started
             for step in report.steps:
                 rate = step.acted / step.duration_s if step.duration_s and step.acted else 0
-                print(f"step {step.step} {step.name:<17} candidates {step.candidates:>8,} acted {step.acted:>8,} "
-                      f"in {step.duration_s:7.2f}s = {rate:>8,.0f} candidates/s")
+                print(
+                    f"step {step.step} {step.name:<17} candidates {step.candidates:>8,} acted {step.acted:>8,} "
+                    f"in {step.duration_s:7.2f}s = {rate:>8,.0f} candidates/s"
+                )
             print(f"whole run: {total:.1f}s; first error: {report.first_error!r}")
         finally:
             rt.close()

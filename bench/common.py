@@ -11,7 +11,7 @@ import tempfile
 import time
 import uuid
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -20,14 +20,13 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.platform import config  # noqa: E402
-from app.platform.clock import SystemClock  # noqa: E402
 from app.db.context import in_transaction  # noqa: E402
 from app.db.migrate import migrate  # noqa: E402
 from app.domain.keys import original_key  # noqa: E402
 from app.entry.wiring import build_runtime  # noqa: E402
+from app.platform import config  # noqa: E402
+from app.platform.clock import SystemClock  # noqa: E402
 from app.storage.guard import GuardedStore  # noqa: E402
-
 
 SECRET = "bench-secret-of-sufficient-length-0123456789"  # the benchmarks' bearer tokens
 OWNER = uuid.UUID("00000000-0000-4000-8000-0000000be4c5")  # the one user whose files they seed
@@ -79,8 +78,11 @@ def bench_database():
 def moto_server():
     """moto's S3 server in a process of its own, so that it does not share the benchmark's GIL."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(100):
             try:
@@ -123,20 +125,33 @@ def make_store(driver: str, endpoint: str | None, workdir: str):
 
     from app.storage.s3 import S3Store
 
-    store = S3Store(endpoint, f"bench-{uuid.uuid4().hex[:10]}", "testing", "testing", region="us-east-1",
-                    secure=False, create_bucket=True, pool_size=32)
+    store = S3Store(
+        endpoint,
+        f"bench-{uuid.uuid4().hex[:10]}",
+        "testing",
+        "testing",
+        region="us-east-1",
+        secure=False,
+        create_bucket=True,
+        pool_size=32,
+    )
     if driver.endswith("-versioned"):  # a bucket that keeps versions: every delete lists and deletes them by id
         store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
     return store
 
 
 def make_runtime(url: str, raw_store, **settings):
-    env = {"LETHE_DATABASE_URL": url, "LETHE_DATABASE_POOL_SIZE": "8",
-           "LETHE_FILE_STORAGE_DRIVER": raw_store.driver, "LETHE_FILE_S3_ENDPOINT": "bench:1"}
+    env = {
+        "LETHE_DATABASE_URL": url,
+        "LETHE_DATABASE_POOL_SIZE": "8",
+        "LETHE_FILE_STORAGE_DRIVER": raw_store.driver,
+        "LETHE_FILE_S3_ENDPOINT": "bench:1",
+    }
     env.update({config.KEYS_BY_NAME[name].env: str(value) for name, value in settings.items()})
     cfg = config.load(env)
-    return build_runtime(cfg, NullBroker(), role="bench", clock=SystemClock(),
-                         store=GuardedStore(raw_store, in_transaction))
+    return build_runtime(
+        cfg, NullBroker(), role="bench", clock=SystemClock(), store=GuardedStore(raw_store, in_transaction)
+    )
 
 
 def machine() -> str:
@@ -154,8 +169,12 @@ def bench_broker_url():
     name = f"lethe_bench_{os.getpid()}"
     try:
         subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True, timeout=30)
-        subprocess.run(["rabbitmqctl", "set_permissions", "-p", name, parts.username or "guest", ".*", ".*", ".*"],
-                       check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            ["rabbitmqctl", "set_permissions", "-p", name, parts.username or "guest", ".*", ".*", ".*"],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         yield url
         return
@@ -177,12 +196,12 @@ def seed(rt, store, n: int, size: int = 16, events: int = 0, objects: bool = Tru
     from concurrent.futures import ThreadPoolExecutor
 
     ids = [uuid.uuid4() for _ in range(n)]
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     if objects:
         with ThreadPoolExecutor(16) as pool:  # S3 puts one at a time would dominate the seeding
             list(pool.map(lambda file_id: store.put(original_key(file_id), b"x" * size, size), ids))
     for start in range(0, n, 5000):
-        chunk = ids[start:start + 5000]
+        chunk = ids[start : start + 5000]
 
         def insert(uow, chunk=chunk):
             with uow.conn.cursor() as cur:
@@ -190,7 +209,8 @@ def seed(rt, store, n: int, size: int = 16, events: int = 0, objects: bool = Tru
                     "INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, "
                     "upload_state, scan_status, created_at, last_change_at) VALUES (%s, %s, 'attachment', "
                     "'bench.bin', 'application/octet-stream', %s, %s, 'complete', 'skipped', %s, %s)",
-                    [(file_id, OWNER, size, original_key(file_id), now, now) for file_id in chunk])
+                    [(file_id, OWNER, size, original_key(file_id), now, now) for file_id in chunk],
+                )
             if events:
                 uow.conn.execute(
                     """
@@ -203,7 +223,9 @@ def seed(rt, store, n: int, size: int = 16, events: int = 0, objects: bool = Tru
                                'upload_state', f.upload_state, 'scan_status', f.scan_status,
                                'created_at', f.created_at, 'thumbnails', '[]'::jsonb)), f.created_at
                     FROM files f, generate_series(1, %s) WHERE f.id = ANY(%s)
-                    """, (events, chunk))
+                    """,
+                    (events, chunk),
+                )
 
         rt.db.unit_of_work(insert, name="bench.seed")
     return ids
@@ -213,10 +235,12 @@ def mark_all_deleted(rt, ids: list[uuid.UUID]) -> None:
     """Mark files deleted through mark_deleted (redaction, outbox row), 5,000 a transaction."""
     from app.lifecycle.deletion import mark_deleted
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for start in range(0, len(ids), 5000):
-        rt.db.unit_of_work(lambda uow, chunk=ids[start:start + 5000]: mark_deleted(uow, sorted(chunk), now, via="bench"),
-                           name="bench.mark")
+        rt.db.unit_of_work(
+            lambda uow, chunk=ids[start : start + 5000]: mark_deleted(uow, sorted(chunk), now, via="bench"),
+            name="bench.mark",
+        )
 
 
 def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 90) -> None:
@@ -241,8 +265,9 @@ def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 90) -> None:
 def tree_of(ref: str, workdir: Path):
     """A git worktree of an earlier commit (the `--before` side of a side-by-side run), removed at the end."""
     tree = workdir / "before"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), ref], check=True, capture_output=True
+    )
     try:
         yield tree
     finally:

@@ -14,19 +14,17 @@ Needs PostgreSQL from DATABASE_URL (else an embedded server), RabbitMQ from BROK
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
 import argparse
-import os
 import shutil
 import tempfile
 import uuid
 from pathlib import Path
 
 import psycopg
-
 from common import OWNER, SECRET, bench_broker_url, bench_database, machine, moto_server, wait_ready
 from serve import api_env, cpu_seconds, start, stop, wrk
 from transfer import make_data, upload
@@ -39,10 +37,25 @@ MiB = 1024 * 1024
 KEYRING = generate_entry("bench")  # one for the run: every round's api opens the files the rounds before sealed
 
 
-def one_round(url: str, broker_url: str, workdir: Path, data: Path, digest: str, sealed: bool, duration: int,
-              token: str, store_env: dict) -> dict:
-    env = api_env(url, broker_url, workdir, LETHE_FILE_ENCRYPTION="on" if sealed else "off",
-                  LETHE_FILE_KEYRING=KEYRING, **store_env)
+def one_round(
+    url: str,
+    broker_url: str,
+    workdir: Path,
+    data: Path,
+    digest: str,
+    sealed: bool,
+    duration: int,
+    token: str,
+    store_env: dict,
+) -> dict:
+    env = api_env(
+        url,
+        broker_url,
+        workdir,
+        LETHE_FILE_ENCRYPTION="on" if sealed else "off",
+        LETHE_FILE_KEYRING=KEYRING,
+        **store_env,
+    )
     api = start([sys.executable, "-m", "app.entry", "api"], env, workdir / f"api-{uuid.uuid4().hex[:6]}.log")
     base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
     try:
@@ -70,8 +83,13 @@ def one_round(url: str, broker_url: str, workdir: Path, data: Path, digest: str,
         ranged = measured("range", lambda: wrk_range(content, duration, token, f"bytes={middle}-{middle + MiB - 1}"))
     finally:
         stop(api)
-    return {"upload": uploaded, "download": whole[0], "download_ranged": through_python[0], "range": ranged[1],
-            "cpu": cpu}
+    return {
+        "upload": uploaded,
+        "download": whole[0],
+        "download_ranged": through_python[0],
+        "range": ranged[1],
+        "cpu": cpu,
+    }
 
 
 def wrk_range(url: str, duration: int, token: str, byte_range: str) -> tuple[float, float]:
@@ -79,8 +97,25 @@ def wrk_range(url: str, duration: int, token: str, byte_range: str) -> tuple[flo
     import re
     import subprocess
 
-    done = subprocess.run(["wrk", "-t", "2", "-c", "4", "-d", f"{duration}s", "-H", f"Authorization: Bearer {token}",
-                           "-H", f"Range: {byte_range}", url], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            "2",
+            "-c",
+            "4",
+            "-d",
+            f"{duration}s",
+            "-H",
+            f"Authorization: Bearer {token}",
+            "-H",
+            f"Range: {byte_range}",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout).group(1))
     units = {"B": 1, "KB": 1024, "MB": MiB, "GB": 1024 * MiB}
     value, unit = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", done.stdout).groups()
@@ -111,32 +146,49 @@ def main() -> None:
                 def rounds(store_env: dict) -> None:
                     for _ in range(args.rounds):
                         for sealed in (False, True):
-                            results.setdefault((store, sealed), []).append(one_round(
-                                url, broker_url, workdir, data, digest, sealed, args.duration, token, store_env))
+                            results.setdefault((store, sealed), []).append(
+                                one_round(
+                                    url, broker_url, workdir, data, digest, sealed, args.duration, token, store_env
+                                )
+                            )
 
                 if store == "fs":
                     rounds({"LETHE_FILE_FS_ROOT": str(workdir / "objects")})
                 else:
                     with moto_server() as endpoint:
-                        rounds({"LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": endpoint,
+                        rounds(
+                            {
+                                "LETHE_FILE_STORAGE_DRIVER": "s3",
+                                "LETHE_FILE_S3_ENDPOINT": endpoint,
                                 "LETHE_FILE_S3_BUCKET": f"bench-{uuid.uuid4().hex[:8]}",
-                                "LETHE_FILE_S3_ACCESS_KEY": "testing", "LETHE_FILE_S3_SECRET_KEY": "testing",
-                                "LETHE_FILE_S3_REGION": "us-east-1", "LETHE_FILE_S3_SECURE": "false",
-                                "LETHE_FILE_S3_CREATE_BUCKET": "true", "LETHE_FILE_PART_SIZE": "8MiB"})
+                                "LETHE_FILE_S3_ACCESS_KEY": "testing",
+                                "LETHE_FILE_S3_SECRET_KEY": "testing",
+                                "LETHE_FILE_S3_REGION": "us-east-1",
+                                "LETHE_FILE_S3_SECURE": "false",
+                                "LETHE_FILE_S3_CREATE_BUCKET": "true",
+                                "LETHE_FILE_PART_SIZE": "8MiB",
+                            }
+                        )
                 data.unlink()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n| store | measure | plain (best) | sealed (best) | sealed / plain | every round, plain / sealed |")
     print("| --- | --- | --- | --- | --- | --- |")
     for store in args.stores.split(","):
-        for measure, unit in (("upload", "MiB/s"), ("download", "MiB/s"), ("download_ranged", "MiB/s"),
-                              ("range", "ranges/s")):
+        for measure, unit in (
+            ("upload", "MiB/s"),
+            ("download", "MiB/s"),
+            ("download_ranged", "MiB/s"),
+            ("range", "ranges/s"),
+        ):
             plain = [r[measure] for r in results[(store, False)]]
             sealed = [r[measure] for r in results[(store, True)]]
             scale = MiB if unit == "MiB/s" else 1
-            shown = " ".join(f"{p / scale:,.0f}/{s / scale:,.0f}" for p, s in zip(plain, sealed))
-            print(f"| {store} | {measure} ({unit}) | {max(plain) / scale:,.0f} | {max(sealed) / scale:,.0f} | "
-                  f"**{max(sealed) / max(plain):.0%}** | {shown} |")
+            shown = " ".join(f"{p / scale:,.0f}/{s / scale:,.0f}" for p, s in zip(plain, sealed, strict=True))
+            print(
+                f"| {store} | {measure} ({unit}) | {max(plain) / scale:,.0f} | {max(sealed) / scale:,.0f} | "
+                f"**{max(sealed) / max(plain):.0%}** | {shown} |"
+            )
     print("\nThe api's CPU per MiB (per 1 MiB range) served, least of the rounds; plain / sealed is the share of its")
     print("CPU that sealing leaves to serving (wrk's own CPU is not counted):\n")
     print("| store | measure | plain (ms) | sealed (ms) | plain / sealed |")

@@ -17,7 +17,7 @@ size, for the few minutes it runs.
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -28,7 +28,6 @@ import uuid
 from collections import Counter
 
 import psycopg
-
 from common import bench_database, machine, make_runtime
 
 from app.lifecycle.erasure import erase_round, request_erasure
@@ -44,7 +43,8 @@ def fill(url: str, files: int, events_per_file: int, subject_files: int) -> None
         conn.execute("SET maintenance_work_mem = '512MB'")
         indexes = conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN ('files', 'events') "
-            "AND indexname NOT LIKE '%%_pkey'").fetchall()
+            "AND indexname NOT LIKE '%%_pkey'"
+        ).fetchall()
         for name, _ in indexes:
             conn.execute(f'DROP INDEX "{name}"')
         started = time.perf_counter()
@@ -58,9 +58,14 @@ def fill(url: str, files: int, events_per_file: int, subject_files: int) -> None
                    'attachment', 'report.pdf', 'application/pdf', 1000, NULL, 'complete', 'clean',
                    timestamptz '2026-01-01' + i * interval '1 second', timestamptz '2026-01-01' + i * interval '1 second'
             FROM generate_series(1, %(files)s) AS i
-            """, {"files": files, "subject_files": subject_files, "subject": SUBJECT})
-        conn.execute("UPDATE files SET object_key = 'f/' || substr(id::text, 1, 2) || '/' || substr(id::text, 3, 2) "
-                     "|| '/' || id || '/orig-1' WHERE uploaded_by = %s", (SUBJECT,))
+            """,
+            {"files": files, "subject_files": subject_files, "subject": SUBJECT},
+        )
+        conn.execute(
+            "UPDATE files SET object_key = 'f/' || substr(id::text, 1, 2) || '/' || substr(id::text, 3, 2) "
+            "|| '/' || id || '/orig-1' WHERE uploaded_by = %s",
+            (SUBJECT,),
+        )
         print(f"  files: {files:,} rows in {time.perf_counter() - started:.0f} s", flush=True)
         started = time.perf_counter()
         conn.execute(
@@ -76,17 +81,23 @@ def fill(url: str, files: int, events_per_file: int, subject_files: int) -> None
                        'size_bytes', f.size_bytes, 'upload_state', f.upload_state, 'scan_status', f.scan_status,
                        'created_at', f.created_at, 'thumbnails', '[]'::jsonb)), f.created_at
             FROM files f, generate_series(1, %(per)s) AS n
-            """, {"per": events_per_file, "subject_files": subject_files, "subject": SUBJECT})
+            """,
+            {"per": events_per_file, "subject_files": subject_files, "subject": SUBJECT},
+        )
         print(f"  events: {files * events_per_file:,} rows in {time.perf_counter() - started:.0f} s", flush=True)
         conn.execute(
             "INSERT INTO messages (author_id, id, created_at) SELECT %s, 'm-' || n, now() "
-            "FROM generate_series(1, %s) AS n", (SUBJECT, subject_files // 2))
+            "FROM generate_series(1, %s) AS n",
+            (SUBJECT, subject_files // 2),
+        )
         conn.execute(
             """
             INSERT INTO attachments (author_id, message_id, file_id, attached_at)
             SELECT %s, 'm-' || row_number() OVER (ORDER BY id), id, now()
             FROM (SELECT id FROM files WHERE uploaded_by = %s ORDER BY id LIMIT %s) AS f
-            """, (SUBJECT, SUBJECT, subject_files // 2))
+            """,
+            (SUBJECT, SUBJECT, subject_files // 2),
+        )
         started = time.perf_counter()
         for _, definition in indexes:
             conn.execute(definition)
@@ -122,11 +133,16 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=5_000_000)
     parser.add_argument("--events-per-file", type=int, default=4)
     parser.add_argument("--subject-files", type=int, default=10_000)
-    parser.add_argument("--without-actor-index", action="store_true",
-                        help="drop events_actor (migration 0011) first: the erasure as it ran before issue 24")
+    parser.add_argument(
+        "--without-actor-index",
+        action="store_true",
+        help="drop events_actor (migration 0011) first: the erasure as it ran before issue 24",
+    )
     args = parser.parse_args()
-    print(f"machine: {machine()}; {args.files:,} files, {args.files * args.events_per_file:,} events, "
-          f"one person with {args.subject_files:,} files")
+    print(
+        f"machine: {machine()}; {args.files:,} files, {args.files * args.events_per_file:,} events, "
+        f"one person with {args.subject_files:,} files"
+    )
     with bench_database() as url:
         fill(url, args.files, args.events_per_file, args.subject_files)
         store = FsStore(tempfile.mkdtemp(prefix="lethe-bench-erasure-"))
@@ -141,20 +157,27 @@ def main() -> None:
             state = erase_round(rt, erasure.id)
             rounds += 1
         elapsed = time.perf_counter() - started
-        row = rt.db.read(lambda conn: conn.execute(
-            "SELECT files_marked, files_purged, keys_confirmed_absent, messages_removed FROM erasures WHERE id = %s",
-            (erasure.id,)).fetchone())
+        row = rt.db.read(
+            lambda conn: conn.execute(
+                "SELECT files_marked, files_purged, keys_confirmed_absent, messages_removed FROM erasures WHERE id = %s",
+                (erasure.id,),
+            ).fetchone()
+        )
         stop()
         rt.close()
-    print(f"\nerasure {state} in {elapsed:.1f} s, {rounds} round(s): {row.files_marked:,} files marked, "
-          f"{row.files_purged:,} purged, {row.keys_confirmed_absent:,} keys confirmed absent, "
-          f"{row.messages_removed:,} messages")
+    print(
+        f"\nerasure {state} in {elapsed:.1f} s, {rounds} round(s): {row.files_marked:,} files marked, "
+        f"{row.files_purged:,} purged, {row.keys_confirmed_absent:,} keys confirmed absent, "
+        f"{row.messages_removed:,} messages"
+    )
     print("\n| slowest statements (client side) | seconds |\n| --- | --- |")
     for text, seconds in durations.most_common(8):
         print(f"| `{text}` | {seconds:.3f} |")
     over = [text for text, seconds in durations.items() if seconds > SLOW]
-    print(f"\nstatements above {SLOW:.0f} s: {len(over)} (target 0); time to complete {elapsed:.0f} s "
-          f"(target: minutes, not hours)")
+    print(
+        f"\nstatements above {SLOW:.0f} s: {len(over)} (target 0); time to complete {elapsed:.0f} s "
+        f"(target: minutes, not hours)"
+    )
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ vhost of its own when rabbitmqctl can make one (dropped at the end), else into t
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -39,12 +39,23 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from common import (OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, make_runtime,
-                    reset_tables, seed, tree_of, wait_ready)
+from common import (
+    OWNER,
+    ROOT,
+    SECRET,
+    bench_broker_url,
+    bench_database,
+    free_port,
+    machine,
+    make_runtime,
+    reset_tables,
+    seed,
+    tree_of,
+    wait_ready,
+)
 
 from app.entry.token import mint_token
 from app.storage.fs import FsStore
-
 
 LUA = r"""
 local ids = {}
@@ -107,19 +118,29 @@ HEALTH_LUA = DONE_LUA
 
 def start_api(source: Path, env: dict, log_path: Path) -> subprocess.Popen:
     env = dict(env, PYTHONPATH=str(source))
-    return subprocess.Popen([sys.executable, "-m", "app.entry", "api"], cwd=source, env=env,
-                            stdout=open(log_path, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "api"],
+        cwd=source,
+        env=env,
+        stdout=open(log_path, "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def wrk(base: str, script: str, env: dict, args) -> dict:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
         lua.write(script)
-    done = subprocess.run(["wrk", "-t", str(args.threads), "-c", str(args.connections), "-d", f"{args.duration}s",
-                           "-s", lua.name, base], env=dict(os.environ, **env), capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        ["wrk", "-t", str(args.threads), "-c", str(args.connections), "-d", f"{args.duration}s", "-s", lua.name, base],
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     os.unlink(lua.name)
     line = next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))
-    result = json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT ") :])
     result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
     return result
 
@@ -133,12 +154,19 @@ def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, 
     ids = seed(rt, store, args.files, events=2)
     batched = seed(rt, store, batch_files, events=2, objects=False)  # no purge runs here: rows suffice
     rt.close()
-    reads, deletes = ids[: args.files // 4], ids[args.files // 4:]
+    reads, deletes = ids[: args.files // 4], ids[args.files // 4 :]
     ids_file = workdir / f"ids-{label}"
     port = free_port()
-    env = {"PATH": os.environ["PATH"], "LETHE_DATABASE_URL": url, "LETHE_BROKER_URL": broker_url,
-           "LETHE_AUTH_JWT_SECRET": SECRET, "LETHE_FILE_FS_ROOT": str(objects), "LETHE_API_PORT": str(port),
-           "LETHE_LOG_LEVEL": "WARNING", "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{label}")}
+    env = {
+        "PATH": os.environ["PATH"],
+        "LETHE_DATABASE_URL": url,
+        "LETHE_BROKER_URL": broker_url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        "LETHE_FILE_FS_ROOT": str(objects),
+        "LETHE_API_PORT": str(port),
+        "LETHE_LOG_LEVEL": "WARNING",
+        "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{label}"),
+    }
     proc = start_api(source, env, workdir / f"api-{label}.log")
     base = f"http://127.0.0.1:{port}"
     try:
@@ -146,18 +174,28 @@ def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, 
         token = mint_token(SECRET, OWNER, ("files:read", "files:write"))
         results = {"healthz": wrk(base + "/healthz", HEALTH_LUA, {}, args)}
         ids_file.write_text("\n".join(str(i) for i in reads) + "\n")
-        results["getFile"] = wrk(base, LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file),
-                                             "BENCH_METHOD": "GET"}, args)
+        results["getFile"] = wrk(
+            base, LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file), "BENCH_METHOD": "GET"}, args
+        )
         ids_file.write_text("\n".join(str(i) for i in deletes) + "\n")
-        results["deleteFile"] = wrk(base, LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file),
-                                                "BENCH_METHOD": "DELETE"}, args)
+        results["deleteFile"] = wrk(
+            base, LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file), "BENCH_METHOD": "DELETE"}, args
+        )
         if results["deleteFile"]["requests"] > len(deletes):
             print(f"  note: {label}: more deletes than ids; raise --files", file=sys.stderr)
         if batch:
             ids_file.write_text("\n".join(str(i) for i in batched) + "\n")
-            results["batchDeleteFiles"] = wrk(base, LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file),
-                                                          "BENCH_METHOD": "BATCH",
-                                                          "BENCH_BATCH": str(args.batch_size)}, args)
+            results["batchDeleteFiles"] = wrk(
+                base,
+                LUA,
+                {
+                    "BENCH_TOKEN": token,
+                    "BENCH_IDS": str(ids_file),
+                    "BENCH_METHOD": "BATCH",
+                    "BENCH_BATCH": str(args.batch_size),
+                },
+                args,
+            )
             results["batchDeleteFiles"]["files_per_request"] = args.batch_size
             if results["batchDeleteFiles"]["requests"] * args.batch_size > len(batched):
                 print(f"  note: {label}: more batch deletes than ids; raise --batch-files", file=sys.stderr)
@@ -182,21 +220,25 @@ def main() -> None:
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
     workdir = Path(tempfile.mkdtemp(prefix="lethe-bench-http-"))
-    print(f"machine: {machine()}; wrk -t{args.threads} -c{args.connections} -d{args.duration}s; "
-          f"{args.files:,} files of one user")
+    print(
+        f"machine: {machine()}; wrk -t{args.threads} -c{args.connections} -d{args.duration}s; "
+        f"{args.files:,} files of one user"
+    )
     table = []
     try:
         with contextlib.ExitStack() as stack:
-            sources = [(f"before ({args.before})", stack.enter_context(tree_of(args.before, workdir)))] \
-                if args.before else []
+            sources = (
+                [(f"before ({args.before})", stack.enter_context(tree_of(args.before, workdir)))] if args.before else []
+            )
             sources.append(("after (this tree)", ROOT))
             url = stack.enter_context(bench_database())
             broker_url = stack.enter_context(bench_broker_url())
             for round_ in range(1, args.rounds + 1):  # the trees alternate: the machine's drift hits both
                 for label, source in sources:
                     shown = f"{label}, round {round_}" if args.rounds > 1 else label
-                    results = measure(label.split()[0], source, url, broker_url, workdir, args,
-                                      batch=args.batch and source == ROOT)
+                    results = measure(
+                        label.split()[0], source, url, broker_url, workdir, args, batch=args.batch and source == ROOT
+                    )
                     for name, result in results.items():
                         table.append((shown, name, result))
     finally:
@@ -204,19 +246,28 @@ def main() -> None:
     print("\n| code | endpoint | requests/s | files/s | p50 | p99 | non-2xx | socket errors |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, name, r in table:
-        files = f"{r['rps'] * r['files_per_request']:,.0f}" if "files_per_request" in r else \
-            (f"{r['rps']:,.0f}" if name == "deleteFile" else "")
-        print(f"| {label} | {name} | {r['rps']:,.0f} | {files} | {r['p50_us'] / 1000:.1f} ms "
-              f"| {r['p99_us'] / 1000:.1f} ms | {r['non_2xx']} | {r['socket_errors']} |")
+        files = (
+            f"{r['rps'] * r['files_per_request']:,.0f}"
+            if "files_per_request" in r
+            else (f"{r['rps']:,.0f}" if name == "deleteFile" else "")
+        )
+        print(
+            f"| {label} | {name} | {r['rps']:,.0f} | {files} | {r['p50_us'] / 1000:.1f} ms "
+            f"| {r['p99_us'] / 1000:.1f} ms | {r['non_2xx']} | {r['socket_errors']} |"
+        )
     for label in dict.fromkeys(label for label, _, _ in table):
         rows = {name: r for lab, name, r in table if lab == label}
         get, delete = rows["getFile"], rows["deleteFile"]
-        print(f"{label}: deleteFile / getFile requests/s = {delete['rps'] / get['rps']:.0%} (target >= 50%); "
-              f"p99 {delete['p99_us'] / get['p99_us']:.2f}x getFile's (target <= 1.5x)")
+        print(
+            f"{label}: deleteFile / getFile requests/s = {delete['rps'] / get['rps']:.0%} (target >= 50%); "
+            f"p99 {delete['p99_us'] / get['p99_us']:.2f}x getFile's (target <= 1.5x)"
+        )
         if "batchDeleteFiles" in rows:
             batch = rows["batchDeleteFiles"]
-            print(f"{label}: batchDeleteFiles files/s = {batch['rps'] * batch['files_per_request'] / delete['rps']:.1f}x "
-                  f"deleteFile's (target >= 10x)")
+            print(
+                f"{label}: batchDeleteFiles files/s = {batch['rps'] * batch['files_per_request'] / delete['rps']:.1f}x "
+                f"deleteFile's (target >= 10x)"
+            )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ Targets: p99 lag under 1 s at 500 deletes/s; deleteFile with the journal within 
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -43,17 +43,39 @@ import tempfile
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from common import (OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, make_runtime,
-                    make_store, moto_server, reset_tables, wait_ready)
+from common import (
+    OWNER,
+    ROOT,
+    SECRET,
+    bench_broker_url,
+    bench_database,
+    free_port,
+    machine,
+    make_runtime,
+    make_store,
+    moto_server,
+    reset_tables,
+    wait_ready,
+)
 from common import seed as common_seed
 from purge import raw_limit
 
 from app.db import journal as journal_sql
-from app.domain.journal import (FILE_MARKED, JOURNAL_PREFIX, OBJECTS_GONE, ROW_REMOVED, Entry, digest, parse_segment,
-                                read_segment, render_segment, segment_key)
+from app.domain.journal import (
+    FILE_MARKED,
+    JOURNAL_PREFIX,
+    OBJECTS_GONE,
+    ROW_REMOVED,
+    Entry,
+    digest,
+    parse_segment,
+    read_segment,
+    render_segment,
+    segment_key,
+)
 from app.entry.token import mint_token
 from app.lifecycle import restore
 from app.lifecycle.purge import purge_files
@@ -75,17 +97,19 @@ def _bench_http():
 
 def write_journal(rt, ids: list[uuid.UUID]) -> None:
     """The journal of a database that deleted and purged every one of these files after its backup."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     entries = [Entry(FILE_MARKED, now, files=(file_id,), via="file") for file_id in ids]
     for start in range(0, len(ids), 1000):
-        chunk = tuple(ids[start:start + 1000])
+        chunk = tuple(ids[start : start + 1000])
         entries += [Entry(OBJECTS_GONE, now, files=chunk), Entry(ROW_REMOVED, now, files=chunk)]
     state = rt.db.read(journal_sql.state)
     sink = JournalSink(rt.store, state.installation_id)
     prev = state.head_digest
     for start in range(0, len(entries), SEGMENT):
-        numbered = [Entry(e.kind, e.at, e.files, e.via, seq=state.position + start + index + 1)
-                    for index, e in enumerate(entries[start:start + SEGMENT])]
+        numbered = [
+            Entry(e.kind, e.at, e.files, e.via, seq=state.position + start + index + 1)
+            for index, e in enumerate(entries[start : start + SEGMENT])
+        ]
         text = render_segment(numbered[0].seq, numbered[-1].seq, prev, numbered)
         sink.write(segment_key(state.installation_id, numbered[0].seq), text)
         prev = digest(text)
@@ -97,15 +121,16 @@ def reconciled(rt, ids: list[uuid.UUID]) -> float:
     report = restore.reconcile(rt)
     assert report.files_marked == len(ids), report
     for start in range(0, len(ids), 1000):
-        purge_files(rt, ids[start:start + 1000])
+        purge_files(rt, ids[start : start + 1000])
     elapsed = time.perf_counter() - started
     left = rt.db.read(lambda conn: conn.execute("SELECT count(*) FROM files").fetchone()[0])
     assert left == 0, f"{left} rows left"
     return elapsed
 
 
-def paced_deletes(port: int, token: str, ids: list[uuid.UUID], rate: float, per_request: int = 1,
-                  threads: int = 24) -> tuple[float, int]:
+def paced_deletes(
+    port: int, token: str, ids: list[uuid.UUID], rate: float, per_request: int = 1, threads: int = 24
+) -> tuple[float, int]:
     """Delete every id at `rate` files a second on a shared schedule (a late request is sent at once, never
     skipped): deleteFile, or batchDeleteFiles of `per_request` ids. Returns the files/s achieved and how many
     answers were not 2xx."""
@@ -114,7 +139,7 @@ def paced_deletes(port: int, token: str, ids: list[uuid.UUID], rate: float, per_
     started = time.monotonic() + 0.2
     lock = threading.Lock()
     state = {"next": 0, "bad": 0}
-    requests = [ids[start:start + per_request] for start in range(0, len(ids), per_request)]
+    requests = [ids[start : start + per_request] for start in range(0, len(ids), per_request)]
     rate = rate / per_request
 
     def work() -> None:
@@ -132,8 +157,12 @@ def paced_deletes(port: int, token: str, ids: list[uuid.UUID], rate: float, per_
             if per_request == 1:
                 conn.request("DELETE", f"/api/v1/files/{batch[0]}", headers={"Authorization": f"Bearer {token}"})
             else:
-                conn.request("POST", "/api/v1/files/batch-delete", body=json.dumps({"ids": [str(i) for i in batch]}),
-                             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+                conn.request(
+                    "POST",
+                    "/api/v1/files/batch-delete",
+                    body=json.dumps({"ids": [str(i) for i in batch]}),
+                    headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+                )
             response = conn.getresponse()
             response.read()
             if response.status >= 300:
@@ -154,7 +183,7 @@ def lags_of(root: Path, ids: set[uuid.UUID]) -> list[float]:
     store = FsStore(str(root))
     found = []
     for listed in store.list_prefix(JOURNAL_PREFIX):
-        installation = uuid.UUID(listed.key[len(JOURNAL_PREFIX):].split("/", 1)[0])
+        installation = uuid.UUID(listed.key[len(JOURNAL_PREFIX) :].split("/", 1)[0])
         segment = parse_segment(listed.key, installation)
         if segment is None:
             continue
@@ -197,10 +226,17 @@ def lag_round(journal_on: bool, url: str, broker_url: str, workdir: Path, args, 
     rt.db.read(lambda conn: conn.execute("CHECKPOINT"))
     rt.close()
     port = free_port()
-    env = {"PATH": os.environ["PATH"], "LETHE_DATABASE_URL": url, "LETHE_BROKER_URL": broker_url,
-           "LETHE_AUTH_JWT_SECRET": SECRET, "LETHE_FILE_FS_ROOT": str(objects), "LETHE_API_PORT": str(port),
-           "LETHE_LOG_LEVEL": "WARNING", "LETHE_JOURNAL_ENABLED": "true" if journal_on else "false",
-           "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{int(journal_on)}-{time.monotonic_ns()}")}
+    env = {
+        "PATH": os.environ["PATH"],
+        "LETHE_DATABASE_URL": url,
+        "LETHE_BROKER_URL": broker_url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        "LETHE_FILE_FS_ROOT": str(objects),
+        "LETHE_API_PORT": str(port),
+        "LETHE_LOG_LEVEL": "WARNING",
+        "LETHE_JOURNAL_ENABLED": "true" if journal_on else "false",
+        "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{int(journal_on)}-{time.monotonic_ns()}"),
+    }
     if args.linger:
         env["LETHE_JOURNAL_WRITE_LINGER"] = args.linger
     Path(env["PROMETHEUS_MULTIPROC_DIR"]).mkdir()
@@ -210,18 +246,21 @@ def lag_round(journal_on: bool, url: str, broker_url: str, workdir: Path, args, 
     try:
         wait_ready(base, proc, timeout=60)
         ids_file = workdir / "ids"
-        ids_file.write_text("\n".join(str(i) for i in ids[:args.files]) + "\n")
+        ids_file.write_text("\n".join(str(i) for i in ids[: args.files]) + "\n")
         before = cpu_seconds(proc.pid)
-        result = bench_http.wrk(base, bench_http.LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file),
-                                                       "BENCH_METHOD": "DELETE"}, args)
+        result = bench_http.wrk(
+            base, bench_http.LUA, {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file), "BENCH_METHOD": "DELETE"}, args
+        )
         after = cpu_seconds(proc.pid)
         result["api_cpu_ms"] = (after[0] - before[0]) / result["requests"] * 1000
         result["pg_cpu_ms"] = (after[1] - before[1]) / result["requests"] * 1000
         if paced_n:
-            single, batched = ids[args.files:args.files + paced_n // 2], ids[args.files + paced_n // 2:]
+            single, batched = ids[args.files : args.files + paced_n // 2], ids[args.files + paced_n // 2 :]
             result["paced"] = {}
-            for name, paced, per_request in (("deleteFile", single, 1), (f"batch of {args.batch}", batched,
-                                                                          args.batch)):
+            for name, paced, per_request in (
+                ("deleteFile", single, 1),
+                (f"batch of {args.batch}", batched, args.batch),
+            ):
                 rate, bad = paced_deletes(port, token, paced, args.rate, per_request)
                 rt = make_runtime(url, store)
                 try:
@@ -242,39 +281,50 @@ def lag(args) -> None:
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
     args.threads, args.connections, args.duration = 2, 32, 10
-    print(f"machine: {machine()}; wrk -t2 -c32 -d10s on deleteFile; paced deleteFile at {args.rate:g}/s for "
-          f"{args.seconds:g} s; journal on and off alternating, {args.rounds} round(s)")
+    print(
+        f"machine: {machine()}; wrk -t2 -c32 -d10s on deleteFile; paced deleteFile at {args.rate:g}/s for "
+        f"{args.seconds:g} s; journal on and off alternating, {args.rounds} round(s)"
+    )
     workdir = Path(tempfile.mkdtemp(prefix="lethe-bench-journal-"))
     rows = []
     try:
         with bench_database() as url, bench_broker_url() as broker_url:
             for round_ in range(1, args.rounds + 1):
-                for journal_on in ((True, False) if round_ % 2 else (False, True)):  # neither side always first
-                    rows.append((round_, journal_on, lag_round(journal_on, url, broker_url, workdir, args,
-                                                               bench_http)))
+                for journal_on in (True, False) if round_ % 2 else (False, True):  # neither side always first
+                    rows.append((round_, journal_on, lag_round(journal_on, url, broker_url, workdir, args, bench_http)))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print("\n| round | journal | wrk deleteFile requests/s | p99 | api CPU a request | PostgreSQL CPU a request | "
-          "non-2xx |")
+    print(
+        "\n| round | journal | wrk deleteFile requests/s | p99 | api CPU a request | PostgreSQL CPU a request | "
+        "non-2xx |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    for round_, journal_on, r in rows:
-        print(f"| {round_} | {'on' if journal_on else 'off'} | {r['rps']:,.0f} | {r['p99_us'] / 1000:.1f} ms | "
-              f"{r['api_cpu_ms']:.2f} ms | {r['pg_cpu_ms']:.2f} ms | {r['non_2xx']} |")
-    print(f"\n| round | paced at {args.rate:g} files/s through | files/s reached | lag p50 | lag p99 | lag max | "
-          "entries | non-2xx |")
+    for round_, _journal_on, r in rows:
+        print(
+            f"| {round_} | {'on' if journal_on else 'off'} | {r['rps']:,.0f} | {r['p99_us'] / 1000:.1f} ms | "
+            f"{r['api_cpu_ms']:.2f} ms | {r['pg_cpu_ms']:.2f} ms | {r['non_2xx']} |"
+        )
+    print(
+        f"\n| round | paced at {args.rate:g} files/s through | files/s reached | lag p50 | lag p99 | lag max | "
+        "entries | non-2xx |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for round_, journal_on, r in rows:
+    for round_, _journal_on, r in rows:
         for name, (rate, bad, lags) in r.get("paced", {}).items():
             lags = sorted(lags)
             p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))] if lags else float("nan")
-            print(f"| {round_} | {name} | {rate:,.0f} | {statistics.median(lags) * 1000:.0f} ms | {p99 * 1000:.0f} ms "
-                  f"| {lags[-1] * 1000:.0f} ms | {len(lags):,} | {bad} |")
+            print(
+                f"| {round_} | {name} | {rate:,.0f} | {statistics.median(lags) * 1000:.0f} ms | {p99 * 1000:.0f} ms "
+                f"| {lags[-1] * 1000:.0f} ms | {len(lags):,} | {bad} |"
+            )
     for round_ in range(1, args.rounds + 1):
         on = next(r for n, j, r in rows if n == round_ and j)
         off = next(r for n, j, r in rows if n == round_ and not j)
-        print(f"round {round_}: deleteFile with the journal {on['rps'] / off['rps']:.0%} of without "
-              f"(target >= 90%); CPU a request (api + PostgreSQL) "
-              f"{(off['api_cpu_ms'] + off['pg_cpu_ms']) / (on['api_cpu_ms'] + on['pg_cpu_ms']):.0%} of without's")
+        print(
+            f"round {round_}: deleteFile with the journal {on['rps'] / off['rps']:.0%} of without "
+            f"(target >= 90%); CPU a request (api + PostgreSQL) "
+            f"{(off['api_cpu_ms'] + off['pg_cpu_ms']) / (on['api_cpu_ms'] + on['pg_cpu_ms']):.0%} of without's"
+        )
     ons = sorted(r["rps"] for _, j, r in rows if j)
     offs = sorted(r["rps"] for _, j, r in rows if not j)
     print(f"median: deleteFile with the journal {statistics.median(ons) / statistics.median(offs):.0%} of without")
@@ -293,8 +343,11 @@ def reconcile(args) -> None:
                 raw = raw_limit(rt, raw_ids)
             finally:
                 rt.close()
-            print(f"{driver}: reconciled and purged {args.files / seconds:,.0f} files/s ({seconds:.1f} s); raw limit "
-                  f"{args.files / raw:,.0f} files/s; reconciled/raw {raw / seconds:.0%}", flush=True)
+            print(
+                f"{driver}: reconciled and purged {args.files / seconds:,.0f} files/s ({seconds:.1f} s); raw limit "
+                f"{args.files / raw:,.0f} files/s; reconciled/raw {raw / seconds:.0%}",
+                flush=True,
+            )
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ Targets: p99 < 1 s idle, < 2 s at 200 deletes/s.
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -34,17 +34,34 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from common import (OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, make_runtime, make_store,
-                    moto_server, reset_tables, seed)
+from common import (
+    OWNER,
+    ROOT,
+    SECRET,
+    bench_broker_url,
+    bench_database,
+    free_port,
+    machine,
+    make_runtime,
+    make_store,
+    moto_server,
+    reset_tables,
+    seed,
+)
 
-from app.entry.token import mint_token
 from app.domain.keys import original_key
+from app.entry.token import mint_token
 
 
 def start(role: str, env: dict, workdir: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "app.entry", role], cwd=ROOT, env=env,
-                            stdout=open(workdir / f"{role}.log", "wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.entry", role],
+        cwd=ROOT,
+        env=env,
+        stdout=open(workdir / f"{role}.log", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def wait_ready(url: str, timeout: float = 60) -> None:
@@ -81,8 +98,12 @@ class Watcher:
             with self._lock:
                 pending = [i for i in self.deleted_at if i not in self.gone_at]
             if pending:
-                present = {row.id for row in self.rt.db.read(lambda conn: conn.execute(
-                    "SELECT id FROM files WHERE id = ANY(%s)", (pending,)).fetchall())}
+                present = {
+                    row.id
+                    for row in self.rt.db.read(
+                        lambda conn: conn.execute("SELECT id FROM files WHERE id = ANY(%s)", (pending,)).fetchall()
+                    )
+                }
                 now = time.monotonic()
                 with self._lock:
                     for file_id in pending:
@@ -131,15 +152,29 @@ def run_driver(driver: str, url: str, broker_url: str, endpoint: str, workdir: P
     at_rate = args.rate * args.seconds
     ids = seed(rt, store, one_at_a_time + at_rate)
     port = free_port()
-    env = {"PATH": os.environ["PATH"], "LETHE_DATABASE_URL": url, "LETHE_BROKER_URL": broker_url,
-           "LETHE_AUTH_JWT_SECRET": SECRET, "LETHE_API_PORT": str(port), "LETHE_LOG_LEVEL": "WARNING",
-           "LETHE_FILE_STORAGE_DRIVER": driver, "LETHE_METRICS_PORT": str(free_port())}
+    env = {
+        "PATH": os.environ["PATH"],
+        "LETHE_DATABASE_URL": url,
+        "LETHE_BROKER_URL": broker_url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        "LETHE_API_PORT": str(port),
+        "LETHE_LOG_LEVEL": "WARNING",
+        "LETHE_FILE_STORAGE_DRIVER": driver,
+        "LETHE_METRICS_PORT": str(free_port()),
+    }
     if driver == "fs":
         env["LETHE_FILE_FS_ROOT"] = store.root
     else:
-        env.update({"LETHE_FILE_S3_ENDPOINT": endpoint, "LETHE_FILE_S3_BUCKET": store.bucket,
-                    "LETHE_FILE_S3_ACCESS_KEY": "testing", "LETHE_FILE_S3_SECRET_KEY": "testing",
-                    "LETHE_FILE_S3_REGION": "us-east-1", "LETHE_FILE_S3_SECURE": "false"})
+        env.update(
+            {
+                "LETHE_FILE_S3_ENDPOINT": endpoint,
+                "LETHE_FILE_S3_BUCKET": store.bucket,
+                "LETHE_FILE_S3_ACCESS_KEY": "testing",
+                "LETHE_FILE_S3_SECRET_KEY": "testing",
+                "LETHE_FILE_S3_REGION": "us-east-1",
+                "LETHE_FILE_S3_SECURE": "false",
+            }
+        )
     procs = []
     for role in ("api", "worker", "scheduler"):
         role_env = dict(env, PROMETHEUS_MULTIPROC_DIR=str(workdir / f"metrics-{driver}-{role}"))
@@ -162,6 +197,7 @@ def run_driver(driver: str, url: str, broker_url: str, endpoint: str, workdir: P
         # At a rate, open loop
         watcher = Watcher(rt)
         started = time.monotonic()
+
         def delete_and_watch(file_id):  # the watch starts at the 204, not when the run is over
             watcher.deleted(file_id, delete(port, token, file_id, local))
 
@@ -205,8 +241,11 @@ def main() -> None:
         with bench_database() as url, moto_server() as endpoint, bench_broker_url() as broker_url:
             for driver in args.drivers:
                 for load, values in run_driver(driver, url, broker_url, endpoint, workdir, args).items():
-                    print(f"| {driver} | {load} | {len(values)} | {percentile(values, 0.5) * 1000:.0f} ms | "
-                          f"{percentile(values, 0.99) * 1000:.0f} ms | {values[-1] * 1000:.0f} ms |", flush=True)
+                    print(
+                        f"| {driver} | {load} | {len(values)} | {percentile(values, 0.5) * 1000:.0f} ms | "
+                        f"{percentile(values, 0.99) * 1000:.0f} ms | {values[-1] * 1000:.0f} ms |",
+                        flush=True,
+                    )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -13,7 +13,7 @@ PostgreSQL from DATABASE_URL (else an embedded server); S3 is moto's server in a
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -24,7 +24,6 @@ import time
 import uuid
 
 import psycopg
-
 from common import bench_database, machine, make_runtime, make_store, mark_all_deleted, moto_server
 from common import seed as common_seed
 
@@ -45,7 +44,7 @@ def seed(rt, n: int) -> list[uuid.UUID]:
 
 def batched(rt, ids):
     for start in range(0, len(ids), BATCH):
-        purge_files(rt, ids[start:start + BATCH])
+        purge_files(rt, ids[start : start + BATCH])
 
 
 def baseline(rt, ids):
@@ -53,8 +52,12 @@ def baseline(rt, ids):
         (facts,) = read_facts(rt, [file_id])
         for key in FileObjects(file_id, facts.object_key).object_keys():  # one delete call per key
             rt.store.delete(key)
-        rt.db.unit_of_work(lambda uow, file_id=file_id: uow.execute(  # one transaction per file
-            "DELETE FROM files WHERE id = %s AND deleted_at IS NOT NULL", (file_id,)), name="bench.baseline")
+        rt.db.unit_of_work(
+            lambda uow, file_id=file_id: uow.execute(  # one transaction per file
+                "DELETE FROM files WHERE id = %s AND deleted_at IS NOT NULL", (file_id,)
+            ),
+            name="bench.baseline",
+        )
 
 
 def raw_limit(rt, ids):
@@ -86,11 +89,13 @@ def raw_limit(rt, ids):
         from minio.deleteobjects import DeleteObject
 
         for start in range(0, len(keys), 1000):
-            errors = list(store.client.remove_objects(store.bucket, [DeleteObject(k) for k in keys[start:start + 1000]]))
+            errors = list(
+                store.client.remove_objects(store.bucket, [DeleteObject(k) for k in keys[start : start + 1000]])
+            )
             assert not errors, errors[:1]
     with psycopg.connect(rt.db.url, autocommit=True) as conn:
         for start in range(0, len(ids), BATCH):
-            conn.execute("DELETE FROM files WHERE id = ANY(%s)", (ids[start:start + BATCH],))
+            conn.execute("DELETE FROM files WHERE id = ANY(%s)", (ids[start : start + BATCH],))
     return time.perf_counter() - started
 
 
@@ -108,19 +113,30 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--drivers", nargs="+", default=["fs", "s3"])
-    parser.add_argument("--webhook", action="store_true",
-                        help="an endpoint that takes file.purged: every purged row also writes its message")
-    parser.add_argument("--hold", action="store_true",
-                        help="a legal hold on a subject with no files: every claim checks it")
+    parser.add_argument(
+        "--webhook",
+        action="store_true",
+        help="an endpoint that takes file.purged: every purged row also writes its message",
+    )
+    parser.add_argument(
+        "--hold", action="store_true", help="a legal hold on a subject with no files: every claim checks it"
+    )
     args = parser.parse_args()
     settings = {}
     if args.webhook:
         import base64
         import json
 
-        settings["webhooks.endpoints"] = json.dumps([{"name": "bench", "url": "http://127.0.0.1:9/",
-                                                      "secret": "whsec_" + base64.b64encode(os.urandom(32)).decode(),
-                                                      "events": ["file.purged"]}])
+        settings["webhooks.endpoints"] = json.dumps(
+            [
+                {
+                    "name": "bench",
+                    "url": "http://127.0.0.1:9/",
+                    "secret": "whsec_" + base64.b64encode(os.urandom(32)).decode(),
+                    "events": ["file.purged"],
+                }
+            ]
+        )
     print(f"machine: {machine()}; files: {args.files}")
     with bench_database() as url, tempfile.TemporaryDirectory() as workdir, moto_server() as endpoint:
         for driver in args.drivers:
@@ -130,13 +146,18 @@ def main() -> None:
 
                 place_hold(rt, None, "BENCH-1", subject_id=uuid.uuid4())
             try:
-                figures = {name: measure(rt, args.files, run)
-                           for name, run in (("batched", batched), ("baseline", baseline), ("raw", raw_limit))}
+                figures = {
+                    name: measure(rt, args.files, run)
+                    for name, run in (("batched", batched), ("baseline", baseline), ("raw", raw_limit))
+                }
             finally:
                 rt.close()
-            print(f"{driver}: batched {figures['batched']:,.0f} files/s; baseline {figures['baseline']:,.0f} files/s; "
-                  f"raw limit {figures['raw']:,.0f} files/s; batched/baseline {figures['batched'] / figures['baseline']:.1f}x; "
-                  f"batched/raw {figures['batched'] / figures['raw']:.0%}", flush=True)
+            print(
+                f"{driver}: batched {figures['batched']:,.0f} files/s; baseline {figures['baseline']:,.0f} files/s; "
+                f"raw limit {figures['raw']:,.0f} files/s; batched/baseline {figures['batched'] / figures['baseline']:.1f}x; "
+                f"batched/raw {figures['batched'] / figures['raw']:.0%}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -9,26 +9,35 @@ the catch-up and message deletes do) to RabbitMQ, starts `lethe worker` with `wo
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
-import argparse  # noqa: E402
-import os  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
 
-from common import (ROOT, bench_broker_url, bench_database, free_port, machine, make_runtime,  # noqa: E402
-                    mark_all_deleted, reset_tables, seed)
+from common import (
+    ROOT,
+    bench_broker_url,
+    bench_database,
+    free_port,
+    machine,
+    make_runtime,
+    mark_all_deleted,
+    reset_tables,
+    seed,
+)
 
-from app.platform import jobs  # noqa: E402
-from app.db.publisher import message_for  # noqa: E402
-from app.storage.fs import FsStore  # noqa: E402
-from app.platform.jobs.broker import build_broker  # noqa: E402
+from app.db.publisher import message_for
+from app.platform import jobs
+from app.platform.jobs.broker import build_broker
+from app.storage.fs import FsStore
 
 BATCH = 1000
 
@@ -42,16 +51,28 @@ def run(processes: int, url: str, broker_url: str, workdir: Path, n: int) -> flo
     rt.db.read(lambda conn: conn.execute("DELETE FROM outbox"))  # the bench publishes its own jobs below
     broker = build_broker(broker_url)
     for index, start in enumerate(range(0, n, BATCH)):
-        chunk = [str(file_id) for file_id in ids[start:start + BATCH]]
+        chunk = [str(file_id) for file_id in ids[start : start + BATCH]]
         broker.enqueue(message_for(10_000_000 * processes + index, jobs.PURGE_QUEUE, "purge_objects", (chunk,)))
     broker.close()
-    env = {"PATH": os.environ["PATH"], "LETHE_DATABASE_URL": url, "LETHE_BROKER_URL": broker_url,
-           "LETHE_FILE_FS_ROOT": store.root, "LETHE_WORKER_PROCESSES": str(processes), "LETHE_LOG_LEVEL": "WARNING",
-           "LETHE_METRICS_PORT": str(free_port()), "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{processes}")}
+    env = {
+        "PATH": os.environ["PATH"],
+        "LETHE_DATABASE_URL": url,
+        "LETHE_BROKER_URL": broker_url,
+        "LETHE_FILE_FS_ROOT": store.root,
+        "LETHE_WORKER_PROCESSES": str(processes),
+        "LETHE_LOG_LEVEL": "WARNING",
+        "LETHE_METRICS_PORT": str(free_port()),
+        "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{processes}"),
+    }
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "app.entry", "worker"], cwd=ROOT, env=env,
-                            stdout=open(workdir / f"worker-{processes}.log", "wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.entry", "worker"],
+        cwd=ROOT,
+        env=env,
+        stdout=open(workdir / f"worker-{processes}.log", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         while rt.db.read(lambda conn: conn.execute("SELECT count(*) AS n FROM files").fetchone().n):
             if proc.poll() is not None:

@@ -18,7 +18,7 @@ from BROKER_URL.
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -35,22 +35,20 @@ from pathlib import Path
 import psutil
 import psycopg
 import requests
-
-from common import (OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, moto_server,
-                    wait_ready)
+from common import OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, moto_server, wait_ready
 
 from app.entry.token import mint_token
 from app.platform.config.keys import parse_size
 
 MiB = 1024 * 1024
-RAW_APP = '''
+RAW_APP = """
 import os
 def app(environ, start_response):
     handle = open(os.environ["BENCH_FILE"], "rb")
     start_response("200 OK", [("Content-Type", "application/octet-stream"),
                               ("Content-Length", str(os.fstat(handle.fileno()).st_size))])
     return environ["wsgi.file_wrapper"](handle)
-'''
+"""
 
 
 def start(args: list[str], env: dict, log: Path, cwd: Path = ROOT) -> subprocess.Popen:
@@ -80,8 +78,9 @@ def wait_port(port: int, proc: subprocess.Popen) -> None:
 def wrk(url: str, duration: int, token: str | None = None) -> tuple[float, float]:
     """(bytes per second, requests per second) of wrk -t2 -c4 on one URL."""
     headers = ["-H", f"Authorization: Bearer {token}"] if token else []
-    done = subprocess.run(["wrk", "-t", "2", "-c", "4", "-d", f"{duration}s", *headers, url],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["wrk", "-t", "2", "-c", "4", "-d", f"{duration}s", *headers, url], capture_output=True, text=True, check=True
+    )
     units = {"B": 1, "KB": 1024, "MB": MiB, "GB": 1024 * MiB}
     value, unit = re.search(r"Transfer/sec:\s+([\d.]+)(\w+)", done.stdout).groups()
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", done.stdout).group(1))
@@ -89,23 +88,39 @@ def wrk(url: str, duration: int, token: str | None = None) -> tuple[float, float
 
 
 def api_env(url: str, broker_url: str, workdir: Path, **extra: str) -> dict:
-    return {"PATH": os.environ["PATH"], "LETHE_DATABASE_URL": url, "LETHE_BROKER_URL": broker_url,
-            "LETHE_AUTH_JWT_SECRET": SECRET, "LETHE_API_PORT": str(free_port()), "LETHE_LOG_LEVEL": "WARNING",
-            "LETHE_FILE_MAX_SIZE": "1GiB", "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(dir=workdir), **extra}
+    return {
+        "PATH": os.environ["PATH"],
+        "LETHE_DATABASE_URL": url,
+        "LETHE_BROKER_URL": broker_url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        "LETHE_API_PORT": str(free_port()),
+        "LETHE_LOG_LEVEL": "WARNING",
+        "LETHE_FILE_MAX_SIZE": "1GiB",
+        "PROMETHEUS_MULTIPROC_DIR": tempfile.mkdtemp(dir=workdir),
+        **extra,
+    }
 
 
 def upload(base: str, token: str, data_path: Path, url: str) -> str:
     """Upload a file through the api and make it deliverable (no scanner: its scan would be skipped)."""
     headers = {"Authorization": f"Bearer {token}"}
     size = data_path.stat().st_size
-    created = requests.post(f"{base}/api/v1/uploads", headers=headers, timeout=30,
-                            json={"name": "bench.bin", "size_bytes": size, "mime_type": "application/octet-stream"})
+    created = requests.post(
+        f"{base}/api/v1/uploads",
+        headers=headers,
+        timeout=30,
+        json={"name": "bench.bin", "size_bytes": size, "mime_type": "application/octet-stream"},
+    )
     created.raise_for_status()
     file_id, part_size = created.json()["file"]["id"], created.json()["upload"]["part_size"]
     with data_path.open("rb") as handle:
         for number in range(1, -(-size // part_size) + 1):
-            requests.put(f"{base}/api/v1/uploads/{file_id}/parts/{number}", headers=headers,
-                         data=handle.read(part_size), timeout=120).raise_for_status()
+            requests.put(
+                f"{base}/api/v1/uploads/{file_id}/parts/{number}",
+                headers=headers,
+                data=handle.read(part_size),
+                timeout=120,
+            ).raise_for_status()
     requests.post(f"{base}/api/v1/uploads/{file_id}/complete", headers=headers, timeout=120).raise_for_status()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("UPDATE files SET scan_status = 'skipped' WHERE id = %s", (file_id,))
@@ -139,9 +154,25 @@ def fs_proxied(url: str, broker_url: str, workdir: Path, size: int, duration: in
         raw_dir.mkdir()
         (raw_dir / "raw_app.py").write_text(RAW_APP)
         port = free_port()
-        raw = start([sys.executable, "-m", "gunicorn", "--workers", "2", "--threads", "4", "-k", "gthread",
-                     "--bind", f"127.0.0.1:{port}", "raw_app:app"],
-                    {"PATH": os.environ["PATH"], "BENCH_FILE": str(stored)}, workdir / "raw.log", cwd=raw_dir)
+        raw = start(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "--workers",
+                "2",
+                "--threads",
+                "4",
+                "-k",
+                "gthread",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "raw_app:app",
+            ],
+            {"PATH": os.environ["PATH"], "BENCH_FILE": str(stored)},
+            workdir / "raw.log",
+            cwd=raw_dir,
+        )
         try:
             wait_port(port, raw)
             minimal = wrk(f"http://127.0.0.1:{port}/", duration)
@@ -161,10 +192,16 @@ def s3_costs(url: str, broker_url: str, workdir: Path, downloads: int, token: st
     results = {}
     with moto_server() as endpoint:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
-        s3 = {"LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": endpoint, "LETHE_FILE_S3_BUCKET": bucket,
-              "LETHE_FILE_S3_ACCESS_KEY": "testing", "LETHE_FILE_S3_SECRET_KEY": "testing",
-              "LETHE_FILE_S3_REGION": "us-east-1", "LETHE_FILE_S3_SECURE": "false",
-              "LETHE_FILE_S3_CREATE_BUCKET": "true"}
+        s3 = {
+            "LETHE_FILE_STORAGE_DRIVER": "s3",
+            "LETHE_FILE_S3_ENDPOINT": endpoint,
+            "LETHE_FILE_S3_BUCKET": bucket,
+            "LETHE_FILE_S3_ACCESS_KEY": "testing",
+            "LETHE_FILE_S3_SECRET_KEY": "testing",
+            "LETHE_FILE_S3_REGION": "us-east-1",
+            "LETHE_FILE_S3_SECURE": "false",
+            "LETHE_FILE_S3_CREATE_BUCKET": "true",
+        }
         file_id = None
         for mode in ("proxy", "redirect"):
             env = api_env(url, broker_url, workdir, LETHE_FILE_S3_DOWNLOAD=mode, **s3)
@@ -185,8 +222,10 @@ def s3_costs(url: str, broker_url: str, workdir: Path, downloads: int, token: st
                     else:
                         assert answer.status_code == 200 and len(answer.content) == size
                 elapsed = time.monotonic() - started
-                results[mode] = {"api_cpu_per_download_ms": 1000 * (cpu_seconds(api) - before) / downloads,
-                                 "seconds": elapsed}
+                results[mode] = {
+                    "api_cpu_per_download_ms": 1000 * (cpu_seconds(api) - before) / downloads,
+                    "seconds": elapsed,
+                }
             finally:
                 stop(api)
     results["ratio"] = results["redirect"]["api_cpu_per_download_ms"] / results["proxy"]["api_cpu_per_download_ms"]
@@ -217,8 +256,10 @@ def main() -> None:
                 s3 = s3_costs(url, broker_url, workdir, args.downloads, token, s3_size)
                 print(f"S3 (moto), {s3_size // MiB} MiB, {args.downloads} downloads:")
                 for mode in ("proxy", "redirect"):
-                    print(f"  {mode:<9} api CPU {s3[mode]['api_cpu_per_download_ms']:7.1f} ms a download, "
-                          f"{s3[mode]['seconds']:.1f} s in all")
+                    print(
+                        f"  {mode:<9} api CPU {s3[mode]['api_cpu_per_download_ms']:7.1f} ms a download, "
+                        f"{s3[mode]['seconds']:.1f} s in all"
+                    )
                 print(f"  redirect / proxy: {s3['ratio']:.3f} (target <= 0.1)")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -19,7 +19,7 @@ Target: the strip within 2x of the copy, per 12 MP JPEG, in memory and through t
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -29,7 +29,7 @@ import statistics
 import tempfile
 import time
 
-from common import ROOT, machine  # noqa: E402
+from common import ROOT, machine
 
 sys.path.insert(0, str(ROOT))
 
@@ -41,15 +41,23 @@ def photos(count: int, width: int, height: int) -> list[bytes]:
 
     made = []
     for index in range(count):
-        smooth = Image.effect_noise((width // 16, height // 16), 60 + index).convert("RGB").resize(
-            (width, height), Image.BICUBIC).filter(ImageFilter.GaussianBlur(2))
+        smooth = (
+            Image.effect_noise((width // 16, height // 16), 60 + index)
+            .convert("RGB")
+            .resize((width, height), Image.BICUBIC)
+            .filter(ImageFilter.GaussianBlur(2))
+        )
         grain = Image.effect_noise((width, height), 12).convert("RGB")
         picture = Image.blend(smooth, grain, 0.3)
         out = io.BytesIO()
         picture.save(out, "JPEG", quality=90, icc_profile=_srgb_profile())
         data = out.getvalue()
-        made.append(data[:2] + _segment(0xE1, _exif_with_everything(6))
-                    + _segment(0xE1, b"http://ns.adobe.com/xap/1.0/\0" + XMP) + data[2:])
+        made.append(
+            data[:2]
+            + _segment(0xE1, _exif_with_everything(6))
+            + _segment(0xE1, b"http://ns.adobe.com/xap/1.0/\0" + XMP)
+            + data[2:]
+        )
     return made
 
 
@@ -88,8 +96,10 @@ def main() -> None:
 
     removed = [len(image) - len(strip(image, "image/jpeg", "location") or image) for image in data]
     print(f"# {machine()}")
-    print(f"# {args.images} JPEGs of {width}x{height}, {statistics.mean(len(d) for d in data) / 2**20:.1f} MiB on "
-          f"average; {statistics.mean(removed) / 1024:.1f} KiB of metadata removed from each")
+    print(
+        f"# {args.images} JPEGs of {width}x{height}, {statistics.mean(len(d) for d in data) / 2**20:.1f} MiB on "
+        f"average; {statistics.mean(removed) / 1024:.1f} KiB of metadata removed from each"
+    )
     with tempfile.TemporaryDirectory() as workdir:
         store = FsStore(workdir)
         keys = []
@@ -97,8 +107,12 @@ def main() -> None:
             key = f"f/00/00/00000000-0000-4000-8000-{index:012d}/orig-1"
             store.put(key, image, len(image))
             keys.append(key)
-        figures: dict[str, list[float]] = {"copy in memory": [], "strip in memory": [], "copy through fs": [],
-                                           "strip through fs": []}
+        figures: dict[str, list[float]] = {
+            "copy in memory": [],
+            "strip in memory": [],
+            "copy through fs": [],
+            "strip through fs": [],
+        }
         for _ in range(args.rounds):
             figures["copy in memory"].append(in_memory(data, False))
             figures["strip in memory"].append(in_memory(data, True))
@@ -106,8 +120,10 @@ def main() -> None:
             figures["strip through fs"].append(through_store(store, keys, True))
     best = {name: min(values) for name, values in figures.items()}
     for name, value in best.items():
-        print(f"{name:18} {value * 1000:8.2f} ms per photo (best of {args.rounds}; all: "
-              f"{', '.join(f'{v * 1000:.2f}' for v in figures[name])})")
+        print(
+            f"{name:18} {value * 1000:8.2f} ms per photo (best of {args.rounds}; all: "
+            f"{', '.join(f'{v * 1000:.2f}' for v in figures[name])})"
+        )
     print(f"strip / copy in memory:    {best['strip in memory'] / best['copy in memory']:.2f}x (target <= 2x)")
     print(f"strip / copy through fs:   {best['strip through fs'] / best['copy through fs']:.2f}x (target <= 2x)")
 

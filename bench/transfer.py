@@ -17,7 +17,7 @@ about three times --big free while it runs (the upload's parts, the original, th
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -35,11 +35,10 @@ import time
 from pathlib import Path
 
 import psutil
-
 from common import OWNER, ROOT, SECRET, bench_broker_url, bench_database, free_port, machine, tree_of, wait_ready
 
-from app.platform.config.keys import parse_size
 from app.entry.token import mint_token
+from app.platform.config.keys import parse_size
 
 MiB = 1024 * 1024
 
@@ -71,8 +70,9 @@ def raw_limit(source: Path, target: Path, part_size: int) -> float:
     return elapsed
 
 
-def call(conn: http.client.HTTPConnection, method: str, path: str, token: str, body=None,
-         headers: dict | None = None) -> tuple[int, bytes]:
+def call(
+    conn: http.client.HTTPConnection, method: str, path: str, token: str, body=None, headers: dict | None = None
+) -> tuple[int, bytes]:
     conn.request(method, path, body=body, headers={"Authorization": f"Bearer {token}", **(headers or {})})
     response = conn.getresponse()
     return response.status, response.read()
@@ -82,9 +82,16 @@ def upload(port: int, token: str, source: Path, size: int, sha256: str) -> tuple
     """Create, send every part in sequence, complete: seconds, and the file id."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     started = time.perf_counter()
-    status, body = call(conn, "POST", "/api/v1/uploads", token, json.dumps({
-        "name": "bench.bin", "size_bytes": size, "mime_type": "application/octet-stream", "sha256": sha256}),
-        {"Content-Type": "application/json"})
+    status, body = call(
+        conn,
+        "POST",
+        "/api/v1/uploads",
+        token,
+        json.dumps(
+            {"name": "bench.bin", "size_bytes": size, "mime_type": "application/octet-stream", "sha256": sha256}
+        ),
+        {"Content-Type": "application/json"},
+    )
     assert status == 201, body
     created = json.loads(body)
     file_id, part_size = created["file"]["id"], created["upload"]["part_size"]
@@ -92,11 +99,18 @@ def upload(port: int, token: str, source: Path, size: int, sha256: str) -> tuple
         number = 0
         while chunk := data.read(part_size):
             number += 1
-            status, body = call(conn, "PUT", f"/api/v1/uploads/{file_id}/parts/{number}", token, chunk,
-                                {"Content-Type": "application/octet-stream"})
+            status, body = call(
+                conn,
+                "PUT",
+                f"/api/v1/uploads/{file_id}/parts/{number}",
+                token,
+                chunk,
+                {"Content-Type": "application/octet-stream"},
+            )
             assert status == 200, body
-    status, body = call(conn, "POST", f"/api/v1/uploads/{file_id}/complete", token, b"{}",
-                        {"Content-Type": "application/json"})
+    status, body = call(
+        conn, "POST", f"/api/v1/uploads/{file_id}/complete", token, b"{}", {"Content-Type": "application/json"}
+    )
     assert status == 200, body
     elapsed = time.perf_counter() - started
     conn.close()
@@ -141,7 +155,7 @@ class PeakRss:
                     pass
             self._stop.wait(0.02)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._run_once_baseline()
         self._thread.start()
         return self
@@ -156,9 +170,14 @@ class PeakRss:
 
 def start(role: str, env: dict, workdir: Path, source: Path = ROOT) -> subprocess.Popen:
     args = [sys.executable, "-m", "app.entry", role] + (["--port", env["LETHE_API_PORT"]] if role == "dev" else [])
-    return subprocess.Popen(args, cwd=workdir, env=dict(env, PYTHONPATH=str(source)),
-                            stdout=open(workdir / f"{role}.log", "wb"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        args,
+        cwd=workdir,
+        env=dict(env, PYTHONPATH=str(source)),
+        stdout=open(workdir / f"{role}.log", "wb"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def main() -> None:
@@ -182,26 +201,46 @@ def main() -> None:
         with bench_database() as url, bench_broker_url() as broker_url:
             part_size = 8 * MiB
             for run in range(args.runs):
-                rows.append((f"run {run + 1}: raw write+sha256+fsync", "raw", size / raw_limit(source, workdir / "raw.bin", part_size)))
+                rows.append(
+                    (
+                        f"run {run + 1}: raw write+sha256+fsync",
+                        "raw",
+                        size / raw_limit(source, workdir / "raw.bin", part_size),
+                    )
+                )
                 for (label, tree), role in [(src, role) for src in sources for role in ("api", "dev")]:
                     port = free_port()
                     objects = workdir / f"objects-{role}"
-                    env = {"PATH": os.environ["PATH"], "LETHE_DATABASE_URL": url, "LETHE_AUTH_JWT_SECRET": SECRET,
-                           "LETHE_FILE_FS_ROOT": str(objects), "LETHE_API_PORT": str(port),
-                           "LETHE_FILE_MAX_SIZE": str(max(size, big)), "LETHE_LOG_LEVEL": "WARNING",
-                           "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{role}-{run}-{len(rows)}")}
+                    env = {
+                        "PATH": os.environ["PATH"],
+                        "LETHE_DATABASE_URL": url,
+                        "LETHE_AUTH_JWT_SECRET": SECRET,
+                        "LETHE_FILE_FS_ROOT": str(objects),
+                        "LETHE_API_PORT": str(port),
+                        "LETHE_FILE_MAX_SIZE": str(max(size, big)),
+                        "LETHE_LOG_LEVEL": "WARNING",
+                        "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{role}-{run}-{len(rows)}"),
+                    }
                     if role == "api":
                         env["LETHE_BROKER_URL"] = broker_url
                     os.makedirs(env["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
                     proc = start(role, env, workdir, tree)
-                    worker = start("worker", dict(env, LETHE_METRICS_PORT=str(free_port())), workdir, tree) \
-                        if role == "api" else None
+                    worker = (
+                        start("worker", dict(env, LETHE_METRICS_PORT=str(free_port())), workdir, tree)
+                        if role == "api"
+                        else None
+                    )
                     try:
                         wait_ready(f"http://127.0.0.1:{port}", proc)
                         seconds, file_id = upload(port, token, source, size, sha256)
                         rows.append((f"run {run + 1}: {label}upload through lethe {role}", "upload", size / seconds))
-                        rows.append((f"run {run + 1}: {label}download through lethe {role}", "download",
-                                     size / download(port, token, file_id, size)))
+                        rows.append(
+                            (
+                                f"run {run + 1}: {label}download through lethe {role}",
+                                "download",
+                                size / download(port, token, file_id, size),
+                            )
+                        )
                     finally:
                         for process in (proc, worker):
                             if process is not None:
@@ -216,10 +255,17 @@ def main() -> None:
                 for label, tree in sources:
                     port = free_port()
                     objects = workdir / "objects-big"
-                    env = {"PATH": os.environ["PATH"], "LETHE_DATABASE_URL": url, "LETHE_BROKER_URL": broker_url,
-                           "LETHE_AUTH_JWT_SECRET": SECRET, "LETHE_FILE_FS_ROOT": str(objects),
-                           "LETHE_API_PORT": str(port), "LETHE_FILE_MAX_SIZE": str(big), "LETHE_LOG_LEVEL": "WARNING",
-                           "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-big-{len(peaks)}")}
+                    env = {
+                        "PATH": os.environ["PATH"],
+                        "LETHE_DATABASE_URL": url,
+                        "LETHE_BROKER_URL": broker_url,
+                        "LETHE_AUTH_JWT_SECRET": SECRET,
+                        "LETHE_FILE_FS_ROOT": str(objects),
+                        "LETHE_API_PORT": str(port),
+                        "LETHE_FILE_MAX_SIZE": str(big),
+                        "LETHE_LOG_LEVEL": "WARNING",
+                        "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-big-{len(peaks)}"),
+                    }
                     os.makedirs(env["PROMETHEUS_MULTIPROC_DIR"])
                     proc = start("api", env, workdir, tree)
                     try:
@@ -241,8 +287,10 @@ def main() -> None:
         print(f"| {name} | {rate / MiB:,.0f} | {rate / raw:.0%} |")
     print("\ntarget: upload >= 50% of the raw write+sha256+fsync of the same run")
     for label, baseline, top, rate in peaks:
-        print(f"{label}{big // MiB} MiB upload through lethe api at {rate / MiB:,.0f} MiB/s: peak RSS of one api "
-              f"process {top / MiB:,.0f} MiB (at rest {baseline / MiB:,.0f} MiB; a part is 8 MiB)")
+        print(
+            f"{label}{big // MiB} MiB upload through lethe api at {rate / MiB:,.0f} MiB/s: peak RSS of one api "
+            f"process {top / MiB:,.0f} MiB (at rest {baseline / MiB:,.0f} MiB; a part is 8 MiB)"
+        )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ Needs PostgreSQL from DATABASE_URL (else an embedded server); moto from the test
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -39,8 +39,11 @@ def tus_upload(port: int, token: str, data: bytes, chunk_size: int) -> float:
 
     started = time.perf_counter()
     tus = client.TusClient(f"http://127.0.0.1:{port}/api/v1/tus", headers={"Authorization": f"Bearer {token}"})
-    tus.uploader(file_stream=io.BytesIO(data), chunk_size=chunk_size,
-                 metadata={"filename": "bench.bin", "filetype": "application/octet-stream"}).upload()
+    tus.uploader(
+        file_stream=io.BytesIO(data),
+        chunk_size=chunk_size,
+        metadata={"filename": "bench.bin", "filetype": "application/octet-stream"},
+    ).upload()
     return time.perf_counter() - started
 
 
@@ -70,23 +73,40 @@ def main() -> None:
         with bench_database() as url:
             for driver in ("fs", "s3"):
                 port = free_port()
-                env = {"PATH": os.environ["PATH"], "LETHE_DATABASE_URL": url, "LETHE_AUTH_JWT_SECRET": SECRET,
-                       "LETHE_FILE_FS_ROOT": str(workdir / "objects"), "LETHE_API_PORT": str(port),
-                       "LETHE_FILE_MAX_SIZE": str(size), "LETHE_LOG_LEVEL": "WARNING",
-                       "LETHE_FILE_STORAGE_DRIVER": driver, "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"m-{driver}")}
+                env = {
+                    "PATH": os.environ["PATH"],
+                    "LETHE_DATABASE_URL": url,
+                    "LETHE_AUTH_JWT_SECRET": SECRET,
+                    "LETHE_FILE_FS_ROOT": str(workdir / "objects"),
+                    "LETHE_API_PORT": str(port),
+                    "LETHE_FILE_MAX_SIZE": str(size),
+                    "LETHE_LOG_LEVEL": "WARNING",
+                    "LETHE_FILE_STORAGE_DRIVER": driver,
+                    "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"m-{driver}"),
+                }
                 if driver == "s3":
-                    env.update({"LETHE_FILE_S3_ENDPOINT": endpoint, "LETHE_FILE_S3_BUCKET": "bench-tus",
-                                "LETHE_FILE_S3_ACCESS_KEY": "testing", "LETHE_FILE_S3_SECRET_KEY": "testing",
-                                "LETHE_FILE_S3_REGION": "us-east-1", "LETHE_FILE_S3_SECURE": "false",
-                                "LETHE_FILE_S3_CREATE_BUCKET": "true"})
+                    env.update(
+                        {
+                            "LETHE_FILE_S3_ENDPOINT": endpoint,
+                            "LETHE_FILE_S3_BUCKET": "bench-tus",
+                            "LETHE_FILE_S3_ACCESS_KEY": "testing",
+                            "LETHE_FILE_S3_SECRET_KEY": "testing",
+                            "LETHE_FILE_S3_REGION": "us-east-1",
+                            "LETHE_FILE_S3_SECURE": "false",
+                            "LETHE_FILE_S3_CREATE_BUCKET": "true",
+                        }
+                    )
                 os.makedirs(env["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
                 proc = start("dev", env, workdir)
                 try:
                     wait_ready(f"http://127.0.0.1:{port}", proc)
                     seconds, _ = upload(port, token, source, size, sha256)
                     rows = [("native API, 8 MiB parts", seconds)]
-                    for label, chunk in (("tus (tuspy), 1 MiB chunks", MiB), ("tus (tuspy), 8 MiB chunks", 8 * MiB),
-                                         ("tus, the file in one PATCH", size)):
+                    for label, chunk in (
+                        ("tus (tuspy), 1 MiB chunks", MiB),
+                        ("tus (tuspy), 8 MiB chunks", 8 * MiB),
+                        ("tus, the file in one PATCH", size),
+                    ):
                         rows.append((label, tus_upload(port, token, data, chunk)))
                     for label, seconds in rows:
                         print(f"  {driver:<3} {label:<32} {size / MiB / seconds:8.1f} MiB/s")

@@ -17,7 +17,7 @@ Target: the port at least 70% of the bare loop (the job's figure shows what the 
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -30,7 +30,7 @@ import uuid
 
 os.environ.setdefault("VIPS_CONCURRENCY", "1")
 
-from common import ROOT, bench_database, machine  # noqa: E402
+from common import ROOT, bench_database, machine
 
 sys.path.insert(0, str(ROOT))
 
@@ -55,7 +55,8 @@ def bare_loop(data: list[bytes]) -> float:
     for image in data:
         for box in (160, 480, 1600):
             pyvips.Image.thumbnail_buffer(image, box, height=box, size="down").write_to_buffer(
-                ".webp", keep="none", Q=80, effort=2)
+                ".webp", keep="none", Q=80, effort=2
+            )
     return time.perf_counter() - started
 
 
@@ -78,20 +79,27 @@ def main() -> None:
     width, height = (int(n) for n in args.size.split("x"))
     data = photos(args.images, width, height)
     print(machine())
-    print(f"{args.images} JPEG photos of {width}x{height}, {sum(map(len, data)) // len(data) // 1024} KiB each; "
-          f"VIPS_CONCURRENCY={os.environ['VIPS_CONCURRENCY']}")
+    print(
+        f"{args.images} JPEG photos of {width}x{height}, {sum(map(len, data)) // len(data) // 1024} KiB each; "
+        f"VIPS_CONCURRENCY={os.environ['VIPS_CONCURRENCY']}"
+    )
     bare_loop(data[:2])  # warm both (libvips loads its modules once)
     port(data[:2])
     rows = []
-    for name, run in (("pyvips thumbnail, bare loop", bare_loop), ("Lethe imaging port", port),
-                      ("pyvips thumbnail, bare loop (again)", bare_loop)):
+    for name, run in (
+        ("pyvips thumbnail, bare loop", bare_loop),
+        ("Lethe imaging port", port),
+        ("pyvips thumbnail, bare loop (again)", bare_loop),
+    ):
         seconds = run(data)
         rows.append((name, seconds))
         print(f"{name:40s} {args.images / seconds:7.2f} images/s  {3 * args.images / seconds:7.2f} variants/s")
     with bench_database() as database_url:
         seconds = job_loop(data, database_url)
-    print(f"{'the whole job (fs, database, store)':40s} {args.images / seconds:7.2f} images/s  "
-          f"{3 * args.images / seconds:7.2f} variants/s")
+    print(
+        f"{'the whole job (fs, database, store)':40s} {args.images / seconds:7.2f} images/s  "
+        f"{3 * args.images / seconds:7.2f} variants/s"
+    )
     best_bare = min(rows[0][1], rows[2][1])
     print(f"port / bare loop: {best_bare / rows[1][1]:.0%}   job / bare loop: {best_bare / seconds:.0%}")
 
@@ -108,7 +116,7 @@ def job_loop(data: list[bytes], database_url: str) -> float:
         def __init__(self) -> None:
             self.messages: list = []
 
-        def enqueue(self, message, *, delay=None):  # noqa: ANN001 - dramatiq's broker interface
+        def enqueue(self, message, *, delay=None):
             self.messages.append(message)
             return message
 
@@ -117,18 +125,27 @@ def job_loop(data: list[bytes], database_url: str) -> float:
 
     root = tempfile.mkdtemp(prefix="lethe-bench-variants-")
     secret = "bench-secret-of-sufficient-length-0123456789"
-    cfg = config.load({"LETHE_DATABASE_URL": database_url, "LETHE_AUTH_JWT_SECRET": secret,
-                       "LETHE_FILE_FS_ROOT": root, "LETHE_FILE_MAX_SIZE": str(1 << 30)})
+    cfg = config.load(
+        {
+            "LETHE_DATABASE_URL": database_url,
+            "LETHE_AUTH_JWT_SECRET": secret,
+            "LETHE_FILE_FS_ROOT": root,
+            "LETHE_FILE_MAX_SIZE": str(1 << 30),
+        }
+    )
     broker = Jobs()
     rt = build_runtime(cfg, broker, role="api")
     client = create_app(rt).test_client()
     headers = {"Authorization": "Bearer " + mint_token(secret, uuid.uuid4())}
     for image in data:
-        created = client.post("/api/v1/uploads", headers=headers, json={
-            "name": "p.jpg", "size_bytes": len(image), "mime_type": "image/jpeg"}).json
+        created = client.post(
+            "/api/v1/uploads",
+            headers=headers,
+            json={"name": "p.jpg", "size_bytes": len(image), "mime_type": "image/jpeg"},
+        ).json
         file_id, part = created["file"]["id"], created["upload"]["part_size"]
         for number, start in enumerate(range(0, len(image), part), start=1):
-            client.put(f"/api/v1/uploads/{file_id}/parts/{number}", headers=headers, data=image[start:start + part])
+            client.put(f"/api/v1/uploads/{file_id}/parts/{number}", headers=headers, data=image[start : start + part])
         assert client.post(f"/api/v1/uploads/{file_id}/complete", headers=headers).status_code == 200
     for message in [m for m in broker.messages if m.actor_name == "scan_file"]:
         ACTORS["scan_file"].fn(rt, *message.args)

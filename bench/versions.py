@@ -9,7 +9,7 @@ variants: 6 keys a file), side by side in one run.
 
 from __future__ import annotations
 
-import sys  # noqa: E402,I001 - first: bench/ holds http.py, so the standard library must be searched first
+import sys
 
 sys.path.append(sys.path.pop(0))
 
@@ -44,6 +44,7 @@ def run(server: str, driver: str, store, files: int) -> None:
     assert store.delete_many(keys) == []
     elapsed = time.perf_counter() - started
     print(f"{server} {driver}: {len(ids) / elapsed:,.0f} files/s ({len(keys)} keys in {elapsed:.2f} s)", flush=True)
+
 
 if __name__ == "__main__":
     main()

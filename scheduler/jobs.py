@@ -11,7 +11,6 @@ import threading
 import time
 import uuid
 from typing import TYPE_CHECKING
-
 from zoneinfo import ZoneInfo
 
 import dramatiq
@@ -20,13 +19,13 @@ from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from app.db import cleanup as cleanup_sql
+from app.domain.retention import DEV_FAST_INTERVAL
 from app.lifecycle import journal, restore
 from app.lifecycle.journal import RestoreGuard
 from app.platform import jobs
-from app.platform.observability import metrics
-from app.db import cleanup as cleanup_sql
-from app.domain.retention import DEV_FAST_INTERVAL
 from app.platform.config.entries import cron_trigger
+from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:
@@ -62,23 +61,39 @@ class Leadership:
                 try:
                     self._conn.execute("SELECT 1")
                     return True
-                except Exception as exc:  # noqa: BLE001 - the session died: the lock went with it
-                    log_event(log, "warning", "scheduler.leader_lost", "scheduler lost its leader session",
-                              error=type(exc).__name__)
+                except Exception as exc:
+                    log_event(
+                        log,
+                        "warning",
+                        "scheduler.leader_lost",
+                        "scheduler lost its leader session",
+                        error=type(exc).__name__,
+                    )
                     self._drop()
             try:
                 conn = self.db.connect(self.direct_url or None)
-            except Exception as exc:  # noqa: BLE001 - the database is down: try again at the next tick
-                log_event(log, "warning", "scheduler.database_unavailable", "scheduler cannot reach the database",
-                          error=type(exc).__name__)
+            except Exception as exc:
+                log_event(
+                    log,
+                    "warning",
+                    "scheduler.database_unavailable",
+                    "scheduler cannot reach the database",
+                    error=type(exc).__name__,
+                )
                 return False
             try:
-                conn.execute("SELECT set_config('idle_session_timeout', %s, false)",
-                             (f"{int(self.timeout_s * 1000)}ms",))
+                conn.execute(
+                    "SELECT set_config('idle_session_timeout', %s, false)", (f"{int(self.timeout_s * 1000)}ms",)
+                )
                 locked = cleanup_sql.try_lock(conn, cleanup_sql.SCHEDULER_LOCK_KEY)
-            except Exception as exc:  # noqa: BLE001
-                log_event(log, "warning", "scheduler.database_unavailable", "scheduler cannot reach the database",
-                          error=type(exc).__name__)
+            except Exception as exc:
+                log_event(
+                    log,
+                    "warning",
+                    "scheduler.database_unavailable",
+                    "scheduler cannot reach the database",
+                    error=type(exc).__name__,
+                )
                 locked = False
             if not locked:
                 conn.close()
@@ -91,7 +106,7 @@ class Leadership:
         if self._conn is not None:
             try:
                 self._conn.close()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             self._conn = None
 
@@ -100,7 +115,7 @@ class Leadership:
             if self._conn is not None and not self._conn.closed:
                 try:
                     cleanup_sql.unlock(self._conn, cleanup_sql.SCHEDULER_LOCK_KEY)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
             self._drop()
 
@@ -110,18 +125,26 @@ def keep_leadership(leadership: Leadership) -> bool:
     return leadership.is_leader()
 
 
-def send_job(runtime: Runtime, leadership: Leadership, queue_name: str, actor_name: str, *args: str,
-             event: str = "scheduler.triggered") -> bool:
+def send_job(
+    runtime: Runtime,
+    leadership: Leadership,
+    queue_name: str,
+    actor_name: str,
+    *args: str,
+    event: str = "scheduler.triggered",
+) -> bool:
     """Send one message to the workers when this scheduler leads. A trigger commits with no change, so it
     goes straight to the broker, not through the outbox; a lost trigger is made good by the next one."""
     if not leadership.is_leader():
         return False
     try:
-        runtime.broker.enqueue(dramatiq.Message(queue_name=queue_name, actor_name=actor_name, args=args,
-                                                kwargs={}, options={}))
-    except Exception as exc:  # noqa: BLE001 - the broker is down: the next tick tries again
-        log_event(log, "warning", "scheduler.trigger_failed", "trigger not sent", actor=actor_name,
-                  error=type(exc).__name__)
+        runtime.broker.enqueue(
+            dramatiq.Message(queue_name=queue_name, actor_name=actor_name, args=args, kwargs={}, options={})
+        )
+    except Exception as exc:
+        log_event(
+            log, "warning", "scheduler.trigger_failed", "trigger not sent", actor=actor_name, error=type(exc).__name__
+        )
         return False
     log_event(log, "info", event, "job triggered", actor=actor_name)
     return True
@@ -149,9 +172,15 @@ def relay_outbox(runtime: Runtime, leadership: Leadership | None = None) -> int:
         if relayed:
             metrics.OUTBOX_RELAYED.inc(relayed)
         metrics.OUTBOX_DEPTH.set(runtime.outbox.depth())
-    except Exception as exc:  # noqa: BLE001 - the database went away after the leader's ping: the next tick tries
-        log_event(log, "warning", "scheduler.database_unavailable", "scheduler cannot reach the database",
-                  job="outbox.relay", error=type(exc).__name__)
+    except Exception as exc:
+        log_event(
+            log,
+            "warning",
+            "scheduler.database_unavailable",
+            "scheduler cannot reach the database",
+            job="outbox.relay",
+            error=type(exc).__name__,
+        )
         return 0
     return relayed
 
@@ -191,9 +220,14 @@ def journal_tick(runtime: Runtime, leadership: Leadership, guard: RestoreGuard) 
     except restore.JournalDamaged:
         guard.refresh()
         return 0
-    except Exception as exc:  # noqa: BLE001 - the next tick tries again; entries wait in the database
-        log_event(log, "warning", "journal.tick_failed", "the journal tick failed; the next one tries again",
-                  error=type(exc).__name__)
+    except Exception as exc:
+        log_event(
+            log,
+            "warning",
+            "journal.tick_failed",
+            "the journal tick failed; the next one tries again",
+            error=type(exc).__name__,
+        )
         return 0
 
 
@@ -203,26 +237,50 @@ _PRUNED = [float("-inf")]
 def register_jobs(scheduler: BaseScheduler, runtime: Runtime, leadership: Leadership | None = None) -> Leadership:
     """Add every periodic job to an APScheduler scheduler; returns the leadership it uses."""
     leader_timeout = runtime.cfg.schedule.leader_timeout.total_seconds()
-    leadership = leadership or Leadership(runtime.db, timeout_s=leader_timeout,
-                                          direct_url=runtime.cfg.schedule.database_url)
+    leadership = leadership or Leadership(
+        runtime.db, timeout_s=leader_timeout, direct_url=runtime.cfg.schedule.database_url
+    )
     start = runtime.clock.now()
     scheduler.add_job(
-        keep_leadership, "interval", args=[leadership], id="leader.keepalive",
-        seconds=leader_timeout / 3, max_instances=1, coalesce=True, next_run_time=start,
+        keep_leadership,
+        "interval",
+        args=[leadership],
+        id="leader.keepalive",
+        seconds=leader_timeout / 3,
+        max_instances=1,
+        coalesce=True,
+        next_run_time=start,
     )
     scheduler.add_job(
-        relay_outbox, "interval", args=[runtime, leadership], id="outbox.relay",
-        seconds=runtime.cfg.outbox.relay_interval.total_seconds(), max_instances=1, coalesce=True, next_run_time=start,
+        relay_outbox,
+        "interval",
+        args=[runtime, leadership],
+        id="outbox.relay",
+        seconds=runtime.cfg.outbox.relay_interval.total_seconds(),
+        max_instances=1,
+        coalesce=True,
+        next_run_time=start,
     )
     scheduler.add_job(
-        journal_tick, "interval", args=[runtime, leadership, RestoreGuard(runtime)], id="journal.tick",
-        seconds=runtime.cfg.outbox.relay_interval.total_seconds(), max_instances=1, coalesce=True,
+        journal_tick,
+        "interval",
+        args=[runtime, leadership, RestoreGuard(runtime)],
+        id="journal.tick",
+        seconds=runtime.cfg.outbox.relay_interval.total_seconds(),
+        max_instances=1,
+        coalesce=True,
         next_run_time=start,
     )
     # D8: every file.gc_interval, and once at start.
     scheduler.add_job(
-        trigger_cleanup, "interval", args=[runtime, leadership], id="cleanup.trigger",
-        seconds=runtime.cfg.file.gc_interval.total_seconds(), max_instances=1, coalesce=True, next_run_time=start,
+        trigger_cleanup,
+        "interval",
+        args=[runtime, leadership],
+        id="cleanup.trigger",
+        seconds=runtime.cfg.file.gc_interval.total_seconds(),
+        max_instances=1,
+        coalesce=True,
+        next_run_time=start,
     )
     # D16: each retention policy and each unmanaged prefix on its own schedule, sent to the workers by the
     # leader only; the cadence gate lives in PostgreSQL (schedule_runs), not here.
@@ -230,14 +288,22 @@ def register_jobs(scheduler: BaseScheduler, runtime: Runtime, leadership: Leader
     first = {"next_run_time": start} if runtime.cfg.schedule.dev_fast else {}
     for policy in runtime.cfg.retention.policies:
         scheduler.add_job(
-            send_job, schedule_trigger(runtime.cfg, policy.schedule),
+            send_job,
+            schedule_trigger(runtime.cfg, policy.schedule),
             args=[runtime, leadership, jobs.RETENTION_QUEUE, jobs.RETENTION_ACTOR, policy.name],
-            id=f"retention.{policy.name}", max_instances=1, coalesce=True, **first,
+            id=f"retention.{policy.name}",
+            max_instances=1,
+            coalesce=True,
+            **first,
         )
     for unmanaged in runtime.cfg.storage.unmanaged_prefixes:
         scheduler.add_job(
-            send_job, schedule_trigger(runtime.cfg, unmanaged.schedule),
+            send_job,
+            schedule_trigger(runtime.cfg, unmanaged.schedule),
             args=[runtime, leadership, jobs.SWEEP_QUEUE, jobs.SWEEP_ACTOR, unmanaged.prefix],
-            id=f"sweep.{unmanaged.prefix}", max_instances=1, coalesce=True, **first,
+            id=f"sweep.{unmanaged.prefix}",
+            max_instances=1,
+            coalesce=True,
+            **first,
         )
     return leadership

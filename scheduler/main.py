@@ -8,15 +8,16 @@ from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.blocking import BlockingScheduler
 
-from app.platform.observability.registry import metrics_registry
 from app.entry.wiring import build_runtime
-from scheduler.jobs import register_jobs
 from app.platform.jobs.broker import build_broker
 from app.platform.observability.logs import log_event
+from app.platform.observability.registry import metrics_registry
+from scheduler.jobs import register_jobs
 
 if TYPE_CHECKING:
-    from app.platform.config.tree import Config
     from types import FrameType
+
+    from app.platform.config.tree import Config
 
 log = logging.getLogger("lethe.scheduler")
 

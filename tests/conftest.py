@@ -18,9 +18,9 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from app.platform.clock import FakeClock
-from app.db.pool import Database
 from app.db.migrate import migrate
+from app.db.pool import Database
+from app.platform.clock import FakeClock
 
 IN_CI = bool(os.environ.get("CI"))
 # moto's S3 server takes parts down to 1 KiB (a moto setting, read when moto is first imported), so that the many
@@ -29,9 +29,28 @@ MOTO_MIN_PART_SIZE = 1024
 os.environ.setdefault("S3_UPLOAD_PART_MIN_SIZE", str(MOTO_MIN_PART_SIZE))
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
 # Every table a test may write, children before the tables they reference (one DELETE each, in one transaction).
-TABLES = ("erasure_files", "erasures", "slots", "receipts", "schedule_runs", "attachments", "messages", "upload_parts",
-          "upload_sessions", "purge_failures", "drafts", "events", "outbox", "legal_holds", "multipart_aborts",
-          "webhook_deliveries", "webhook_endpoints_disabled", "journal_pending", "file_variants", "files")
+TABLES = (
+    "erasure_files",
+    "erasures",
+    "slots",
+    "receipts",
+    "schedule_runs",
+    "attachments",
+    "messages",
+    "upload_parts",
+    "upload_sessions",
+    "purge_failures",
+    "drafts",
+    "events",
+    "outbox",
+    "legal_holds",
+    "multipart_aborts",
+    "webhook_deliveries",
+    "webhook_endpoints_disabled",
+    "journal_pending",
+    "file_variants",
+    "files",
+)
 
 
 MISSING_SERVICES: dict[str, str] = {}  # service -> what failed, for the summary at the end of the run
@@ -72,8 +91,9 @@ def pytest_testnodedown(node, error):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Outside CI a missing service skips its tests: end the run with a line nobody can miss."""
     for what, why in MISSING_SERVICES.items():
-        terminalreporter.write_line(f"SERVICE MISSING: {what} ({why}); the tests that need it were SKIPPED, "
-                                    "not passed", red=True, bold=True)
+        terminalreporter.write_line(
+            f"SERVICE MISSING: {what} ({why}); the tests that need it were SKIPPED, not passed", red=True, bold=True
+        )
 
 
 def _with_database(url: str, name: str) -> str:
@@ -115,7 +135,7 @@ def postgres_server():
     embedded = EmbeddedPostgres(Path(base) / "pg", database="postgres")
     try:
         server_url = embedded.start()
-    except Exception as exc:  # noqa: BLE001 - a server that does not start is a missing service
+    except Exception as exc:
         service_missing("PostgreSQL (embedded)", f"did not start: {type(exc).__name__}")
     yield server_url
     embedded.stop()
@@ -129,8 +149,10 @@ def database_url(postgres_server):
         admin_url = create_test_database(postgres_server, name)
     except psycopg.OperationalError as exc:
         # Say what failed (refused, timed out, authentication), by type and SQLSTATE: never the URL.
-        service_missing("PostgreSQL (DATABASE_URL)",
-                        f"cannot connect to the server: {type(exc).__name__} {exc.sqlstate or ''}".strip())
+        service_missing(
+            "PostgreSQL (DATABASE_URL)",
+            f"cannot connect to the server: {type(exc).__name__} {exc.sqlstate or ''}".strip(),
+        )
     url = _with_database(postgres_server, name)
     migrate(url)
     yield url
@@ -145,12 +167,16 @@ def truncate_all(url: str) -> None:
         for table in TABLES:
             conn.execute(f"DELETE FROM {table}")
         # each test has a store of its own, so a journal of its own: the database starts at its beginning
-        conn.execute("UPDATE journal_state SET position = 0, reconciled_to = 0, restore_seen_at = NULL, "
-                     "reconciled_at = NULL, installation_id = gen_random_uuid(), writing_first = NULL, writing_last = NULL, "
-                     "writing_until = NULL, writing_by = NULL, head_digest = NULL, damaged = NULL, "
-                     "foreign_installations = '{}', adopted_from = NULL")
-        conn.execute("SELECT setval(c.oid::regclass, 1, false) FROM pg_class c JOIN pg_namespace n "
-                     "ON n.oid = c.relnamespace WHERE c.relkind = 'S' AND n.nspname = 'public'")
+        conn.execute(
+            "UPDATE journal_state SET position = 0, reconciled_to = 0, restore_seen_at = NULL, "
+            "reconciled_at = NULL, installation_id = gen_random_uuid(), writing_first = NULL, writing_last = NULL, "
+            "writing_until = NULL, writing_by = NULL, head_digest = NULL, damaged = NULL, "
+            "foreign_installations = '{}', adopted_from = NULL"
+        )
+        conn.execute(
+            "SELECT setval(c.oid::regclass, 1, false) FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.relkind = 'S' AND n.nspname = 'public'"
+        )
 
 
 @pytest.fixture
@@ -181,8 +207,12 @@ def _own_vhost(url: str):
     user = parts.username or "guest"
     try:
         subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True, timeout=30)
-        subprocess.run(["rabbitmqctl", "set_permissions", "-p", name, user, ".*", ".*", ".*"], check=True,
-                       capture_output=True, timeout=30)
+        subprocess.run(
+            ["rabbitmqctl", "set_permissions", "-p", name, user, ".*", ".*", ".*"],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.SubprocessError):
         return url, None
     return urlunsplit(parts._replace(path="/" + name)), name
@@ -232,8 +262,15 @@ def make_s3_store(endpoint: str, bucket: str | None = None, versioned: bool = Fa
 
     from app.storage.s3 import S3Store
 
-    store = S3Store(endpoint, bucket or f"lethe-{uuid.uuid4().hex[:12]}", "testing", "testing",
-                    region="us-east-1", secure=False, create_bucket=True)
+    store = S3Store(
+        endpoint,
+        bucket or f"lethe-{uuid.uuid4().hex[:12]}",
+        "testing",
+        "testing",
+        region="us-east-1",
+        secure=False,
+        create_bucket=True,
+    )
     store.test_server = server  # type: ignore[attr-defined]  # which server's part-size minimum applies
     if versioned:
         store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
@@ -258,7 +295,9 @@ def uploads_left(raw_store, key: str) -> list[str]:
     service never does, K2)."""
     if raw_store.driver == "fs":
         return []
-    return [upload.upload_id for upload in raw_store.client._list_multipart_uploads(raw_store.bucket, prefix=key).uploads]
+    return [
+        upload.upload_id for upload in raw_store.client._list_multipart_uploads(raw_store.bucket, prefix=key).uploads
+    ]
 
 
 def assert_nothing_hidden(s3_store) -> None:
@@ -267,8 +306,11 @@ def assert_nothing_hidden(s3_store) -> None:
     by_key: dict[str, list] = {}
     for item in all_versions(s3_store):
         by_key.setdefault(item.object_name, []).append(item)
-    hidden = sorted(key for key, items in by_key.items()
-                    if not any(item.is_latest == "true" and not item.is_delete_marker for item in items))
+    hidden = sorted(
+        key
+        for key, items in by_key.items()
+        if not any(item.is_latest == "true" and not item.is_delete_marker for item in items)
+    )
     assert not hidden, f"{len(hidden)} deleted key(s) keep versions or delete markers in a versioned bucket"
 
 
@@ -277,11 +319,26 @@ STORES = ["fs", "s3", "s3-versioned", "seaweed", "seaweed-versioned"]
 # cleanup, the upload races, the erasure, the sweeps and the audit. Elsewhere its variants are deselected.
 # (The sweep and audit tests age objects through moto's in-process backend, which a real server does not
 # allow; on SeaweedFS they run end to end through the CLI in tests/e2e/test_seaweed_e2e.py.)
-ON_SEAWEED = {"test_storage_conformance", "test_deletion", "test_purge_isolation", "test_cleanup",
-              "test_upload_races", "test_erasure", "test_every_file_ends", "test_tus",
-              "test_direct_uploads", "test_one_rule", "test_first_hour", "test_serving", "test_variants", "test_journal", "test_encryption",
-              "test_strip",
-              "test_restore_drills", "test_restore_faults"}
+ON_SEAWEED = {
+    "test_storage_conformance",
+    "test_deletion",
+    "test_purge_isolation",
+    "test_cleanup",
+    "test_upload_races",
+    "test_erasure",
+    "test_every_file_ends",
+    "test_tus",
+    "test_direct_uploads",
+    "test_one_rule",
+    "test_first_hour",
+    "test_serving",
+    "test_variants",
+    "test_journal",
+    "test_encryption",
+    "test_strip",
+    "test_restore_drills",
+    "test_restore_faults",
+}
 # Modules whose S3 tests also run on moto's plain bucket: elsewhere a versioned bucket proves all a plain one
 # does, and also that no delete left a version or a marker behind.
 MOTO_PLAIN = {"test_storage_conformance"}
@@ -302,8 +359,9 @@ def raw_store(request, tmp_path):
         return
     server = "seaweed_server" if request.param.startswith("seaweed") else "moto_server"
     versioned = request.param.endswith("-versioned")
-    store = make_s3_store(request.getfixturevalue(server), versioned=versioned,
-                          server="seaweed" if server == "seaweed_server" else "moto")
+    store = make_s3_store(
+        request.getfixturevalue(server), versioned=versioned, server="seaweed" if server == "seaweed_server" else "moto"
+    )
     yield store
     if versioned:
         assert_nothing_hidden(store)
@@ -337,12 +395,15 @@ def pytest_collection_modifyitems(config, items):
         store = callspec.params.get("raw_store") if callspec is not None else None
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
         off_seaweed = isinstance(store, str) and store.startswith("seaweed") and module not in ON_SEAWEED
-        one_store = isinstance(store, str) and store != "fs" and item.get_closest_marker("one_store") is not None \
+        one_store = (
+            isinstance(store, str)
+            and store != "fs"
+            and item.get_closest_marker("one_store") is not None
             and item.get_closest_marker("every_store") is None
+        )
         # A versioned bucket proves all a plain one does, and that no delete left a version behind; moto's plain
         # bucket stays for the conformance suite (the plain delete path), SeaweedFS's where SEAWEED_PLAIN says.
-        plain = (store == "s3" and module not in MOTO_PLAIN) or \
-            (store == "seaweed" and module not in SEAWEED_PLAIN)
+        plain = (store == "s3" and module not in MOTO_PLAIN) or (store == "seaweed" and module not in SEAWEED_PLAIN)
         s3_only = store == "fs" and item.get_closest_marker("s3_only") is not None
         (dropped if off_seaweed or one_store or plain or s3_only else kept).append(item)
     if dropped:

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import dramatiq
 import psycopg
 
-from app.platform import jobs
 from app.content import scan, variants
 from app.content.clamd import ClamdUnavailable
 from app.errors import NotFound, ObjectFailed, RestorePending, SchemaMismatch, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, sweeps, webhooks
 from app.lifecycle.journal import RestoreGuard
+from app.platform import jobs
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
@@ -65,23 +66,31 @@ def actor(queue_name: str, **options: Any) -> Callable[[F], F]:
     return decorate
 
 
-def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] | None = None
-             ) -> dict[str, dramatiq.Actor[Any, Any]]:
+def register(
+    broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] | None = None
+) -> dict[str, dramatiq.Actor[Any, Any]]:
     """Bind the declared actors to a broker, each calling its function with the runtime first."""
     bound: dict[str, dramatiq.Actor[Any, Any]] = {}
     guard = RestoreGuard(runtime)
     for spec in (ACTORS if specs is None else specs).values():
+
         def run(*args: Any, _fn: Callable[..., Any] = spec.fn, _name: str = spec.name) -> Any:
             waiting = guard.reason()
             if waiting is not None:
                 # A restored database is behind its deletion journal: no job runs (nothing is made deliverable,
                 # nothing purged on the strength of old rows) until the journal is applied again. The job is sent
                 # again for later, as a new message: waiting must not spend its retries.
-                log_event(log, "warning", "worker.restore_pending", "the database is behind its deletion journal; "
-                          "the job waits", actor=_name, reason=waiting)
+                log_event(
+                    log,
+                    "warning",
+                    "worker.restore_pending",
+                    "the database is behind its deletion journal; the job waits",
+                    actor=_name,
+                    reason=waiting,
+                )
                 try:
                     bound[_name].send_with_options(args=args, delay=RESTORE_WAIT_MS)
-                except Exception:  # noqa: BLE001 - the broker refused it: dramatiq's own retry keeps the job
+                except Exception:
                     raise dramatiq.Retry(delay=RESTORE_WAIT_MS) from None
                 return None
             try:
@@ -92,14 +101,21 @@ def register(broker: dramatiq.Broker, runtime: Any, specs: dict[str, ActorSpec] 
                     raise
                 # An outage is expected (D13): one warning line, no stack trace, and dramatiq's retry with
                 # backoff; the catch-up (D8 d) is the safety net when the retries run out.
-                log_event(log, "warning", "worker.dependency_unavailable", "a dependency is unavailable; "
-                          "the job will be retried", actor=_name, error=type(exc).__name__)
+                log_event(
+                    log,
+                    "warning",
+                    "worker.dependency_unavailable",
+                    "a dependency is unavailable; the job will be retried",
+                    actor=_name,
+                    error=type(exc).__name__,
+                )
                 raise dramatiq.Retry() from None
 
         run.__name__ = spec.name
         run.__module__ = spec.fn.__module__
-        bound[spec.name] = dramatiq.Actor(run, broker=broker, actor_name=spec.name, queue_name=spec.queue_name,
-                                          priority=0, options=dict(spec.options))
+        bound[spec.name] = dramatiq.Actor(
+            run, broker=broker, actor_name=spec.name, queue_name=spec.queue_name, priority=0, options=dict(spec.options)
+        )
     return bound
 
 

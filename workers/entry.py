@@ -12,13 +12,13 @@ import os
 import dramatiq
 
 from app.entry.support import load_config_or_exit
-from app.platform.observability.log_setup import setup_logging
-from app.platform.observability.sentry import setup_sentry
 from app.entry.wiring import build_runtime
+from app.platform.jobs.broker import build_broker
+from app.platform.observability.log_setup import setup_logging
+from app.platform.observability.logs import log_event
+from app.platform.observability.sentry import setup_sentry
 from workers.actors import FlushAtShutdown, register
 from workers.pools import add_webhook_pool, pool_wanted
-from app.platform.observability.logs import log_event
-from app.platform.jobs.broker import build_broker
 
 cfg = load_config_or_exit(role="worker")
 setup_logging("worker", cfg.log.format, cfg.log.level)
@@ -30,5 +30,11 @@ actors = register(broker, runtime)
 broker.add_middleware(FlushAtShutdown(runtime))
 if pool_wanted():
     add_webhook_pool(broker, cfg.webhooks.concurrency)
-log_event(logging.getLogger("lethe.worker"), "info", "worker.started", "worker process started", pid=os.getpid(),
-          actors=sorted(actors))
+log_event(
+    logging.getLogger("lethe.worker"),
+    "info",
+    "worker.started",
+    "worker process started",
+    pid=os.getpid(),
+    actors=sorted(actors),
+)

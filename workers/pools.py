@@ -9,13 +9,12 @@ Worker by a broker middleware (dramatiq's own hooks), and the main Worker never 
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from collections.abc import Iterable
 
 import dramatiq
 from dramatiq import Worker
 
 from app.platform.jobs import WEBHOOK_QUEUE
-
 
 # Set by `lethe worker` for the dramatiq processes it starts: whether they run the webhook pool.
 POOL_ENV = "LETHE_WORKER_WEBHOOK_POOL"

@@ -12,14 +12,29 @@ from flask_smorest import Api
 from flask_smorest.utils import prepare_response
 from werkzeug.exceptions import HTTPException
 
-from app.platform.observability import metrics
-from app.domain.journal import GUARD_DETAIL
-from app.lifecycle.journal import RestoreGuard
-from app.api import (common, drafts, erasures, events, files, holds, json_body, links, messages, ops, problems,
-                     receipts, slots, tus, uploads)
-from app.api.schemas import ProblemSchema
+from app.api import (
+    common,
+    drafts,
+    erasures,
+    events,
+    files,
+    holds,
+    json_body,
+    links,
+    messages,
+    ops,
+    problems,
+    receipts,
+    slots,
+    tus,
+    uploads,
+)
 from app.api.auth import Authenticator
+from app.api.schemas import ProblemSchema
+from app.domain.journal import GUARD_DETAIL
 from app.errors import LetheError
+from app.lifecycle.journal import RestoreGuard
+from app.platform.observability import metrics
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -67,8 +82,6 @@ class LetheApi(Api):
         self.spec.components.response("DEFAULT_ERROR", response, lazy=True)
 
 
-
-
 def create_app(runtime: Runtime) -> Flask:
     """Build the api for a Runtime (its database, store, broker, clock and configuration)."""
     app = Flask("lethe")
@@ -82,9 +95,13 @@ def create_app(runtime: Runtime) -> Flask:
         # Swagger UI's assets come from a pinned package installed with Lethe, never from a CDN: /docs works on
         # an air-gapped cluster.
         OPENAPI_SWAGGER_UI_URL=SWAGGER_ASSETS,
-        API_SPEC_OPTIONS={"security": [{"bearer": []}],
-                          "info": {"description": "Lethe's HTTP API. Every /api/v1 route needs a bearer "
-                                                  "token; errors are application/problem+json."}},
+        API_SPEC_OPTIONS={
+            "security": [{"bearer": []}],
+            "info": {
+                "description": "Lethe's HTTP API. Every /api/v1 route needs a bearer "
+                "token; errors are application/problem+json."
+            },
+        },
     )
     # No request body may exceed one part (plus room for headers of a multipart client): 413 beyond it.
     app.config["MAX_CONTENT_LENGTH"] = runtime.cfg.file.part_size + 64 * 1024
@@ -119,22 +136,31 @@ def create_app(runtime: Runtime) -> Flask:
                 runtime.db.read(lambda conn: None)
             waiting = guard.reason()
             if waiting is not None:
-                return problems.problem(503, "service_unavailable", "Service unavailable", reason=waiting,
-                                        detail=GUARD_DETAIL[waiting],
-                                        headers={"Retry-After": "10"})
+                return problems.problem(
+                    503,
+                    "service_unavailable",
+                    "Service unavailable",
+                    reason=waiting,
+                    detail=GUARD_DETAIL[waiting],
+                    headers={"Retry-After": "10"},
+                )
             guard.serving_request(True)
         # D11: every /api/v1 request without valid credentials is a 401 before anything is looked up
         # (Flask raises routing errors only after this hook).
         # An OPTIONS request carries no token: browsers send it first (CORS preflight, tus discovery), and its
         # answer says nothing of any file.
         # A file link carries its own credential (the sealed token), checked with the file by its handler.
-        if request.path.startswith(API_PREFIX) and request.method != "OPTIONS" \
-                and not request.path.startswith(links.PREFIX):
+        if (
+            request.path.startswith(API_PREFIX)
+            and request.method != "OPTIONS"
+            and not request.path.startswith(links.PREFIX)
+        ):
             g.principal = authenticator.principal(request.headers.get("Authorization"))
             reads_json = request.method in ("POST", "PUT", "PATCH") and _reads_json(request.endpoint, request.method)
             if reads_json and _json_body_expected_but_not_sent():
-                return problems.problem(415, reason="json_expected",
-                                        detail="Send the body as JSON with Content-Type: application/json.")
+                return problems.problem(
+                    415, reason="json_expected", detail="Send the body as JSON with Content-Type: application/json."
+                )
             unreadable = _unreadable_json_body(runtime.cfg.api.max_json_depth) if reads_json else None
             if unreadable is not None:
                 reason, detail = unreadable
@@ -167,10 +193,16 @@ def _allow_cors(app: Flask, origins: tuple[str, ...]) -> None:
 
     from app.domain.tus import EXPOSED_HEADERS, REQUEST_HEADERS
 
-    CORS(app, resources={API_PREFIX + "*": {"origins": "*" if "*" in origins else list(origins)}},
-         allow_headers=list(REQUEST_HEADERS), expose_headers=list(EXPOSED_HEADERS),
-         methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"], max_age=600,
-         supports_credentials=False, vary_header=True)
+    CORS(
+        app,
+        resources={API_PREFIX + "*": {"origins": "*" if "*" in origins else list(origins)}},
+        allow_headers=list(REQUEST_HEADERS),
+        expose_headers=list(EXPOSED_HEADERS),
+        methods=["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
+        max_age=600,
+        supports_credentials=False,
+        vary_header=True,
+    )
 
 
 def _reads_json(endpoint: str | None, method: str) -> bool:

@@ -27,8 +27,9 @@ log = logging.getLogger("lethe.auth")
 class Authenticator:
     """Verifies `Authorization: Bearer <jwt>` headers against the configured key."""
 
-    def __init__(self, secret: str = "", public_key: str = "", issuer: str = "", audience: str = "",
-                 leeway_s: float = 30.0):
+    def __init__(
+        self, secret: str = "", public_key: str = "", issuer: str = "", audience: str = "", leeway_s: float = 30.0
+    ):
         if public_key:
             self.key, self.algorithms = public_key, ["RS256", "ES256"]
         else:
@@ -38,10 +39,15 @@ class Authenticator:
         self.leeway_s = leeway_s
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "Authenticator":
+    def from_config(cls, cfg: Config) -> Authenticator:
         """The authenticator of the configured key (auth.*)."""
-        return cls(cfg.auth.jwt_secret, cfg.auth.jwt_public_key, cfg.auth.issuer, cfg.auth.audience,
-                   cfg.auth.leeway.total_seconds())
+        return cls(
+            cfg.auth.jwt_secret,
+            cfg.auth.jwt_public_key,
+            cfg.auth.issuer,
+            cfg.auth.audience,
+            cfg.auth.leeway.total_seconds(),
+        )
 
     def principal(self, authorization: str | None) -> Principal:
         """The principal of an Authorization header.
@@ -56,8 +62,15 @@ class Authenticator:
             raise Unauthorized("token_invalid", "This installation has no key to verify tokens with.")
         options: Any = {"require": ["sub", "exp"]}
         try:
-            claims = jwt.decode(token.strip(), self.key, algorithms=self.algorithms, issuer=self.issuer,
-                                audience=self.audience, options=options, leeway=self.leeway_s)
+            claims = jwt.decode(
+                token.strip(),
+                self.key,
+                algorithms=self.algorithms,
+                issuer=self.issuer,
+                audience=self.audience,
+                options=options,
+                leeway=self.leeway_s,
+            )
             principal_id = uuid.UUID(str(claims["sub"]))
         except jwt.ExpiredSignatureError:
             log_event(log, "info", "auth.refused", "token refused", error="ExpiredSignatureError")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from flask import current_app, g
 from werkzeug.routing import UnicodeConverter
@@ -46,8 +47,9 @@ def problems(blp: Any, *statuses: int) -> Callable[[F], F]:
 
     def decorate(func: F) -> F:
         for status in sorted({401, *statuses}, reverse=True):
-            func = blp.alt_response(status, schema=ProblemSchema, content_type=MEDIA_TYPE,
-                                    description=_NON_STANDARD.get(status))(func)
+            func = blp.alt_response(
+                status, schema=ProblemSchema, content_type=MEDIA_TYPE, description=_NON_STANDARD.get(status)
+            )(func)
         return func
 
     return decorate

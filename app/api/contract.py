@@ -27,7 +27,8 @@ def for_installation(spec: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         empty = "".join(f"[{c}{c.upper()}]" if c.isalpha() else c for c in EMPTY_SHA256)
         schemas["UploadCreate"]["oneOf"] = [
             {"properties": {"size_bytes": {"minimum": 1}}},
-            {"properties": {"size_bytes": {"maximum": 0}, "sha256": {"pattern": f"^{empty}$"}}}]
+            {"properties": {"size_bytes": {"maximum": 0}, "sha256": {"pattern": f"^{empty}$"}}},
+        ]
     if "transfer" in upload and (not runtime.store.supports_direct or cfg.file.encryption):
         # direct uploads need an S3 store and files stored as sent (docs/api.md, direct uploads)
         upload["transfer"]["enum"] = [value for value in upload["transfer"].get("enum", []) if value != "direct"]

@@ -7,11 +7,10 @@ from typing import Any
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app.content import drafts
 from app.api.common import caller, problems, runtime, segment
 from app.api.schemas import DraftListSchema, DraftPutSchema, DraftSchema
-
-from app.db.drafts import DraftRow  # noqa: E402 - the row a draft answer is made of
+from app.content import drafts
+from app.db.drafts import DraftRow
 
 blp = Blueprint("drafts", __name__, url_prefix="/api/v1/drafts", description="Drafts")
 

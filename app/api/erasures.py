@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import uuid
-
-from typing import Any
-
 import dataclasses
+import uuid
+from typing import Any
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from app.api.common import caller, problems, runtime
 from app.api.schemas import ErasureRequestSchema, ErasureSchema
+from app.db.erasures import ErasureRow
+from app.db.receipts import ReceiptRow
 from app.lifecycle import erasure
-
-from app.db.erasures import ErasureRow  # noqa: E402 - the rows an erasure answer is made of
-from app.db.receipts import ReceiptRow  # noqa: E402
 
 blp = Blueprint("erasures", __name__, url_prefix="/api/v1/erasures", description="Erasure of a person")
 

@@ -7,9 +7,9 @@ from typing import Any
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app.content import events
 from app.api.common import caller, problems, runtime
 from app.api.schemas import EventListSchema, EventsQuerySchema
+from app.content import events
 from app.domain import access
 from app.errors import Forbidden
 
@@ -28,8 +28,18 @@ class Events(MethodView):
         if not access.may_read(principal):
             raise Forbidden("files:read")
         rows = events.list_events(runtime().db, principal.id, query["after"], query["limit"])
-        items = [{"id": row.id, "type": row.type, "schema_version": row.schema_version,
-                  "resource_kind": row.resource_kind, "resource_id": row.resource_id, "actor_id": row.actor_id,
-                  "created_at": row.created_at, "redacted": row.redacted_at is not None, "payload": row.payload}
-                 for row in rows]
+        items = [
+            {
+                "id": row.id,
+                "type": row.type,
+                "schema_version": row.schema_version,
+                "resource_kind": row.resource_kind,
+                "resource_id": row.resource_id,
+                "actor_id": row.actor_id,
+                "created_at": row.created_at,
+                "redacted": row.redacted_at is not None,
+                "payload": row.payload,
+            }
+            for row in rows
+        ]
         return {"events": items, "next_after": items[-1]["id"] if items else query["after"]}

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
-
-from typing import Any
-
 import dataclasses
+import uuid
+from typing import Any
 
 from flask import request
 from flask.views import MethodView
@@ -14,8 +12,16 @@ from flask_smorest import Blueprint
 
 from app.api import serving
 from app.api.common import caller, problems, runtime
-from app.api.schemas import (BatchDeleteResultsSchema, BatchDeleteSchema, ContentQuerySchema, FileListSchema,
-                             FileSchema, FilesQuerySchema, LinkCreateSchema, LinkSchema)
+from app.api.schemas import (
+    BatchDeleteResultsSchema,
+    BatchDeleteSchema,
+    ContentQuerySchema,
+    FileListSchema,
+    FileSchema,
+    FilesQuerySchema,
+    LinkCreateSchema,
+    LinkSchema,
+)
 from app.content import files, serve
 from app.lifecycle import deletion, retention
 
@@ -32,8 +38,15 @@ class FileList(MethodView):
         """The caller's own live files, newest first, a page at a time (`files:read`); by `purpose` and upload
         `state` when given. With `manage`, another uploader's (`uploader`), retired ones included. Deleted
         files never appear."""
-        rows, cursor = files.list_files(runtime(), caller(), query.get("uploader"), query.get("purpose"),
-                                        query.get("state"), query.get("after"), query["limit"])
+        rows, cursor = files.list_files(
+            runtime(),
+            caller(),
+            query.get("uploader"),
+            query.get("purpose"),
+            query.get("state"),
+            query.get("after"),
+            query["limit"],
+        )
         return {"files": rows, "next": cursor}
 
 
@@ -75,10 +88,14 @@ class FilesBatchDelete(MethodView):
 
 BYTES = {"schema": {"type": "string", "format": "binary"}}
 CONTENT_RESPONSES = {
-    "200": {"description": "The whole file.", "content": {"application/octet-stream": BYTES, "image/*": BYTES,
-                                                            "audio/*": BYTES, "video/*": BYTES}},
-    "206": {"description": "One byte range (Range: bytes=first-last).", "content": {
-        "application/octet-stream": BYTES, "image/*": BYTES, "audio/*": BYTES, "video/*": BYTES}},
+    "200": {
+        "description": "The whole file.",
+        "content": {"application/octet-stream": BYTES, "image/*": BYTES, "audio/*": BYTES, "video/*": BYTES},
+    },
+    "206": {
+        "description": "One byte range (Range: bytes=first-last).",
+        "content": {"application/octet-stream": BYTES, "image/*": BYTES, "audio/*": BYTES, "video/*": BYTES},
+    },
     "302": {"description": "file.s3.download redirect: a presigned GET of the store, short-lived."},
     "304": {"description": "If-None-Match or If-Modified-Since: the client's copy is current."},
 }
@@ -107,8 +124,9 @@ class FileVariant(MethodView):
         `poster` for an animation; the File document's `thumbnails` lists those ready): WebP without any
         metadata, with everything getFileContent answers (ranges, validators, HEAD, inline). 404 for a name
         the file has no variant of."""
-        return serving.respond(runtime(), serve.for_reader(runtime(), caller(), file_id, query["disposition"],
-                                                           variant=name))
+        return serving.respond(
+            runtime(), serve.for_reader(runtime(), caller(), file_id, query["disposition"], variant=name)
+        )
 
 
 @blp.route("/<uuid:file_id>/links")
@@ -123,8 +141,9 @@ class FileLinks(MethodView):
         the file, disposition and expiry and names none of them; every use checks the file again, so a link
         of a deleted file answers 404 at once."""
         rt = runtime()
-        token, expires_at = serve.create_link(rt, caller(), file_id, body["disposition"], body.get("variant"),
-                                              body.get("ttl"))
+        token, expires_at = serve.create_link(
+            rt, caller(), file_id, body["disposition"], body.get("variant"), body.get("ttl")
+        )
         base = rt.cfg.api.public_url.rstrip("/") or request.host_url.rstrip("/")
         return {"url": f"{base}/api/v1/links/{token}", "expires_at": expires_at}
 

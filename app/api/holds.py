@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
-
-from typing import Any
-
 import dataclasses
+import uuid
+from typing import Any
 
 from flask.views import MethodView
 from flask_smorest import Blueprint
@@ -29,8 +27,9 @@ class Holds(MethodView):
         for a legal claim. Users see no difference: their deletions answer as always and a deleted file is
         gone for every reader; its objects and row stay until the release. An erasure of a held subject
         answers 409 `subject_on_hold`. 404 for a file with no row."""
-        return holds.place_hold(runtime(), caller(), body["case_ref"], subject_id=body.get("subject_id"),
-                                file_id=body.get("file_id"))
+        return holds.place_hold(
+            runtime(), caller(), body["case_ref"], subject_id=body.get("subject_id"), file_id=body.get("file_id")
+        )
 
     @blp.doc(operationId="listHolds")
     @blp.arguments(HoldsQuerySchema, location="query")
@@ -39,8 +38,10 @@ class Holds(MethodView):
     def get(self, query: dict[str, Any]) -> Any:
         """Holds in force and released ones (kept for `privacy.receipt_ttl`), in the order they were placed."""
         rows = holds.list_holds(runtime(), caller(), query.get("after"), query["limit"])
-        return {"holds": [dataclasses.asdict(row) for row in rows],
-                "next_after": rows[-1].id if len(rows) == query["limit"] else None}
+        return {
+            "holds": [dataclasses.asdict(row) for row in rows],
+            "next_after": rows[-1].id if len(rows) == query["limit"] else None,
+        }
 
 
 @blp.route("/<uuid:hold_id>")

@@ -7,10 +7,10 @@ from typing import Any
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app.content import attachments
-from app.lifecycle import deletion
 from app.api.common import caller, problems, runtime, segment
 from app.api.schemas import MessageDeleteQuerySchema, MessagePutSchema, MessageSchema
+from app.content import attachments
+from app.lifecycle import deletion
 
 blp = Blueprint("messages", __name__, url_prefix="/api/v1/messages", description="Messages and attachments")
 
@@ -27,8 +27,12 @@ class MessageById(MethodView):
         deliverable, not deleted and not attached: else 409 `file_not_attachable` and nothing is attached."""
         segment(message_id, "invalid_message_id")
         message, attached = attachments.put_message(runtime(), caller(), message_id, body["file_ids"])
-        return {"id": message.id, "author_id": message.author_id, "created_at": message.created_at,
-                "file_ids": attached}
+        return {
+            "id": message.id,
+            "author_id": message.author_id,
+            "created_at": message.created_at,
+            "file_ids": attached,
+        }
 
     @blp.doc(operationId="deleteMessage")
     @blp.arguments(MessageDeleteQuerySchema, location="query")

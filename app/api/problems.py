@@ -24,17 +24,38 @@ PROBLEM_TYPE = "https://lethe.invalid/problems/"
 MEDIA_TYPE = "application/problem+json"
 
 _CODES = {
-    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-    406: "not_acceptable", 409: "conflict", 410: "gone", 411: "length_required", 412: "precondition_failed",
-    413: "payload_too_large", 415: "unsupported_media_type", 416: "range_not_satisfiable", 422: "invalid_request",
-    429: "too_many_requests", 460: "checksum_mismatch", 500: "internal_error", 501: "not_configured",
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    410: "gone",
+    411: "length_required",
+    412: "precondition_failed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    416: "range_not_satisfiable",
+    422: "invalid_request",
+    429: "too_many_requests",
+    460: "checksum_mismatch",
+    500: "internal_error",
+    501: "not_configured",
     503: "unavailable",
 }
 
 
-def problem(status: int, code: str | None = None, title: str | None = None, *, reason: str | None = None,
-            detail: str | None = None, errors: dict[str, Any] | None = None,
-            headers: dict[str, str] | None = None) -> Response:
+def problem(
+    status: int,
+    code: str | None = None,
+    title: str | None = None,
+    *,
+    reason: str | None = None,
+    detail: str | None = None,
+    errors: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
     """Build a problem+json response."""
     code = code or _CODES.get(status, "error")
     body = {
@@ -102,7 +123,7 @@ def _field_errors(exc: HTTPException) -> dict[str, Any] | None:
     known = _known_fields()
     flat: dict[str, Any] = {}
     for location, fields in messages.items():
-        for name, field_messages in (fields.items() if isinstance(fields, dict) else [(location, fields)]):
+        for name, field_messages in fields.items() if isinstance(fields, dict) else [(location, fields)]:
             if name in known:
                 flat[name] = field_messages
             else:
@@ -129,8 +150,13 @@ def from_http_exception(exc: HTTPException) -> Response:
 
         detail = f"The request body is larger than this request takes: at most {human_size(limit)}." if limit else None
     errors = _field_errors(exc) if status in (400, 422) else None
-    return problem(status, errors=errors, detail=detail, headers=headers,
-                   reason="body_too_large" if status == 413 else _reason_of(errors))
+    return problem(
+        status,
+        errors=errors,
+        detail=detail,
+        headers=headers,
+        reason="body_too_large" if status == 413 else _reason_of(errors),
+    )
 
 
 def from_lethe_error(exc: LetheError) -> Response:
@@ -138,36 +164,47 @@ def from_lethe_error(exc: LetheError) -> Response:
     headers: dict[str, str] = {}
     if exc.status == 503:
         # An outage is expected: one warning line, no stack trace, and when to ask again (D13).
-        log_event(log, "warning", "api.unavailable", "a dependency is unavailable", code=exc.code,
-                  error=type(exc).__name__)
+        log_event(
+            log, "warning", "api.unavailable", "a dependency is unavailable", code=exc.code, error=type(exc).__name__
+        )
         headers["Retry-After"] = "5"
     elif exc.status >= 500:
         log_event(log, "error", "api.error", "request failed", error=type(exc).__name__)
     reason = getattr(exc, "reason", None)
     if exc.status == 401:
         # RFC 6750: a token that was sent and refused is invalid_token (expired ones too); none sent, no error.
-        headers["WWW-Authenticate"] = 'Bearer error="invalid_token"' if reason in ("token_expired", "token_invalid") \
-            else "Bearer"
-    return problem(exc.status, exc.code, exc.title, reason=reason, detail=getattr(exc, "detail", None),
-                   headers=headers)
+        headers["WWW-Authenticate"] = (
+            'Bearer error="invalid_token"' if reason in ("token_expired", "token_invalid") else "Bearer"
+        )
+    return problem(exc.status, exc.code, exc.title, reason=reason, detail=getattr(exc, "detail", None), headers=headers)
 
 
 # A constraint the schema validation should have met first; answered as a client error, never a 500, and
 # logged by constraint name and SQLSTATE only: the error's text holds PostgreSQL's DETAIL with row values.
-_CONFLICTS = (pg_errors.UniqueViolation, pg_errors.ForeignKeyViolation, pg_errors.RestrictViolation,
-              pg_errors.ExclusionViolation)
+_CONFLICTS = (
+    pg_errors.UniqueViolation,
+    pg_errors.ForeignKeyViolation,
+    pg_errors.RestrictViolation,
+    pg_errors.ExclusionViolation,
+)
 
 
 def from_database_error(exc: psycopg.Error) -> Response:
     """A database error as problem+json: an outage 503, a constraint 409/422, never a 500 with details."""
     diag = getattr(exc, "diag", None)
     if isinstance(exc, (pg_errors.IntegrityError, pg_errors.DataError)):
-        log_event(log, "warning", "api.constraint_violation", "a request met a database constraint",
-                  sqlstate=exc.sqlstate, constraint=getattr(diag, "constraint_name", None), error=exc)
+        log_event(
+            log,
+            "warning",
+            "api.constraint_violation",
+            "a request met a database constraint",
+            sqlstate=exc.sqlstate,
+            constraint=getattr(diag, "constraint_name", None),
+            error=exc,
+        )
         return problem(409 if isinstance(exc, _CONFLICTS) else 422, reason="constraint_violation")
     if isinstance(exc, psycopg.OperationalError):
-        log_event(log, "warning", "api.database_unavailable", "the database is unavailable",
-                  error=type(exc).__name__)
+        log_event(log, "warning", "api.database_unavailable", "the database is unavailable", error=type(exc).__name__)
         return problem(503, "service_unavailable", "Service unavailable", headers={"Retry-After": "5"})
     return from_unexpected(exc)
 

@@ -85,12 +85,21 @@ class FileSchema(NoNulls):
     mime_type = fields.String(required=True)
     size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=0))
     upload_state = fields.String(required=True, validate=validate.OneOf(UPLOAD_STATES))
-    scan_status = fields.String(required=True, validate=validate.OneOf(SHOWN_SCAN_STATUSES),
-                                metadata={"description": "not_scanned: a failed upload, never scanned."})
+    scan_status = fields.String(
+        required=True,
+        validate=validate.OneOf(SHOWN_SCAN_STATUSES),
+        metadata={"description": "not_scanned: a failed upload, never scanned."},
+    )
     created_at = fields.DateTime(required=True)
-    thumbnails = fields.List(fields.Nested(ThumbnailSchema), required=True, dump_default=list,
-                             metadata={"description": "The file's image variants ready to serve "
-                                       "(GET /files/{id}/variants/{name}); empty for any other file."})
+    thumbnails = fields.List(
+        fields.Nested(ThumbnailSchema),
+        required=True,
+        dump_default=list,
+        metadata={
+            "description": "The file's image variants ready to serve "
+            "(GET /files/{id}/variants/{name}); empty for any other file."
+        },
+    )
     sha256 = fields.String(validate=FullMatch(r"^[0-9a-f]{64}$"))
     scope_id = fields.UUID()
     scanned_at = fields.DateTime()
@@ -111,20 +120,35 @@ class FileSchema(NoNulls):
 class UploadCreateSchema(Schema):
     name = SafeString(
         required=True,
-        validate=[validate.Length(min=1, max=MAX_NAME_LENGTH,
-                                  error=f"The name must be 1 to {MAX_NAME_LENGTH} characters."),
-                  FullMatch(NAME_PATTERN, error="The name must not contain control characters.")],
-        metadata={"description": "The file's name, stored as given; never used in a key."})
-    size_bytes = fields.Integer(required=True, strict=True, validate=validate.Range(min=0),
-                                metadata={"description": "The file's size in bytes; an empty file (0) has nothing to send: complete it at once (tus: Upload-Length 0 is complete when created)."})
+        validate=[
+            validate.Length(min=1, max=MAX_NAME_LENGTH, error=f"The name must be 1 to {MAX_NAME_LENGTH} characters."),
+            FullMatch(NAME_PATTERN, error="The name must not contain control characters."),
+        ],
+        metadata={"description": "The file's name, stored as given; never used in a key."},
+    )
+    size_bytes = fields.Integer(
+        required=True,
+        strict=True,
+        validate=validate.Range(min=0),
+        metadata={
+            "description": "The file's size in bytes; an empty file (0) has nothing to send: complete it at once (tus: Upload-Length 0 is complete when created)."
+        },
+    )
     mime_type = SafeString(required=True, validate=FullMatch(MIME_RE, error="Not a media type such as text/plain."))
-    sha256 = SafeString(validate=FullMatch(r"^[0-9a-fA-F]{64}$", error="Not a hex sha256 digest."),
-                           metadata={"description": "Optional hex sha256 checked at completion."})
+    sha256 = SafeString(
+        validate=FullMatch(r"^[0-9a-fA-F]{64}$", error="Not a hex sha256 digest."),
+        metadata={"description": "Optional hex sha256 checked at completion."},
+    )
     purpose = fields.String(load_default="attachment", validate=validate.OneOf(PURPOSES))
     scope_id = fields.UUID(metadata={"description": "Optional channel or room the file was uploaded into."})
-    transfer = fields.String(load_default="api", validate=validate.OneOf(["api", "direct"]), metadata={
-        "description": "api (default): the parts are sent through the API; direct (S3 only): the answer carries a "
-                       "presigned PUT URL per part and the bytes go straight to the store."})
+    transfer = fields.String(
+        load_default="api",
+        validate=validate.OneOf(["api", "direct"]),
+        metadata={
+            "description": "api (default): the parts are sent through the API; direct (S3 only): the answer carries a "
+            "presigned PUT URL per part and the bytes go straight to the store."
+        },
+    )
 
 
 class PartUrlSchema(Schema):
@@ -136,8 +160,10 @@ class PartUrlSchema(Schema):
 class UploadSchema(NoNulls):
     file_id = fields.UUID(required=True)
     transfer = fields.String(required=True, validate=validate.OneOf(["api", "direct", "tus"]))
-    parts = fields.List(fields.Nested(PartUrlSchema), metadata={
-        "description": "Direct uploads, when created: a presigned PUT URL per part."})
+    parts = fields.List(
+        fields.Nested(PartUrlSchema),
+        metadata={"description": "Direct uploads, when created: a presigned PUT URL per part."},
+    )
     state = fields.String(required=True, validate=validate.OneOf(SESSION_STATES))
     part_size = fields.Integer(required=True)
     part_count = fields.Integer(required=True)
@@ -161,26 +187,38 @@ class MessagePutSchema(Schema):
 
 
 class BatchDeleteSchema(Schema):
-    ids = fields.List(fields.UUID(), required=True, validate=validate.Length(min=1, max=MAX_IDS),
-                      metadata={"description": "1 to 1,000 file ids; each is answered as deleteFile would."})
+    ids = fields.List(
+        fields.UUID(),
+        required=True,
+        validate=validate.Length(min=1, max=MAX_IDS),
+        metadata={"description": "1 to 1,000 file ids; each is answered as deleteFile would."},
+    )
 
 
 class BatchDeleteResultSchema(NoNulls):
     id = fields.UUID(required=True)
-    status = fields.Integer(required=True, validate=validate.OneOf((204, 404, 409)),
-                            metadata={"description": "What deleteFile answers for this id alone."})
-    reason = fields.String(metadata={"description": "`not_found` with 404; `file_attached` or "
-                                                    "`purpose_not_deletable` with 409."})
+    status = fields.Integer(
+        required=True,
+        validate=validate.OneOf((204, 404, 409)),
+        metadata={"description": "What deleteFile answers for this id alone."},
+    )
+    reason = fields.String(
+        metadata={"description": "`not_found` with 404; `file_attached` or `purpose_not_deletable` with 409."}
+    )
 
 
 class BatchDeleteResultsSchema(Schema):
-    results = fields.List(fields.Nested(BatchDeleteResultSchema), required=True,
-                          metadata={"description": "One result per id, in request order."})
+    results = fields.List(
+        fields.Nested(BatchDeleteResultSchema),
+        required=True,
+        metadata={"description": "One result per id, in request order."},
+    )
 
 
 class MessageDeleteQuerySchema(Schema):
-    author_id = fields.UUID(metadata={"description": "With `manage`: the author whose message is deleted "
-                                                     "(default: the caller)."})
+    author_id = fields.UUID(
+        metadata={"description": "With `manage`: the author whose message is deleted (default: the caller)."}
+    )
 
 
 class MessageSchema(Schema):
@@ -207,8 +245,11 @@ class DraftListSchema(Schema):
 
 
 class EventsQuerySchema(Schema):
-    after = fields.Integer(load_default=0, validate=validate.Range(min=0, max=2**62),
-                           metadata={"description": "Cursor: the id of the last event seen (0 for the start)."})
+    after = fields.Integer(
+        load_default=0,
+        validate=validate.Range(min=0, max=2**62),
+        metadata={"description": "Cursor: the id of the last event seen (0 for the start)."},
+    )
     limit = fields.Integer(load_default=100, validate=validate.Range(min=1, max=1000))
 
 
@@ -234,38 +275,60 @@ class ReceiptSchema(NoNulls):
     deleted and confirmed absent by a read of the store. Nothing else: no uploader, name, size or digest."""
 
     file_id = fields.UUID(required=True)
-    via = fields.String(required=True, metadata={"description": "file (its uploader's deleteFile), manager "
-                                                               "(deleteFile of another's file by `manage`), "
-                                                               "message, cleanup_unattached, cleanup_failed, "
-                                                               "cleanup_unheld, retention, slot, erasure, restore "
-                                                               "(applied again from the deletion journal after a "
-                                                               "restore of the database)"})
+    via = fields.String(
+        required=True,
+        metadata={
+            "description": "file (its uploader's deleteFile), manager "
+            "(deleteFile of another's file by `manage`), "
+            "message, cleanup_unattached, cleanup_failed, "
+            "cleanup_unheld, retention, slot, erasure, restore "
+            "(applied again from the deletion journal after a "
+            "restore of the database)"
+        },
+    )
     marked_at = fields.DateTime(required=True)
     purged_at = fields.DateTime(required=True)
     keys_deleted = fields.Integer(required=True)
     keys_confirmed_absent = fields.Integer(required=True)
-    deferred_by_hold = fields.UUID(metadata={"description": "A legal hold deferred the purge: the hold released "
-                                                            "last. Absent when no hold did."})
-    deferred_from = fields.DateTime(metadata={"description": "The deferral's start: the later of the mark and "
-                                                             "the first covering hold's placement."})
-    deferred_until = fields.DateTime(metadata={"description": "The deferral's end: the last covering hold's "
-                                                              "release."})
-    removal_began_at = fields.DateTime(metadata={"description": "When the removal of the file's bytes began (the "
-                                                                "point of no return)."})
-    hold_too_late = fields.Boolean(metadata={"description": "True when a legal hold covering the file was placed "
-                                                            "after its removal had begun: its bytes could not be "
-                                                            "kept."})
-    variants_deleted = fields.Integer(metadata={"description": "How many image variants of the file were recorded "
-                                                               "(their keys are among keys_deleted)."})
-    keys_locked = fields.Integer(metadata={"description": "How many versions of the file's objects a bucket's object "
-                                                          "lock keeps until its retain-until date: sealed under the "
-                                                          "file's data key, destroyed when its removal began, so that "
-                                                          "nothing opens them."})
+    deferred_by_hold = fields.UUID(
+        metadata={"description": "A legal hold deferred the purge: the hold released last. Absent when no hold did."}
+    )
+    deferred_from = fields.DateTime(
+        metadata={"description": "The deferral's start: the later of the mark and the first covering hold's placement."}
+    )
+    deferred_until = fields.DateTime(metadata={"description": "The deferral's end: the last covering hold's release."})
+    removal_began_at = fields.DateTime(
+        metadata={"description": "When the removal of the file's bytes began (the point of no return)."}
+    )
+    hold_too_late = fields.Boolean(
+        metadata={
+            "description": "True when a legal hold covering the file was placed "
+            "after its removal had begun: its bytes could not be "
+            "kept."
+        }
+    )
+    variants_deleted = fields.Integer(
+        metadata={
+            "description": "How many image variants of the file were recorded (their keys are among keys_deleted)."
+        }
+    )
+    keys_locked = fields.Integer(
+        metadata={
+            "description": "How many versions of the file's objects a bucket's object "
+            "lock keeps until its retain-until date: sealed under the "
+            "file's data key, destroyed when its removal began, so that "
+            "nothing opens them."
+        }
+    )
 
 
 class SlotPutSchema(Schema):
-    file_id = fields.UUID(required=True, metadata={"description": "A complete, deliverable file of the slot's "
-                                                                  "purpose (avatar or branding), the holder's own."})
+    file_id = fields.UUID(
+        required=True,
+        metadata={
+            "description": "A complete, deliverable file of the slot's purpose (avatar or branding), the holder's own."
+        },
+    )
 
 
 class SlotSchema(Schema):
@@ -299,13 +362,19 @@ class HoldRequestSchema(Schema):
 
     subject_id = fields.UUID(metadata={"description": "A principal: every file they uploaded, now and later."})
     file_id = fields.UUID(metadata={"description": "One file (it must still have a row: not purged yet)."})
-    case_ref = fields.String(required=True, validate=FullMatch(
-        CASE_REF_TOKEN, error="A case reference is 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-' (a ticket number, "
-                              "never free text)."),
-        metadata={"description": "An opaque ticket number of the installation's form (holds.case_ref_pattern; "
-                                 "by default capitals and digits ending with a number, as CASE-2026-0042): never "
-                                 "a name, a file name or free text (422 case_ref_invalid).",
-                  "reason": "case_ref_invalid"})
+    case_ref = fields.String(
+        required=True,
+        validate=FullMatch(
+            CASE_REF_TOKEN,
+            error="A case reference is 1 to 64 of A-Z, a-z, 0-9, '.', '_' and '-' (a ticket number, never free text).",
+        ),
+        metadata={
+            "description": "An opaque ticket number of the installation's form (holds.case_ref_pattern; "
+            "by default capitals and digits ending with a number, as CASE-2026-0042): never "
+            "a name, a file name or free text (422 case_ref_invalid).",
+            "reason": "case_ref_invalid",
+        },
+    )
 
     @validates_schema
     def _one_target(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -318,20 +387,34 @@ class HoldSchema(NoNulls):
     active; as it was at its release after), and how many it could not keep."""
 
     id = fields.UUID(required=True)
-    subject_id = fields.UUID(metadata={"description": "Absent for a file hold, and once a released hold forgot "
-                                                      "the person after their erasure (subject_forgotten)."})
+    subject_id = fields.UUID(
+        metadata={
+            "description": "Absent for a file hold, and once a released hold forgot "
+            "the person after their erasure (subject_forgotten)."
+        }
+    )
     file_id = fields.UUID()
-    subject_forgotten = fields.Boolean(required=True, metadata={
-        "description": "True once the person a released subject hold named was erased: the record keeps ids, "
-                       "times and counts only."})
+    subject_forgotten = fields.Boolean(
+        required=True,
+        metadata={
+            "description": "True once the person a released subject hold named was erased: the record keeps ids, "
+            "times and counts only."
+        },
+    )
     case_ref = fields.String(required=True)
     created_at = fields.DateTime(required=True)
     released_at = fields.DateTime(metadata={"description": "Absent while the hold is in force."})
-    files_deferred = fields.Integer(required=True, metadata={
-        "description": "Deleted files whose bytes this hold keeps (another hold may cover them too)."})
-    files_lost = fields.Integer(required=True, metadata={
-        "description": "Files the hold covers whose removal had begun before it was placed: their bytes could not "
-                       "be kept (their rows and receipts say so). Fixed at the placement."})
+    files_deferred = fields.Integer(
+        required=True,
+        metadata={"description": "Deleted files whose bytes this hold keeps (another hold may cover them too)."},
+    )
+    files_lost = fields.Integer(
+        required=True,
+        metadata={
+            "description": "Files the hold covers whose removal had begun before it was placed: their bytes could not "
+            "be kept (their rows and receipts say so). Fixed at the placement."
+        },
+    )
 
 
 class HoldsQuerySchema(Schema):
@@ -345,10 +428,15 @@ class HoldListSchema(NoNulls):
 
 
 class ContentQuerySchema(Schema):
-    disposition = fields.String(load_default="attachment", validate=validate.OneOf(["attachment", "inline"]),
-                                metadata={"description": "inline: shown by the browser, for a raster image, audio "
-                                          "or video whose bytes are the declared type; anything else is an "
-                                          "attachment of application/octet-stream."})
+    disposition = fields.String(
+        load_default="attachment",
+        validate=validate.OneOf(["attachment", "inline"]),
+        metadata={
+            "description": "inline: shown by the browser, for a raster image, audio "
+            "or video whose bytes are the declared type; anything else is an "
+            "attachment of application/octet-stream."
+        },
+    )
 
 
 class _Duration(fields.String):
@@ -374,25 +462,31 @@ class _Duration(fields.String):
 
 class LinkCreateSchema(Schema):
     disposition = fields.String(load_default="attachment", validate=validate.OneOf(["attachment", "inline"]))
-    variant = fields.String(validate=validate.OneOf(VARIANTS),
-                            metadata={"description": "A variant of the file instead of its original."})
-    ttl = _Duration(metadata={"description": "How long the link works (default and longest: file.link_ttl; a longer "
-                                             "one is cut to it, as `expires_at` says)."})
+    variant = fields.String(
+        validate=validate.OneOf(VARIANTS), metadata={"description": "A variant of the file instead of its original."}
+    )
+    ttl = _Duration(
+        metadata={
+            "description": "How long the link works (default and longest: file.link_ttl; a longer "
+            "one is cut to it, as `expires_at` says)."
+        }
+    )
 
 
 class LinkSchema(Schema):
-    url = fields.String(required=True, metadata={"description": "Works without an Authorization header; names "
-                                                 "no file, name or person."})
+    url = fields.String(
+        required=True, metadata={"description": "Works without an Authorization header; names no file, name or person."}
+    )
     expires_at = fields.DateTime(required=True)
 
 
 class FilesQuerySchema(Schema):
-    uploader = fields.UUID(metadata={"description": "With `manage`: another uploader's files (default: the "
-                                                    "caller's)."})
+    uploader = fields.UUID(metadata={"description": "With `manage`: another uploader's files (default: the caller's)."})
     purpose = fields.String(validate=validate.OneOf(PURPOSES))
     state = fields.String(validate=validate.OneOf(UPLOAD_STATES))
-    after = fields.String(validate=FullMatch(r"^[A-Za-z0-9_-]{32}$"),
-                          metadata={"description": "Cursor: the `next` of the previous page."})
+    after = fields.String(
+        validate=FullMatch(r"^[A-Za-z0-9_-]{32}$"), metadata={"description": "Cursor: the `next` of the previous page."}
+    )
     limit = fields.Integer(load_default=50, validate=validate.Range(min=1, max=200))
 
 

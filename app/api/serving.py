@@ -9,8 +9,9 @@ browser asks again, so that a file deleted a moment ago is not shown from its ca
 from __future__ import annotations
 
 import logging
+from collections.abc import Generator, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Generator, Iterator
+from typing import TYPE_CHECKING
 
 from flask import Response, request
 from werkzeug.wsgi import wrap_file
@@ -33,10 +34,14 @@ CACHE_CONTROL = "private, no-cache"
 def conditions() -> Conditions:
     """The request's conditional and range headers."""
     headers = request.headers
-    return Conditions(if_match=headers.get("If-Match"), if_none_match=headers.get("If-None-Match"),
-                      if_modified_since=headers.get("If-Modified-Since"),
-                      if_unmodified_since=headers.get("If-Unmodified-Since"), if_range=headers.get("If-Range"),
-                      range=headers.get("Range"))
+    return Conditions(
+        if_match=headers.get("If-Match"),
+        if_none_match=headers.get("If-None-Match"),
+        if_modified_since=headers.get("If-Modified-Since"),
+        if_unmodified_since=headers.get("If-Unmodified-Since"),
+        if_range=headers.get("If-Range"),
+        range=headers.get("Range"),
+    )
 
 
 def _headers(served: Served) -> dict[str, str]:
@@ -49,7 +54,8 @@ def _headers(served: Served) -> dict[str, str]:
         "X-Content-Type-Options": "nosniff",
         "Content-Security-Policy": "sandbox",
         "Content-Disposition": content_disposition(
-            None if served.via_link or served.variant else served.row.original_name, disposition),
+            None if served.via_link or served.variant else served.row.original_name, disposition
+        ),
     }
 
 
@@ -59,16 +65,23 @@ def respond(rt: Runtime, served: Served) -> Response:
     headers = _headers(served)
     decided = precondition(wanted, served.validators)
     if decided == 304:
-        return Response(status=304, headers={name: headers[name] for name in
-                                             ("ETag", "Last-Modified", "Cache-Control")})
+        return Response(
+            status=304, headers={name: headers[name] for name in ("ETag", "Last-Modified", "Cache-Control")}
+        )
     if decided == 412:
-        return problems.problem(412, reason="precondition_failed",
-                                detail="The file is not the one the request's If-Match or If-Unmodified-Since names.")
+        return problems.problem(
+            412,
+            reason="precondition_failed",
+            detail="The file is not the one the request's If-Match or If-Unmodified-Since names.",
+        )
     span = requested_range(wanted, served.validators, served.size)
     if span == UNSATISFIABLE:
-        return problems.problem(416, reason="range_not_satisfiable",
-                                detail=f"The file has {served.size} bytes.",
-                                headers={"Content-Range": f"bytes */{served.size}", "Accept-Ranges": "bytes"})
+        return problems.problem(
+            416,
+            reason="range_not_satisfiable",
+            detail=f"The file has {served.size} bytes.",
+            headers={"Content-Range": f"bytes */{served.size}", "Accept-Ranges": "bytes"},
+        )
     assert span is None or isinstance(span, ByteRange)
     status = 206 if span is not None else 200
     if span is not None:
@@ -100,12 +113,14 @@ def _redirect(rt: Runtime, served: Served, headers: dict[str, str]) -> Response 
     url = rt.files.presigned(served.row, ttl, served.content_type, disposition, served.variant)
     if url is None:
         return None
-    return Response(status=302, headers={"Location": url, "Cache-Control": "private, no-store",
-                                         "X-Content-Type-Options": "nosniff"})
+    return Response(
+        status=302, headers={"Location": url, "Cache-Control": "private, no-store", "X-Content-Type-Options": "nosniff"}
+    )
 
 
-def _body(rt: Runtime, served: Served, span: ByteRange | None, status: int, length: int,
-          headers: dict[str, str]) -> Response:
+def _body(
+    rt: Runtime, served: Served, span: ByteRange | None, status: int, length: int, headers: dict[str, str]
+) -> Response:
     try:
         local = rt.files.local_file(served.row, served.variant) if span is None else None
         if local is not None:  # the whole file from a local disk: the server may send it itself (sendfile)
@@ -114,8 +129,9 @@ def _body(rt: Runtime, served: Served, span: ByteRange | None, status: int, leng
         else:
             # A sealed file is opened segment by segment; its first chunk is read now, so that a missing or
             # tampered object answers a problem instead of a body that ends short.
-            chunks = rt.files.read(served.row, span.first if span else 0, span.length if span else None,
-                                   served.variant, served.size)
+            chunks = rt.files.read(
+                served.row, span.first if span else 0, span.length if span else None, served.variant, served.size
+            )
             body, closer = _ending_short_when_corrupt(chunks, served), chunks.close
     except NotFound:
         log_event(log, "warning", "file.content_missing", "content missing", file_id=str(served.row.id))
@@ -123,8 +139,7 @@ def _body(rt: Runtime, served: Served, span: ByteRange | None, status: int, leng
     except ContentCorrupt:
         _corrupt(served)
         raise
-    response = Response(body, status=status, mimetype=served.content_type, headers=headers,
-                        direct_passthrough=True)
+    response = Response(body, status=status, mimetype=served.content_type, headers=headers, direct_passthrough=True)
     response.headers["Content-Length"] = str(length)
     response.call_on_close(closer)
     return response
@@ -132,8 +147,13 @@ def _body(rt: Runtime, served: Served, span: ByteRange | None, status: int, leng
 
 def _corrupt(served: Served) -> None:
     metrics.CONTENT_CORRUPT.inc()
-    log_event(log, "warning", "file.content_corrupt", "stored content did not open as what was sealed; nothing of "
-              "it was served", file_id=str(served.row.id))
+    log_event(
+        log,
+        "warning",
+        "file.content_corrupt",
+        "stored content did not open as what was sealed; nothing of it was served",
+        file_id=str(served.row.id),
+    )
 
 
 def _ending_short_when_corrupt(chunks: Iterator[bytes], served: Served) -> Generator[bytes, None, None]:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import uuid
-
 from typing import Any
 
 from flask import request
 from flask.views import MethodView
 from flask_smorest import Blueprint
 
-from app.content import direct, uploads
 from app.api.common import caller, problems, runtime
 from app.api.schemas import FileSchema, PartSchema, PartUrlSchema, UploadCreateSchema, UploadViewSchema
+from app.content import direct, uploads
 from app.errors import UnsupportedMediaType
 
 blp = Blueprint("uploads", __name__, url_prefix="/api/v1/uploads", description="Resumable uploads")
@@ -24,11 +23,15 @@ def shape(view: uploads.UploadView, part_urls: list[direct.PartUrl] | None = Non
     return {
         "file": view.file,
         "upload": {
-            "file_id": session.file_id, "transfer": uploads.TRANSFERS[session.protocol],
-            **({"parts": part_urls} if part_urls is not None else {}), "state": session.state,
+            "file_id": session.file_id,
+            "transfer": uploads.TRANSFERS[session.protocol],
+            **({"parts": part_urls} if part_urls is not None else {}),
+            "state": session.state,
             "part_size": session.part_size,
-            "part_count": session.part_count, "expires_at": session.expires_at,
-            "completed_at": session.completed_at, "parts_received": [part.part_number for part in view.parts],
+            "part_count": session.part_count,
+            "expires_at": session.expires_at,
+            "completed_at": session.completed_at,
+            "parts_received": [part.part_number for part in view.parts],
         },
     }
 
@@ -44,9 +47,13 @@ class Uploads(MethodView):
         `"transfer": "direct"` (S3 only; 422 direct_transfer_unavailable on fs) the answer also carries a presigned
         PUT URL per part: the bytes go straight to the store."""
         new = uploads.NewUpload(
-            name=body["name"], size_bytes=body["size_bytes"], mime_type=body["mime_type"],
-            purpose=body["purpose"], sha256=(body.get("sha256") or "").lower() or None,
-            scope_id=body.get("scope_id"))
+            name=body["name"],
+            size_bytes=body["size_bytes"],
+            mime_type=body["mime_type"],
+            purpose=body["purpose"],
+            sha256=(body.get("sha256") or "").lower() or None,
+            scope_id=body.get("scope_id"),
+        )
         if body["transfer"] == "direct":
             view, urls = direct.create(runtime(), caller(), new)
             return shape(view, urls)
@@ -72,8 +79,12 @@ class UploadById(MethodView):
 
 @blp.route("/<uuid:file_id>/parts/<part:part_number>")
 class UploadPart(MethodView):
-    @blp.doc(requestBody={"required": True, "content": {"application/octet-stream": {
-        "schema": {"type": "string", "format": "binary"}}}})
+    @blp.doc(
+        requestBody={
+            "required": True,
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        }
+    )
     @blp.doc(operationId="putUploadPart")
     @blp.response(200, PartSchema)
     @problems(blp, 403, 404, 409, 410, 415, 422)
@@ -82,10 +93,19 @@ class UploadPart(MethodView):
         if request.mimetype == "multipart/form-data":
             # A form (curl -F) wraps the bytes in its own framing: stored, it would be another file. (curl's
             # --data-binary says application/x-www-form-urlencoded of raw bytes: that one is taken as it is.)
-            raise UnsupportedMediaType("raw_bytes_expected", "Send the part's raw bytes as the body (curl --data-binary "
-                              "@part -H 'Content-Type: application/octet-stream'), not a form (-F).")
-        size = uploads.put_part(runtime(), caller(), file_id, part_number, request.stream,  # type: ignore[arg-type]
-                                request.content_length)
+            raise UnsupportedMediaType(
+                "raw_bytes_expected",
+                "Send the part's raw bytes as the body (curl --data-binary "
+                "@part -H 'Content-Type: application/octet-stream'), not a form (-F).",
+            )
+        size = uploads.put_part(
+            runtime(),
+            caller(),
+            file_id,
+            part_number,
+            request.stream,  # type: ignore[arg-type]
+            request.content_length,
+        )
         return {"part_number": part_number, "size_bytes": size}
 
 

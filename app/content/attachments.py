@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import messages as sql
 from app.db.messages import MessageRow
 from app.db.uow import UnitOfWork
 from app.domain import access
+from app.domain.access import Principal
 from app.domain.states import is_deliverable
 from app.errors import Conflict, Forbidden, Invalid
 from app.platform.observability.logs import log_event
@@ -29,8 +30,9 @@ if TYPE_CHECKING:  # the services' collaborators (typed at every service boundar
 log = logging.getLogger("lethe.attachments")
 
 
-def put_message(rt: Runtime, principal: Principal, message_id: str, file_ids: Sequence[uuid.UUID]
-                ) -> tuple[MessageRow, list[uuid.UUID]]:
+def put_message(
+    rt: Runtime, principal: Principal, message_id: str, file_ids: Sequence[uuid.UUID]
+) -> tuple[MessageRow, list[uuid.UUID]]:
     """Record the message (if new) and attach the files.
 
     Returns:
@@ -57,10 +59,15 @@ def put_message(rt: Runtime, principal: Principal, message_id: str, file_ids: Se
         attached_elsewhere = sql.attachments_of_files(uow.conn, new_ids)
         for file_id in new_ids:
             row = rows.get(file_id)
-            if (row is None or row.deleted_at is not None or row.retired_at is not None
-                    or not access.may_attach(principal, row.uploaded_by)
-                    or row.purpose != "attachment" or not is_deliverable(row.upload_state, row.scan_status)
-                    or file_id in attached_elsewhere):
+            if (
+                row is None
+                or row.deleted_at is not None
+                or row.retired_at is not None
+                or not access.may_attach(principal, row.uploaded_by)
+                or row.purpose != "attachment"
+                or not is_deliverable(row.upload_state, row.scan_status)
+                or file_id in attached_elsewhere
+            ):
                 raise Conflict("file_not_attachable")
         sql.insert_attachments(uow.conn, principal.id, message_id, new_ids, now)
         return message, sql.attached_file_ids(uow.conn, principal.id, message_id)

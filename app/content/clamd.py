@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 CHUNK = 64 * 1024
 SIZE_LIMIT_REPLY = "INSTREAM size limit exceeded. ERROR"
@@ -71,7 +71,7 @@ def instream(address: str, chunks: Iterable[bytes], timeout_s: float) -> Verdict
             sock.sendall(b"zINSTREAM\0")
             for chunk in chunks:
                 for start in range(0, len(chunk), CHUNK):
-                    piece = chunk[start:start + CHUNK]
+                    piece = chunk[start : start + CHUNK]
                     sock.sendall(struct.pack("!L", len(piece)) + piece)
             sock.sendall(struct.pack("!L", 0))
         except OSError as exc:

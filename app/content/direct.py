@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from app.content import uploads
-from app.content.uploads import NewUpload, UploadView, _check_not_completing, _check_open, _ref, _require_write, _visible_upload
+from app.content.uploads import (
+    NewUpload,
+    UploadView,
+    _check_not_completing,
+    _check_open,
+    _ref,
+    _require_write,
+    _visible_upload,
+)
 from app.db.files import FileRow
 from app.db.sessions import SessionRow
 from app.errors import Conflict, Invalid
@@ -54,14 +63,18 @@ def create(rt: Runtime, principal: Principal, new: NewUpload) -> tuple[UploadVie
             bytes would reach the store as the client sent them, out of reach of the file's key.
     """
     if not rt.store.supports_direct:
-        raise Invalid("direct_transfer_unavailable",
-                      "This installation's store takes no direct uploads (file.storage.driver is fs); send the parts "
-                      "through the API.")
+        raise Invalid(
+            "direct_transfer_unavailable",
+            "This installation's store takes no direct uploads (file.storage.driver is fs); send the parts "
+            "through the API.",
+        )
     if rt.cfg.file.encryption:
-        raise Invalid("direct_transfer_unsealed",
-                      "This installation seals every file it stores under the file's own key (file.encryption on); a "
-                      "direct upload would put the bytes in the store as they are. Send the parts through the API "
-                      "(\"transfer\": \"api\") or tus.")
+        raise Invalid(
+            "direct_transfer_unsealed",
+            "This installation seals every file it stores under the file's own key (file.encryption on); a "
+            "direct upload would put the bytes in the store as they are. Send the parts through the API "
+            '("transfer": "api") or tus.',
+        )
     view = uploads.create_upload(rt, principal, dataclasses.replace(new, protocol="direct"))
     session: Any = view.session
     return view, part_urls(rt, view.file, session, range(1, session.part_count + 1))

@@ -4,12 +4,13 @@ may name any id, even another person's file (it protects only its owner's files 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from app.domain.access import Principal
 from app.db import drafts as sql
 from app.db.drafts import DraftRow
 from app.domain import access
+from app.domain.access import Principal
 from app.errors import Forbidden, Invalid
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
@@ -31,8 +32,9 @@ def put_draft(rt: Runtime, principal: Principal, key: str, text: str, file_ids: 
     if len(unique) > rt.limits.max_attachments:
         raise Invalid("too_many_attachments")
     now = rt.clock.now()
-    return rt.db.unit_of_work(lambda uow: sql.upsert_draft(uow.conn, principal.id, key, text, unique, now),
-                              name="draft.put")
+    return rt.db.unit_of_work(
+        lambda uow: sql.upsert_draft(uow.conn, principal.id, key, text, unique, now), name="draft.put"
+    )
 
 
 def delete_draft(rt: Runtime, principal: Principal, key: str) -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import base64
 import struct
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db.files import FileRow
 from app.domain import access
+from app.domain.access import Principal
 from app.errors import Forbidden, Gone, Invalid, NotFound
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
@@ -43,9 +43,9 @@ def _cursor_of(row: FileRow) -> str:
     return base64.urlsafe_b64encode(struct.pack(">q", micros) + row.id.bytes).rstrip(b"=").decode()
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_LOWEST = (datetime(1, 1, 2, tzinfo=timezone.utc) - _EPOCH) // timedelta(microseconds=1)
-_HIGHEST = (datetime(9999, 12, 30, tzinfo=timezone.utc) - _EPOCH) // timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_LOWEST = (datetime(1, 1, 2, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
+_HIGHEST = (datetime(9999, 12, 30, tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1)
 
 
 def _position(cursor: str) -> tuple[datetime, uuid.UUID]:
@@ -61,8 +61,15 @@ def _position(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise Invalid("cursor_invalid", "Pass back the `next` of the previous page, as it was.") from None
 
 
-def list_files(rt: Runtime, principal: Principal, uploader: uuid.UUID | None = None, purpose: str | None = None,
-               state: str | None = None, cursor: str | None = None, limit: int = 50) -> tuple[list[FileRow], str | None]:
+def list_files(
+    rt: Runtime,
+    principal: Principal,
+    uploader: uuid.UUID | None = None,
+    purpose: str | None = None,
+    state: str | None = None,
+    cursor: str | None = None,
+    limit: int = 50,
+) -> tuple[list[FileRow], str | None]:
     """listFiles: the caller's own live files, newest first (with `manage`, any uploader's, retired ones too).
 
     Returns:

@@ -18,8 +18,13 @@ from typing import Any
 
 from app.domain.variants import POSTER, THUMBNAILS, VARIANT_TYPE, Made, Sizes, names_for, refusal_before_decoding
 
-ALLOWED_LOADERS = ("VipsForeignLoadJpeg", "VipsForeignLoadPng", "VipsForeignLoadNsgif", "VipsForeignLoadWebp",
-                   "VipsForeignLoadHeif")
+ALLOWED_LOADERS = (
+    "VipsForeignLoadJpeg",
+    "VipsForeignLoadPng",
+    "VipsForeignLoadNsgif",
+    "VipsForeignLoadWebp",
+    "VipsForeignLoadHeif",
+)
 _LOAD = "fail_on=truncated"  # a truncated or damaged image is an error, not a grey remainder
 _SAVE = {"keep": "none", "Q": 80, "effort": 2}  # no EXIF, XMP, IPTC, ICC or any other metadata block
 
@@ -92,8 +97,7 @@ def make_variants(data: bytes, sizes: Sizes, max_size: int, max_pixels: int, tim
     try:
         header = vips.Image.new_from_buffer(data, "", access="sequential")
         pages = int(header.get("n-pages")) if "n-pages" in header.get_fields() else 1
-        refusal = refusal_before_decoding(len(data), header.width, header.height, max(pages, 1), max_size,
-                                          max_pixels)
+        refusal = refusal_before_decoding(len(data), header.width, header.height, max(pages, 1), max_size, max_pixels)
     except vips.Error:
         return Refused("undecodable")
     if refusal is not None:
@@ -106,8 +110,14 @@ def make_variants(data: bytes, sizes: Sizes, max_size: int, max_pixels: int, tim
     made: list[Made] = []
     try:
         # The largest variant is decoded from the original (shrink-on-load), the smaller ones from it.
-        preview = vips.Image.thumbnail_buffer(data, sizes.preview, height=sizes.preview, size="down", **colour,
-                                              option_string=_LOAD + (",n=-1" if animated else ""))
+        preview = vips.Image.thumbnail_buffer(
+            data,
+            sizes.preview,
+            height=sizes.preview,
+            size="down",
+            **colour,
+            option_string=_LOAD + (",n=-1" if animated else ""),
+        )
         preview = deadline.watch(preview).copy_memory()
         deadline.check()
         for name in THUMBNAILS:
@@ -115,8 +125,9 @@ def make_variants(data: bytes, sizes: Sizes, max_size: int, max_pixels: int, tim
             image = preview if name == "preview" else preview.thumbnail_image(box, height=box, size="down")
             made.append(_saved(deadline.watch(image), name, animated, deadline))
         if POSTER in names_for(pages):
-            first = vips.Image.thumbnail_buffer(data, sizes.preview, height=sizes.preview, size="down", **colour,
-                                                option_string=_LOAD)
+            first = vips.Image.thumbnail_buffer(
+                data, sizes.preview, height=sizes.preview, size="down", **colour, option_string=_LOAD
+            )
             made.append(_saved(deadline.watch(first), POSTER, False, deadline))
     except TimeoutError:
         return Refused("timeout")
@@ -136,5 +147,9 @@ def read_back(data: bytes) -> dict[str, Any]:
     """What a variant holds besides its pixels: its metadata fields, size and frames (tests and the audit)."""
     vips = _library()
     image = vips.Image.new_from_buffer(data, "", access="sequential")
-    return {"fields": list(image.get_fields()), "width": image.width, "height": image.height,
-            "pages": int(image.get("n-pages")) if "n-pages" in image.get_fields() else 1}
+    return {
+        "fields": list(image.get_fields()),
+        "width": image.width,
+        "height": image.height,
+        "pages": int(image.get("n-pages")) if "n-pages" in image.get_fields() else 1,
+    }

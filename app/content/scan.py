@@ -12,17 +12,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
 from app.content import clamd
 from app.content.strip import strip_original
 from app.content.uploads import scan_reads
-from app.errors import ContentCorrupt
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
 from app.db.scans import record_checked, record_outcome, scannable
+from app.errors import ContentCorrupt
 from app.platform.observability.logs import log_event
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
@@ -55,8 +55,9 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
         try:
             chunks = rt.files.read(row)  # a sealed file's plaintext, opened as it streams
             try:
-                verdict = clamd.instream(address, measure.through(chunks) if measure else chunks,
-                                         rt.cfg.scan.timeout.total_seconds())
+                verdict = clamd.instream(
+                    address, measure.through(chunks) if measure else chunks, rt.cfg.scan.timeout.total_seconds()
+                )
             finally:
                 chunks.close()
         except ContentCorrupt:
@@ -65,24 +66,35 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
             measure = None
             verdict = clamd.Verdict("error", "content_corrupt")
     if measure is None:
-        written = rt.db.unit_of_work(lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now(),
-                                                                    variants=rt.cfg.image.variants),
-                                     name="scan.record")
+        written = rt.db.unit_of_work(
+            lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now(), variants=rt.cfg.image.variants),
+            name="scan.record",
+        )
     else:
         assert row.object_key is not None  # a complete file references its original (D3)
         # No scanner took the bytes (the configuration changed after the completion): read them for the digest.
         measured = measure.result() if measure.streamed else rt.files.measure(row)
         expected = rt.db.read(lambda conn: getattr(sessions_sql.session_of(conn, file_id), "expected_sha256", None))
-        written = rt.db.unit_of_work(lambda uow: record_checked(uow, file_id, verdict.outcome, measured,
-                                                                expected, rt.clock.now(),
-                                                                variants=rt.cfg.image.variants), name="scan.record")
+        written = rt.db.unit_of_work(
+            lambda uow: record_checked(
+                uow, file_id, verdict.outcome, measured, expected, rt.clock.now(), variants=rt.cfg.image.variants
+            ),
+            name="scan.record",
+        )
         if written == "failed":
-            log_event(log, "info", "upload.failed", "upload failed verification", file_id=str(file_id),
-                      reason="checksum_mismatch")
+            log_event(
+                log,
+                "info",
+                "upload.failed",
+                "upload failed verification",
+                file_id=str(file_id),
+                reason="checksum_mismatch",
+            )
             return written
     if written is not None:
-        log_event(log, "info", "scan.done", "file scanned", file_id=str(file_id), outcome=written,
-                  reason=verdict.reason)
+        log_event(
+            log, "info", "scan.done", "file scanned", file_id=str(file_id), outcome=written, reason=verdict.reason
+        )
     return written
 
 

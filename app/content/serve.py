@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 
 from app.content.files import visible_file
 from app.db import files as files_sql
+from app.db import variants as variants_sql
 from app.db.files import FileRow
 from app.domain.access import Principal
-from app.db import variants as variants_sql
 from app.domain.keys import VARIANTS
 from app.domain.serving import ATTACHMENT_TYPE, INLINE_TYPES, Validators, entity_tag, inline_type
-from app.domain.variants import wants_variants
 from app.domain.states import is_deliverable
+from app.domain.variants import wants_variants
 from app.errors import Conflict, Invalid, LinkRefused, NotConfigured, NotFound
 from app.platform.links import BadLink, Link, Sealer
 from app.platform.observability.logs import log_event
@@ -48,12 +48,24 @@ class Served:
     variant: str | None = None  # a variant served instead of the original (it names no file name either)
 
 
-def _served(rt: Runtime, row: FileRow, disposition: str, via_link: bool, expires_at: datetime | None = None,
-            variant: str | None = None) -> Served:
+def _served(
+    rt: Runtime,
+    row: FileRow,
+    disposition: str,
+    via_link: bool,
+    expires_at: datetime | None = None,
+    variant: str | None = None,
+) -> Served:
     if not is_deliverable(row.upload_state, row.scan_status) or row.object_key is None:
         raise NotFound()
-    if variant is None and disposition == "inline" and rt.cfg.image.strip_original and \
-            row.metadata_stripped is None and row.variants_state is not None and wants_variants(row.detected_type):
+    if (
+        variant is None
+        and disposition == "inline"
+        and rt.cfg.image.strip_original
+        and row.metadata_stripped is None
+        and row.variants_state is not None
+        and wants_variants(row.detected_type)
+    ):
         # An image whose original was stored as uploaded (HEIC, AVIF, image.strip_metadata none, a file stored
         # before stripping) is shown inline through its preview: no metadata, no location, orientation applied. Until
         # one is ready (or when it got none), the original is an attachment. A file stored before variants were
@@ -66,25 +78,41 @@ def _served(rt: Runtime, row: FileRow, disposition: str, via_link: bool, expires
         return _served_variant(rt, row, variant, disposition, via_link, expires_at)
     shown = inline_type(row.mime_type, row.detected_type) if disposition == "inline" else None
     modified = row.completed_at or row.created_at
-    return Served(row, row.size_bytes, Validators(entity_tag(row.id, row.object_key), modified),
-                  shown or ATTACHMENT_TYPE, shown is not None, via_link, expires_at)
+    return Served(
+        row,
+        row.size_bytes,
+        Validators(entity_tag(row.id, row.object_key), modified),
+        shown or ATTACHMENT_TYPE,
+        shown is not None,
+        via_link,
+        expires_at,
+    )
 
 
-def _served_variant(rt: Runtime, row: FileRow, name: str, disposition: str, via_link: bool,
-                    expires_at: datetime | None) -> Served:
+def _served_variant(
+    rt: Runtime, row: FileRow, name: str, disposition: str, via_link: bool, expires_at: datetime | None
+) -> Served:
     assert row.object_key is not None
     recorded = rt.db.read(lambda conn: variants_sql.variant_of(conn, row.id, name)) if name in VARIANTS else None
     if recorded is None:
         raise NotFound()
     # A variant's type is the one Lethe wrote (a still or animated WebP): safe to show inline.
     shown = recorded.content_type if disposition == "inline" and recorded.content_type in INLINE_TYPES else None
-    return Served(row, recorded.size_bytes,
-                  Validators(entity_tag(row.id, row.object_key, name), recorded.created_at),
-                  shown or ATTACHMENT_TYPE, shown is not None, via_link, expires_at, variant=name)
+    return Served(
+        row,
+        recorded.size_bytes,
+        Validators(entity_tag(row.id, row.object_key, name), recorded.created_at),
+        shown or ATTACHMENT_TYPE,
+        shown is not None,
+        via_link,
+        expires_at,
+        variant=name,
+    )
 
 
-def for_reader(rt: Runtime, principal: Principal, file_id: uuid.UUID, disposition: str = "attachment",
-               variant: str | None = None) -> Served:
+def for_reader(
+    rt: Runtime, principal: Principal, file_id: uuid.UUID, disposition: str = "attachment", variant: str | None = None
+) -> Served:
     """The original (or one variant) of a deliverable file the caller may read.
 
     Raises:
@@ -101,8 +129,14 @@ def _sealer(rt: Runtime) -> Sealer:
     return Sealer(secret)
 
 
-def create_link(rt: Runtime, principal: Principal, file_id: uuid.UUID, disposition: str = "attachment",
-                variant: str | None = None, ttl: timedelta | None = None) -> tuple[str, datetime]:
+def create_link(
+    rt: Runtime,
+    principal: Principal,
+    file_id: uuid.UUID,
+    disposition: str = "attachment",
+    variant: str | None = None,
+    ttl: timedelta | None = None,
+) -> tuple[str, datetime]:
     """A link to one file's original for a reader without a bearer token (an <img>, a <video>, a download).
 
     Returns:
@@ -123,8 +157,15 @@ def create_link(rt: Runtime, principal: Principal, file_id: uuid.UUID, dispositi
     _served(rt, row, disposition, via_link=True, variant=variant)  # readable now, or refused now
     expires_at = (rt.clock.now() + life).replace(microsecond=0)
     token = sealer.seal(Link(file_id, disposition, expires_at, variant))
-    log_event(log, "info", "link.created", "file link created", file_id=str(file_id), disposition=disposition,
-              ttl_s=int(life.total_seconds()))
+    log_event(
+        log,
+        "info",
+        "link.created",
+        "file link created",
+        file_id=str(file_id),
+        disposition=disposition,
+        ttl_s=int(life.total_seconds()),
+    )
     return token, expires_at
 
 

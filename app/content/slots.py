@@ -11,11 +11,11 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import slots as sql
 from app.db.uow import UnitOfWork
 from app.domain import access
+from app.domain.access import Principal
 from app.domain.slots import refusal
 from app.errors import Conflict, Forbidden, NotFound
 from app.platform.observability.logs import log_event
@@ -38,8 +38,9 @@ def _holder(principal: Principal, kind: str, holder_id: uuid.UUID | None, write:
     return holder_id
 
 
-def set_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID | None, file_id: uuid.UUID
-             ) -> uuid.UUID:
+def set_slot(
+    rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID | None, file_id: uuid.UUID
+) -> uuid.UUID:
     """Put a file into a slot and delete the file it replaces, in the same transaction.
 
     Returns:
@@ -69,8 +70,15 @@ def set_slot(rt: Runtime, principal: Principal, kind: str, holder_id: uuid.UUID 
         return previous
 
     released = rt.db.unit_of_work(work, name="slot.set")
-    log_event(log, "info", "slot.set", "slot set", kind=kind, file_id=str(file_id),
-              released=str(released) if released else None)
+    log_event(
+        log,
+        "info",
+        "slot.set",
+        "slot set",
+        kind=kind,
+        file_id=str(file_id),
+        released=str(released) if released else None,
+    )
     return file_id
 
 

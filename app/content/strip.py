@@ -44,8 +44,13 @@ def strip_original(rt: Runtime, row: FileRow) -> FileRow:
     """
     _remove_replaced(rt, row)
     mode = cast(Mode, rt.cfg.image.strip_metadata)
-    if mode == "none" or row.metadata_stripped is not None or row.detected_type not in STRIPPED_TYPES \
-            or row.object_key is None or row.size_bytes > rt.cfg.image.max_size:
+    if (
+        mode == "none"
+        or row.metadata_stripped is not None
+        or row.detected_type not in STRIPPED_TYPES
+        or row.object_key is None
+        or row.size_bytes > rt.cfg.image.max_size
+    ):
         return row
     try:
         chunks = rt.files.read(row)  # a first segment that does not open raises here already
@@ -70,18 +75,19 @@ def strip_original(rt: Runtime, row: FileRow) -> FileRow:
     if stripped is None:
         # Bytes its reader cannot follow to their end: nobody can say what they hold. Not recorded, so inline
         # display keeps to the preview (image.strip_original), as for a type that is not stripped.
-        log_event(log, "info", "strip.unreadable", "an image's original was left as it was sent",
-                  file_id=str(row.id))
+        log_event(log, "info", "strip.unreadable", "an image's original was left as it was sent", file_id=str(row.id))
         return row
     was = row.object_key
     if stripped is data:  # nothing of what the mode removes: recorded, with the digest of what was read
-        rt.db.unit_of_work(lambda uow: files_sql.set_stripped(uow.conn, row.id, was, was, len(data), sent, mode),
-                           name="strip.record")
+        rt.db.unit_of_work(
+            lambda uow: files_sql.set_stripped(uow.conn, row.id, was, was, len(data), sent, mode), name="strip.record"
+        )
         return _reread(rt, row)
     key = rt.files.write_original(row, stripped)
     digest = hashlib.sha256(stripped).hexdigest()
-    recorded = rt.db.unit_of_work(lambda uow: files_sql.set_stripped(uow.conn, row.id, was, key, len(stripped),
-                                                                     digest, mode), name="strip.record")
+    recorded = rt.db.unit_of_work(
+        lambda uow: files_sql.set_stripped(uow.conn, row.id, was, key, len(stripped), digest, mode), name="strip.record"
+    )
     after = _reread(rt, row)
     if not recorded:
         # Deleted or ended meanwhile (its purge covers orig-(r+1) too), or another run of this job recorded the
@@ -89,8 +95,15 @@ def strip_original(rt: Runtime, row: FileRow) -> FileRow:
         if after.object_key != key:
             _remove(rt, row.id, [key])
         return after
-    log_event(log, "info", "strip.done", "image metadata removed from the stored original", file_id=str(row.id),
-              mode=mode, removed_bytes=len(data) - len(stripped))
+    log_event(
+        log,
+        "info",
+        "strip.done",
+        "image metadata removed from the stored original",
+        file_id=str(row.id),
+        mode=mode,
+        removed_bytes=len(data) - len(stripped),
+    )
     _remove_replaced(rt, after)
     return after
 
@@ -102,8 +115,13 @@ def _adopt_stripped(rt: Runtime, row: FileRow, mode: Mode) -> FileRow:
     objects = FileObjects(row.id, row.object_key)
     files = rt.files
     found = files.store.head(objects.next_original)
-    size = None if found is None else found.size_bytes if not row.encrypted else \
-        plain_size_of(found.size_bytes, row.piece_size or 1)
+    size = (
+        None
+        if found is None
+        else found.size_bytes
+        if not row.encrypted
+        else plain_size_of(found.size_bytes, row.piece_size or 1)
+    )
     if size is None:
         return row
     later = replace(row, object_key=objects.next_original, size_bytes=size)
@@ -116,11 +134,19 @@ def _adopt_stripped(rt: Runtime, row: FileRow, mode: Mode) -> FileRow:
     except (NotFound, ContentCorrupt):
         return row
     digest = hashlib.sha256(data).hexdigest()
-    rt.db.unit_of_work(lambda uow: files_sql.set_stripped(uow.conn, row.id, row.object_key or "",
-                                                          objects.next_original, len(data), digest, mode),
-                       name="strip.adopt")
-    log_event(log, "info", "strip.adopted", "a restored row now names the original stored without its metadata",
-              file_id=str(row.id))
+    rt.db.unit_of_work(
+        lambda uow: files_sql.set_stripped(
+            uow.conn, row.id, row.object_key or "", objects.next_original, len(data), digest, mode
+        ),
+        name="strip.adopt",
+    )
+    log_event(
+        log,
+        "info",
+        "strip.adopted",
+        "a restored row now names the original stored without its metadata",
+        file_id=str(row.id),
+    )
     return _reread(rt, row)
 
 
@@ -138,8 +164,9 @@ def _remove_replaced(rt: Runtime, row: FileRow) -> None:
 
 
 def _remove(rt: Runtime, file_id: uuid.UUID, keys: list[str]) -> None:
-    cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, [file_id], Scope.STRAY, rt.clock.now()),
-                                 name="strip.clear")
+    cleared = rt.db.unit_of_work(
+        lambda uow: keeps_sql.clearance(uow, [file_id], Scope.STRAY, rt.clock.now()), name="strip.clear"
+    )
     failures = rt.files.remove_keys(cleared, {file_id: keys})
     # A version a bucket's object lock keeps stays until its date (a delete marker hides it): only sealed files
     # are stored in such a bucket, under a key Lethe destroys with the file, as for every locked version.

@@ -14,10 +14,10 @@ a later PATCH completes a part with them. When the last part is recorded the upl
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
-import dataclasses
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,9 +34,17 @@ from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.objects import FileObjects
 from app.domain.tus import offset_of
-from app.domain.uploads import lease_in_force, expected_part_size
-from app.errors import (BadRequest, ChecksumMismatch, Conflict, Forbidden, Gone, LetheError, NotFound,
-                        StorageError, TooLarge)
+from app.domain.uploads import expected_part_size, lease_in_force
+from app.errors import (
+    BadRequest,
+    ChecksumMismatch,
+    Conflict,
+    Forbidden,
+    Gone,
+    LetheError,
+    NotFound,
+    TooLarge,
+)
 from app.platform.observability.logs import log_event
 from app.platform.process import process_id
 
@@ -68,9 +76,13 @@ def _view(row: FileRow, session: SessionRow, sizes: list[int]) -> TusUpload:
     metadata = {"filename": row.original_name, "filetype": row.mime_type, "purpose": row.purpose}
     if session.expected_sha256:
         metadata["sha256"] = session.expected_sha256
-    return TusUpload(row.id, row.sent_size, offset_of(row.sent_size, session.part_count, sizes,
-                                                       session.tail_bytes, completed),
-                     None if completed else session.expires_at, metadata)
+    return TusUpload(
+        row.id,
+        row.sent_size,
+        offset_of(row.sent_size, session.part_count, sizes, session.tail_bytes, completed),
+        None if completed else session.expires_at,
+        metadata,
+    )
 
 
 def _check_tus_alive(session: SessionRow, now: datetime) -> None:
@@ -113,8 +125,15 @@ def terminate(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     uploads.abort_upload(rt, principal, file_id)  # its parts and tail go as the one rule allows
 
 
-def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, body: BinaryIO,
-           content_length: int | None, checksum: tuple[str, bytes] | None) -> TusUpload:
+def append(
+    rt: Runtime,
+    principal: Principal,
+    file_id: uuid.UUID,
+    offset: int,
+    body: BinaryIO,
+    content_length: int | None,
+    checksum: tuple[str, bytes] | None,
+) -> TusUpload:
     """PATCH: take the body's bytes at `offset`, which must be the upload's offset (409 offset_mismatch).
 
     Whole parts are recorded as they fill, so that an interrupted body keeps what arrived (tus: store as
@@ -142,24 +161,27 @@ def append(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, b
     return status(rt, principal, file_id, reading=False)
 
 
-def _lease_waiting(rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None
-                   ) -> TusUpload | Leased:
+def _lease_waiting(
+    rt: Runtime, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None
+) -> TusUpload | Leased:
     """Take the session's write lease for this PATCH. While another PATCH has it, wait up to file.write_wait for
     it to end the lease (a client that paused, or lost its connection, sends again at once while the server still
     finishes the part the old request was writing), then answer 409 upload_busy."""
     deadline = time.monotonic() + rt.cfg.file.write_wait.total_seconds()
     while True:
         try:
-            return rt.db.unit_of_work(lambda uow: _take_lease(rt, uow, principal, file_id, offset, content_length),
-                                      name="tus.lease")
+            return rt.db.unit_of_work(
+                lambda uow: _take_lease(rt, uow, principal, file_id, offset, content_length), name="tus.lease"
+            )
         except Conflict as exc:
             if exc.reason != "upload_busy" or time.monotonic() >= deadline:
                 raise
         time.sleep(0.05)  # a bounded wait for a lease a request of this service has
 
 
-def _take_lease(rt: Runtime, uow: UnitOfWork, principal: Principal, file_id: uuid.UUID, offset: int,
-           content_length: int | None) -> TusUpload | Leased:
+def _take_lease(
+    rt: Runtime, uow: UnitOfWork, principal: Principal, file_id: uuid.UUID, offset: int, content_length: int | None
+) -> TusUpload | Leased:
     row, session = _visible_upload(uow.conn, principal, file_id, lock=True)
     now = rt.clock.now()
     _check_tus_alive(session, now)
@@ -178,14 +200,21 @@ def _take_lease(rt: Runtime, uow: UnitOfWork, principal: Principal, file_id: uui
     if content_length is not None and offset + content_length > row.size_bytes:
         raise TooLarge("past_upload_length")
     sessions_sql.take_write_lease(uow.conn, file_id, now, process_id())
-    return row, session, sizes[:session.part_count - 1] if len(sizes) >= session.part_count else sizes, now
+    return row, session, sizes[: session.part_count - 1] if len(sizes) >= session.part_count else sizes, now
 
 
 class _Patch:
     """One PATCH's writing: the tail and the body, cut into whole parts, under its write lease of the session."""
 
-    def __init__(self, rt: Runtime, principal: Principal, row: FileRow, session: SessionRow, sizes: list[int],
-                 leased_at: datetime):
+    def __init__(
+        self,
+        rt: Runtime,
+        principal: Principal,
+        row: FileRow,
+        session: SessionRow,
+        sizes: list[int],
+        leased_at: datetime,
+    ):
         self.rt, self.principal, self.file_id = rt, principal, row.id
         self.row, self.session = row, session
         self.ref = _ref(row, session)
@@ -269,11 +298,16 @@ class _Patch:
             return b""
         data = self.rt.files.read_tail(self.row, self.next)  # b"": missing, or sealed bytes that do not open
         if len(data) < self.tail_bytes:
-            log_event(log, "warning", "tus.tail_lost", "the tail of an upload was shorter than recorded; the upload "
-                      "resumes from its last whole part", file_id=str(self.file_id))
+            log_event(
+                log,
+                "warning",
+                "tus.tail_lost",
+                "the tail of an upload was shorter than recorded; the upload resumes from its last whole part",
+                file_id=str(self.file_id),
+            )
             self._record([], 0)
             raise Conflict("offset_mismatch", "The upload's offset moved back; ask it with HEAD.")
-        return data[:self.tail_bytes]
+        return data[: self.tail_bytes]
 
     def _keep_tail(self, data: bytes) -> None:
         # Written before it is counted: a tail longer than tail_bytes is read only as far as counted, and when
@@ -289,7 +323,7 @@ class _Patch:
                 _, locked = _visible_upload(uow.conn, self.principal, self.file_id, lock=True)
             except NotFound:
                 return False
-            if (locked.state != "open" or now >= locked.expires_at or locked.writing_since != self.leased_at):
+            if locked.state != "open" or now >= locked.expires_at or locked.writing_since != self.leased_at:
                 return False
             for number, size, etag in parts:
                 sessions_sql.upsert_part(uow.conn, self.file_id, number, size, etag, now)
@@ -306,7 +340,8 @@ class _Patch:
             return
         now = self.rt.clock.now()
         if not self.rt.db.unit_of_work(
-                lambda uow: sessions_sql.renew_write_lease(uow.conn, self.file_id, self.leased_at, now), name="tus.beat"):
+            lambda uow: sessions_sql.renew_write_lease(uow.conn, self.file_id, self.leased_at, now), name="tus.beat"
+        ):
             self._ended()
         self.leased_at, self.last_beat = now, time.monotonic()
 
@@ -315,8 +350,9 @@ class _Patch:
         hold keeps them for the purge); on S3 a part cannot be removed alone, and it stays inside the multipart
         upload (no object, nothing readable) until the next PATCH overwrites it or the session ends."""
         keys_of_parts = self.rt.store.part_keys(str(self.file_id), max(numbers, default=0))
-        uploads.remove_strays(self.rt, self.file_id,
-                              [keys_of_parts[number - 1] for number in numbers if number <= len(keys_of_parts)])
+        uploads.remove_strays(
+            self.rt, self.file_id, [keys_of_parts[number - 1] for number in numbers if number <= len(keys_of_parts)]
+        )
 
     def _ended(self) -> None:
         """The session ended (terminated, expired, deleted, completed) or another PATCH took it over while this
@@ -327,15 +363,17 @@ class _Patch:
         if not taken_over:
             uploads.remove_ended(self.rt, self.row, self.session)
         self.written = []
-        self.rt.db.read(lambda conn: _check_tus_alive(_visible_upload(conn, self.principal, self.file_id)[1],
-                                                      self.rt.clock.now()))
+        self.rt.db.read(
+            lambda conn: _check_tus_alive(_visible_upload(conn, self.principal, self.file_id)[1], self.rt.clock.now())
+        )
         raise Conflict("upload_busy" if taken_over else "upload_not_open")
 
     def end_lease(self) -> None:
         """End the write lease (a PATCH that failed leaves the session to the next one at once)."""
         try:
-            self.rt.db.unit_of_work(lambda uow: sessions_sql.end_write_lease(uow.conn, self.file_id, self.leased_at),
-                                    name="tus.end_lease")
+            self.rt.db.unit_of_work(
+                lambda uow: sessions_sql.end_write_lease(uow.conn, self.file_id, self.leased_at), name="tus.end_lease"
+            )
         except (psycopg.Error, LetheError):
             pass  # the lease lapses after file.write_timeout
 
@@ -345,13 +383,15 @@ def _read(body: BinaryIO, size: int) -> bytes | None:
     server or werkzeug raise then; which exception depends on the server)."""
     try:
         return body.read(size)
-    except Exception:  # noqa: BLE001 - any failure to read further ends the body here
+    except Exception:
         return None
 
 
 def _taken_over(conn: psycopg.Connection, file_id: uuid.UUID, leased_at: datetime) -> bool:
     session = sessions_sql.session_of(conn, file_id)
-    return (session is not None and session.state == "open" and session.writing_since is not None
-            and session.writing_since != leased_at)
-
-
+    return (
+        session is not None
+        and session.state == "open"
+        and session.writing_since is not None
+        and session.writing_since != leased_at
+    )

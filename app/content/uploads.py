@@ -10,33 +10,42 @@ from __future__ import annotations
 import io
 import logging
 import uuid
-from datetime import datetime
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, BinaryIO
 
 import psycopg
 
-from app.domain.access import Principal
 from app.content.detect import detect_stored
 from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
+from app.db.conn import Conn
+from app.db.events import write_file_updated
 from app.db.files import FileRow
 from app.db.sessions import PartRow, SessionRow
+from app.db.uow import UnitOfWork
 from app.domain import access
+from app.domain.access import Principal
 from app.domain.ends import Clearance, Scope
 from app.domain.objects import FileObjects
-from app.domain.uploads import lease_in_force, expected_part_size, human_size, listed_parts_problem, part_count
-from app.errors import (ContentCorrupt, Conflict, Forbidden, Gone, Invalid, KeyUnavailable, NotFound, StorageError,
-                        TooLarge)
-from app.db.events import write_file_updated
+from app.domain.uploads import expected_part_size, human_size, lease_in_force, listed_parts_problem, part_count
+from app.errors import (
+    Conflict,
+    ContentCorrupt,
+    Forbidden,
+    Gone,
+    KeyUnavailable,
+    NotFound,
+    StorageError,
+    TooLarge,
+)
 from app.platform.jobs import enqueue_purge, enqueue_scan
-from app.db.conn import Conn
-from app.db.uow import UnitOfWork
-from app.storage.base import MultipartRef, UploadedPart
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 from app.platform.process import process_id
+from app.storage.base import MultipartRef, UploadedPart
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
@@ -66,8 +75,9 @@ class UploadView:
     parts: list[PartRow]
 
 
-def _visible_upload(conn: Conn, principal: Principal, file_id: uuid.UUID,
-                    lock: bool = False) -> tuple[FileRow, SessionRow]:
+def _visible_upload(
+    conn: Conn, principal: Principal, file_id: uuid.UUID, lock: bool = False
+) -> tuple[FileRow, SessionRow]:
     """The file and session of the caller's own live upload, else NotFound (someone else's, unknown or
     deleted are the same 404)."""
     row = (files_sql.lock_file if lock else files_sql.file_by_id)(conn, file_id)
@@ -86,15 +96,22 @@ def _ref(file_row: FileRow, session: SessionRow) -> MultipartRef:
 
 def objects_of(file_row: FileRow, session: SessionRow) -> FileObjects:
     """What an upload's file owns in the store, from its rows: everything an ended session may have left."""
-    return FileObjects(file_row.id, file_row.object_key, upload_id=session.storage_upload_id,
-                       part_count=session.part_count, parts_open=session.state != "completed",
-                       tail=session.protocol == "tus", sealed=file_row.encrypted)
+    return FileObjects(
+        file_row.id,
+        file_row.object_key,
+        upload_id=session.storage_upload_id,
+        part_count=session.part_count,
+        parts_open=session.state != "completed",
+        tail=session.protocol == "tus",
+        sealed=file_row.encrypted,
+    )
 
 
 def clearance(rt: Runtime, file_id: uuid.UUID, scope: Scope) -> Clearance:
     """The one rule's answer for this file's bytes, right before a removal (its own short transaction)."""
-    return rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, [file_id], scope, rt.clock.now()),
-                              name="upload.clear")
+    return rt.db.unit_of_work(
+        lambda uow: keeps_sql.clearance(uow, [file_id], scope, rt.clock.now()), name="upload.clear"
+    )
 
 
 def remove_ended(rt: Runtime, file_row: FileRow, session: SessionRow) -> bool:
@@ -113,8 +130,13 @@ def remove_ended(rt: Runtime, file_row: FileRow, session: SessionRow) -> bool:
     except (StorageError, psycopg.Error):
         refused = {file_row.id: "unavailable"}
     if refused:
-        log_event(log, "warning", "upload.removal_deferred", "what an ended upload left is left to its purge job",
-                  file_id=str(file_row.id))
+        log_event(
+            log,
+            "warning",
+            "upload.removal_deferred",
+            "what an ended upload left is left to its purge job",
+            file_id=str(file_row.id),
+        )
     return False
 
 
@@ -127,8 +149,13 @@ def remove_strays(rt: Runtime, file_id: uuid.UUID, keys_of_file: list[str]) -> N
     try:
         rt.files.remove_keys(clearance(rt, file_id, Scope.STRAY), {file_id: keys_of_file})
     except (StorageError, psycopg.Error):
-        log_event(log, "warning", "upload.strays_left", "copies of an upload's bytes could not be removed; they "
-                  "go with the file", file_id=str(file_id))
+        log_event(
+            log,
+            "warning",
+            "upload.strays_left",
+            "copies of an upload's bytes could not be removed; they go with the file",
+            file_id=str(file_id),
+        )
 
 
 def _require_write(principal: Principal) -> None:
@@ -143,11 +170,16 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
     if not access.may_upload_purpose(principal, new.purpose):
         raise Forbidden("manage")
     if new.size_bytes > rt.limits.max_size:
-        raise TooLarge("file_too_large", f"The file is larger than this installation takes: at most "
-                                         f"{human_size(rt.limits.max_size)} (file.max_size).")
+        raise TooLarge(
+            "file_too_large",
+            f"The file is larger than this installation takes: at most "
+            f"{human_size(rt.limits.max_size)} (file.max_size).",
+        )
     if rt.cfg.scan.clamd_address and new.size_bytes > rt.cfg.scan.max_size:
-        raise TooLarge("too_large_to_scan", f"The file is larger than the scanner takes: at most "
-                                            f"{human_size(rt.cfg.scan.max_size)} (scan.max_size).")
+        raise TooLarge(
+            "too_large_to_scan",
+            f"The file is larger than the scanner takes: at most {human_size(rt.cfg.scan.max_size)} (scan.max_size).",
+        )
     file_id = uuid.uuid4()
     object_key = FileObjects(file_id).next_original
     part_size = rt.limits.part_size
@@ -158,18 +190,37 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
     now = rt.clock.now()
 
     def record(uow: UnitOfWork) -> UploadView:
-        files_sql.insert_file(uow.conn, {
-            "id": file_id, "uploaded_by": principal.id, "purpose": new.purpose, "original_name": new.name,
-            "mime_type": new.mime_type, "size_bytes": new.size_bytes, "scope_id": new.scope_id,
-            "object_key": object_key, "created_at": now, "encrypted": wrapped is not None,
-            "key_id": wrapped.key_id if wrapped else None, "wrapped_key": wrapped.wrapped if wrapped else None,
-            "piece_size": part_size if wrapped else None,
-        })
-        sessions_sql.insert_session(uow.conn, {
-            "file_id": file_id, "part_size": part_size, "part_count": part_count(new.size_bytes, part_size),
-            "storage_upload_id": ref.upload_id, "expected_sha256": new.sha256, "created_at": now,
-            "expires_at": now + rt.limits.session_ttl, "protocol": new.protocol,
-        })
+        files_sql.insert_file(
+            uow.conn,
+            {
+                "id": file_id,
+                "uploaded_by": principal.id,
+                "purpose": new.purpose,
+                "original_name": new.name,
+                "mime_type": new.mime_type,
+                "size_bytes": new.size_bytes,
+                "scope_id": new.scope_id,
+                "object_key": object_key,
+                "created_at": now,
+                "encrypted": wrapped is not None,
+                "key_id": wrapped.key_id if wrapped else None,
+                "wrapped_key": wrapped.wrapped if wrapped else None,
+                "piece_size": part_size if wrapped else None,
+            },
+        )
+        sessions_sql.insert_session(
+            uow.conn,
+            {
+                "file_id": file_id,
+                "part_size": part_size,
+                "part_count": part_count(new.size_bytes, part_size),
+                "storage_upload_id": ref.upload_id,
+                "expected_sha256": new.sha256,
+                "created_at": now,
+                "expires_at": now + rt.limits.session_ttl,
+                "protocol": new.protocol,
+            },
+        )
         return _view(uow.conn, file_id)
 
     try:
@@ -179,12 +230,24 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> UploadVi
         try:
             rt.files.abort_uploads(clearance(rt, file_id, Scope.FILE), {file_id: [ref]})
         except (StorageError, psycopg.Error):
-            log_event(log, "warning", "upload.begun_left", "an upload begun for a file never recorded is left to "
-                      "`lethe audit`", file_id=str(file_id))
+            log_event(
+                log,
+                "warning",
+                "upload.begun_left",
+                "an upload begun for a file never recorded is left to `lethe audit`",
+                file_id=str(file_id),
+            )
         raise
     metrics.UPLOADS_CREATED.labels(TRANSFERS[new.protocol]).inc()
-    log_event(log, "info", "upload.created", "upload created", file_id=str(file_id),
-              part_count=view.session.part_count, transfer=TRANSFERS[new.protocol])
+    log_event(
+        log,
+        "info",
+        "upload.created",
+        "upload created",
+        file_id=str(file_id),
+        part_count=view.session.part_count,
+        transfer=TRANSFERS[new.protocol],
+    )
     return view
 
 
@@ -234,8 +297,9 @@ def _check_not_completing(rt: Runtime, session: SessionRow, now: datetime) -> No
         raise Conflict("upload_completing", "A completion of this upload is in progress; retry shortly.")
 
 
-def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number: int, body: BinaryIO,
-             content_length: int | None) -> int:
+def put_part(
+    rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number: int, body: BinaryIO, content_length: int | None
+) -> int:
     """Store part n of the caller's open upload. Its size must be exact: part_size, or the remainder for the
     last part.
 
@@ -251,16 +315,22 @@ def put_part(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number:
         raise Conflict("tus_upload", "This upload is sent through tus (PATCH /api/v1/tus/{id}).")
     if session.protocol == "direct":
         # A direct upload's bytes never pass through the api; its parts go to their presigned URLs.
-        raise Conflict("direct_upload", "This upload's parts go to their presigned URLs "
-                                        "(POST .../parts/{n}/url gives a fresh one).")
+        raise Conflict(
+            "direct_upload",
+            "This upload's parts go to their presigned URLs (POST .../parts/{n}/url gives a fresh one).",
+        )
     if not 1 <= part_number <= session.part_count:
         raise Conflict("part_number_out_of_range", "This upload has no such part: its parts are 1 to its part_count.")
     expected = expected_part_size(file_row.size_bytes, session.part_size, part_number)
     if content_length is not None and content_length != expected:
         raise Conflict("wrong_part_size", wrong_size(part_number, expected, session.part_count, content_length))
     try:
-        part = rt.files.put_part(file_row, _ref(file_row, session), part_number,
-                                 exactly(body, expected, wrong_size(part_number, expected, session.part_count)))
+        part = rt.files.put_part(
+            file_row,
+            _ref(file_row, session),
+            part_number,
+            exactly(body, expected, wrong_size(part_number, expected, session.part_count)),
+        )
     except (StorageError, NotFound):
         # S3 refuses a part of a multipart upload that a completion or an abort just ended: answer what the
         # row says now (409, 410), and 503 only when the upload is still open and no completion has its lease.
@@ -290,9 +360,11 @@ def wrong_size(part_number: int, expected: int, part_count: int, sent: int | Non
     """What a part of the wrong size should have been (the detail of wrong_part_size)."""
     which = "the last part" if part_number == part_count else f"part {part_number} of {part_count}"
     got = f" ({sent} were sent)" if sent is not None else ""
-    return (f"Part {part_number} must be exactly {expected} bytes, {which}{got}: every part but the last is the "
-            "upload's part_size, the last holds the rest. Send the part's raw bytes as the body "
-            "(curl --data-binary @part), not a form.")
+    return (
+        f"Part {part_number} must be exactly {expected} bytes, {which}{got}: every part but the last is the "
+        "upload's part_size, the last holds the rest. Send the part's raw bytes as the body "
+        "(curl --data-binary @part), not a form."
+    )
 
 
 def exactly(body: BinaryIO, size: int, detail: str | None = None, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
@@ -322,8 +394,9 @@ def _empty_part_sent(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> b
 
 def parts_missing(missing: list[int]) -> str:
     """Which parts a completion still waits for (the detail of parts_missing)."""
-    shown = ", ".join(str(number) for number in missing[:20]) + (f" and {len(missing) - 20} more"
-                                                                    if len(missing) > 20 else "")
+    shown = ", ".join(str(number) for number in missing[:20]) + (
+        f" and {len(missing) - 20} more" if len(missing) > 20 else ""
+    )
     return f"Part(s) {shown} have not arrived: send them (PUT .../parts/{{n}}), then complete again."
 
 
@@ -387,12 +460,14 @@ def complete_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> ob
     except KeyUnavailable:
         # The keyring cannot open the file's key (checked before the parts are assembled): the configuration's
         # trouble, not the upload's. It stays open for a completion once the keyring is right (503 meanwhile).
-        rt.db.unit_of_work(lambda uow: sessions_sql.end_completion_lease(uow.conn, file_id, leased_at),
-                           name="upload.release")
+        rt.db.unit_of_work(
+            lambda uow: sessions_sql.end_completion_lease(uow.conn, file_id, leased_at), name="upload.release"
+        )
         raise
     except (StorageError, NotFound):
-        rt.db.unit_of_work(lambda uow: sessions_sql.end_completion_lease(uow.conn, file_id, leased_at),
-                           name="upload.release")
+        rt.db.unit_of_work(
+            lambda uow: sessions_sql.end_completion_lease(uow.conn, file_id, leased_at), name="upload.release"
+        )
         # The upload may have been aborted or deleted meanwhile: answer what the row says, else 503.
         _raise_what_the_row_says(rt, principal, file_id)
         raise StorageError("the upload could not be assembled") from None
@@ -453,18 +528,21 @@ def scan_reads(rt: Runtime, size_bytes: int) -> bool:
     return bool(rt.cfg.scan.clamd_address) and size_bytes <= rt.cfg.scan.max_size
 
 
-def _listed_parts(rt: Runtime, file_row: FileRow, session: SessionRow,
-                  leased_at: datetime) -> tuple[list[UploadedPart], str | None]:
+def _listed_parts(
+    rt: Runtime, file_row: FileRow, session: SessionRow, leased_at: datetime
+) -> tuple[list[UploadedPart], str | None]:
     """A direct upload's parts as the store lists them (ListParts), checked against the plan: the ETags and
     sizes come from the store, never from the client. Parts still missing end the lease and
     answer 409 parts_missing (the client may still send them); a wrong size or a part past the plan is final
     (size_mismatch: the file fails and its purge aborts the upload)."""
     listed = rt.store.list_parts(_ref(file_row, session))
-    problem = listed_parts_problem([(part.part_number, part.size_bytes) for part in listed], file_row.size_bytes,
-                                   session.part_size)
+    problem = listed_parts_problem(
+        [(part.part_number, part.size_bytes) for part in listed], file_row.size_bytes, session.part_size
+    )
     if problem == "parts_missing":
-        rt.db.unit_of_work(lambda uow: sessions_sql.end_completion_lease(uow.conn, file_row.id, leased_at),
-                           name="upload.release")
+        rt.db.unit_of_work(
+            lambda uow: sessions_sql.end_completion_lease(uow.conn, file_row.id, leased_at), name="upload.release"
+        )
         raise Conflict("parts_missing")
     return [UploadedPart(part.part_number, part.etag) for part in listed], problem
 

@@ -63,8 +63,9 @@ def make_variants(rt: Runtime, file_id: uuid.UUID) -> str | None:
         written = rt.db.unit_of_work(lambda uow: _settle_refused(uow, file_id, made.reason, rt), name="variants.refuse")
         if written:
             metrics.VARIANTS.labels(made.reason).inc()
-            log_event(log, "info", "variants.refused", "the file gets no variants", file_id=str(file_id),
-                      reason=made.reason)
+            log_event(
+                log, "info", "variants.refused", "the file gets no variants", file_id=str(file_id), reason=made.reason
+            )
         return "refused" if written else None
     names = [variant.name for variant in made]
     if not rt.db.unit_of_work(lambda uow: _record_writing(uow, file_id, names, rt), name="variants.record"):
@@ -73,13 +74,25 @@ def make_variants(rt: Runtime, file_id: uuid.UUID) -> str | None:
         rt.files.write_variant(row, variant.name, variant.data, variant.content_type)  # sealed as its original is
     if rt.db.unit_of_work(lambda uow: _settle_ready(uow, file_id, made, rt), name="variants.ready"):
         metrics.VARIANTS.labels("ready").inc()
-        log_event(log, "info", "variants.ready", "variants made", file_id=str(file_id), variants=len(made),
-                  duration_s=round(time.monotonic() - started, 4))
+        log_event(
+            log,
+            "info",
+            "variants.ready",
+            "variants made",
+            file_id=str(file_id),
+            variants=len(made),
+            duration_s=round(time.monotonic() - started, 4),
+        )
         return "ready"
     # The file was deleted, or purged, while its variants were written: they go now, unless a hold keeps them.
     remove_variants(rt, file_id)
-    log_event(log, "info", "variants.too_late", "the file ended while its variants were written; they were removed",
-              file_id=str(file_id))
+    log_event(
+        log,
+        "info",
+        "variants.too_late",
+        "the file ended while its variants were written; they were removed",
+        file_id=str(file_id),
+    )
     return None
 
 
@@ -131,7 +144,8 @@ def remove_variants(rt: Runtime, file_id: uuid.UUID) -> None:
     bytes: a late write after the purge leaves nothing. A missing object is removed."""
     clearance = rt.db.unit_of_work(
         lambda uow: keeps_sql.clearance(uow, [file_id], Scope.FILE, rt.clock.now(), begins_removal=False),
-        name="variants.clear")
+        name="variants.clear",
+    )
     if file_id not in clearance:
         return
     objects = FileObjects(file_id)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
 from uuid import UUID
 
 from app.db.conn import Conn, all_as
@@ -26,18 +26,29 @@ def record(conn: Conn, aborts: Sequence[tuple[str, UUID, str]], now: datetime) -
     if aborts:
         conn.cursor().executemany(
             "INSERT INTO multipart_aborts (upload_id, file_id, object_key, first_aborted_at) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (upload_id) DO NOTHING", [(upload_id, file_id, key, now) for upload_id, file_id, key in aborts])
+            "ON CONFLICT (upload_id) DO NOTHING",
+            [(upload_id, file_id, key, now) for upload_id, file_id, key in aborts],
+        )
 
 
 def due(conn: Conn, before: datetime, after: tuple[datetime, str] | None, limit: int) -> list[AbortRow]:
     """Aborts first made before `before`, after a (time, upload id) cursor, oldest first."""
     if after is None:
-        return all_as(conn, AbortRow, "SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
-                            "WHERE first_aborted_at < %s ORDER BY first_aborted_at, upload_id LIMIT %s",
-                      (before, limit))
-    return all_as(conn, AbortRow, "SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
-                        "WHERE first_aborted_at < %s AND (first_aborted_at, upload_id) > (%s, %s) "
-                        "ORDER BY first_aborted_at, upload_id LIMIT %s", (before, *after, limit))
+        return all_as(
+            conn,
+            AbortRow,
+            "SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
+            "WHERE first_aborted_at < %s ORDER BY first_aborted_at, upload_id LIMIT %s",
+            (before, limit),
+        )
+    return all_as(
+        conn,
+        AbortRow,
+        "SELECT upload_id, file_id, object_key, first_aborted_at, attempts FROM multipart_aborts "
+        "WHERE first_aborted_at < %s AND (first_aborted_at, upload_id) > (%s, %s) "
+        "ORDER BY first_aborted_at, upload_id LIMIT %s",
+        (before, *after, limit),
+    )
 
 
 def confirmed(conn: Conn, upload_ids: Sequence[str]) -> None:

@@ -3,20 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
 from uuid import UUID
 
-from app.db.keeps import held
-from dataclasses import dataclass
-
 from app.db.conn import Conn, all_as, one, one_as
+from app.db.keeps import held
 from app.db.keyset import Candidate, Cursor, after
 from app.domain.ages import CleanupFacts
 
 CLEANUP_LOCK_KEY = 0x6C65746865_01  # "lethe" + 1: one cleanup run at a time in the cluster (db/locks.py)
 SCHEDULER_LOCK_KEY = 0x6C65746865_02  # the scheduler's leader lock
-
 
 
 def try_lock(conn: Conn, key: int) -> bool:
@@ -33,7 +31,9 @@ def unlock(conn: Conn, key: int) -> None:
 def expired_sessions(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> list[Candidate]:
     """Step a: open sessions with expires_at <= now (index upload_sessions_open_expiry)."""
     extra, params = after(cursor, "expires_at", "file_id")
-    return all_as(conn, Candidate,
+    return all_as(
+        conn,
+        Candidate,
         f"""
         SELECT file_id AS id, expires_at AS at FROM upload_sessions
         WHERE state = 'open' AND expires_at <= %s{extra}
@@ -47,7 +47,9 @@ def unattached_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: i
     """Step b: deliverable attachments, not deleted, not attached, last changed at or before cutoff
     (index files_unattached_candidates)."""
     extra, params = after(cursor, "last_change_at")
-    return all_as(conn, Candidate,
+    return all_as(
+        conn,
+        Candidate,
         f"""
         SELECT id, last_change_at AS at FROM files f
         WHERE purpose = 'attachment' AND deleted_at IS NULL AND upload_state = 'complete'
@@ -63,7 +65,9 @@ def failed_candidates(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) 
     """Step c: failed or blocked attachments, not deleted, not attached, last changed at or before cutoff
     (index files_failed_candidates)."""
     extra, params = after(cursor, "last_change_at")
-    return all_as(conn, Candidate,
+    return all_as(
+        conn,
+        Candidate,
         f"""
         SELECT id, last_change_at AS at FROM files f
         WHERE purpose = 'attachment' AND deleted_at IS NULL
@@ -81,7 +85,9 @@ def deleted_rows(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> list[
     whose next attempt is not due yet: a poisoned file never holds back the others (D7), and those a legal
     hold covers (the release enqueues their purge)."""
     extra, params = after(cursor, "deleted_at")
-    return all_as(conn, Candidate,
+    return all_as(
+        conn,
+        Candidate,
         f"""
         SELECT id, deleted_at AS at FROM files f WHERE deleted_at IS NOT NULL{extra}
           AND NOT EXISTS (SELECT 1 FROM purge_failures p WHERE p.file_id = f.id AND p.next_attempt_at > %s)
@@ -96,7 +102,9 @@ def due_refused_live(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> l
     """Step d, second part: files not deleted (failed or blocked, objects only) whose objects the store
     refused and whose next attempt is due (index purge_failures_due)."""
     extra, params = ("", ()) if cursor is None else (" AND (p.next_attempt_at, p.file_id) > (%s, %s)", cursor)
-    return all_as(conn, Candidate,
+    return all_as(
+        conn,
+        Candidate,
         f"""
         SELECT p.file_id AS id, p.next_attempt_at AS at FROM purge_failures p JOIN files f ON f.id = p.file_id
         WHERE p.next_attempt_at <= %s AND f.deleted_at IS NULL{extra} AND NOT {held("f")}
@@ -109,13 +117,19 @@ def due_refused_live(conn: Conn, now: datetime, cursor: Cursor, limit: int) -> l
 def lock_skip_locked(conn: Conn, file_ids: Sequence[UUID]) -> list[UUID]:
     """Lock the rows (ascending id); a row another transaction holds (an attach, a delete) is skipped and
     met again by the next run."""
-    return [row.id for row in conn.execute(
-        "SELECT id FROM files WHERE id = ANY(%s) ORDER BY id FOR UPDATE SKIP LOCKED", (list(file_ids),))]
+    return [
+        row.id
+        for row in conn.execute(
+            "SELECT id FROM files WHERE id = ANY(%s) ORDER BY id FOR UPDATE SKIP LOCKED", (list(file_ids),)
+        )
+    ]
 
 
 def cleanup_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[CleanupFacts]:
     """The facts the pure rules re-check, read after the lock (a fresh statement sees committed attaches)."""
-    return all_as(conn, CleanupFacts,
+    return all_as(
+        conn,
+        CleanupFacts,
         """
         SELECT f.id, f.uploaded_by, f.purpose, f.upload_state, f.scan_status, f.created_at, f.scanned_at,
                f.deleted_at IS NOT NULL AS deleted,
@@ -133,14 +147,17 @@ def protected_by_own_drafts(conn: Conn, pairs: Sequence[tuple[UUID, UUID]]) -> s
     query for the whole batch; a file in somebody else's draft is not protected."""
     if not pairs:
         return set()
-    file_ids, uploaders = zip(*pairs)
-    return {row.id for row in conn.execute(
-        """
+    file_ids, uploaders = zip(*pairs, strict=True)
+    return {
+        row.id
+        for row in conn.execute(
+            """
         SELECT c.id FROM unnest(%s::uuid[], %s::uuid[]) AS c(id, uploader)
         WHERE EXISTS (SELECT 1 FROM drafts d WHERE d.user_id = c.uploader AND c.id = ANY(d.file_ids))
         """,
-        (list(file_ids), list(uploaders)),
-    )}
+            (list(file_ids), list(uploaders)),
+        )
+    }
 
 
 @dataclass(frozen=True)
@@ -198,14 +215,19 @@ def expire_sessions(conn: Conn, file_ids: Sequence[UUID]) -> None:
         UPDATE files f SET upload_state = 'failed', last_change_at = greatest(f.last_change_at, s.expires_at)
         FROM upload_sessions s WHERE s.file_id = f.id AND f.id = ANY(%s)
         """,
-        (ids,))
+        (ids,),
+    )
 
 
 def backlog(conn: Conn) -> Count:
     """Deleted rows and the oldest mark (step f), but for those a legal hold covers: they wait by design, and
     the backlog alert must not fire for them."""
-    return one_as(conn, Count, f"SELECT count(*)::int AS n, min(deleted_at) AS oldest FROM files f "
-                               f"WHERE deleted_at IS NOT NULL AND NOT {held('f')}")
+    return one_as(
+        conn,
+        Count,
+        f"SELECT count(*)::int AS n, min(deleted_at) AS oldest FROM files f "
+        f"WHERE deleted_at IS NOT NULL AND NOT {held('f')}",
+    )
 
 
 def objects_due_live(conn: Conn, cursor: Cursor, limit: int) -> list[Candidate]:
@@ -214,7 +236,9 @@ def objects_due_live(conn: Conn, cursor: Cursor, limit: int) -> list[Candidate]:
     are left to the second part, which honours their next attempt (index files_objects_due). A lost purge job
     of a failing transition is caught up here (D7, D19)."""
     extra, params = after(cursor, "last_change_at")
-    return all_as(conn, Candidate,
+    return all_as(
+        conn,
+        Candidate,
         f"""
         SELECT id, last_change_at AS at FROM files f
         WHERE deleted_at IS NULL AND objects_purged_at IS NULL
@@ -230,7 +254,9 @@ def pending_scans(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> l
     """Step j: complete files not deleted whose scan is still pending, last changed at or before cutoff
     (index files_scan_pending)."""
     extra, params = after(cursor, "last_change_at")
-    return all_as(conn, Candidate,
+    return all_as(
+        conn,
+        Candidate,
         f"""
         SELECT id, last_change_at AS at FROM files
         WHERE deleted_at IS NULL AND upload_state = 'complete' AND scan_status = 'pending'
@@ -243,12 +269,16 @@ def pending_scans(conn: Conn, cutoff: datetime, cursor: Cursor, limit: int) -> l
 
 def pending_scan_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[PendingScanFacts]:
     """What step j decides on, read after the lock."""
-    return all_as(conn, PendingScanFacts,
-                  """
+    return all_as(
+        conn,
+        PendingScanFacts,
+        """
                   SELECT id, upload_state, scan_status, deleted_at IS NOT NULL AS deleted, last_change_at,
                          scan_resent_at
                   FROM files WHERE id = ANY(%s) ORDER BY id
-                  """, (list(file_ids),))
+                  """,
+        (list(file_ids),),
+    )
 
 
 def set_scan_resent(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:
@@ -258,8 +288,11 @@ def set_scan_resent(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None
 
 def pending_summary(conn: Conn) -> Count:
     """Complete files whose scan is pending, and the oldest of them (the scan gauges)."""
-    return one_as(conn, Count,
-                  """
+    return one_as(
+        conn,
+        Count,
+        """
                   SELECT count(*)::int AS n, min(last_change_at) AS oldest FROM files
                   WHERE deleted_at IS NULL AND upload_state = 'complete' AND scan_status = 'pending'
-                  """)
+                  """,
+    )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
 from uuid import UUID
 
 from app.db.conn import Conn, all_as, one_as
@@ -20,10 +20,11 @@ class DraftRow:
     updated_at: datetime
 
 
-def upsert_draft(conn: Conn, user_id: UUID, key: str, body: str, file_ids: Sequence[UUID],
-                 now: datetime) -> DraftRow:
+def upsert_draft(conn: Conn, user_id: UUID, key: str, body: str, file_ids: Sequence[UUID], now: datetime) -> DraftRow:
     """Create or replace a user's draft by its key; returns the row."""
-    return one_as(conn, DraftRow,
+    return one_as(
+        conn,
+        DraftRow,
         """
         INSERT INTO drafts (user_id, draft_key, body, file_ids, updated_at) VALUES (%s, %s, %s, %s, %s)
         ON CONFLICT (user_id, draft_key)
@@ -36,8 +37,12 @@ def upsert_draft(conn: Conn, user_id: UUID, key: str, body: str, file_ids: Seque
 
 def drafts_of(conn: Conn, user_id: UUID) -> list[DraftRow]:
     """A user's drafts, by key."""
-    return all_as(conn, DraftRow, "SELECT draft_key, body, file_ids, updated_at FROM drafts WHERE user_id = %s "
-                  "ORDER BY draft_key", (user_id,))
+    return all_as(
+        conn,
+        DraftRow,
+        "SELECT draft_key, body, file_ids, updated_at FROM drafts WHERE user_id = %s ORDER BY draft_key",
+        (user_id,),
+    )
 
 
 def delete_draft(conn: Conn, user_id: UUID, key: str) -> int:

@@ -3,15 +3,17 @@ then attachments, then what mark_deleted locks."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
 from uuid import UUID
 
 from app.db.conn import Conn, all_as, first_as, one_as
 
-COLUMNS = ("id, subject_id, state, reason, created_at, finished_at, files_marked, files_purged, "
-           "keys_confirmed_absent, messages_removed, drafts_removed")
+COLUMNS = (
+    "id, subject_id, state, reason, created_at, finished_at, files_marked, files_purged, "
+    "keys_confirmed_absent, messages_removed, drafts_removed"
+)
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,14 @@ class Remaining:
 
     def as_counts(self) -> dict[str, int]:
         """The counts, for a log line."""
-        return {"files": self.files, "messages": self.messages, "drafts": self.drafts, "slots": self.slots,
-                "events": self.events, "unconfirmed": self.unconfirmed}
+        return {
+            "files": self.files,
+            "messages": self.messages,
+            "drafts": self.drafts,
+            "slots": self.slots,
+            "events": self.events,
+            "unconfirmed": self.unconfirmed,
+        }
 
 
 def start(conn: Conn, erasure_id: UUID, subject_id: UUID, now: datetime) -> ErasureRow:
@@ -83,9 +91,12 @@ def start(conn: Conn, erasure_id: UUID, subject_id: UUID, now: datetime) -> Eras
         """
         INSERT INTO erasures (id, subject_id, state, created_at) VALUES (%s, %s, 'running', %s)
         ON CONFLICT (subject_id) WHERE state = 'running' DO NOTHING
-        """, (erasure_id, subject_id, now))
-    return one_as(conn, ErasureRow, f"SELECT {COLUMNS} FROM erasures WHERE subject_id = %s AND state = 'running'",
-                  (subject_id,))
+        """,
+        (erasure_id, subject_id, now),
+    )
+    return one_as(
+        conn, ErasureRow, f"SELECT {COLUMNS} FROM erasures WHERE subject_id = %s AND state = 'running'", (subject_id,)
+    )
 
 
 def erasure(conn: Conn, erasure_id: UUID) -> ErasureRow | None:
@@ -108,10 +119,13 @@ def finish(conn: Conn, erasure_id: UUID, state: str, reason: str | None, now: da
                subject_id = CASE WHEN %s = 'complete' THEN NULL ELSE e.subject_id END
         FROM erasures old WHERE e.id = %s AND e.state = 'running' AND old.id = e.id
         RETURNING old.subject_id
-        """, (state, reason, now, state, erasure_id)).fetchone()
+        """,
+        (state, reason, now, state, erasure_id),
+    ).fetchone()
     if state == "complete" and subject is not None:
-        conn.execute("UPDATE erasures SET subject_id = NULL WHERE subject_id = %s AND state <> 'running'",
-                     (subject.subject_id,))
+        conn.execute(
+            "UPDATE erasures SET subject_id = NULL WHERE subject_id = %s AND state <> 'running'", (subject.subject_id,)
+        )
 
 
 def adopt_unconfirmed(conn: Conn, erasure_id: UUID, subject_id: UUID) -> int:
@@ -124,7 +138,9 @@ def adopt_unconfirmed(conn: Conn, erasure_id: UUID, subject_id: UUID) -> int:
         FROM erasures e JOIN erasure_files ef ON ef.erasure_id = e.id
         WHERE e.subject_id = %s AND e.state = 'failed' AND ef.confirmed_at IS NULL
         ON CONFLICT (erasure_id, file_id) DO NOTHING
-        """, (erasure_id, subject_id)).rowcount
+        """,
+        (erasure_id, subject_id),
+    ).rowcount
 
 
 # -- what the subject still has ------------------------------------------------------------------------------
@@ -132,31 +148,44 @@ def adopt_unconfirmed(conn: Conn, erasure_id: UUID, subject_id: UUID) -> int:
 
 def lock_messages_of(conn: Conn, subject_id: UUID, limit: int) -> list[MessageKey]:
     """Up to `limit` of the subject's messages, locked (D10: messages before files)."""
-    return all_as(conn, MessageKey, "SELECT author_id, id FROM messages WHERE author_id = %s ORDER BY id LIMIT %s "
-                  "FOR UPDATE", (subject_id, limit))
+    return all_as(
+        conn,
+        MessageKey,
+        "SELECT author_id, id FROM messages WHERE author_id = %s ORDER BY id LIMIT %s FOR UPDATE",
+        (subject_id, limit),
+    )
 
 
 def files_of_messages(conn: Conn, subject_id: UUID, message_ids: Sequence[str]) -> list[UUID]:
     """The files attached to these messages of the subject, ascending id."""
-    return [row.file_id for row in conn.execute(
-        "SELECT file_id FROM attachments WHERE author_id = %s AND message_id = ANY(%s) ORDER BY file_id",
-        (subject_id, list(message_ids)))]
+    return [
+        row.file_id
+        for row in conn.execute(
+            "SELECT file_id FROM attachments WHERE author_id = %s AND message_id = ANY(%s) ORDER BY file_id",
+            (subject_id, list(message_ids)),
+        )
+    ]
 
 
 def delete_messages(conn: Conn, subject_id: UUID, message_ids: Sequence[str]) -> int:
     """Remove the messages (their attachment rows go by ON DELETE CASCADE)."""
-    return conn.execute("DELETE FROM messages WHERE author_id = %s AND id = ANY(%s)",
-                        (subject_id, list(message_ids))).rowcount
+    return conn.execute(
+        "DELETE FROM messages WHERE author_id = %s AND id = ANY(%s)", (subject_id, list(message_ids))
+    ).rowcount
 
 
 def lock_files_of(conn: Conn, subject_id: UUID, limit: int, after: UUID) -> list[ErasedFile]:
     """The subject's files rows (deleted or not), ascending id after a cursor, locked."""
-    return all_as(conn, ErasedFile,
+    return all_as(
+        conn,
+        ErasedFile,
         """
         SELECT f.id, f.deleted_at, f.object_key, coalesce(s.part_count, 0) AS part_count
         FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
         WHERE f.uploaded_by = %s AND f.id > %s ORDER BY f.id LIMIT %s FOR UPDATE OF f
-        """, (subject_id, after, limit))
+        """,
+        (subject_id, after, limit),
+    )
 
 
 def record_files(conn: Conn, erasure_id: UUID, rows: Sequence[ErasedFile]) -> None:
@@ -168,7 +197,9 @@ def record_files(conn: Conn, erasure_id: UUID, rows: Sequence[ErasedFile]) -> No
             ON CONFLICT (erasure_id, file_id) DO UPDATE
             SET object_key = coalesce(EXCLUDED.object_key, erasure_files.object_key),
                 part_count = greatest(EXCLUDED.part_count, erasure_files.part_count)
-            """, [(erasure_id, row.id, row.object_key, row.part_count) for row in rows])
+            """,
+            [(erasure_id, row.id, row.object_key, row.part_count) for row in rows],
+        )
 
 
 def delete_drafts_of(conn: Conn, subject_id: UUID) -> int:
@@ -186,14 +217,18 @@ def forget_events_of(conn: Conn, subject_id: UUID, erasure_id: UUID) -> int:
         """
         DELETE FROM events e USING erasure_files ef
         WHERE ef.erasure_id = %s AND e.resource_kind = 'file' AND e.resource_id = ef.file_id
-        """, (erasure_id,)).rowcount
+        """,
+        (erasure_id,),
+    ).rowcount
     conn.execute("UPDATE events SET actor_id = NULL WHERE actor_id = %s", (subject_id,))
     return removed
 
 
 def remaining(conn: Conn, subject_id: UUID, erasure_id: UUID) -> Remaining:
     """What is left of the subject: rows of theirs, and files of the erasure not yet confirmed absent."""
-    return one_as(conn, Remaining,
+    return one_as(
+        conn,
+        Remaining,
         """
         SELECT (SELECT count(*) FROM files WHERE uploaded_by = %(s)s)::int AS files,
                (SELECT count(*) FROM messages WHERE author_id = %(s)s)::int AS messages,
@@ -203,7 +238,9 @@ def remaining(conn: Conn, subject_id: UUID, erasure_id: UUID) -> Remaining:
                    + (SELECT count(*) FROM events WHERE actor_id = %(s)s))::int AS events,
                (SELECT count(*) FROM erasure_files WHERE erasure_id = %(e)s AND confirmed_at IS NULL)::int
                    AS unconfirmed
-        """, {"s": subject_id, "e": erasure_id})
+        """,
+        {"s": subject_id, "e": erasure_id},
+    )
 
 
 def servable_left(conn: Conn, subject_id: UUID) -> int:
@@ -216,13 +253,17 @@ def servable_left(conn: Conn, subject_id: UUID) -> int:
              + (SELECT count(*) FROM drafts WHERE user_id = %(s)s)
              + (SELECT count(*) FROM slots WHERE holder_id = %(s)s)
              + (SELECT count(*) FROM events WHERE audience_principal_id = %(s)s OR actor_id = %(s)s)
-        """, {"s": subject_id}).fetchone()
+        """,
+        {"s": subject_id},
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
 def unconfirmed_purged(conn: Conn, erasure_id: UUID, limit: int, after: UUID) -> list[ListedFile]:
     """Files of the erasure whose rows are gone and whose keys are not confirmed absent yet, by file id."""
-    return all_as(conn, ListedFile,
+    return all_as(
+        conn,
+        ListedFile,
         """
         SELECT ef.file_id, ef.object_key, ef.part_count,
                coalesce((SELECT r.keys_locked FROM receipts r WHERE r.file_id = ef.file_id), 0) AS keys_locked
@@ -230,28 +271,40 @@ def unconfirmed_purged(conn: Conn, erasure_id: UUID, limit: int, after: UUID) ->
         WHERE ef.erasure_id = %s AND ef.confirmed_at IS NULL AND ef.file_id > %s
           AND NOT EXISTS (SELECT 1 FROM files f WHERE f.id = ef.file_id)
         ORDER BY ef.file_id LIMIT %s
-        """, (erasure_id, after, limit))
+        """,
+        (erasure_id, after, limit),
+    )
 
 
 def deleted_files_of(conn: Conn, erasure_id: UUID, limit: int, after: UUID) -> list[UUID]:
     """Files of the erasure whose rows are still there (marked deleted): the purge's work, by file id."""
-    return [row.file_id for row in conn.execute(
-        """
+    return [
+        row.file_id
+        for row in conn.execute(
+            """
         SELECT ef.file_id FROM erasure_files ef JOIN files f ON f.id = ef.file_id
         WHERE ef.erasure_id = %s AND f.deleted_at IS NOT NULL AND ef.file_id > %s ORDER BY ef.file_id LIMIT %s
-        """, (erasure_id, after, limit))]
+        """,
+            (erasure_id, after, limit),
+        )
+    ]
 
 
 def set_confirmed(conn: Conn, erasure_id: UUID, counts: dict[UUID, int], now: datetime) -> dict[UUID, int]:
     """Confirm the keys of these files absent, each once: returns only the files confirmed by this call (their
     key counts), so that two rounds reading the same file count it once (D19)."""
-    return {row.file_id: row.keys_absent for row in conn.execute(
-        """
+    return {
+        row.file_id: row.keys_absent
+        for row in conn.execute(
+            """
         UPDATE erasure_files ef SET confirmed_at = %s, keys_absent = c.n
         FROM unnest(%s::uuid[], %s::int[]) AS c(id, n)
         WHERE ef.erasure_id = %s AND ef.file_id = c.id AND ef.confirmed_at IS NULL
         RETURNING ef.file_id, ef.keys_absent
-        """, (now, list(counts), list(counts.values()), erasure_id))}
+        """,
+            (now, list(counts), list(counts.values()), erasure_id),
+        )
+    }
 
 
 def forget_files_in_drafts(conn: Conn, erasure_id: UUID) -> int:
@@ -263,13 +316,19 @@ def forget_files_in_drafts(conn: Conn, erasure_id: UUID) -> int:
         UPDATE drafts d SET file_ids = ARRAY(SELECT x FROM unnest(d.file_ids) WITH ORDINALITY AS t(x, n)
                                              WHERE x <> ALL(erased.ids) ORDER BY n)
         FROM erased WHERE d.file_ids && erased.ids
-        """, (erasure_id,)).rowcount
+        """,
+        (erasure_id,),
+    ).rowcount
 
 
 def file_ids_of(conn: Conn, erasure_id: UUID) -> list[UUID]:
     """The ids of every file the erasure listed, ascending."""
-    return [row.file_id for row in conn.execute(
-        "SELECT file_id FROM erasure_files WHERE erasure_id = %s ORDER BY file_id", (erasure_id,))]
+    return [
+        row.file_id
+        for row in conn.execute(
+            "SELECT file_id FROM erasure_files WHERE erasure_id = %s ORDER BY file_id", (erasure_id,)
+        )
+    ]
 
 
 def running_ids(conn: Conn) -> list[UUID]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -46,7 +47,9 @@ class EventRow:
 
 def events_for(conn: Conn, audience: UUID, after: int, limit: int) -> list[EventRow]:
     """The audience's events with id > after, in order."""
-    return all_as(conn, EventRow,
+    return all_as(
+        conn,
+        EventRow,
         """
         SELECT id, resource_kind, resource_id, type, schema_version, actor_id, payload, created_at, redacted_at
         FROM events WHERE audience_principal_id = %s AND id > %s ORDER BY id LIMIT %s
@@ -63,7 +66,19 @@ def write_file_updated(uow: UnitOfWork, file_id: UUID, actor_id: UUID | None, no
 def write_files_updated(uow: UnitOfWork, file_ids: Sequence[UUID], actor_id: UUID | None, now: datetime) -> None:
     """One file.updated event for each of many files changed alike in this unit of work, in two statements."""
     rows = files_sql.files_by_ids(uow.conn, file_ids)
-    insert_events(uow.conn, [
-        dict(resource_kind="file", resource_id=row.id, type=FILE_UPDATED, schema_version=FILE_UPDATED_VERSION,
-             audience=row.uploaded_by, actor=actor_id, payload={"file": file_document(row)}, now=now)
-        for row in rows])
+    insert_events(
+        uow.conn,
+        [
+            dict(
+                resource_kind="file",
+                resource_id=row.id,
+                type=FILE_UPDATED,
+                schema_version=FILE_UPDATED_VERSION,
+                audience=row.uploaded_by,
+                actor=actor_id,
+                payload={"file": file_document(row)},
+                now=now,
+            )
+            for row in rows
+        ],
+    )

@@ -3,8 +3,8 @@ per key id, and rotation (re-wrapping by the current keyring key). One function 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 from uuid import UUID
 
 from psycopg.rows import class_row
@@ -17,8 +17,10 @@ def destroy(conn: Conn, file_ids: Sequence[UUID]) -> int:
     nothing the database holds opens their objects any more. Returns how many keys went."""
     if not file_ids:
         return 0
-    return conn.execute("UPDATE files SET key_id = NULL, wrapped_key = NULL WHERE id = ANY(%s) "
-                        "AND wrapped_key IS NOT NULL", (sorted(set(file_ids)),)).rowcount
+    return conn.execute(
+        "UPDATE files SET key_id = NULL, wrapped_key = NULL WHERE id = ANY(%s) AND wrapped_key IS NOT NULL",
+        (sorted(set(file_ids)),),
+    ).rowcount
 
 
 def key_ids_in_use(conn: Conn) -> list[str]:
@@ -34,7 +36,8 @@ def key_ids_in_use(conn: Conn) -> list[str]:
             FROM used WHERE used.key_id IS NOT NULL
         )
         SELECT key_id FROM used WHERE key_id IS NOT NULL
-        """).fetchall()
+        """
+    ).fetchall()
     return [row.key_id for row in rows]
 
 
@@ -51,10 +54,18 @@ class KeyCounts:
 
 def counts(conn: Conn) -> KeyCounts:
     """How many files each key id wraps, and how many rows are sealed without a key or in plaintext."""
-    by_key = {row.key_id: row.files for row in conn.execute(
-        "SELECT key_id, count(*) AS files FROM files WHERE wrapped_key IS NOT NULL GROUP BY key_id ORDER BY key_id")}
-    row = one(conn.execute("SELECT count(*) FILTER (WHERE encrypted AND wrapped_key IS NULL) AS destroyed, "
-                           "count(*) FILTER (WHERE NOT encrypted) AS plaintext FROM files"))
+    by_key = {
+        row.key_id: row.files
+        for row in conn.execute(
+            "SELECT key_id, count(*) AS files FROM files WHERE wrapped_key IS NOT NULL GROUP BY key_id ORDER BY key_id"
+        )
+    }
+    row = one(
+        conn.execute(
+            "SELECT count(*) FILTER (WHERE encrypted AND wrapped_key IS NULL) AS destroyed, "
+            "count(*) FILTER (WHERE NOT encrypted) AS plaintext FROM files"
+        )
+    )
     return KeyCounts(by_key_id=by_key, destroyed=row.destroyed, plaintext=row.plaintext)
 
 
@@ -73,7 +84,9 @@ def lock_wrapped_by(conn: Conn, key_id: str, after: UUID, limit: int) -> list[Wr
     with conn.cursor(row_factory=class_row(WrappedRow)) as cur:
         return cur.execute(
             "SELECT id, key_id, wrapped_key FROM files WHERE wrapped_key IS NOT NULL AND key_id = %s AND id > %s "
-            "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED", (key_id, after, limit)).fetchall()
+            "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
+            (key_id, after, limit),
+        ).fetchall()
 
 
 def some_wrapped_by(conn: Conn, key_id: str, limit: int) -> list[WrappedRow]:
@@ -81,13 +94,16 @@ def some_wrapped_by(conn: Conn, key_id: str, limit: int) -> list[WrappedRow]:
     with conn.cursor(row_factory=class_row(WrappedRow)) as cur:
         return cur.execute(
             "SELECT id, key_id, wrapped_key FROM files WHERE wrapped_key IS NOT NULL AND key_id = %s "
-            "ORDER BY id LIMIT %s", (key_id, limit)).fetchall()
+            "ORDER BY id LIMIT %s",
+            (key_id, limit),
+        ).fetchall()
 
 
 def count_wrapped_by(conn: Conn, key_id: str) -> int:
     """How many live data keys `key_id` wraps (through the index of key ids)."""
-    row = one(conn.execute("SELECT count(*) AS files FROM files WHERE wrapped_key IS NOT NULL AND key_id = %s",
-                           (key_id,)))
+    row = one(
+        conn.execute("SELECT count(*) AS files FROM files WHERE wrapped_key IS NOT NULL AND key_id = %s", (key_id,))
+    )
     return int(row.files)
 
 
@@ -100,4 +116,5 @@ def set_wrapped(conn: Conn, rows: Sequence[WrappedRow]) -> int:
         "UPDATE files f SET key_id = v.key_id, wrapped_key = v.wrapped_key "
         "FROM unnest(%s::uuid[], %s::text[], %s::bytea[]) AS v(id, key_id, wrapped_key) "
         "WHERE f.id = v.id AND f.wrapped_key IS NOT NULL",
-        ([row.id for row in rows], [row.key_id for row in rows], [row.wrapped_key for row in rows])).rowcount
+        ([row.id for row in rows], [row.key_id for row in rows], [row.wrapped_key for row in rows]),
+    ).rowcount

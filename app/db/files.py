@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -18,14 +19,17 @@ from app.domain.purge_plan import PurgeFacts
 from app.domain.redaction import BLANKED
 
 # The variants ready, as the File document shows them (name, width, height, type): one primary-key lookup.
-THUMBNAILS = ("(SELECT coalesce(json_agg(json_build_object('name', v.name, 'width', v.width, 'height', v.height, "
-              "'type', v.content_type) ORDER BY array_position(ARRAY['thumb-small', 'thumb-large', 'preview', 'poster'], v.name)), '[]'::json) FROM file_variants v "
-              "WHERE v.file_id = files.id AND v.state = 'ready') AS thumbnails")
-COLUMNS = ("id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
-           "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at, detected_type, "
-           "completed_at, variants_state, variants_reason, encrypted, key_id, wrapped_key, piece_size, metadata_stripped, "
-           "size_as_sent, "
-           + THUMBNAILS)
+THUMBNAILS = (
+    "(SELECT coalesce(json_agg(json_build_object('name', v.name, 'width', v.width, 'height', v.height, "
+    "'type', v.content_type) ORDER BY array_position(ARRAY['thumb-small', 'thumb-large', 'preview', 'poster'], v.name)), '[]'::json) FROM file_variants v "
+    "WHERE v.file_id = files.id AND v.state = 'ready') AS thumbnails"
+)
+COLUMNS = (
+    "id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
+    "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at, detected_type, "
+    "completed_at, variants_state, variants_reason, encrypted, key_id, wrapped_key, piece_size, metadata_stripped, "
+    "size_as_sent, " + THUMBNAILS
+)
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,15 @@ def file_by_id(conn: Conn, file_id: UUID) -> FileRow | None:
         return cur.execute(f"SELECT {COLUMNS} FROM files WHERE id = %s", (file_id,)).fetchone()
 
 
-def listed(conn: Conn, uploader: UUID | None, purpose: str | None, state: str | None, with_retired: bool,
-           after: tuple[datetime, UUID] | None, limit: int) -> list[FileRow]:
+def listed(
+    conn: Conn,
+    uploader: UUID | None,
+    purpose: str | None,
+    state: str | None,
+    with_retired: bool,
+    after: tuple[datetime, UUID] | None,
+    limit: int,
+) -> list[FileRow]:
     """listFiles: live files newest first, after a keyset position (created_at, id); of one uploader, or of
     every uploader (None); by purpose and upload state when given; retired ones only `with_retired` (indexes
     files_by_uploader, files_listed)."""
@@ -114,15 +125,18 @@ def listed(conn: Conn, uploader: UUID | None, purpose: str | None, state: str | 
         where.append("(created_at, id) < (%s, %s)")
         params.extend(after)
     with _rows(conn) as cur:
-        return cur.execute(f"SELECT {COLUMNS} FROM files WHERE {' AND '.join(where)} "
-                           "ORDER BY created_at DESC, id DESC LIMIT %s", (*params, limit)).fetchall()
+        return cur.execute(
+            f"SELECT {COLUMNS} FROM files WHERE {' AND '.join(where)} ORDER BY created_at DESC, id DESC LIMIT %s",
+            (*params, limit),
+        ).fetchall()
 
 
 def rows_after(conn: Conn, after_id: UUID, limit: int) -> list[FileRow]:
     """Rows in ascending id order after a file id, a page at a time (the audit's side of its merge)."""
     with _rows(conn) as cur:
-        return cur.execute(f"SELECT {COLUMNS} FROM files WHERE id > %s ORDER BY id LIMIT %s",
-                           (after_id, limit)).fetchall()
+        return cur.execute(
+            f"SELECT {COLUMNS} FROM files WHERE id > %s ORDER BY id LIMIT %s", (after_id, limit)
+        ).fetchall()
 
 
 def files_by_ids(conn: Conn, file_ids: Sequence[UUID]) -> list[FileRow]:
@@ -140,8 +154,9 @@ def lock_file(conn: Conn, file_id: UUID) -> FileRow | None:
 def lock_files(conn: Conn, file_ids: Sequence[UUID]) -> list[FileRow]:
     """The rows locked FOR UPDATE in ascending id order (D10)."""
     with _rows(conn) as cur:
-        return cur.execute(f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-                           (list(file_ids),)).fetchall()
+        return cur.execute(
+            f"SELECT {COLUMNS} FROM files WHERE id = ANY(%s) ORDER BY id FOR UPDATE", (list(file_ids),)
+        ).fetchall()
 
 
 def set_complete(conn: Conn, file_id: UUID, sha256: str | None, detected_type: str | None, now: datetime) -> None:
@@ -149,7 +164,9 @@ def set_complete(conn: Conn, file_id: UUID, sha256: str | None, detected_type: s
     scan checks as it reads the bytes) and the type its first bytes show."""
     conn.execute(
         "UPDATE files SET upload_state = 'complete', sha256 = %s, detected_type = %s, completed_at = %s, "
-        "last_change_at = greatest(last_change_at, %s) WHERE id = %s", (sha256, detected_type, now, now, file_id))
+        "last_change_at = greatest(last_change_at, %s) WHERE id = %s",
+        (sha256, detected_type, now, now, file_id),
+    )
 
 
 def set_sha256(conn: Conn, file_id: UUID, sha256: str) -> None:
@@ -161,14 +178,17 @@ def set_failed(conn: Conn, file_id: UUID, changed_at: datetime) -> None:
     """The upload failed (abort, mismatch, expiry): final and not deliverable."""
     conn.execute(
         "UPDATE files SET upload_state = 'failed', last_change_at = greatest(last_change_at, %s) WHERE id = %s",
-        (changed_at, file_id))
+        (changed_at, file_id),
+    )
 
 
 def set_scan_status(conn: Conn, file_id: UUID, status: str, now: datetime) -> None:
     """Record a scan outcome and when it was written."""
     conn.execute(
         "UPDATE files SET scan_status = %s, scanned_at = %s, last_change_at = greatest(last_change_at, %s) "
-        "WHERE id = %s", (status, now, now, file_id))
+        "WHERE id = %s",
+        (status, now, now, file_id),
+    )
 
 
 @dataclass(frozen=True)
@@ -187,8 +207,15 @@ class Marked:
 _STORED = "e.resource_kind = 'file' AND e.resource_id IN (SELECT id FROM marked) AND e.redacted_at IS NULL"
 
 
-def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, job: tuple[str, str, datetime],
-                check_attached: Sequence[UUID] | None = None, journal: bool = False) -> Marked:
+def set_deleted(
+    conn: Conn,
+    file_ids: Sequence[UUID],
+    now: datetime,
+    via: str,
+    job: tuple[str, str, datetime],
+    check_attached: Sequence[UUID] | None = None,
+    journal: bool = False,
+) -> Marked:
     """The one statement that writes files.deleted_at (D5), with everything that commits with the mark, so
     that a deletion is one statement after its row locks:
 
@@ -207,10 +234,12 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
 
     Called by app.lifecycle.deletion and nothing else."""
     queue_name, actor_name, created_at = job
-    spare = "AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = files.id)" \
-        if check_attached is not None else ""
-    row = one(conn.execute(
-        f"""
+    spare = (
+        "AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = files.id)" if check_attached is not None else ""
+    )
+    row = one(
+        conn.execute(
+            f"""
         WITH marked AS (
             UPDATE files SET deleted_at = %(now)s, deleted_via = %(via)s
             WHERE id = ANY(%(ids)s) AND deleted_at IS NULL {spare} RETURNING id
@@ -245,12 +274,27 @@ def set_deleted(conn: Conn, file_ids: Sequence[UUID], now: datetime, via: str, j
                (SELECT installation_id FROM journaled) AS journal_installation,
                (SELECT entry_id FROM journaled) AS journal_entry
         """,
-        {"now": now, "via": via, "ids": list(file_ids), "queue": queue_name, "actor": actor_name,
-         "created_at": created_at, "check": list(check_attached or ()), "blanked": Jsonb(BLANKED),
-         "journal": journal}))
+            {
+                "now": now,
+                "via": via,
+                "ids": list(file_ids),
+                "queue": queue_name,
+                "actor": actor_name,
+                "created_at": created_at,
+                "check": list(check_attached or ()),
+                "blanked": Jsonb(BLANKED),
+                "journal": journal,
+            },
+        )
+    )
     entry = (row.journal_installation, row.journal_entry) if row.journal_entry is not None else None
-    return Marked(file_ids=list(row.marked), outbox_id=row.outbox_id, attached=set(row.attached),
-                  unredactable=row.unredactable, journal_entry=entry)
+    return Marked(
+        file_ids=list(row.marked),
+        outbox_id=row.outbox_id,
+        attached=set(row.attached),
+        unredactable=row.unredactable,
+        journal_entry=entry,
+    )
 
 
 def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[PurgeFacts]:
@@ -268,31 +312,48 @@ def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[PurgeFacts]:
         ).fetchall()
 
 
-def delete_rows(conn: Conn, file_ids: Sequence[UUID], keys_deleted: dict[UUID, int],
-                keys_locked: dict[UUID, int] | None = None) -> list[RemovedRow]:
+def delete_rows(
+    conn: Conn, file_ids: Sequence[UUID], keys_deleted: dict[UUID, int], keys_locked: dict[UUID, int] | None = None
+) -> list[RemovedRow]:
     """Remove files rows (sessions and parts go by ON DELETE CASCADE), answering what each removed row's
     receipt is made of (the Receipts subscriber writes it: app/lifecycle/ends.py)."""
     rows = conn.execute(
         "DELETE FROM files WHERE id = ANY(%s) RETURNING id, uploaded_by, coalesce(deleted_via, 'unknown') AS via, "
         "deleted_at, removal_begun_at, (SELECT count(*) FROM file_variants v WHERE v.file_id = files.id) AS variants",
-        (list(file_ids),)).fetchall()
+        (list(file_ids),),
+    ).fetchall()
     locked = keys_locked or {}
-    return [RemovedRow(row.id, row.uploaded_by, row.via, row.deleted_at, row.removal_begun_at,
-                       keys_deleted.get(row.id, 0), row.variants, locked.get(row.id, 0)) for row in rows]
+    return [
+        RemovedRow(
+            row.id,
+            row.uploaded_by,
+            row.via,
+            row.deleted_at,
+            row.removal_begun_at,
+            keys_deleted.get(row.id, 0),
+            row.variants,
+            locked.get(row.id, 0),
+        )
+        for row in rows
+    ]
 
 
 def set_objects_purged(conn: Conn, file_ids: Sequence[UUID], now: datetime) -> None:
     """A purge removed the objects of these final, not deliverable files: the catch-up need not come back
     (D8 d)."""
-    conn.execute("UPDATE files SET objects_purged_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL",
-                 (now, list(file_ids)))
+    conn.execute(
+        "UPDATE files SET objects_purged_at = %s WHERE id = ANY(%s) AND deleted_at IS NULL", (now, list(file_ids))
+    )
 
 
 def sealing_in_use(conn: Conn) -> tuple[bool, bool]:
     """Whether the database holds any file, and whether any of them is sealed (an installation's setting as its
     rows show it: lethe dev keeps it)."""
-    row = one(conn.execute("SELECT EXISTS (SELECT 1 FROM files) AS holds, "
-                           "EXISTS (SELECT 1 FROM files WHERE encrypted) AS sealed"))
+    row = one(
+        conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM files) AS holds, EXISTS (SELECT 1 FROM files WHERE encrypted) AS sealed"
+        )
+    )
     return bool(row.holds), bool(row.sealed)
 
 
@@ -303,7 +364,8 @@ def untyped(conn: Conn, after: UUID | None, limit: int) -> list[FileRow]:
         return cur.execute(
             f"SELECT {COLUMNS} FROM files WHERE detected_type IS NULL AND upload_state = 'complete' "
             "AND deleted_at IS NULL AND scan_status IN ('clean', 'skipped') AND id > %s ORDER BY id LIMIT %s",
-            (after or UUID(int=0), limit)).fetchall()
+            (after or UUID(int=0), limit),
+        ).fetchall()
 
 
 def set_detected_type(conn: Conn, file_id: UUID, detected_type: str) -> FileRow | None:
@@ -312,17 +374,22 @@ def set_detected_type(conn: Conn, file_id: UUID, detected_type: str) -> FileRow 
     with _rows(conn) as cur:
         return cur.execute(
             f"UPDATE files SET detected_type = %s WHERE id = %s AND detected_type IS NULL AND deleted_at IS NULL "
-            f"RETURNING {COLUMNS}", (detected_type, file_id)).fetchone()
+            f"RETURNING {COLUMNS}",
+            (detected_type, file_id),
+        ).fetchone()
 
 
-def set_stripped(conn: Conn, file_id: UUID, was: str, object_key: str, size_bytes: int, sha256: str,
-                 mode: str) -> bool:
+def set_stripped(conn: Conn, file_id: UUID, was: str, object_key: str, size_bytes: int, sha256: str, mode: str) -> bool:
     """Record the original a scan's first step stored without its metadata (or found without any), if the row
     still references the original it read (`was`) and is waiting for its scan; False when it no longer does
     (deleted, ended, or another run recorded it first)."""
-    return conn.execute(
-        "UPDATE files SET object_key = %s, size_as_sent = CASE WHEN size_bytes <> %s THEN size_bytes END, "
-        "size_bytes = %s, sha256 = %s, metadata_stripped = %s WHERE id = %s AND object_key = %s "
-        "AND upload_state = 'complete' AND scan_status = 'pending' AND deleted_at IS NULL "
-        "AND metadata_stripped IS NULL", (object_key, size_bytes, size_bytes, sha256, mode, file_id, was)).rowcount == 1
-
+    return (
+        conn.execute(
+            "UPDATE files SET object_key = %s, size_as_sent = CASE WHEN size_bytes <> %s THEN size_bytes END, "
+            "size_bytes = %s, sha256 = %s, metadata_stripped = %s WHERE id = %s AND object_key = %s "
+            "AND upload_state = 'complete' AND scan_status = 'pending' AND deleted_at IS NULL "
+            "AND metadata_stripped IS NULL",
+            (object_key, size_bytes, size_bytes, sha256, mode, file_id, was),
+        ).rowcount
+        == 1
+    )

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
 from uuid import UUID
 
 from app.db.conn import Conn, all_as, first_as, one, one_as
 from app.db.keeps import ENDED, held
-
 
 # What a hold defers: a deleted file, or a live one that is final and not deliverable whose objects no purge
 # removed yet (failed, infected, error: D7 purges its objects). A hold covers both; only the first is counted
@@ -26,10 +24,12 @@ OF_HOLD = "(f.id = h.file_id OR f.uploaded_by = h.subject_id)"
 _KEPT = "f.deleted_at IS NOT NULL AND f.removal_begun_at IS NULL"
 _LOST = f"f.removal_begun_at IS NOT NULL AND {_PURGE_DUE}"
 
-COLUMNS = ("h.id, h.subject_id, h.file_id, h.case_ref, h.created_at, h.released_at, "
-           f"coalesce(h.files_deferred, (SELECT count(*) FROM files f WHERE {OF_HOLD} AND {_KEPT}))::int AS files_deferred, "
-           "h.files_lost, "
-           "h.subject_forgotten_at IS NOT NULL AS subject_forgotten")
+COLUMNS = (
+    "h.id, h.subject_id, h.file_id, h.case_ref, h.created_at, h.released_at, "
+    f"coalesce(h.files_deferred, (SELECT count(*) FROM files f WHERE {OF_HOLD} AND {_KEPT}))::int AS files_deferred, "
+    "h.files_lost, "
+    "h.subject_forgotten_at IS NOT NULL AS subject_forgotten"
+)
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,9 @@ class HoldSummary:
     files_held: int
 
 
-def insert(conn: Conn, hold_id: UUID, subject_id: UUID | None, file_id: UUID | None, case_ref: str,
-           now: datetime) -> None:
+def insert(
+    conn: Conn, hold_id: UUID, subject_id: UUID | None, file_id: UUID | None, case_ref: str, now: datetime
+) -> None:
     """Record a new hold (the caller checked its form and its target, and holds removals back:
     keeps.lock_against_removals), with the count of the files it covers whose removal had begun: those it cannot
     keep. No removal of a covered file begins after this commit, so the count is fixed here."""
@@ -68,7 +69,9 @@ def insert(conn: Conn, hold_id: UUID, subject_id: UUID | None, file_id: UUID | N
                (SELECT count(*) FROM files f WHERE {OF_HOLD} AND {_LOST})
         FROM (VALUES (%s::uuid, %s::uuid, %s::uuid, %s::text, %s::timestamptz))
              AS h(id, subject_id, file_id, case_ref, created_at)
-        """, (hold_id, subject_id, file_id, case_ref, now))
+        """,
+        (hold_id, subject_id, file_id, case_ref, now),
+    )
 
 
 def hold(conn: Conn, hold_id: UUID) -> HoldRow | None:
@@ -78,50 +81,75 @@ def hold(conn: Conn, hold_id: UUID) -> HoldRow | None:
 
 def page(conn: Conn, after: UUID | None, limit: int) -> list[HoldRow]:
     """Holds in the order they were placed (created_at, id), after the hold `after` (index legal_holds_listed)."""
-    where = "" if after is None else \
-        "WHERE (h.created_at, h.id) > (SELECT created_at, id FROM legal_holds WHERE id = %(after)s)"
-    return all_as(conn, HoldRow, f"SELECT {COLUMNS} FROM legal_holds h {where} ORDER BY h.created_at, h.id "
-                  "LIMIT %(limit)s", {"after": after, "limit": limit})
+    where = (
+        ""
+        if after is None
+        else "WHERE (h.created_at, h.id) > (SELECT created_at, id FROM legal_holds WHERE id = %(after)s)"
+    )
+    return all_as(
+        conn,
+        HoldRow,
+        f"SELECT {COLUMNS} FROM legal_holds h {where} ORDER BY h.created_at, h.id LIMIT %(limit)s",
+        {"after": after, "limit": limit},
+    )
 
 
 def release(conn: Conn, hold_id: UUID, now: datetime) -> HoldRow | None:
     """Release an active hold, fixing its count of deferred files; None when it is unknown or released already."""
-    return first_as(conn, HoldRow,
+    return first_as(
+        conn,
+        HoldRow,
         f"""
         UPDATE legal_holds h SET released_at = greatest(%(now)s, h.created_at),
             files_deferred = (SELECT count(*) FROM files f WHERE {OF_HOLD} AND {_KEPT})
         WHERE h.id = %(id)s AND h.released_at IS NULL
         RETURNING {COLUMNS}
-        """, {"id": hold_id, "now": now})
+        """,
+        {"id": hold_id, "now": now},
+    )
 
 
 def freed(conn: Conn, hold_id: UUID, after: UUID, limit: int) -> list[UUID]:
     """Files the (released) hold covered whose purge is due and that no other active hold covers, by id."""
-    return [row.id for row in conn.execute(
-        f"""
+    return [
+        row.id
+        for row in conn.execute(
+            f"""
         SELECT f.id FROM legal_holds h JOIN files f ON {OF_HOLD}
         WHERE h.id = %s AND f.id > %s AND {_PURGE_DUE} AND NOT {held("f")}
         ORDER BY f.id LIMIT %s
-        """, (hold_id, after, limit))]
+        """,
+            (hold_id, after, limit),
+        )
+    ]
 
 
 def subject_on_hold(conn: Conn, subject_id: UUID) -> bool:
     """Whether an active hold covers the subject or one of their files (their erasure is refused)."""
-    return bool(one(conn.execute(
-        """
+    return bool(
+        one(
+            conn.execute(
+                """
         SELECT EXISTS (SELECT 1 FROM legal_holds WHERE subject_id = %(s)s AND released_at IS NULL)
             OR EXISTS (SELECT 1 FROM legal_holds lh JOIN files f ON f.id = lh.file_id
                        WHERE lh.released_at IS NULL AND f.uploaded_by = %(s)s) AS on_hold
-        """, {"s": subject_id})).on_hold)
+        """,
+                {"s": subject_id},
+            )
+        ).on_hold
+    )
 
 
 def summary(conn: Conn) -> HoldSummary:
     """Active holds, and the deleted files they hold back (the gauges of cleanup step f)."""
-    return one_as(conn, HoldSummary,
+    return one_as(
+        conn,
+        HoldSummary,
         f"""
         SELECT (SELECT count(*) FROM legal_holds WHERE released_at IS NULL)::int AS active,
                (SELECT count(*) FROM files f WHERE f.deleted_at IS NOT NULL AND {held("f")})::int AS files_held
-        """)
+        """,
+    )
 
 
 def delete_released(conn: Conn, cutoff: datetime, limit: int) -> int:
@@ -130,7 +158,9 @@ def delete_released(conn: Conn, cutoff: datetime, limit: int) -> int:
         """
         DELETE FROM legal_holds WHERE id IN (
             SELECT id FROM legal_holds WHERE released_at < %s ORDER BY released_at, id LIMIT %s)
-        """, (cutoff, limit)).rowcount
+        """,
+        (cutoff, limit),
+    ).rowcount
 
 
 def count_released(conn: Conn, cutoff: datetime) -> int:
@@ -143,4 +173,6 @@ def forget_subject(conn: Conn, subject_id: UUID, now: datetime) -> int:
     stay); returns how many. An active hold blocks the erasure, so none is left to change."""
     return conn.execute(
         "UPDATE legal_holds SET subject_id = NULL, subject_forgotten_at = %s "
-        "WHERE subject_id = %s AND released_at IS NOT NULL", (now, subject_id)).rowcount
+        "WHERE subject_id = %s AND released_at IS NOT NULL",
+        (now, subject_id),
+    ).rowcount

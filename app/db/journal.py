@@ -7,9 +7,10 @@ being written, a reconciliation's progress, damage found, other installations' j
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -45,8 +46,10 @@ class JournalState:
         return Damage(str(self.damaged.get("where")), str(self.damaged.get("what")), self.damaged.get("line"))
 
 
-_STATE = ("installation_id, hash_key, position, writing_first, writing_last, reconciled_to, restore_seen_at, "
-          "reconciled_at, head_digest, damaged, foreign_installations, adopted_from")
+_STATE = (
+    "installation_id, hash_key, position, writing_first, writing_last, reconciled_to, restore_seen_at, "
+    "reconciled_at, head_digest, damaged, foreign_installations, adopted_from"
+)
 
 
 @dataclass(frozen=True)
@@ -87,9 +90,11 @@ def append(conn: Conn, entries: Sequence[Entry]) -> tuple[UUID, list[Entry]]:
     stored = [entry if entry.id is not None else _with_id(entry) for entry in entries]
     installation: UUID | None = None
     for entry in stored:
-        row = conn.execute("INSERT INTO journal_pending (entry_id, kind, at, body) VALUES (%s, %s, %s, %s) "
-                           "RETURNING (SELECT installation_id FROM journal_state)",
-                           (entry.id, entry.kind, entry.at, Jsonb(entry.body()))).fetchone()
+        row = conn.execute(
+            "INSERT INTO journal_pending (entry_id, kind, at, body) VALUES (%s, %s, %s, %s) "
+            "RETURNING (SELECT installation_id FROM journal_state)",
+            (entry.id, entry.kind, entry.at, Jsonb(entry.body())),
+        ).fetchone()
         installation = row[0] if row else None
     assert installation is not None or not stored
     return installation or uuid.UUID(int=0), stored
@@ -106,9 +111,11 @@ def adopt_entries(conn: Conn, entries: Sequence[Entry]) -> int:
     numbers them."""
     count = 0
     for entry in entries:
-        count += conn.execute("INSERT INTO journal_pending (entry_id, kind, at, body) VALUES (%s, %s, %s, %s) "
-                              "ON CONFLICT (entry_id) DO NOTHING",
-                              (entry.id, entry.kind, entry.at, Jsonb(entry.body()))).rowcount
+        count += conn.execute(
+            "INSERT INTO journal_pending (entry_id, kind, at, body) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (entry_id) DO NOTHING",
+            (entry.id, entry.kind, entry.at, Jsonb(entry.body())),
+        ).rowcount
     return count
 
 
@@ -122,30 +129,43 @@ def claim(conn: Conn, limit: int, lease_s: float, writer: UUID) -> Claim | None:
     Returns:
         The claim (rows empty: nothing to write), or None when another writer holds the claim.
     """
-    row = conn.execute("SELECT installation_id, position, writing_first, writing_last, head_digest, "
-                       "writing_until > now() AS leased, writing_by FROM journal_state FOR UPDATE SKIP LOCKED"
-                       ).fetchone()
+    row = conn.execute(
+        "SELECT installation_id, position, writing_first, writing_last, head_digest, "
+        "writing_until > now() AS leased, writing_by FROM journal_state FOR UPDATE SKIP LOCKED"
+    ).fetchone()
     if row is None:
         return None
     installation, position, first, last, prev, leased, by = row
     if first is not None:
         if leased and by != writer:
             return None
-        rows = all_as(conn, PendingRow, "SELECT entry_id, kind, at, body, seq FROM journal_pending "
-                      "WHERE seq BETWEEN %s AND %s ORDER BY seq", (first, last))
+        rows = all_as(
+            conn,
+            PendingRow,
+            "SELECT entry_id, kind, at, body, seq FROM journal_pending WHERE seq BETWEEN %s AND %s ORDER BY seq",
+            (first, last),
+        )
     else:
-        rows = all_as(conn, PendingRow, """
+        rows = all_as(
+            conn,
+            PendingRow,
+            """
             WITH taken AS (SELECT id FROM journal_pending WHERE seq IS NULL ORDER BY id LIMIT %s
                            FOR UPDATE SKIP LOCKED),
                  numbered AS (SELECT id, %s + row_number() OVER (ORDER BY id) AS seq FROM taken)
             UPDATE journal_pending p SET seq = numbered.seq FROM numbered WHERE p.id = numbered.id
-            RETURNING p.entry_id, p.kind, p.at, p.body, p.seq""", (limit, position))
+            RETURNING p.entry_id, p.kind, p.at, p.body, p.seq""",
+            (limit, position),
+        )
         rows.sort(key=lambda pending: pending.seq or 0)
         if not rows:
             return Claim(installation, position, position + 1, position, prev, ())
         first, last = position + 1, position + len(rows)
-    conn.execute("UPDATE journal_state SET writing_first = %s, writing_last = %s, writing_by = %s, "
-                 "writing_until = now() + make_interval(secs => %s)", (first, last, writer, lease_s))
+    conn.execute(
+        "UPDATE journal_state SET writing_first = %s, writing_last = %s, writing_by = %s, "
+        "writing_until = now() + make_interval(secs => %s)",
+        (first, last, writer, lease_s),
+    )
     return Claim(installation, position, first, last, prev, tuple(rows))
 
 
@@ -158,7 +178,8 @@ def claim_next(conn: Conn, limit: int, lease_s: float, writer: UUID) -> Claim | 
     Returns:
         The claim (rows empty: nothing to write), or None when another writer holds the claim.
     """
-    rows = conn.execute("""
+    rows = conn.execute(
+        """
         WITH st AS (
             SELECT installation_id, position, writing_first, head_digest FROM journal_state FOR UPDATE SKIP LOCKED
         ), taken AS (
@@ -178,7 +199,9 @@ def claim_next(conn: Conn, limit: int, lease_s: float, writer: UUID) -> Claim | 
         )
         SELECT st.installation_id, st.position, st.writing_first, st.head_digest,
                took.entry_id, took.kind, took.at, took.body, took.seq
-        FROM st LEFT JOIN took ON true""", {"limit": limit, "writer": writer, "lease": lease_s}).fetchall()
+        FROM st LEFT JOIN took ON true""",
+        {"limit": limit, "writer": writer, "lease": lease_s},
+    ).fetchall()
     if not rows:
         return None  # another writer holds the state row right now
     installation, position, standing, prev = rows[0][:4]
@@ -193,24 +216,34 @@ def claim_next(conn: Conn, limit: int, lease_s: float, writer: UUID) -> Claim | 
 
 def finish(conn: Conn, claimed: Claim, segment_digest: str) -> bool:
     """The claimed segment is in the journal: the position moves past it (if the claim still stands)."""
-    return conn.execute("UPDATE journal_state SET position = %s, head_digest = %s, writing_first = NULL, "
-                        "writing_last = NULL, writing_until = NULL, writing_by = NULL "
-                        "WHERE writing_first = %s AND position = %s",
-                        (claimed.last, segment_digest, claimed.first, claimed.position)).rowcount == 1
+    return (
+        conn.execute(
+            "UPDATE journal_state SET position = %s, head_digest = %s, writing_first = NULL, "
+            "writing_last = NULL, writing_until = NULL, writing_by = NULL "
+            "WHERE writing_first = %s AND position = %s",
+            (claimed.last, segment_digest, claimed.first, claimed.position),
+        ).rowcount
+        == 1
+    )
 
 
 def release(conn: Conn, claimed: Claim) -> None:
     """Give a claim up unwritten (the journal already holds its numbers: the database is behind it): its
     entries are numbered again once the database stands at the journal's head."""
     conn.execute("UPDATE journal_pending SET seq = NULL WHERE seq BETWEEN %s AND %s", (claimed.first, claimed.last))
-    conn.execute("UPDATE journal_state SET writing_first = NULL, writing_last = NULL, writing_until = NULL, "
-                 "writing_by = NULL WHERE writing_first = %s", (claimed.first,))
+    conn.execute(
+        "UPDATE journal_state SET writing_first = NULL, writing_last = NULL, writing_until = NULL, "
+        "writing_by = NULL WHERE writing_first = %s",
+        (claimed.first,),
+    )
 
 
 def written_among(conn: Conn, entry_ids: Sequence[UUID]) -> set[UUID]:
     """Which of these entries are in the journal (numbered at or before the position)."""
-    rows = conn.execute("SELECT entry_id FROM journal_pending p, journal_state s WHERE p.entry_id = ANY(%s) "
-                        "AND p.seq <= s.position", (list(entry_ids),)).fetchall()
+    rows = conn.execute(
+        "SELECT entry_id FROM journal_pending p, journal_state s WHERE p.entry_id = ANY(%s) AND p.seq <= s.position",
+        (list(entry_ids),),
+    ).fetchall()
     return {row[0] for row in rows}
 
 
@@ -223,21 +256,28 @@ def known_among(conn: Conn, entry_ids: Sequence[UUID]) -> set[UUID]:
 def prune_written(conn: Conn, written_before: datetime, limit: int = 10_000) -> int:
     """Forget entries written to the journal that committed before `written_before` (they were kept so that a
     spooled entry is recognised)."""
-    return conn.execute("DELETE FROM journal_pending WHERE id IN (SELECT id FROM journal_pending p, journal_state s "
-                        "WHERE p.seq <= s.position AND p.at < %s LIMIT %s)", (written_before, limit)).rowcount
+    return conn.execute(
+        "DELETE FROM journal_pending WHERE id IN (SELECT id FROM journal_pending p, journal_state s "
+        "WHERE p.seq <= s.position AND p.at < %s LIMIT %s)",
+        (written_before, limit),
+    ).rowcount
 
 
 def pending_count(conn: Conn) -> int:
     """How many entries wait for the journal (unnumbered, or in a claim not yet written)."""
-    row = conn.execute("SELECT (SELECT count(*) FROM journal_pending WHERE seq IS NULL) + (SELECT count(*) FROM "
-                       "journal_pending p, journal_state s WHERE p.seq > s.position)").fetchone()
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM journal_pending WHERE seq IS NULL) + (SELECT count(*) FROM "
+        "journal_pending p, journal_state s WHERE p.seq > s.position)"
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
 def oldest_pending_at(conn: Conn) -> datetime | None:
     """When the oldest entry still waiting for the journal committed (None: none waits)."""
-    row = conn.execute("SELECT least((SELECT min(at) FROM journal_pending WHERE seq IS NULL), (SELECT min(p.at) FROM "
-                       "journal_pending p, journal_state s WHERE p.seq > s.position))").fetchone()
+    row = conn.execute(
+        "SELECT least((SELECT min(at) FROM journal_pending WHERE seq IS NULL), (SELECT min(p.at) FROM "
+        "journal_pending p, journal_state s WHERE p.seq > s.position))"
+    ).fetchone()
     return row[0] if row else None
 
 
@@ -255,9 +295,12 @@ def reconciled(conn: Conn, head: int, head_digest: str | None, now: datetime) ->
     """The database has applied its journal to the head: it stands at the head again. A claim it held from before
     the restore goes (its entries are numbered again after the head); damage it had found is mended."""
     conn.execute("UPDATE journal_pending SET seq = NULL WHERE seq > (SELECT position FROM journal_state)")
-    conn.execute("UPDATE journal_state SET position = greatest(position, %s), head_digest = coalesce(%s, head_digest), "
-                 "reconciled_to = 0, restore_seen_at = NULL, reconciled_at = %s, damaged = NULL, writing_first = NULL, "
-                 "writing_last = NULL, writing_until = NULL, writing_by = NULL", (head, head_digest, now))
+    conn.execute(
+        "UPDATE journal_state SET position = greatest(position, %s), head_digest = coalesce(%s, head_digest), "
+        "reconciled_to = 0, restore_seen_at = NULL, reconciled_at = %s, damaged = NULL, writing_first = NULL, "
+        "writing_last = NULL, writing_until = NULL, writing_by = NULL",
+        (head, head_digest, now),
+    )
 
 
 def set_damaged(conn: Conn, damage: Damage | None) -> None:
@@ -270,17 +313,23 @@ def adopt(conn: Conn, installation_id: UUID) -> UUID:
     the journal): from position 0, so that every entry of it is applied. Returns the id it had."""
     row = conn.execute("SELECT installation_id FROM journal_state FOR UPDATE").fetchone()
     assert row is not None
-    conn.execute("UPDATE journal_state SET installation_id = %s, adopted_from = %s, position = 0, reconciled_to = 0, "
-                 "head_digest = NULL, writing_first = NULL, writing_last = NULL, writing_until = NULL, "
-                 "writing_by = NULL", (installation_id, row[0]))
+    conn.execute(
+        "UPDATE journal_state SET installation_id = %s, adopted_from = %s, position = 0, reconciled_to = 0, "
+        "head_digest = NULL, writing_first = NULL, writing_last = NULL, writing_until = NULL, "
+        "writing_by = NULL",
+        (installation_id, row[0]),
+    )
     conn.execute("UPDATE journal_pending SET seq = NULL WHERE seq IS NOT NULL")
     return UUID(str(row[0]))
 
 
 def refuse(conn: Conn, installation_id: UUID) -> None:
     """Another installation's journal is foreign to this database: never adopted, never a reason to wait."""
-    conn.execute("UPDATE journal_state SET foreign_installations = array_append(foreign_installations, %s) "
-                 "WHERE NOT %s = ANY(foreign_installations)", (installation_id, installation_id))
+    conn.execute(
+        "UPDATE journal_state SET foreign_installations = array_append(foreign_installations, %s) "
+        "WHERE NOT %s = ANY(foreign_installations)",
+        (installation_id, installation_id),
+    )
 
 
 def holds_files(conn: Conn) -> bool:
@@ -297,5 +346,6 @@ def known_principals(conn: Conn) -> list[UUID]:
         SELECT uploaded_by FROM files UNION SELECT author_id FROM messages UNION SELECT user_id FROM drafts
         UNION SELECT holder_id FROM slots UNION SELECT subject_id FROM legal_holds WHERE subject_id IS NOT NULL
         UNION SELECT subject_id FROM erasures
-        """).fetchall()
+        """
+    ).fetchall()
     return [row[0] for row in rows if row[0] is not None]

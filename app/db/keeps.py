@@ -9,8 +9,8 @@ file) or counts that removal as begun (the hold's `files_lost`): no removal goes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Sequence
 from uuid import UUID
 
 from psycopg.rows import class_row
@@ -27,9 +27,11 @@ def held(alias: str = "f", file_id: str | None = None) -> str:
     uploader): two index lookups, never a scan of files. With `file_id`, the id to look up a file hold by (a
     file id without a row)."""
     by_id = file_id or f"{alias}.id"
-    return (f"(EXISTS (SELECT 1 FROM legal_holds lh WHERE lh.file_id = {by_id} AND lh.released_at IS NULL)"
-            f" OR EXISTS (SELECT 1 FROM legal_holds lh WHERE lh.subject_id = {alias}.uploaded_by"
-            f" AND lh.released_at IS NULL))")
+    return (
+        f"(EXISTS (SELECT 1 FROM legal_holds lh WHERE lh.file_id = {by_id} AND lh.released_at IS NULL)"
+        f" OR EXISTS (SELECT 1 FROM legal_holds lh WHERE lh.subject_id = {alias}.uploaded_by"
+        f" AND lh.released_at IS NULL))"
+    )
 
 
 # Final and not deliverable (D3): failed, infected or error. D7 purges the objects of such a live file.
@@ -48,11 +50,14 @@ def byte_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[ByteFacts]:
                                     AND ids.id = ANY(d.file_ids)), false) AS in_own_draft,
                    coalesce(f.deleted_at IS NOT NULL, false) AS deleted, coalesce({ENDED}, false) AS ended
             FROM unnest(%s::uuid[]) AS ids(id) LEFT JOIN files f ON f.id = ids.id
-            """, (sorted(set(file_ids)),)).fetchall()
+            """,
+            (sorted(set(file_ids)),),
+        ).fetchall()
 
 
-def clearance(uow: UnitOfWork, file_ids: Sequence[UUID], scope: Scope, now: datetime,
-              begins_removal: bool = True) -> Clearance:
+def clearance(
+    uow: UnitOfWork, file_ids: Sequence[UUID], scope: Scope, now: datetime, begins_removal: bool = True
+) -> Clearance:
     """Ask the rule, right before a removal, inside the caller's transaction (which must commit before any
     object goes: K1). For the scope FILE, the rows of the freed files record that their removal begins now
     (the first time only): a hold placed after this commit counts them as lost, never as kept; and the end's
@@ -63,8 +68,10 @@ def clearance(uow: UnitOfWork, file_ids: Sequence[UUID], scope: Scope, now: date
     conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (REMOVAL_LOCK_KEY,))
     cleared = clearance_of(byte_facts(conn, file_ids), scope)
     if scope is Scope.FILE and cleared.freed and begins_removal:
-        conn.execute("UPDATE files SET removal_begun_at = coalesce(removal_begun_at, %s) WHERE id = ANY(%s)",
-                     (now, sorted(cleared.freed)))
+        conn.execute(
+            "UPDATE files SET removal_begun_at = coalesce(removal_begun_at, %s) WHERE id = ANY(%s)",
+            (now, sorted(cleared.freed)),
+        )
         # The subscribers of a file's end (app/lifecycle/ends.py), wired into the unit of work by the composition
         # root: this is the one place the point of no return is reached, whichever wing removes the bytes.
         event = RemovalBegun(tuple(sorted(cleared.freed)), now)

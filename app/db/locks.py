@@ -5,11 +5,11 @@ one that holds the lock runs it, the others see it busy and leave it alone, so c
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
-from app.db.pool import Database
 from app.db.conn import one
+from app.db.pool import Database
 
 
 @contextmanager

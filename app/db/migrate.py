@@ -9,9 +9,10 @@ as it is, and only its bookkeeping (the `_yoyo_migration` table, its lock) is yo
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -36,8 +37,9 @@ def _backend(conninfo: str) -> PostgresqlPsycopgBackend:
             return psycopg.connect(conninfo, autocommit=True)
 
     # The URI is yoyo's key for a cache of facts about the server; the connection ignores it.
-    backend = LibpqBackend(DatabaseURI("postgresql+psycopg", None, None, None, None, database, {}),
-                           default_migration_table)
+    backend = LibpqBackend(
+        DatabaseURI("postgresql+psycopg", None, None, None, None, database, {}), default_migration_table
+    )
     backend.init_database()
     return backend
 
@@ -63,17 +65,21 @@ class Schema:
         if self.unknown:
             return too_new(self.unknown)
         if self.pending:
-            return (f"the database is not migrated ({len(self.pending)} migration(s) pending): run `lethe migrate` "
-                    "with the same configuration first.")
+            return (
+                f"the database is not migrated ({len(self.pending)} migration(s) pending): run `lethe migrate` "
+                "with the same configuration first."
+            )
         return None
 
 
 def too_new(unknown: Sequence[str]) -> str:
     """The sentence that refuses a database migrated by a newer release, naming both sides."""
-    return (f"the database was migrated by a newer release of Lethe: it has migration(s) {', '.join(unknown)}, "
-            f"which this release (migrations up to {latest_migration()}) does not know. Nothing was changed. Run "
-            "the newer release again (roll forward), or first run that release's down-migrations "
-            "(docs/operations.md, 'Rolling back a release').")
+    return (
+        f"the database was migrated by a newer release of Lethe: it has migration(s) {', '.join(unknown)}, "
+        f"which this release (migrations up to {latest_migration()}) does not know. Nothing was changed. Run "
+        "the newer release again (roll forward), or first run that release's down-migrations "
+        "(docs/operations.md, 'Rolling back a release')."
+    )
 
 
 def latest_migration() -> str:
@@ -154,8 +160,9 @@ def roll_back_to(url: str, target: str, dry_run: bool = False) -> list[str]:
 
 def known_migrations() -> set[str]:
     """The ids of the migrations this version ships."""
-    return {path.name.removesuffix(".sql") for path in MIGRATIONS.glob("*.sql")
-            if not path.name.endswith(".rollback.sql")}
+    return {
+        path.name.removesuffix(".sql") for path in MIGRATIONS.glob("*.sql") if not path.name.endswith(".rollback.sql")
+    }
 
 
 def applied_migrations(conn: psycopg.Connection[Any]) -> set[str]:
@@ -195,8 +202,14 @@ class SchemaGuard:
             self._verified, self.refused = True, None
             return True
         if self.refused != schema:
-            log_event(log, "error", "db.schema_refused", "the database's migrations are not this release's: "
-                      "nothing is served from it", unknown=list(schema.unknown), pending=len(schema.pending))
+            log_event(
+                log,
+                "error",
+                "db.schema_refused",
+                "the database's migrations are not this release's: nothing is served from it",
+                unknown=list(schema.unknown),
+                pending=len(schema.pending),
+            )
         self.refused = schema
         from app.errors import SchemaMismatch
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from psycopg.types.json import Jsonb
 
@@ -13,9 +14,14 @@ from app.db.conn import Conn, all_as, one
 
 def insert_job(conn: Conn, queue_name: str, actor_name: str, args: Sequence[Any], created_at: datetime) -> int:
     """Write a job in the caller's transaction (D9); returns its outbox id."""
-    return int(one(conn.execute(
-        "INSERT INTO outbox (queue_name, actor_name, args, created_at) VALUES (%s, %s, %s, %s) RETURNING id",
-        (queue_name, actor_name, Jsonb(list(args)), created_at))).id)
+    return int(
+        one(
+            conn.execute(
+                "INSERT INTO outbox (queue_name, actor_name, args, created_at) VALUES (%s, %s, %s, %s) RETURNING id",
+                (queue_name, actor_name, Jsonb(list(args)), created_at),
+            )
+        ).id
+    )
 
 
 def delete_published(conn: Conn, outbox_ids: Sequence[int]) -> int:
@@ -36,7 +42,9 @@ class OutboxRow:
 def claim_left_behind(conn: Conn, created_before: datetime, limit: int) -> list[OutboxRow]:
     """Rows written before the cutoff (the project's clock minus the relay age), locked so that a second
     relay skips them (FOR UPDATE SKIP LOCKED)."""
-    return all_as(conn, OutboxRow,
+    return all_as(
+        conn,
+        OutboxRow,
         """
         SELECT id, queue_name, actor_name, args
         FROM outbox

@@ -12,10 +12,11 @@ import dataclasses
 import logging
 import math
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -70,12 +71,17 @@ class Timeouts:
         timeout and keepalives of the server's side of the session (its `options`)."""
         idle = max(1, math.ceil(self.keepalive))
         interval = max(1, math.ceil(self.keepalive / 3))
-        server = (f"-c statement_timeout={int(self.statement * 1000)} -c tcp_keepalives_idle={idle} "
-                  f"-c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3")
+        server = (
+            f"-c statement_timeout={int(self.statement * 1000)} -c tcp_keepalives_idle={idle} "
+            f"-c tcp_keepalives_interval={interval} -c tcp_keepalives_count=3"
+        )
         given = conninfo_to_dict(url).get("options")
         client = {
             "connect_timeout": max(2, math.ceil(self.connect)),
-            "keepalives": 1, "keepalives_idle": idle, "keepalives_interval": interval, "keepalives_count": 3,
+            "keepalives": 1,
+            "keepalives_idle": idle,
+            "keepalives_interval": interval,
+            "keepalives_count": 3,
             "tcp_user_timeout": int((idle + 3 * interval) * 1000),
         }
         if self.pooled:
@@ -106,7 +112,7 @@ class BoundedConnection(psycopg.Connection[Any]):
             raise psycopg.OperationalError("the database did not answer in time") from None
 
     @contextmanager
-    def bounded(self, seconds: float) -> Iterator["BoundedConnection"]:
+    def bounded(self, seconds: float) -> Iterator[BoundedConnection]:
         """Wait at most `seconds` for each answer inside the block (a readiness ping, a pool check)."""
         before = self.answer_timeout
         self.answer_timeout = seconds if before is None else min(before, seconds)
@@ -130,10 +136,17 @@ class Database:
         on_journal: called with the journal entries of a committed unit of work (the process's journal writer).
     """
 
-    def __init__(self, url: str, pool_size: int = 10, tx_retry_max: int = 5,
-                 after_commit: Callable[[Sequence[Job]], None] | None = None, clock: Clock | None = None,
-                 timeouts: Timeouts | None = None, subscribers: Sequence[Any] | None = None,
-                 on_journal: Callable[[Sequence[Any]], None] | None = None):
+    def __init__(
+        self,
+        url: str,
+        pool_size: int = 10,
+        tx_retry_max: int = 5,
+        after_commit: Callable[[Sequence[Job]], None] | None = None,
+        clock: Clock | None = None,
+        timeouts: Timeouts | None = None,
+        subscribers: Sequence[Any] | None = None,
+        on_journal: Callable[[Sequence[Any]], None] | None = None,
+    ):
         self.url = url
         self.on_journal = on_journal
         # Called with each new connection before its first use (the restore guard compares the database with the
@@ -193,8 +206,9 @@ class Database:
         timeouts, to `url` (a direct server, past any pooler) or the pool's; the caller closes it."""
         direct = url or self.url
         timeouts = dataclasses.replace(self.timeouts, pooled=False) if url else self.timeouts
-        conn = BoundedConnection.connect(direct, autocommit=True, row_factory=namedtuple_row,
-                                         **timeouts.connect_kwargs(direct))
+        conn = BoundedConnection.connect(
+            direct, autocommit=True, row_factory=namedtuple_row, **timeouts.connect_kwargs(direct)
+        )
         self._configure(conn)
         return conn
 
@@ -220,8 +234,9 @@ class Database:
         before = conn.answer_timeout
         conn.answer_timeout = self.timeouts.maintenance_answer
         try:
-            conn.execute("SELECT set_config('statement_timeout', %s, true)",
-                         (f"{int(self.timeouts.maintenance * 1000)}ms",))
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, true)", (f"{int(self.timeouts.maintenance * 1000)}ms",)
+            )
             yield
         finally:
             conn.answer_timeout = before
@@ -268,12 +283,20 @@ class Database:
             except RETRYABLE as exc:
                 attempt += 1
                 if attempt > self.tx_retry_max:
-                    log_event(log, "warning", "db.tx_gave_up", "transaction gave up", tx=name, attempts=attempt,
-                              sqlstate=exc.sqlstate)
+                    log_event(
+                        log,
+                        "warning",
+                        "db.tx_gave_up",
+                        "transaction gave up",
+                        tx=name,
+                        attempts=attempt,
+                        sqlstate=exc.sqlstate,
+                    )
                     raise
-                log_event(log, "info", "db.tx_retry", "transaction retried", tx=name, attempt=attempt,
-                          sqlstate=exc.sqlstate)
-                time.sleep(min(0.01 * 2 ** attempt, 0.5))
+                log_event(
+                    log, "info", "db.tx_retry", "transaction retried", tx=name, attempt=attempt, sqlstate=exc.sqlstate
+                )
+                time.sleep(min(0.01 * 2**attempt, 0.5))
                 continue
             finally:
                 reset_in_transaction(token)

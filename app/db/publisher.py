@@ -21,16 +21,17 @@ import queue
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Sequence
+from typing import Any
 
 import dramatiq
 
-from app.platform import jobs as jobs_module
 from app.db import outbox as sql
 from app.db.context import in_transaction
 from app.db.pool import Database
 from app.db.uow import Job
+from app.platform import jobs as jobs_module
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.outbox")
@@ -71,8 +72,10 @@ def merge_jobs(jobs: Sequence[Job]) -> list[tuple[list[int], Job]]:
             ids, head = merged[index]
             if len(head.args[0]) + len(job.args[0]) <= MERGE_LIMIT:
                 ids.append(job.outbox_id)
-                merged[index] = (ids, Job(head.outbox_id, head.queue_name, head.actor_name,
-                                          (head.args[0] + job.args[0],)))
+                merged[index] = (
+                    ids,
+                    Job(head.outbox_id, head.queue_name, head.actor_name, (head.args[0] + job.args[0],)),
+                )
                 continue
         merged.append(([job.outbox_id], job))
         if mergeable:
@@ -94,8 +97,15 @@ class Outbox:
             load, the jobs of many commits become one message and one DELETE.
     """
 
-    def __init__(self, db: Database, broker: Any, background: bool = False, capacity: int = 10_000,
-                 batch_size: int = 200, linger_s: float = 0.0):
+    def __init__(
+        self,
+        db: Database,
+        broker: Any,
+        background: bool = False,
+        capacity: int = 10_000,
+        batch_size: int = 200,
+        linger_s: float = 0.0,
+    ):
         self.db = db
         self.linger_s = linger_s
         self.broker = broker
@@ -123,8 +133,13 @@ class Outbox:
             try:
                 self._queue.put_nowait(job)
             except queue.Full:  # the broker is slow or gone: the relay publishes the rest
-                log_event(log, "warning", "outbox.queue_full", "publisher queue full; the relay will publish",
-                          count=len(jobs) - index)
+                log_event(
+                    log,
+                    "warning",
+                    "outbox.queue_full",
+                    "publisher queue full; the relay will publish",
+                    count=len(jobs) - index,
+                )
                 return
 
     def _ensure_thread(self) -> None:
@@ -190,17 +205,22 @@ class Outbox:
         for outbox_ids, job in merge_jobs(jobs):
             try:
                 self._publish(job.outbox_id, job.queue_name, job.actor_name, job.args)
-            except Exception:  # noqa: BLE001 - the relay catches up; the committed change stands
-                log_event(log, "warning", "outbox.publish_failed", "publish failed; the relay will retry",
-                          actor=job.actor_name, outbox_id=job.outbox_id)
+            except Exception:
+                log_event(
+                    log,
+                    "warning",
+                    "outbox.publish_failed",
+                    "publish failed; the relay will retry",
+                    actor=job.actor_name,
+                    outbox_id=job.outbox_id,
+                )
                 break
             published.extend(outbox_ids)
         if published:
             try:
                 self.db.read(lambda conn: sql.delete_published(conn, published))
-            except Exception:  # noqa: BLE001 - at least once: the relay publishes them again
-                log_event(log, "warning", "outbox.delete_failed", "published rows not deleted",
-                          count=len(published))
+            except Exception:
+                log_event(log, "warning", "outbox.delete_failed", "published rows not deleted", count=len(published))
 
     def relay(self, older_than: timedelta, batch_size: int = 500) -> int:
         """Publish rows left behind, oldest first; returns how many were published.
@@ -214,8 +234,14 @@ class Outbox:
             count = self._relay_batch(self.db.clock.now() - older_than, batch_size)
             total += count
             if count:
-                log_event(log, "info", "outbox.relayed", "outbox relayed", count=count,
-                          duration_s=round(time.monotonic() - started, 3))
+                log_event(
+                    log,
+                    "info",
+                    "outbox.relayed",
+                    "outbox relayed",
+                    count=count,
+                    duration_s=round(time.monotonic() - started, 3),
+                )
             if count < batch_size:
                 return total
 
@@ -229,9 +255,15 @@ class Outbox:
                 for row in rows:
                     try:
                         self.broker.enqueue(message_for(row.id, row.queue_name, row.actor_name, row.args))
-                    except Exception:  # noqa: BLE001 - the broker is down: keep the rest for the next run
-                        log_event(log, "warning", "outbox.publish_failed", "relay publish failed",
-                                  actor=row.actor_name, outbox_id=row.id)
+                    except Exception:
+                        log_event(
+                            log,
+                            "warning",
+                            "outbox.publish_failed",
+                            "relay publish failed",
+                            actor=row.actor_name,
+                            outbox_id=row.id,
+                        )
                         break
                     done.append(row.id)
                 if done:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
 from uuid import UUID
 
 from app.db.conn import Conn, all_as, one_as
@@ -29,9 +29,13 @@ class Failing:
 
 def attempts_of(conn: Conn, file_ids: Sequence[UUID]) -> dict[UUID, int]:
     """Failed attempts so far, for the files that have failed before (locked: one purge counts at a time)."""
-    return {row.file_id: row.attempts for row in conn.execute(
-        "SELECT file_id, attempts FROM purge_failures WHERE file_id = ANY(%s) ORDER BY file_id FOR UPDATE",
-        (list(file_ids),))}
+    return {
+        row.file_id: row.attempts
+        for row in conn.execute(
+            "SELECT file_id, attempts FROM purge_failures WHERE file_id = ANY(%s) ORDER BY file_id FOR UPDATE",
+            (list(file_ids),),
+        )
+    }
 
 
 def record(conn: Conn, failures: Sequence[tuple[UUID, int, str, datetime]], now: datetime) -> list[Recorded]:
@@ -39,8 +43,10 @@ def record(conn: Conn, failures: Sequence[tuple[UUID, int, str, datetime]], now:
     when it started failing (its deletion mark, else its first failure) and whether it was warned of."""
     if not failures:
         return []
-    file_ids, attempts, codes, next_at = (list(column) for column in zip(*failures))
-    return all_as(conn, Recorded,
+    file_ids, attempts, codes, next_at = (list(column) for column in zip(*failures, strict=True))
+    return all_as(
+        conn,
+        Recorded,
         """
         INSERT INTO purge_failures AS p (file_id, attempts, error_code, failing_since, last_attempt_at,
                                          next_attempt_at)

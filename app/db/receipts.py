@@ -4,13 +4,14 @@ cleanup."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
 from uuid import UUID
 
 from app.db.conn import Conn, all_as, first_as, one
 from app.domain.ends import RemovedRow
+
 
 @dataclass(frozen=True)
 class ReceiptRow:
@@ -31,8 +32,10 @@ class ReceiptRow:
     keys_locked: int = 0  # versions a bucket's object lock keeps, sealed under a data key destroyed at the purge
 
 
-COLUMNS = ("file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent, deferred_by_hold, deferred_from, "
-           "deferred_until, removal_began_at, hold_too_late, variants_deleted, keys_locked")
+COLUMNS = (
+    "file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent, deferred_by_hold, deferred_from, "
+    "deferred_until, removal_began_at, hold_too_late, variants_deleted, keys_locked"
+)
 
 
 def write(conn: Conn, rows: Sequence[RemovedRow], now: datetime) -> None:
@@ -64,10 +67,18 @@ def write(conn: Conn, rows: Sequence[RemovedRow], now: datetime) -> None:
         ) d ON true
         ON CONFLICT (file_id) DO NOTHING
         """,
-        (now, [row.file_id for row in rows], [row.uploaded_by for row in rows], [row.via for row in rows],
-         [row.marked_at for row in rows], [row.removal_begun_at for row in rows],
-         [row.keys_deleted for row in rows], [row.variants_deleted for row in rows],
-         [row.keys_locked for row in rows]))
+        (
+            now,
+            [row.file_id for row in rows],
+            [row.uploaded_by for row in rows],
+            [row.via for row in rows],
+            [row.marked_at for row in rows],
+            [row.removal_begun_at for row in rows],
+            [row.keys_deleted for row in rows],
+            [row.variants_deleted for row in rows],
+            [row.keys_locked for row in rows],
+        ),
+    )
 
 
 def receipt_of(conn: Conn, file_id: UUID) -> ReceiptRow | None:
@@ -77,8 +88,9 @@ def receipt_of(conn: Conn, file_id: UUID) -> ReceiptRow | None:
 
 def receipts_of(conn: Conn, file_ids: Sequence[UUID]) -> list[ReceiptRow]:
     """The receipts of these files, by file id."""
-    return all_as(conn, ReceiptRow, f"SELECT {COLUMNS} FROM receipts WHERE file_id = ANY(%s) ORDER BY file_id",
-                  (list(file_ids),))
+    return all_as(
+        conn, ReceiptRow, f"SELECT {COLUMNS} FROM receipts WHERE file_id = ANY(%s) ORDER BY file_id", (list(file_ids),)
+    )
 
 
 def set_confirmed_absent(conn: Conn, counts: dict[UUID, int]) -> None:
@@ -88,7 +100,9 @@ def set_confirmed_absent(conn: Conn, counts: dict[UUID, int]) -> None:
             """
             UPDATE receipts r SET keys_confirmed_absent = c.n
             FROM unnest(%s::uuid[], %s::int[]) AS c(id, n) WHERE r.file_id = c.id
-            """, (list(counts), list(counts.values())))
+            """,
+            (list(counts), list(counts.values())),
+        )
 
 
 def delete_expired(conn: Conn, cutoff: datetime, limit: int) -> int:
@@ -97,7 +111,9 @@ def delete_expired(conn: Conn, cutoff: datetime, limit: int) -> int:
         """
         DELETE FROM receipts WHERE file_id IN (
             SELECT file_id FROM receipts WHERE purged_at < %s ORDER BY purged_at, file_id LIMIT %s)
-        """, (cutoff, limit)).rowcount
+        """,
+        (cutoff, limit),
+    ).rowcount
 
 
 def count_expired(conn: Conn, cutoff: datetime) -> int:

@@ -9,11 +9,11 @@ from typing import TypeGuard
 from uuid import UUID
 
 from app.db import files as files_sql
+from app.db import variants as variants_sql
 from app.db.events import write_file_updated
 from app.db.files import FileRow
 from app.db.uow import UnitOfWork
 from app.domain.states import awaits_scan, checked_outcome, is_deliverable
-from app.db import variants as variants_sql
 from app.domain.variants import wants_variants
 from app.platform.jobs import enqueue_purge, enqueue_variants
 
@@ -23,8 +23,9 @@ def scannable(row: FileRow | None) -> TypeGuard[FileRow]:
     return row is not None and awaits_scan(row.upload_state, row.scan_status, row.deleted_at is not None)
 
 
-def record_outcome(uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime, *,
-                   variants: bool = False) -> str | None:
+def record_outcome(
+    uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime, *, variants: bool = False
+) -> str | None:
     """Write a scan outcome if the file is still complete, pending and not deleted; an outcome that leaves the
     file undeliverable commits the purge of its objects with it (D7), one that makes an image deliverable the
     job that makes its variants (with `variants`: image.variants).
@@ -38,8 +39,16 @@ def record_outcome(uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime, 
     return _write(uow, locked, outcome, now, variants)
 
 
-def record_checked(uow: UnitOfWork, file_id: UUID, outcome: str, measured: tuple[int, str],
-                   expected_sha256: str | None, now: datetime, *, variants: bool = False) -> str | None:
+def record_checked(
+    uow: UnitOfWork,
+    file_id: UUID,
+    outcome: str,
+    measured: tuple[int, str],
+    expected_sha256: str | None,
+    now: datetime,
+    *,
+    variants: bool = False,
+) -> str | None:
     """A scan outcome of a file whose digest the scan measured (a direct upload): the outcome
     `states.checked_outcome` decides, and the digest kept when the file stays.
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 from uuid import UUID
 
 from app.db.conn import Conn, all_as, first_as
 
-SESSION_COLUMNS = ("file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "
-                   "expires_at, completed_at, completing_since, protocol, tail_bytes, writing_since")
+SESSION_COLUMNS = (
+    "file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "
+    "expires_at, completed_at, completing_since, protocol, tail_bytes, writing_since"
+)
 
 
 @dataclass(frozen=True)
@@ -62,18 +65,22 @@ def session_of(conn: Conn, file_id: UUID) -> SessionRow | None:
 
 def lock_session(conn: Conn, file_id: UUID) -> SessionRow | None:
     """The session locked FOR UPDATE (after its file row: D10)."""
-    return first_as(conn, SessionRow, f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s FOR UPDATE",
-                    (file_id,))
+    return first_as(
+        conn, SessionRow, f"SELECT {SESSION_COLUMNS} FROM upload_sessions WHERE file_id = %s FOR UPDATE", (file_id,)
+    )
 
 
 def parts_of(conn: Conn, file_id: UUID) -> list[PartRow]:
     """The parts received for a file, by part number."""
-    return all_as(conn, PartRow, "SELECT part_number, size_bytes, etag FROM upload_parts WHERE file_id = %s "
-                  "ORDER BY part_number", (file_id,))
+    return all_as(
+        conn,
+        PartRow,
+        "SELECT part_number, size_bytes, etag FROM upload_parts WHERE file_id = %s ORDER BY part_number",
+        (file_id,),
+    )
 
 
-def upsert_part(conn: Conn, file_id: UUID, part_number: int, size_bytes: int, etag: str,
-                now: datetime) -> None:
+def upsert_part(conn: Conn, file_id: UUID, part_number: int, size_bytes: int, etag: str, now: datetime) -> None:
     """Record a received part (a part sent again replaces the row)."""
     conn.execute(
         """
@@ -93,36 +100,43 @@ def delete_parts(conn: Conn, file_id: UUID) -> None:
 
 def set_completed(conn: Conn, file_id: UUID, now: datetime) -> None:
     """The session completed: its completion lease ends and it takes no more parts."""
-    conn.execute("UPDATE upload_sessions SET state = 'completed', completed_at = %s, completing_since = NULL "
-                 "WHERE file_id = %s", (now, file_id))
+    conn.execute(
+        "UPDATE upload_sessions SET state = 'completed', completed_at = %s, completing_since = NULL WHERE file_id = %s",
+        (now, file_id),
+    )
 
 
 def set_state(conn: Conn, file_id: UUID, state: str) -> None:
     """Set the session's state (aborted, expired)."""
-    conn.execute("UPDATE upload_sessions SET state = %s, completing_since = NULL WHERE file_id = %s",
-                 (state, file_id))
+    conn.execute("UPDATE upload_sessions SET state = %s, completing_since = NULL WHERE file_id = %s", (state, file_id))
 
 
 def take_completion_lease(conn: Conn, file_id: UUID, now: datetime, holder: UUID) -> None:
     """Mark the (locked, open) session as being completed since now by the process `holder`: the lease of one
     completion."""
-    conn.execute("UPDATE upload_sessions SET completing_since = %s, completing_by = %s WHERE file_id = %s",
-                 (now, holder, file_id))
+    conn.execute(
+        "UPDATE upload_sessions SET completing_since = %s, completing_by = %s WHERE file_id = %s",
+        (now, holder, file_id),
+    )
 
 
 def end_completion_lease(conn: Conn, file_id: UUID, leased_at: datetime) -> None:
     """End a completion's lease (it failed in the store), unless another completion took it over."""
-    conn.execute("UPDATE upload_sessions SET completing_since = NULL WHERE file_id = %s AND completing_since = %s",
-                 (file_id, leased_at))
+    conn.execute(
+        "UPDATE upload_sessions SET completing_since = NULL WHERE file_id = %s AND completing_since = %s",
+        (file_id, leased_at),
+    )
 
 
 # -- tus: a PATCH has its session's write lease (writing_since) and keeps the bytes past the last whole part in
 # the tail object, tail_bytes of them.
 
+
 def take_write_lease(conn: Conn, file_id: UUID, now: datetime, holder: UUID) -> None:
     """Mark the (locked, open) tus session as written by one PATCH of the process `holder` since now."""
-    conn.execute("UPDATE upload_sessions SET writing_since = %s, writing_by = %s WHERE file_id = %s",
-                 (now, holder, file_id))
+    conn.execute(
+        "UPDATE upload_sessions SET writing_since = %s, writing_by = %s WHERE file_id = %s", (now, holder, file_id)
+    )
 
 
 def end_leases_not_of(conn: Conn, holder: UUID) -> int:
@@ -137,19 +151,29 @@ def end_leases_not_of(conn: Conn, holder: UUID) -> int:
             completing_by = CASE WHEN completing_by IS DISTINCT FROM %(me)s THEN NULL ELSE completing_by END
         WHERE state = 'open' AND ((writing_since IS NOT NULL AND writing_by IS DISTINCT FROM %(me)s)
                                   OR (completing_since IS NOT NULL AND completing_by IS DISTINCT FROM %(me)s))
-        """, {"me": holder}).rowcount
+        """,
+        {"me": holder},
+    ).rowcount
 
 
 def renew_write_lease(conn: Conn, file_id: UUID, leased_at: datetime, now: datetime) -> bool:
     """Renew a PATCH's write lease while its body arrives; False when it was taken over (or the session ended)."""
-    return conn.execute("UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s AND writing_since = %s "
-                        "AND state = 'open'", (now, file_id, leased_at)).rowcount == 1
+    return (
+        conn.execute(
+            "UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s AND writing_since = %s "
+            "AND state = 'open'",
+            (now, file_id, leased_at),
+        ).rowcount
+        == 1
+    )
 
 
 def end_write_lease(conn: Conn, file_id: UUID, leased_at: datetime) -> None:
     """End a PATCH's write lease, unless another PATCH took it over."""
-    conn.execute("UPDATE upload_sessions SET writing_since = NULL WHERE file_id = %s AND writing_since = %s",
-                 (file_id, leased_at))
+    conn.execute(
+        "UPDATE upload_sessions SET writing_since = NULL WHERE file_id = %s AND writing_since = %s",
+        (file_id, leased_at),
+    )
 
 
 def set_tail(conn: Conn, file_id: UUID, tail_bytes: int) -> None:
@@ -159,6 +183,9 @@ def set_tail(conn: Conn, file_id: UUID, tail_bytes: int) -> None:
 
 def open_upload_ids(conn: Conn, file_ids: Sequence[UUID]) -> set[tuple[UUID, str]]:
     """(file id, store upload id) of the open sessions of these files (the audit's multipart pass)."""
-    rows = conn.execute("SELECT file_id, storage_upload_id FROM upload_sessions WHERE file_id = ANY(%s) "
-                        "AND state = 'open' AND storage_upload_id IS NOT NULL", (list(file_ids),)).fetchall()
+    rows = conn.execute(
+        "SELECT file_id, storage_upload_id FROM upload_sessions WHERE file_id = ANY(%s) "
+        "AND state = 'open' AND storage_upload_id IS NOT NULL",
+        (list(file_ids),),
+    ).fetchall()
     return {(row.file_id, row.storage_upload_id) for row in rows}

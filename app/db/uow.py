@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import psycopg
 
@@ -39,7 +40,7 @@ class UnitOfWork:
     subscribers: Sequence[Any] | None = None
 
     @contextmanager
-    def savepoint(self) -> Iterator["UnitOfWork"]:
+    def savepoint(self) -> Iterator[UnitOfWork]:
         """A savepoint: on an error, its statements are rolled back, and so are the jobs and commit hooks
         it registered (their outbox rows went with the rollback). The error propagates."""
         jobs, hooks, journaled = len(self.jobs), len(self.on_commit), len(self.journaled)

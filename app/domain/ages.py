@@ -9,7 +9,6 @@ expire (again).
 from __future__ import annotations
 
 import uuid
-
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -49,28 +48,51 @@ def session_expired(state: str, expires_at: datetime, now: datetime) -> bool:
 
 def unattached_expired(facts: CleanupFacts, now: datetime, ttl: timedelta) -> bool:
     """Step b: a deliverable attachment, not deleted, not attached, ttl past its last change."""
-    return (facts.purpose == "attachment" and not facts.deleted and not facts.attached
-            and is_deliverable(facts.upload_state, facts.scan_status) and now - last_change(facts) >= ttl)
+    return (
+        facts.purpose == "attachment"
+        and not facts.deleted
+        and not facts.attached
+        and is_deliverable(facts.upload_state, facts.scan_status)
+        and now - last_change(facts) >= ttl
+    )
 
 
 def failed_row_expired(facts: CleanupFacts, now: datetime, ttl: timedelta) -> bool:
     """Step c: a failed or blocked attachment, not deleted, not attached, ttl past its last change."""
     failed_or_blocked = facts.upload_state == "failed" or is_blocked(facts.upload_state, facts.scan_status)
-    return (facts.purpose == "attachment" and not facts.deleted and not facts.attached and failed_or_blocked
-            and now - last_change(facts) >= ttl)
+    return (
+        facts.purpose == "attachment"
+        and not facts.deleted
+        and not facts.attached
+        and failed_or_blocked
+        and now - last_change(facts) >= ttl
+    )
 
 
-def unkept_expired(purpose: str, upload_state: str, deleted: bool, kept: bool, last_change_at: datetime,
-                   now: datetime, ttl: timedelta) -> bool:
+def unkept_expired(
+    purpose: str, upload_state: str, deleted: bool, kept: bool, last_change_at: datetime, now: datetime, ttl: timedelta
+) -> bool:
     """Cleanup h (D16, beyond the brief): an avatar or logo file that no slot keeps, not deleted, no longer
     uploading, last changed at least `ttl` ago, is deleted. An upload in progress belongs to its session's
     expiry (step a), whatever the two ttls are."""
-    return purpose in ("avatar", "branding") and upload_state != "uploading" and not deleted and not kept \
+    return (
+        purpose in ("avatar", "branding")
+        and upload_state != "uploading"
+        and not deleted
+        and not kept
         and last_change_at <= now - ttl
+    )
 
 
-def pending_scan_action(upload_state: str, scan_status: str, deleted: bool, last_change_at: datetime,
-                        resent_at: datetime | None, now: datetime, ttl: timedelta) -> str | None:
+def pending_scan_action(
+    upload_state: str,
+    scan_status: str,
+    deleted: bool,
+    last_change_at: datetime,
+    resent_at: datetime | None,
+    now: datetime,
+    ttl: timedelta,
+) -> str | None:
     """Cleanup j (D19): what to do with a complete file whose scan is still pending.
 
     Returns:

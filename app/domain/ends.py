@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable, Mapping
 
 
 class Scope(enum.Enum):

@@ -22,5 +22,8 @@ def valid_case_ref(text: str, pattern: str = DEFAULT_CASE_REF_PATTERN) -> bool:
     """Whether `text` is a case reference: it matches the configured pattern whole (`$` alone would take a
     trailing newline: fullmatch) and the token the database accepts (1 to 64 ASCII letters, digits, `.`, `_`,
     `-`)."""
-    return (isinstance(text, str) and _compiled(CASE_REF_TOKEN).fullmatch(text) is not None
-            and _compiled(pattern).fullmatch(text) is not None)
+    return (
+        isinstance(text, str)
+        and _compiled(CASE_REF_TOKEN).fullmatch(text) is not None
+        and _compiled(pattern).fullmatch(text) is not None
+    )

@@ -48,22 +48,71 @@ def strip(data: bytes, content_type: str | None, mode: Mode) -> bytes | None:
 ORIENTATION = 0x0112
 _EXIF_IFD = 0x8769
 # What a picture's EXIF keeps under `location`: how it was taken, never where, by whom or with which unit.
-_KEEP_IFD0 = frozenset({
-    0x0112,  # Orientation
-    0x011A, 0x011B, 0x0128,  # XResolution, YResolution, ResolutionUnit
-    0x0211, 0x0212, 0x0213,  # YCbCrCoefficients, YCbCrSubSampling, YCbCrPositioning
-    0x010F, 0x0110, 0x0131, 0x0132,  # Make, Model, Software, DateTime
-    0x8298,  # Copyright
-})
-_KEEP_EXIF = frozenset({
-    0x829A, 0x829D, 0x8822, 0x8827, 0x8830, 0x8832,  # exposure time, f-number, program, ISO, sensitivity
-    0x9000, 0x9003, 0x9004, 0x9010, 0x9011, 0x9012,  # version, dates taken and digitised, their offsets
-    0x9101, 0x9102, 0x9201, 0x9202, 0x9203, 0x9204, 0x9205, 0x9207, 0x9208, 0x9209, 0x920A,  # exposure, flash
-    0x9290, 0x9291, 0x9292,  # sub-second times
-    0xA000, 0xA001, 0xA002, 0xA003,  # FlashPix version, colour space, pixel dimensions
-    0xA217, 0xA401, 0xA402, 0xA403, 0xA404, 0xA405, 0xA406, 0xA407, 0xA408, 0xA409, 0xA40A, 0xA40C,
-    0xA432, 0xA433, 0xA434,  # lens specification, make and model (never its serial number, 0xA435)
-})
+_KEEP_IFD0 = frozenset(
+    {
+        0x0112,  # Orientation
+        0x011A,
+        0x011B,
+        0x0128,  # XResolution, YResolution, ResolutionUnit
+        0x0211,
+        0x0212,
+        0x0213,  # YCbCrCoefficients, YCbCrSubSampling, YCbCrPositioning
+        0x010F,
+        0x0110,
+        0x0131,
+        0x0132,  # Make, Model, Software, DateTime
+        0x8298,  # Copyright
+    }
+)
+_KEEP_EXIF = frozenset(
+    {
+        0x829A,
+        0x829D,
+        0x8822,
+        0x8827,
+        0x8830,
+        0x8832,  # exposure time, f-number, program, ISO, sensitivity
+        0x9000,
+        0x9003,
+        0x9004,
+        0x9010,
+        0x9011,
+        0x9012,  # version, dates taken and digitised, their offsets
+        0x9101,
+        0x9102,
+        0x9201,
+        0x9202,
+        0x9203,
+        0x9204,
+        0x9205,
+        0x9207,
+        0x9208,
+        0x9209,
+        0x920A,  # exposure, flash
+        0x9290,
+        0x9291,
+        0x9292,  # sub-second times
+        0xA000,
+        0xA001,
+        0xA002,
+        0xA003,  # FlashPix version, colour space, pixel dimensions
+        0xA217,
+        0xA401,
+        0xA402,
+        0xA403,
+        0xA404,
+        0xA405,
+        0xA406,
+        0xA407,
+        0xA408,
+        0xA409,
+        0xA40A,
+        0xA40C,
+        0xA432,
+        0xA433,
+        0xA434,  # lens specification, make and model (never its serial number, 0xA435)
+    }
+)
 _TYPE_SIZES = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4}
 _LONG = 4
 
@@ -110,18 +159,17 @@ def _entries(tiff: bytes, order: str, offset: int) -> list[tuple[int, int, int, 
             continue  # a type no reader knows: not kept
         length = size * number
         if length <= 4:
-            value = tiff[at + 8:at + 8 + length]
+            value = tiff[at + 8 : at + 8 + length]
         else:
             (where,) = struct.unpack_from(order + "I", tiff, at + 8)
             if where + length > len(tiff):
                 continue  # a value past the structure's end: nothing to keep of that entry
-            value = tiff[where:where + length]
+            value = tiff[where : where + length]
         entries.append((tag, kind, number, value))
     return entries
 
 
-def _write_tiff(order: str, ifd0: list[tuple[int, int, int, bytes]],
-                sub: list[tuple[int, int, int, bytes]]) -> bytes:
+def _write_tiff(order: str, ifd0: list[tuple[int, int, int, bytes]], sub: list[tuple[int, int, int, bytes]]) -> bytes:
     """A TIFF structure of IFD0 (pointing at an Exif IFD of `sub` when there is one) and no IFD1."""
     if sub:
         ifd0 = [entry for entry in ifd0 if entry[0] != _EXIF_IFD] + [(_EXIF_IFD, _LONG, 1, b"\0\0\0\0")]
@@ -140,8 +188,9 @@ def _extra_size(entries: list[tuple[int, int, int, bytes]]) -> int:
     return sum(len(value) + len(value) % 2 for _, _, _, value in entries if len(value) > 4)
 
 
-def _append_ifd(out: bytearray, order: str, entries: list[tuple[int, int, int, bytes]],
-                pointers: dict[int, int]) -> None:
+def _append_ifd(
+    out: bytearray, order: str, entries: list[tuple[int, int, int, bytes]], pointers: dict[int, int]
+) -> None:
     start = len(out)
     extra_at = start + 2 + 12 * len(entries) + 4
     table = bytearray(struct.pack(order + "H", len(entries)))
@@ -188,7 +237,7 @@ def _jpeg(data: bytes, mode: Mode) -> bytes:
             out.append(b"\xff\xd9")
             return b"".join(out)
         if 0xD0 <= marker <= 0xD7 or marker == 0x01:
-            out.append(view[at:at + 2])
+            out.append(view[at : at + 2])
             at += 2
             continue
         (length,) = struct.unpack_from(">H", data, at + 2)
@@ -196,7 +245,7 @@ def _jpeg(data: bytes, mode: Mode) -> bytes:
         if length < 2 or end > len(data):
             raise Unreadable()
         if 0xE0 <= marker <= 0xEF or marker == 0xFE:  # application segments and comments: kept, changed or not
-            kept = _jpeg_segment(marker, data[at + 4:end], mode)
+            kept = _jpeg_segment(marker, data[at + 4 : end], mode)
             if kept is not None:
                 out.append(b"\xff" + bytes([marker]) + struct.pack(">H", len(kept) + 2) + kept)
         else:
@@ -207,7 +256,7 @@ def _jpeg(data: bytes, mode: Mode) -> bytes:
             if found is None:  # cut short, no end marker: decoders show what there is, and so it is kept
                 out.append(view[at:])
                 return b"".join(out)
-            out.append(view[at:found.start()])
+            out.append(view[at : found.start()])
             at = found.start()
 
 
@@ -218,7 +267,7 @@ def _jpeg_segment(marker: int, payload: bytes, mode: Mode) -> bytes | None:
     if marker == 0xE1:
         if not payload.startswith(_EXIF_HEAD):
             return None  # XMP, extended XMP, anything else
-        exif = filter_exif(payload[len(_EXIF_HEAD):], mode)
+        exif = filter_exif(payload[len(_EXIF_HEAD) :], mode)
         return None if exif is None else _EXIF_HEAD + exif
     if marker == 0xE2:
         return payload if payload.startswith(_ICC_HEAD) else None  # MPF and FlashPix go
@@ -230,8 +279,30 @@ def _jpeg_segment(marker: int, payload: bytes, mode: Mode) -> bytes | None:
 # -- PNG ---------------------------------------------------------------------------------------------------------
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-_PNG_KEEP = frozenset({b"IHDR", b"PLTE", b"IDAT", b"IEND", b"tRNS", b"gAMA", b"cHRM", b"sRGB", b"iCCP", b"sBIT",
-                       b"bKGD", b"pHYs", b"acTL", b"fcTL", b"fdAT", b"cICP", b"mDCv", b"cLLI", b"hIST", b"sPLT"})
+_PNG_KEEP = frozenset(
+    {
+        b"IHDR",
+        b"PLTE",
+        b"IDAT",
+        b"IEND",
+        b"tRNS",
+        b"gAMA",
+        b"cHRM",
+        b"sRGB",
+        b"iCCP",
+        b"sBIT",
+        b"bKGD",
+        b"pHYs",
+        b"acTL",
+        b"fcTL",
+        b"fdAT",
+        b"cICP",
+        b"mDCv",
+        b"cLLI",
+        b"hIST",
+        b"sPLT",
+    }
+)
 
 
 def _png(data: bytes, mode: Mode) -> bytes:
@@ -249,7 +320,7 @@ def _png(data: bytes, mode: Mode) -> bytes:
         elif kind[0] < 0x61:  # a critical chunk this reader does not know (Apple's CgBI): dropping it would
             raise Unreadable()  # change the image
         elif kind == b"eXIf":
-            exif = filter_exif(data[at + 8:at + 8 + length], mode)
+            exif = filter_exif(data[at + 8 : at + 8 + length], mode)
             if exif is not None:
                 out += struct.pack(">I4s", len(exif), kind) + exif + struct.pack(">I", zlib.crc32(kind + exif))
         # text (tEXt, zTXt, iTXt: XMP among them), tIME and every other chunk go
@@ -282,9 +353,9 @@ def _webp(data: bytes, mode: Mode) -> bytes:
         if kind in _WEBP_KEEP:
             chunks += data[at:end]
         elif kind == b"EXIF":
-            payload = data[at + 8:at + 8 + size]
+            payload = data[at + 8 : at + 8 + size]
             if payload.startswith(_EXIF_HEAD):
-                payload = payload[len(_EXIF_HEAD):]
+                payload = payload[len(_EXIF_HEAD) :]
             exif = filter_exif(payload, mode)
             if exif is not None:
                 has_exif = True
@@ -323,7 +394,7 @@ def _gif(data: bytes, mode: Mode) -> bytes:
             start = at
             end = _sub_blocks_end(data, at + 2)
             if label == 0xFF:
-                keep = data[at + 2] == 11 and data[at + 3:at + 14] in _GIF_APPLICATIONS_KEPT
+                keep = data[at + 2] == 11 and data[at + 3 : at + 14] in _GIF_APPLICATIONS_KEPT
             else:
                 keep = label in (0xF9, 0x01)  # graphic control (timing, transparency), plain text; comments go
             if keep:

@@ -25,9 +25,10 @@ import hmac
 import json
 import re
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 JOURNAL_PREFIX = "journal/"
 FILE_MARKED, OBJECTS_GONE, ROW_REMOVED = "file.marked", "file.objects_gone", "file.row_removed"
@@ -95,11 +96,18 @@ def entry_of(kind: str, at: datetime, body: dict[str, Any], seq: int = 0, entry_
     """An entry from its kind, time and stored members (Entry.body()). Raises ValueError for members of the wrong
     form."""
     try:
-        return Entry(kind=kind, at=at, files=tuple(uuid.UUID(file_id) for file_id in body.get("files", [])),
-                     via=body.get("via"), subject=body.get("subject"),
-                     hold=uuid.UUID(body["hold"]) if "hold" in body else None,
-                     erasure=uuid.UUID(body["erasure"]) if "erasure" in body else None,
-                     case_ref=body.get("case_ref"), seq=seq, id=entry_id)
+        return Entry(
+            kind=kind,
+            at=at,
+            files=tuple(uuid.UUID(file_id) for file_id in body.get("files", [])),
+            via=body.get("via"),
+            subject=body.get("subject"),
+            hold=uuid.UUID(body["hold"]) if "hold" in body else None,
+            erasure=uuid.UUID(body["erasure"]) if "erasure" in body else None,
+            case_ref=body.get("case_ref"),
+            seq=seq,
+            id=entry_id,
+        )
     except (TypeError, ValueError, AttributeError):
         raise ValueError("a member of the entry has the wrong form") from None
 
@@ -110,8 +118,12 @@ def parse_line(text: str) -> Entry:
         doc = json.loads(text)
     except json.JSONDecodeError:
         raise ValueError("not JSON") from None
-    if not isinstance(doc, dict) or doc.get("kind") not in KINDS or not isinstance(doc.get("seq"), int) \
-            or not isinstance(doc.get("at"), str):
+    if (
+        not isinstance(doc, dict)
+        or doc.get("kind") not in KINDS
+        or not isinstance(doc.get("seq"), int)
+        or not isinstance(doc.get("at"), str)
+    ):
         raise ValueError("not a journal entry")
     try:
         at = datetime.fromisoformat(doc["at"])
@@ -208,7 +220,7 @@ def parse_segment(key: str, installation_id: uuid.UUID) -> Segment | None:
     base = directory(installation_id)
     if not key.startswith(base):
         return None
-    name = key[len(base):]
+    name = key[len(base) :]
     match = _SEGMENT.fullmatch(name)
     if match:
         return Segment(key, int(match.group(1)))
@@ -221,14 +233,14 @@ def parse_segment(key: str, installation_id: uuid.UUID) -> Segment | None:
 def is_spooled(key: str, installation_id: uuid.UUID) -> bool:
     """Whether a key of this installation's journal is a spool object."""
     base = directory(installation_id)
-    return key.startswith(base) and _SPOOLED.fullmatch(key[len(base):]) is not None
+    return key.startswith(base) and _SPOOLED.fullmatch(key[len(base) :]) is not None
 
 
 def installations(keys: Iterable[str]) -> set[str]:
     """The installation directories a listing of `journal/` shows."""
     found = set()
     for key in keys:
-        parts = key[len(JOURNAL_PREFIX):].split("/", 1) if key.startswith(JOURNAL_PREFIX) else []
+        parts = key[len(JOURNAL_PREFIX) :].split("/", 1) if key.startswith(JOURNAL_PREFIX) else []
         if len(parts) == 2:
             found.add(parts[0])
     return found
@@ -236,12 +248,16 @@ def installations(keys: Iterable[str]) -> set[str]:
 
 # -- writing and reading segments ------------------------------------------------------------------------------
 
+
 def render_segment(first: int, last: int, prev: str | None, entries: Sequence[Entry]) -> str:
     """A segment's text: its header (numbers, the digest of its entries, the digest of the segment before it),
     then one line per entry. The same entries give the same text (a segment written again is the same)."""
     body = "".join(line(entry) + "\n" for entry in entries)
-    header = json.dumps({"journal": SEGMENT_FORMAT, "first": first, "last": last, "prev": prev,
-                         "entries": digest(body)}, sort_keys=True, separators=(",", ":"))
+    header = json.dumps(
+        {"journal": SEGMENT_FORMAT, "first": first, "last": last, "prev": prev, "entries": digest(body)},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     return header + "\n" + body
 
 
@@ -288,8 +304,9 @@ def read_segment(segment: Segment, text: str, accept: bool = False) -> ReadSegme
             if first != segment.first:
                 _damaged(segment, "the header's first number differs from the key's", 1, accept)
             if digest(body) != header["entries"]:
-                _damaged(segment, "its entries do not have the digest its header states (edited or damaged)",
-                         None, accept)
+                _damaged(
+                    segment, "its entries do not have the digest its header states (edited or damaged)", None, accept
+                )
     entries: list[Entry] = []
     expected = first
     for number, text_line in enumerate(lines[offset:], start=offset + 1):
@@ -306,8 +323,9 @@ def read_segment(segment: Segment, text: str, accept: bool = False) -> ReadSegme
         expected = entry.seq + 1
     end = last if last is not None else expected - 1
     if expected - 1 != end and not accept:
-        _damaged(segment, f"it holds entries {first}..{expected - 1} where its numbers say {first}..{end}", None,
-                 accept)
+        _damaged(
+            segment, f"it holds entries {first}..{expected - 1} where its numbers say {first}..{end}", None, accept
+        )
     return ReadSegment(segment, first, end, prev, digest(text), tuple(entries))
 
 
@@ -316,10 +334,14 @@ def _header(segment: Segment, text: str, accept: bool) -> dict[str, Any] | None:
         header = json.loads(text)
     except json.JSONDecodeError:
         header = None
-    if not isinstance(header, dict) or header.get("journal") != SEGMENT_FORMAT \
-            or not isinstance(header.get("first"), int) or not isinstance(header.get("last"), int) \
-            or not isinstance(header.get("entries"), str) or not (header.get("prev") is None
-                                                                  or isinstance(header.get("prev"), str)):
+    if (
+        not isinstance(header, dict)
+        or header.get("journal") != SEGMENT_FORMAT
+        or not isinstance(header.get("first"), int)
+        or not isinstance(header.get("last"), int)
+        or not isinstance(header.get("entries"), str)
+        or not (header.get("prev") is None or isinstance(header.get("prev"), str))
+    ):
         _damaged(segment, "the first line is no segment header", 1, accept)
         return None
     return header
@@ -350,8 +372,9 @@ def read_spool(key: str, text: str) -> list[Entry]:
     return entries
 
 
-def chain(position: int, known_digest: str | None, read: Sequence[ReadSegment], accepted: frozenset[str] = frozenset()
-          ) -> None:
+def chain(
+    position: int, known_digest: str | None, read: Sequence[ReadSegment], accepted: frozenset[str] = frozenset()
+) -> None:
     """Check that the segments past `position` follow each other: each starts where the one before ended (no
     numbers missing), and each states the digest the one before it has (none was replaced).
 
@@ -372,10 +395,20 @@ def chain(position: int, known_digest: str | None, read: Sequence[ReadSegment], 
             where = f"{directory_of(item.segment.key)}{expected:016d}-{item.first - 1:016d} (missing)"
             if where not in accepted:
                 raise SegmentDamaged(Damage(where, f"no segment holds entries {expected}..{item.first - 1}"))
-        elif item.prev is not None and previous is not None and item.prev != previous \
-                and item.segment.key not in accepted:
-            raise SegmentDamaged(Damage(item.segment.key, "the segment before it is not the one it was written "
-                                        "after (its digest differs: replaced or edited)", 1))
+        elif (
+            item.prev is not None
+            and previous is not None
+            and item.prev != previous
+            and item.segment.key not in accepted
+        ):
+            raise SegmentDamaged(
+                Damage(
+                    item.segment.key,
+                    "the segment before it is not the one it was written "
+                    "after (its digest differs: replaced or edited)",
+                    1,
+                )
+            )
         expected, previous = item.last + 1, item.digest
 
 
@@ -386,21 +419,21 @@ def accepted_digests(read: Sequence[ReadSegment], accepted: frozenset[str]) -> s
 
 def directory_of(key: str) -> str:
     """The installation directory a journal key is in."""
-    return key[:len(JOURNAL_PREFIX) + 37]
+    return key[: len(JOURNAL_PREFIX) + 37]
 
 
 # What each reason of the restore guard means, for the 503 answers and /readyz.
 GUARD_DETAIL = {
     "restore_pending": "The database was restored from a backup and is behind its deletion journal; requests "
-                       "are answered once the journal is applied again (lethe restore status).",
+    "are answered once the journal is applied again (lethe restore status).",
     "journal_unreadable": "The deletion journal cannot be read, so the service cannot tell whether its database "
-                          "was restored; requests are answered once it can.",
+    "was restored; requests are answered once it can.",
     "journal_damaged": "The deletion journal is damaged past the database's position, so the service cannot tell "
-                       "what was deleted after its backup; requests are answered once it is mended (lethe restore "
-                       "status names the segment).",
+    "what was deleted after its backup; requests are answered once it is mended (lethe restore "
+    "status names the segment).",
     "journal_adoption_pending": "The database is older than its deletion journal and the store holds another "
-                                "installation's journal; requests are answered once it is adopted or refused "
-                                "(lethe restore status).",
+    "installation's journal; requests are answered once it is adopted or refused "
+    "(lethe restore status).",
 }
 
 

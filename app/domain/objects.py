@@ -62,8 +62,10 @@ class FileObjects:
         # The key schema's directory, computed once for every key (a purge builds thousands).
         hex_id = self.file_id.hex
         directory = f"{FILES_PREFIX}{hex_id[0:2]}/{hex_id[2:4]}/{self.file_id}"
-        return tuple([f"{directory}/orig-{r}" for r in range(1, self.revision + 2)]
-                     + [f"{directory}/v-{name}" for name in VARIANTS])
+        return tuple(
+            [f"{directory}/orig-{r}" for r in range(1, self.revision + 2)]
+            + [f"{directory}/v-{name}" for name in VARIANTS]
+        )
 
     def object_keys(self, with_tail: bool | None = None) -> list[str]:
         """The keys of the file's objects of its own: originals, variants and (for a tus upload, or with
@@ -79,7 +81,7 @@ class FileObjects:
     def replaced_originals(self) -> list[str]:
         """The keys of the originals the stored one replaced (`orig-1..orig-(r-1)`): an image stored again without
         its metadata leaves the one it read, which goes as soon as the row references the new one."""
-        return list(self._own_keys[:max(self.revision - 1, 0)])
+        return list(self._own_keys[: max(self.revision - 1, 0)])
 
     @property
     def next_original(self) -> str:
@@ -103,15 +105,19 @@ def parse(key: str) -> tuple[uuid.UUID, str] | None:
             if str(file_id) != parts[3] or file_id.hex[:2] != parts[1] or file_id.hex[2:4] != parts[2]:
                 return None
             name = parts[4]
-            kind = "original" if re.fullmatch(r"orig-[1-9][0-9]{0,8}", name) else \
-                "variant" if name.startswith("v-") and name[2:] in VARIANTS else "other"
+            kind = (
+                "original"
+                if re.fullmatch(r"orig-[1-9][0-9]{0,8}", name)
+                else "variant"
+                if name.startswith("v-") and name[2:] in VARIANTS
+                else "other"
+            )
             return file_id, kind
         if parts[0] == UPLOADS_PREFIX.rstrip("/") and len(parts) == 3:
             file_id = uuid.UUID(parts[1])
             if str(file_id) != parts[1]:
                 return None
-            kind = "tail" if parts[2] == "tail" else "part" if re.fullmatch(r"part-[1-9][0-9]*", parts[2]) \
-                else "other"
+            kind = "tail" if parts[2] == "tail" else "part" if re.fullmatch(r"part-[1-9][0-9]*", parts[2]) else "other"
             return file_id, kind
     except ValueError:
         return None

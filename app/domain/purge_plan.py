@@ -67,6 +67,12 @@ def objects_of(facts: PurgeFacts) -> FileObjects:
     Raises:
         KeyError_: the stored key is not an original of this file: nothing is deleted on its strength (K3).
     """
-    return FileObjects(facts.file_id, facts.object_key, upload_id=facts.storage_upload_id,
-                       part_count=facts.part_count, parts_open=has_parts(facts), tail=facts.protocol == "tus",
-                       sealed=facts.encrypted)
+    return FileObjects(
+        facts.file_id,
+        facts.object_key,
+        upload_id=facts.storage_upload_id,
+        part_count=facts.part_count,
+        parts_open=has_parts(facts),
+        tail=facts.protocol == "tus",
+        sealed=facts.encrypted,
+    )

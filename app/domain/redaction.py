@@ -14,8 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 KEPT = ("id", "uploaded_by", "purpose", "upload_state", "scan_status", "created_at")
-BLANKED: dict[str, Any] = {"original_name": "", "size_bytes": 0, "mime_type": "application/octet-stream",
-                           "thumbnails": []}
+BLANKED: dict[str, Any] = {
+    "original_name": "",
+    "size_bytes": 0,
+    "mime_type": "application/octet-stream",
+    "thumbnails": [],
+}
 REDACTABLE = {("file.updated", 1)}
 
 

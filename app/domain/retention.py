@@ -11,7 +11,6 @@ was written there before a bound taken when the run starts.
 from __future__ import annotations
 
 import uuid
-
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -78,15 +77,25 @@ class RetentionFacts:
 def retire_due(facts: RetentionFacts, policy: Policy, now: datetime) -> bool:
     """A settled, live file of the policy's purpose whose last change is older than max_age. An attached
     file only when the policy includes attached files."""
-    return (facts.purpose == policy.purpose and not facts.deleted and facts.retired_at is None
-            and facts.upload_state != "uploading" and facts.last_change_at <= now - policy.max_age
-            and (policy.include_attached or not facts.attached))
+    return (
+        facts.purpose == policy.purpose
+        and not facts.deleted
+        and facts.retired_at is None
+        and facts.upload_state != "uploading"
+        and facts.last_change_at <= now - policy.max_age
+        and (policy.include_attached or not facts.attached)
+    )
 
 
 def delete_due(facts: RetentionFacts, policy: Policy, now: datetime) -> bool:
     """A file of the policy's purpose retired at least `grace` ago and not yet deleted."""
-    return (facts.purpose == policy.purpose and not facts.deleted and facts.retired_at is not None
-            and facts.retired_at <= now - policy.grace and (policy.include_attached or not facts.attached))
+    return (
+        facts.purpose == policy.purpose
+        and not facts.deleted
+        and facts.retired_at is not None
+        and facts.retired_at <= now - policy.grace
+        and (policy.include_attached or not facts.attached)
+    )
 
 
 def gate_open(last_run_at: datetime | None, now: datetime, min_interval: timedelta | None) -> bool:

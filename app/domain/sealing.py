@@ -111,8 +111,13 @@ class PieceRead:
     @property
     def segments_end(self) -> int:
         """Where the last segment read ends in the object (exclusive)."""
-        return (self.offset + HEADER_BYTES + self.last_segment * SEALED_SEGMENT_BYTES
-                + segment_plain_size(self.plain_size, self.last_segment) + TAG_BYTES)
+        return (
+            self.offset
+            + HEADER_BYTES
+            + self.last_segment * SEALED_SEGMENT_BYTES
+            + segment_plain_size(self.plain_size, self.last_segment)
+            + TAG_BYTES
+        )
 
     def sealed_length(self, segment: int) -> int:
         """The stored length of one of its segments."""
@@ -138,9 +143,17 @@ def reads_for(size: int, piece_size: int, first: int = 0, length: int | None = N
         plain = piece_plain_size(size, piece_size, index)
         lo, hi = max(first, start) - start, min(end, start + plain) - start  # within the piece, hi exclusive
         first_segment, last_segment = lo // SEGMENT_BYTES, (hi - 1) // SEGMENT_BYTES
-        reads.append(PieceRead(index=index, offset=index * sealed_piece, plain_size=plain,
-                               first_segment=first_segment, last_segment=last_segment,
-                               skip=lo - first_segment * SEGMENT_BYTES, take=hi - lo))
+        reads.append(
+            PieceRead(
+                index=index,
+                offset=index * sealed_piece,
+                plain_size=plain,
+                first_segment=first_segment,
+                last_segment=last_segment,
+                skip=lo - first_segment * SEGMENT_BYTES,
+                take=hi - lo,
+            )
+        )
     return reads
 
 

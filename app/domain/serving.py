@@ -17,21 +17,42 @@ import hashlib
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime, parsedate_to_datetime
 
 # Types a browser shows without running code of the file's: raster images, audio and video. Never SVG, HTML,
 # XML, PDF (its viewers run scripts) or any other document.
-INLINE_TYPES = frozenset({
-    "image/png", "image/jpeg", "image/gif", "image/webp", "image/avif",
-    "audio/mpeg", "audio/ogg", "audio/wav", "audio/flac", "audio/mp4", "audio/webm",
-    "video/mp4", "video/webm", "video/ogg",
-})
+INLINE_TYPES = frozenset(
+    {
+        "image/png",
+        "image/jpeg",
+        "image/gif",
+        "image/webp",
+        "image/avif",
+        "audio/mpeg",
+        "audio/ogg",
+        "audio/wav",
+        "audio/flac",
+        "audio/mp4",
+        "audio/webm",
+        "video/mp4",
+        "video/webm",
+        "video/ogg",
+    }
+)
 # Names of one type that uploaders declare (and detection libraries answer) beside the registered one.
 ALIASES = {
-    "image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg", "audio/mp3": "audio/mpeg", "audio/x-wav": "audio/wav",
-    "audio/wave": "audio/wav", "audio/vnd.wave": "audio/wav", "audio/x-flac": "audio/flac", "audio/x-m4a": "audio/mp4",
-    "audio/m4a": "audio/mp4", "video/x-m4v": "video/mp4", "application/ogg": "video/ogg",
+    "image/jpg": "image/jpeg",
+    "image/pjpeg": "image/jpeg",
+    "audio/mp3": "audio/mpeg",
+    "audio/x-wav": "audio/wav",
+    "audio/wave": "audio/wav",
+    "audio/vnd.wave": "audio/wav",
+    "audio/x-flac": "audio/flac",
+    "audio/x-m4a": "audio/mp4",
+    "audio/m4a": "audio/mp4",
+    "video/x-m4v": "video/mp4",
+    "application/ogg": "video/ogg",
 }
 ATTACHMENT_TYPE = "application/octet-stream"
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
@@ -62,7 +83,7 @@ def entity_tag(file_id: uuid.UUID, object_key: str, variant: str | None = None) 
 
 def http_date(moment: datetime) -> str:
     """An IMF-fixdate (Last-Modified), to the second."""
-    return format_datetime(moment.astimezone(timezone.utc).replace(microsecond=0), usegmt=True)
+    return format_datetime(moment.astimezone(UTC).replace(microsecond=0), usegmt=True)
 
 
 def _parse_date(text: str | None) -> datetime | None:
@@ -72,7 +93,7 @@ def _parse_date(text: str | None) -> datetime | None:
         parsed = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _tags(header: str) -> list[str]:
@@ -111,7 +132,7 @@ class Conditions:
 
 
 def _seconds(moment: datetime) -> datetime:
-    return moment.astimezone(timezone.utc).replace(microsecond=0)
+    return moment.astimezone(UTC).replace(microsecond=0)
 
 
 def precondition(conditions: Conditions, validators: Validators, safe: bool = True) -> int | None:

@@ -17,6 +17,8 @@ SHOWN_SCAN_STATUSES = SCAN_STATUSES + (NOT_SCANNED,)
 def shown_scan_status(upload_state: str, scan_status: str) -> str:
     """The scan status as clients see it: a failed upload is never scanned, and says so."""
     return NOT_SCANNED if upload_state == "failed" and scan_status == "pending" else scan_status
+
+
 PURPOSES = ("attachment", "avatar", "branding", "gdpr_export")
 SESSION_STATES = ("open", "completed", "aborted", "expired")
 
@@ -34,7 +36,6 @@ def is_final(upload_state: str, scan_status: str) -> bool:
 def is_blocked(upload_state: str, scan_status: str) -> bool:
     """Complete and infected or errored: final, never deliverable."""
     return upload_state == "complete" and scan_status in ("infected", "error")
-
 
 
 def awaits_scan(upload_state: str, scan_status: str, deleted: bool) -> bool:

@@ -18,11 +18,31 @@ CHECKSUM_ALGORITHMS = ("sha1", "sha256", "md5")
 DIGEST_SIZES = {"sha1": 20, "sha256": 32, "md5": 16}  # bytes of each algorithm's digest
 OFFSET_OCTET_STREAM = "application/offset+octet-stream"
 # The headers a browser client must be allowed to send and to read (CORS).
-REQUEST_HEADERS = ("Authorization", "Content-Type", "Tus-Resumable", "Upload-Length", "Upload-Metadata",
-                   "Upload-Offset", "Upload-Checksum", "Upload-Defer-Length", "Upload-Concat",
-                   "X-HTTP-Method-Override", "X-Requested-With")
-EXPOSED_HEADERS = ("Location", "Upload-Offset", "Upload-Length", "Upload-Metadata", "Upload-Expires",
-                   "Tus-Resumable", "Tus-Version", "Tus-Extension", "Tus-Max-Size", "Tus-Checksum-Algorithm")
+REQUEST_HEADERS = (
+    "Authorization",
+    "Content-Type",
+    "Tus-Resumable",
+    "Upload-Length",
+    "Upload-Metadata",
+    "Upload-Offset",
+    "Upload-Checksum",
+    "Upload-Defer-Length",
+    "Upload-Concat",
+    "X-HTTP-Method-Override",
+    "X-Requested-With",
+)
+EXPOSED_HEADERS = (
+    "Location",
+    "Upload-Offset",
+    "Upload-Length",
+    "Upload-Metadata",
+    "Upload-Expires",
+    "Tus-Resumable",
+    "Tus-Version",
+    "Tus-Extension",
+    "Tus-Max-Size",
+    "Tus-Checksum-Algorithm",
+)
 
 _METADATA_KEY = re.compile(r"^[!-+\--~]+$")  # printable ASCII but space and comma
 _SHA256_HEX = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -76,8 +96,9 @@ def parse_metadata(header: str | None) -> dict[str, str | None]:
 
 def encode_metadata(values: dict[str, str]) -> str:
     """Upload-Metadata for these pairs (the answer of HEAD to the upload's own uploader)."""
-    return ",".join(f"{name} {base64.b64encode(value.encode('utf-8')).decode('ascii')}"
-                    for name, value in values.items())
+    return ",".join(
+        f"{name} {base64.b64encode(value.encode('utf-8')).decode('ascii')}" for name, value in values.items()
+    )
 
 
 @dataclass(frozen=True)
@@ -102,8 +123,12 @@ def creation_metadata(values: dict[str, str | None]) -> CreationMetadata:
     sha256 = values.get("sha256")
     if sha256 is not None and not _SHA256_HEX.fullmatch(sha256):
         raise ProtocolError("sha256_invalid")
-    return CreationMetadata(name=name, mime_type=mime_type, purpose=values.get("purpose") or "attachment",
-                            sha256=sha256.lower() if sha256 else None)
+    return CreationMetadata(
+        name=name,
+        mime_type=mime_type,
+        purpose=values.get("purpose") or "attachment",
+        sha256=sha256.lower() if sha256 else None,
+    )
 
 
 def parse_checksum(header: str | None) -> tuple[str, bytes] | None:
@@ -139,7 +164,7 @@ def offset_of(length: int, part_count: int, part_sizes: list[int], tail_bytes: i
     if completed:
         return length
     if len(part_sizes) >= part_count:
-        return sum(part_sizes[:part_count - 1])
+        return sum(part_sizes[: part_count - 1])
     return sum(part_sizes) + tail_bytes
 
 

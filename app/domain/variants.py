@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 from app.domain.serving import canonical_type
 
 # The types whose variants are made, and the imaging port's loaders for them (nothing else is ever decoded).
-IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "image/heif",
-                         "image/avif"})
+IMAGE_TYPES = frozenset(
+    {"image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "image/heif", "image/avif"}
+)
 VARIANT_TYPE = "image/webp"
 THUMBNAILS = ("thumb-small", "thumb-large", "preview")
 POSTER = "poster"
@@ -67,8 +68,9 @@ def fitted(width: int, height: int, box: int) -> tuple[int, int]:
     return max(1, round(width * scale)), max(1, round(height * scale))
 
 
-def refusal_before_decoding(size_bytes: int, width: int, height: int, pages: int, max_size: int,
-                            max_pixels: int) -> str | None:
+def refusal_before_decoding(
+    size_bytes: int, width: int, height: int, pages: int, max_size: int, max_pixels: int
+) -> str | None:
     """Why an image is refused from its size and header alone (before a pixel is decoded), or None.
 
     A decompression bomb declares its size in its header: 100,000 x 100,000 pixels in a few kilobytes is over
@@ -91,8 +93,9 @@ def thumbnails_document(variants: list[dict[str, object]]) -> list[dict[str, obj
     return sorted(shown, key=lambda v: order.get(str(v["name"]), len(order)))
 
 
-def pending_action(state: str | None, deleted: bool, since: datetime | None, resent_at: datetime | None,
-                   now: datetime, ttl: timedelta) -> str | None:
+def pending_action(
+    state: str | None, deleted: bool, since: datetime | None, resent_at: datetime | None, now: datetime, ttl: timedelta
+) -> str | None:
     """The cleanup's step for variants jobs that never came back: "resend" once past `ttl`, "end" (the file
     gets no variants, reason lost) past `ttl` again after that; None while the job has time, or for a file
     deleted (its purge takes whatever a job wrote) or no longer pending."""

@@ -12,9 +12,10 @@ import binascii
 import hashlib
 import hmac
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 FILE_PURGED = "file.purged"
 ERASURE_COMPLETED = "erasure.completed"
@@ -55,7 +56,7 @@ def decode_secret(text: Any) -> bytes:
     if not isinstance(text, str) or not text.startswith(SECRET_PREFIX):
         raise ValueError(f"Must be {SECRET_PREFIX}<base64> (Standard Webhooks).")
     try:
-        key = base64.b64decode(text[len(SECRET_PREFIX):], validate=True)
+        key = base64.b64decode(text[len(SECRET_PREFIX) :], validate=True)
     except (binascii.Error, ValueError):
         raise ValueError(f"Must be {SECRET_PREFIX}<base64> (Standard Webhooks).") from None
     if not SECRET_BYTES[0] <= len(key) <= SECRET_BYTES[1]:
@@ -70,22 +71,30 @@ def message_id(delivery_id: Any) -> str:
 
 def body_of(event_type: str, occurred_at: datetime, data: Mapping[str, Any]) -> bytes:
     """The body: the same bytes for every attempt of a message (sorted keys, no spaces)."""
-    return json.dumps({"type": event_type, "timestamp": occurred_at.isoformat().replace("+00:00", "Z"),
-                       "data": data}, sort_keys=True, separators=(",", ":")).encode()
+    return json.dumps(
+        {"type": event_type, "timestamp": occurred_at.isoformat().replace("+00:00", "Z"), "data": data},
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
 
 
 def signature(secrets: Sequence[bytes], msg_id: str, timestamp: int, body: bytes) -> str:
     """The `webhook-signature` header: `v1,<base64>` for each secret, space-separated."""
     signed = f"{msg_id}.{timestamp}.".encode() + body
-    return " ".join("v1," + base64.b64encode(hmac.new(secret, signed, hashlib.sha256).digest()).decode()
-                    for secret in secrets)
+    return " ".join(
+        "v1," + base64.b64encode(hmac.new(secret, signed, hashlib.sha256).digest()).decode() for secret in secrets
+    )
 
 
 def headers_of(secrets: Sequence[bytes], msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
     """Every header of an attempt."""
-    return {"webhook-id": msg_id, "webhook-timestamp": str(timestamp),
-            "webhook-signature": signature(secrets, msg_id, timestamp, body),
-            "content-type": "application/json", "user-agent": "Lethe-Webhooks/1"}
+    return {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature(secrets, msg_id, timestamp, body),
+        "content-type": "application/json",
+        "user-agent": "Lethe-Webhooks/1",
+    }
 
 
 def outcome_of(status: int | None) -> str:

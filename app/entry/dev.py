@@ -22,13 +22,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from app.platform.observability.logs import log_event
 from app.platform.config import explicitly_set, with_changes
+from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from app.platform.config.tree import Config
     from app.runtime import Runtime
-    from types import FrameType
 
 log = logging.getLogger("lethe.dev")
 
@@ -77,8 +78,11 @@ def _sealing(cfg: Config, state: Path) -> tuple[Config, Path | None]:
         seal = sealed or not holds_files
         changes["file.encryption"] = seal
         if not seal:
-            print("lethe dev: this installation's files are not sealed, so new files are not either (as an upgrade "
-                  "of the chart keeps the installed setting); LETHE_FILE_ENCRYPTION=on seals new ones.", flush=True)
+            print(
+                "lethe dev: this installation's files are not sealed, so new files are not either (as an upgrade "
+                "of the chart keeps the installed setting); LETHE_FILE_ENCRYPTION=on seals new ones.",
+                flush=True,
+            )
     if not cfg.file.keyring and changes.get("file.encryption", cfg.file.encryption):
         path = state / KEYRING_FILE
         if not path.exists():
@@ -114,9 +118,16 @@ def write_dev_file(state: Path, cfg: Config, api_url: str) -> Path:
     tmp = state / (DEV_FILE + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
-        json.dump({"pid": os.getpid(), "database_url": cfg.database.url, "api_url": api_url,
-                   "fs_root": str(Path(cfg.file.fs.root).resolve()), "storage_driver": cfg.file.storage.driver},
-                  handle)
+        json.dump(
+            {
+                "pid": os.getpid(),
+                "database_url": cfg.database.url,
+                "api_url": api_url,
+                "fs_root": str(Path(cfg.file.fs.root).resolve()),
+                "storage_driver": cfg.file.storage.driver,
+            },
+            handle,
+        )
     os.replace(tmp, path)
     return path
 
@@ -181,8 +192,12 @@ class _AgainAfterTheFirstCleanup(logging.Handler):
         self.banner, self.done = banner, False
 
     def emit(self, record: logging.LogRecord) -> None:
-        if not self.done and record.name == "lethe.cleanup" and getattr(record, "event", None) == "cleanup.step" \
-                and getattr(record, "step", None) == "n":
+        if (
+            not self.done
+            and record.name == "lethe.cleanup"
+            and getattr(record, "event", None) == "cleanup.step"
+            and getattr(record, "step", None) == "n"
+        ):
             self.done = True
             print(self.banner, flush=True)
 
@@ -196,13 +211,21 @@ def _clean_after_a_dead_dev(runtime: Runtime) -> None:
     from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
     from app.platform.process import process_id
 
-    freed = runtime.db.unit_of_work(lambda uow: sessions_sql.end_leases_not_of(uow.conn, process_id()),
-                                    name="dev.end_leases")
+    freed = runtime.db.unit_of_work(
+        lambda uow: sessions_sql.end_leases_not_of(uow.conn, process_id()), name="dev.end_leases"
+    )
     partial = runtime.maintenance.sweep_tmp(runtime.clock.now() + timedelta(seconds=1))
     emptied = sum(runtime.maintenance.prune_dirs(prefix) for prefix in (FILES_PREFIX, UPLOADS_PREFIX))
     if freed or partial or emptied:
-        log_event(log, "info", "dev.cleaned", "what the last lethe dev left when it stopped is cleaned",
-                  leases_ended=freed, partial_writes=partial, directories=emptied)
+        log_event(
+            log,
+            "info",
+            "dev.cleaned",
+            "what the last lethe dev left when it stopped is cleaned",
+            leases_ended=freed,
+            partial_writes=partial,
+            directories=emptied,
+        )
 
 
 def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
@@ -211,16 +234,16 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     from werkzeug.serving import make_server
 
     from app.api.app import create_app
-    from app.entry.token import mint_token
-    from app.entry.support import check_keyring_or_exit, inspect_store_or_exit, load_config_or_exit
     from app.db.migrate import SchemaTooNew, migrate, too_new
     from app.entry.embedded_pg import EmbeddedPostgres
-    from app.platform.observability.log_setup import setup_logging
+    from app.entry.support import check_keyring_or_exit, inspect_store_or_exit, load_config_or_exit
+    from app.entry.token import mint_token
     from app.entry.wiring import build_runtime
+    from app.platform.jobs.broker import QUEUES, build_broker
+    from app.platform.observability.log_setup import setup_logging
     from scheduler.jobs import register_jobs
     from workers.actors import register
     from workers.pools import add_webhook_pool, split_queues
-    from app.platform.jobs.broker import QUEUES, build_broker
 
     cfg = load_config_or_exit("dev")
     explicit_format = "LETHE_LOG_FORMAT" in os.environ
@@ -232,13 +255,19 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
     if held is None or isinstance(held, int):
         running = running_dev(state_dir)
         where = f" at {running['api_url']}" if running else ""
-        print(f"lethe dev: another `make run` (lethe dev{'' if held is None else f', pid {held}'}) is already running "
-              f"from this folder{where}, with the same database and files: use it, or stop it first (Ctrl-C in its "
-              "terminal). A second one needs another folder.", file=sys.stderr)
+        print(
+            f"lethe dev: another `make run` (lethe dev{'' if held is None else f', pid {held}'}) is already running "
+            f"from this folder{where}, with the same database and files: use it, or stop it first (Ctrl-C in its "
+            "terminal). A second one needs another folder.",
+            file=sys.stderr,
+        )
         return 2
     if not _port_free(cfg.api.host, port or cfg.api.port):
-        print(f"lethe dev: port {port or cfg.api.port} on {cfg.api.host} is in use (api.port). Stop what uses it, "
-              "or choose another port:  make run PORT=9000  (or lethe dev --port 9000)", file=sys.stderr)
+        print(
+            f"lethe dev: port {port or cfg.api.port} on {cfg.api.host} is in use (api.port). Stop what uses it, "
+            "or choose another port:  make run PORT=9000  (or lethe dev --port 9000)",
+            file=sys.stderr,
+        )
         return 2
 
     changes: dict[str, object] = {}
@@ -267,8 +296,11 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         cfg, made_keyring = _sealing(cfg, state)
         check_keyring_or_exit(cfg)  # a key this folder's files need must not have left the keyring (exit 2)
         if made_keyring is not None:
-            print(f"lethe dev: every new file is sealed under a key of its own; the keyring is {made_keyring}: keep "
-                  "a copy (without it no sealed file opens).", flush=True)
+            print(
+                f"lethe dev: every new file is sealed under a key of its own; the keyring is {made_keyring}: keep "
+                "a copy (without it no sealed file opens).",
+                flush=True,
+            )
         broker = build_broker(cfg.broker.url, cfg.broker.queue_type)
         runtime = build_runtime(cfg, broker, role="all")
         _clean_after_a_dead_dev(runtime)
@@ -295,8 +327,10 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         if "auth.jwt_secret" in changes:
             user = uuid.uuid5(uuid.NAMESPACE_URL, "lethe-dev-user")
             token = mint_token(cfg.auth.jwt_secret, user, ("files:read", "files:write"))
-            banner += (f"A development token for user {user} (12h):\n  export TOKEN={token}\n"
-                       f"  curl -H \"Authorization: Bearer $TOKEN\" {base}/api/v1/events\n")
+            banner += (
+                f"A development token for user {user} (12h):\n  export TOKEN={token}\n"
+                f'  curl -H "Authorization: Bearer $TOKEN" {base}/api/v1/events\n'
+            )
         banner += "Ctrl-C stops everything.\n"
         print(banner, flush=True)
         # The start-up cleanup logs a line per step right after: the banner comes again below them.

@@ -22,8 +22,10 @@ def configuration_markdown() -> str:
     for key in KEYS:
         default = describe_default(key)
         default = f"`{default}`" if default != "" else "(empty)"
-        lines.append(f"| `{key.name}` | `{key.env}` | {key.type_name} | {default} | "
-                     f"{'yes' if key.secret else ''} | {key.description} |")
+        lines.append(
+            f"| `{key.name}` | `{key.env}` | {key.type_name} | {default} | "
+            f"{'yes' if key.secret else ''} | {key.description} |"
+        )
     lines += [
         "",
         "Cross-checks:",

@@ -14,8 +14,8 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -53,8 +53,9 @@ class EmbeddedPostgres:
         kwargs: dict[str, Any] = {}
         if self._user is not None:
             kwargs = {"user": self._user.pw_uid, "group": self._user.pw_gid, "extra_groups": []}
-        return subprocess.run([str(self.bin / args[0]), *args[1:]], check=True, capture_output=True, text=True,
-                              cwd="/", **kwargs)
+        return subprocess.run(
+            [str(self.bin / args[0]), *args[1:]], check=True, capture_output=True, text=True, cwd="/", **kwargs
+        )
 
     def start(self) -> str:
         """Initialise (once) and start the server; returns a postgresql:// URL of the database."""
@@ -68,8 +69,18 @@ class EmbeddedPostgres:
                 if not mode & 0o001:
                     raise RuntimeError(f"the embedded PostgreSQL needs {parent} to be traversable (o+x)")
         if not (self.data / "PG_VERSION").exists():
-            self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
-                      "--no-sync", "--no-instructions")
+            self._run(
+                "initdb",
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-instructions",
+            )
         self.port = free_port()
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off"
         try:

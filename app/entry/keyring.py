@@ -27,8 +27,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
         else:
             bar = _progress_bar("rotate", "key", args.json)
             try:
-                report = keys.rotate(runtime, batch_size=args.batch_size, dry_run=args.dry_run,
-                                     on_batch=bar.update if bar is not None else None)
+                report = keys.rotate(
+                    runtime,
+                    batch_size=args.batch_size,
+                    dry_run=args.dry_run,
+                    on_batch=bar.update if bar is not None else None,
+                )
             finally:
                 if bar is not None:
                     bar.close()
@@ -45,8 +49,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
             print(f"{name}: {value}")
     missing = shown.get("missing_key_ids")
     if isinstance(missing, list) and missing:
-        print(f"lethe keys: live files need key ids the keyring does not hold: {', '.join(missing)} "
-              "(file.keyring)", file=sys.stderr)
+        print(
+            f"lethe keys: live files need key ids the keyring does not hold: {', '.join(missing)} (file.keyring)",
+            file=sys.stderr,
+        )
         return 1
     return 1 if args.keys_command == "rotate" and (shown.get("left_by_key_id") or shown.get("unusable")) else 0
 
@@ -76,8 +82,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[ty
     keys = commands.add_parser("keys", help="per-file keys: the keyring against the database")
     keys_commands = keys.add_subparsers(dest="keys_command", required=True)
     status = keys_commands.add_parser("status", help="files per key id, and key ids the keyring lacks")
-    rotate = keys_commands.add_parser("rotate", help="wrap every live data key again by the current key "
-                                      "(resumable: run it again)")
+    rotate = keys_commands.add_parser(
+        "rotate", help="wrap every live data key again by the current key (resumable: run it again)"
+    )
     rotate.add_argument("--batch-size", type=batch_arg, default=1000, help="files per transaction (1000)")
     rotate.add_argument("--dry-run", action="store_true", help="count what would be wrapped again; change nothing")
     for sub in (status, rotate):

@@ -31,16 +31,36 @@ import os
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from app.entry.ops import (case_ref_arg, cmd_audit, cmd_cleanup, cmd_erase, cmd_hold, cmd_receipt,
-                           cmd_retention_restore, cmd_retention_run, cmd_sweep_run, cmd_webhooks, delivery_arg,
-                           duration_arg, limit_arg, uuid_arg)
-from app.entry.keyring import add_parser as add_keys_parser
-from app.entry.restore import add_parser as add_restore_parser
-from app.entry.support import (EXIT_CONFIG, check_keyring_or_exit, check_schema_or_exit, inspect_store_or_exit,
-                               load_config_or_exit, print_config_errors, setup_role_logging, warn_if_autovacuum_off)
 from app.domain.access import SCOPES
+from app.entry.keyring import add_parser as add_keys_parser
+from app.entry.ops import (
+    case_ref_arg,
+    cmd_audit,
+    cmd_cleanup,
+    cmd_erase,
+    cmd_hold,
+    cmd_receipt,
+    cmd_retention_restore,
+    cmd_retention_run,
+    cmd_sweep_run,
+    cmd_webhooks,
+    delivery_arg,
+    duration_arg,
+    limit_arg,
+    uuid_arg,
+)
+from app.entry.restore import add_parser as add_restore_parser
+from app.entry.support import (
+    EXIT_CONFIG,
+    check_keyring_or_exit,
+    check_schema_or_exit,
+    inspect_store_or_exit,
+    load_config_or_exit,
+    print_config_errors,
+    setup_role_logging,
+    warn_if_autovacuum_off,
+)
 from app.errors import ConfigError
-from app.platform.config import with_changes
 
 if TYPE_CHECKING:
     from app.platform.config.tree import Config
@@ -54,8 +74,9 @@ def _setup(role: str, cfg: Config, fmt: str | None = None, stream: TextIO | None
 
 def _require_database(cfg: Config) -> None:
     if not cfg.database.url:
-        print_config_errors(ConfigError({"database.url": [
-            "Required by this role (only lethe dev starts an embedded server)."]}))
+        print_config_errors(
+            ConfigError({"database.url": ["Required by this role (only lethe dev starts an embedded server)."]})
+        )
         sys.exit(EXIT_CONFIG)
 
 
@@ -63,13 +84,16 @@ def _require_broker(cfg: Config) -> None:
     # Without RabbitMQ the jobs of a production role would be published to an in-process broker that
     # no worker reads: only lethe dev may run without one.
     if not cfg.broker.url:
-        print_config_errors(ConfigError({"broker.url": [
-            "Required by this role (only lethe dev runs an in-process broker)."]}))
+        print_config_errors(
+            ConfigError({"broker.url": ["Required by this role (only lethe dev runs an in-process broker)."]})
+        )
         sys.exit(EXIT_CONFIG)
 
 
-NO_SIGNING_KEY = ("Required: set auth.jwt_secret (HS256) or auth.jwt_public_key (RS256/ES256); without either "
-                  "the api answers 401 to every request (lethe dev makes a secret of its own).")
+NO_SIGNING_KEY = (
+    "Required: set auth.jwt_secret (HS256) or auth.jwt_public_key (RS256/ES256); without either "
+    "the api answers 401 to every request (lethe dev makes a secret of its own)."
+)
 
 
 def _signing_key_missing(cfg: Config) -> ConfigError | None:
@@ -94,8 +118,8 @@ def _as_the_running_dev(cfg: Config) -> Config | None:
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
-    from app.platform import config
     from app.entry.support import OBJECT_LOCK_MESSAGE
+    from app.platform import config
 
     try:
         cfg = config.load()
@@ -104,9 +128,11 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     running = _as_the_running_dev(cfg)
     if running is None:
-        print("lethe config check: no `make run` (lethe dev) runs from this folder now, so there is nothing to check "
-              "here: start it (make run) and check again beside it, or set LETHE_DATABASE_URL and the rest of a "
-              "role's configuration to check that.")
+        print(
+            "lethe config check: no `make run` (lethe dev) runs from this folder now, so there is nothing to check "
+            "here: start it (make run) and check again beside it, or set LETHE_DATABASE_URL and the rest of a "
+            "role's configuration to check that."
+        )
         return EXIT_CONFIG
     cfg = running
     missing = _signing_key_missing(cfg)
@@ -129,11 +155,13 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         if off:
             print("warning: " + AUTOVACUUM_OFF.format(where=", ".join(off)))
     if cfg.schedule.dev_fast:
-        print("warning: schedule.dev_fast is on: every retention and sweep schedule runs every 5 minutes and "
-              "cadence gates are ignored (development only)")
+        print(
+            "warning: schedule.dev_fast is on: every retention and sweep schedule runs every 5 minutes and "
+            "cadence gates are ignored (development only)"
+        )
     if cfg.file.storage.driver == "s3":
-        from app.errors import StorageError
         from app.entry.wiring import build_store
+        from app.errors import StorageError
 
         try:
             facts = build_store(cfg).describe()
@@ -182,8 +210,11 @@ def _roll_back(cfg: Config, target: str, dry_run: bool) -> int:
     try:
         undone = roll_back_to(cfg.database.url, target, dry_run=dry_run)
     except ValueError:
-        print(f"lethe migrate: --down-to: this release ships no migration {target}; its migrations are "
-              f"{', '.join(sorted(known_migrations()))}", file=sys.stderr)
+        print(
+            f"lethe migrate: --down-to: this release ships no migration {target}; its migrations are "
+            f"{', '.join(sorted(known_migrations()))}",
+            file=sys.stderr,
+        )
         return EXIT_CONFIG
     except SchemaTooNew as exc:
         print(f"lethe migrate: database.url (LETHE_DATABASE_URL): {too_new(exc.unknown)}", file=sys.stderr)
@@ -193,10 +224,14 @@ def _roll_back(cfg: Config, target: str, dry_run: bool) -> int:
         return EXIT_CONFIG
     except psycopg.Error as exc:
         diag = getattr(exc, "diag", None)
-        said = " ".join(part for part in (getattr(diag, "message_primary", None), getattr(diag, "message_hint", None))
-                        if part)
-        print(f"lethe migrate: a down-migration refused: {said or type(exc).__name__}. The ones after it were rolled "
-              "back; nothing else changed.", file=sys.stderr)
+        said = " ".join(
+            part for part in (getattr(diag, "message_primary", None), getattr(diag, "message_hint", None)) if part
+        )
+        print(
+            f"lethe migrate: a down-migration refused: {said or type(exc).__name__}. The ones after it were rolled "
+            "back; nothing else changed.",
+            file=sys.stderr,
+        )
         return EXIT_CONFIG
     verb = "would roll back" if dry_run else "rolled back"
     print(f"{verb} {len(undone)} migration(s){': ' + ', '.join(undone) if undone else ''}")
@@ -214,9 +249,14 @@ def _start_role(role: str) -> Config:
     missing = _signing_key_missing(cfg) if role == "api" else None
     if role == "scheduler" and cfg.database.pooler == "transaction" and not cfg.schedule.database_url:
         # The leader lock is a session-level advisory lock: a transaction pooler cannot keep it.
-        missing = ConfigError({"schedule.database_url": [
-            "Required when database.pooler is transaction: the scheduler's leader session needs a direct "
-            "connection to PostgreSQL (a transaction pooler cannot hold a session-level lock)."]})
+        missing = ConfigError(
+            {
+                "schedule.database_url": [
+                    "Required when database.pooler is transaction: the scheduler's leader session needs a direct "
+                    "connection to PostgreSQL (a transaction pooler cannot hold a session-level lock)."
+                ]
+            }
+        )
     if missing is not None:
         print_config_errors(missing)
         sys.exit(EXIT_CONFIG)
@@ -255,18 +295,26 @@ def _queues_of_the_configured_type_or_exit(cfg: Config) -> None:
     finally:
         broker.close()
     if mismatched:
-        print_config_errors(ConfigError({"broker.queue_type": [
-            f"These queues exist with another type than {cfg.broker.queue_type}: {', '.join(mismatched)}. "
-            "RabbitMQ cannot change a queue's type; see docs/operations.md, 'Moving to quorum queues'."]}))
+        print_config_errors(
+            ConfigError(
+                {
+                    "broker.queue_type": [
+                        f"These queues exist with another type than {cfg.broker.queue_type}: {', '.join(mismatched)}. "
+                        "RabbitMQ cannot change a queue's type; see docs/operations.md, 'Moving to quorum queues'."
+                    ]
+                }
+            )
+        )
         sys.exit(EXIT_CONFIG)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
     cfg = _start_role("worker")
     _queues_of_the_configured_type_or_exit(cfg)
-    from app.platform.observability.registry import metrics_registry
     from dramatiq import cli as dramatiq_cli
     from prometheus_client import start_http_server
+
+    from app.platform.observability.registry import metrics_registry
 
     # The parent serves the metrics of every forked worker process (D15).
     start_http_server(cfg.metrics.port, addr=cfg.api.host, registry=metrics_registry())
@@ -276,8 +324,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # Webhook deliveries run on threads of their own (webhooks.concurrency): the main threads never take them.
     queues, pool = split_queues(args.queues or QUEUES)
     os.environ[POOL_ENV] = "1" if pool else "0"
-    argv = ["workers.entry", "--processes", str(args.processes or cfg.worker.processes),
-            "--threads", str(args.threads or cfg.worker.threads), "--skip-logging", "--queues", *sorted(queues)]
+    argv = [
+        "workers.entry",
+        "--processes",
+        str(args.processes or cfg.worker.processes),
+        "--threads",
+        str(args.threads or cfg.worker.threads),
+        "--skip-logging",
+        "--queues",
+        *sorted(queues),
+    ]
     parsed = dramatiq_cli.make_argument_parser().parse_args(argv)  # type: ignore[no-untyped-call]
     return int(dramatiq_cli.main(parsed) or 0)  # type: ignore[no-untyped-call]
 
@@ -309,12 +365,18 @@ def cmd_token(args: argparse.Namespace) -> int:
     if not secret and made.exists():
         secret = made.read_text().strip()
     if not secret:
-        print_config_errors(ConfigError({"auth.jwt_secret": [
-            f"Required to mint a token. No secret of lethe dev was found in {made.parent.resolve()}: run this "
-            "from the folder where `make run` ran, or pass --state-dir PATH/TO/.lethe"]}))
+        print_config_errors(
+            ConfigError(
+                {
+                    "auth.jwt_secret": [
+                        f"Required to mint a token. No secret of lethe dev was found in {made.parent.resolve()}: run this "
+                        "from the folder where `make run` ran, or pass --state-dir PATH/TO/.lethe"
+                    ]
+                }
+            )
+        )
         return EXIT_CONFIG
-    print(mint_token(secret, args.sub, tuple(args.scope), args.ttl, issuer=cfg.auth.issuer,
-                     audience=cfg.auth.audience))
+    print(mint_token(secret, args.sub, tuple(args.scope), args.ttl, issuer=cfg.auth.issuer, audience=cfg.auth.audience))
     return 0
 
 
@@ -324,12 +386,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     config = commands.add_parser("config", help="configuration")
     config_commands = config.add_subparsers(dest="config_command", required=True)
-    config_commands.add_parser("check", help="validate; exit 2 naming every bad key").set_defaults(func=cmd_config_check)
+    config_commands.add_parser("check", help="validate; exit 2 naming every bad key").set_defaults(
+        func=cmd_config_check
+    )
 
     migrate = commands.add_parser("migrate", help="apply database migrations (or roll some back: --down-to)")
-    migrate.add_argument("--down-to", metavar="MIGRATION", help="run this release's down-migrations of every "
-                         "migration after MIGRATION (the older release's last), before a rollback to it; see "
-                         "docs/operations.md, 'Rolling back a release'")
+    migrate.add_argument(
+        "--down-to",
+        metavar="MIGRATION",
+        help="run this release's down-migrations of every "
+        "migration after MIGRATION (the older release's last), before a rollback to it; see "
+        "docs/operations.md, 'Rolling back a release'",
+    )
     migrate.add_argument("--dry-run", action="store_true", help="with --down-to: name them, run none")
     migrate.set_defaults(func=cmd_migrate)
 
@@ -373,7 +441,9 @@ def build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="report what no row explains in f/ and uploads/ (read-only)")
     audit.add_argument("--json", action="store_true", help="print one JSON summary object")
     audit.add_argument("--delete", action="store_true", help="delete orphans older than --grace")
-    audit.add_argument("--grace", default="24h", type=duration_arg, help="with --delete: only orphans older than this (24h)")
+    audit.add_argument(
+        "--grace", default="24h", type=duration_arg, help="with --delete: only orphans older than this (24h)"
+    )
     audit.set_defaults(func=cmd_audit)
 
     erase = commands.add_parser("erase", help="erase everything Lethe holds of a person (D16)")
@@ -417,8 +487,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     token = commands.add_parser("token", help="mint an HS256 bearer token for development")
     token.add_argument("--sub", required=True, type=uuid_arg, help="the principal, a UUID")
-    token.add_argument("--scope", nargs="+", default=["files:read", "files:write"], choices=SCOPES,
-                       help="files:read files:write manage")
+    token.add_argument(
+        "--scope",
+        nargs="+",
+        default=["files:read", "files:write"],
+        choices=SCOPES,
+        help="files:read files:write manage",
+    )
     token.add_argument("--ttl", default="1h", type=duration_arg, help="lifetime, such as 1h or 7d")
     token.add_argument("--state-dir", default=".lethe", help="where lethe dev keeps its secret")
     token.set_defaults(func=cmd_token)

@@ -8,26 +8,32 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import time
 import uuid
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from app.platform.config import with_changes
-from app.entry.support import (EXIT_CONFIG, check_database_or_exit, inspect_store_or_exit, load_config_or_exit,
-                             setup_role_logging)
+from app.entry.support import (
+    EXIT_CONFIG,
+    check_database_or_exit,
+    inspect_store_or_exit,
+    load_config_or_exit,
+    setup_role_logging,
+)
 
 if TYPE_CHECKING:
     from app.platform.config.tree import Config
     from app.runtime import Runtime
 
 
-NO_DATABASE = ("lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this command.\n"
-               "  Either run it from the folder where `make run` (lethe dev) is running, so it finds that "
-               "server through ./.lethe/, or start one there first:  make run\n"
-               "  or point it at your database:  LETHE_DATABASE_URL=postgresql://user@host:5432/db lethe ...")
+NO_DATABASE = (
+    "lethe: bad configuration:\n  database.url (LETHE_DATABASE_URL): Required by this command.\n"
+    "  Either run it from the folder where `make run` (lethe dev) is running, so it finds that "
+    "server through ./.lethe/, or start one there first:  make run\n"
+    "  or point it at your database:  LETHE_DATABASE_URL=postgresql://user@host:5432/db lethe ..."
+)
 
 
 def _attach_to_dev(cfg: Config) -> tuple[Config, bool]:
@@ -55,8 +61,9 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 
     bar = _progress_bar("cleanup", "step", args.json, total=len(STEPS))
     try:
-        report = run_cleanup(runtime, dry_run=args.dry_run,
-                             on_step=(lambda step: bar.update(1)) if bar is not None else None)
+        report = run_cleanup(
+            runtime, dry_run=args.dry_run, on_step=(lambda step: bar.update(1)) if bar is not None else None
+        )
     finally:
         if bar is not None:
             bar.close()
@@ -65,13 +72,19 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
         print(json.dumps({"ran": False}) if args.json else "another cleanup is running; nothing done")
         return 1
     if args.json:
-        print(json.dumps({"ran": True, "dry_run": args.dry_run, "steps": [dataclasses.asdict(step) for step in report.steps]}))
+        print(
+            json.dumps(
+                {"ran": True, "dry_run": args.dry_run, "steps": [dataclasses.asdict(step) for step in report.steps]}
+            )
+        )
         return 1 if report.first_error else 0
     verb = "would act on" if args.dry_run else "acted on"
     print(f"cleanup{' (dry run: nothing changed)' if args.dry_run else ''}:")
     for step in report.steps:
-        line = (f"  {step.step}. {step.name:<17} candidates {step.candidates:>7}  {verb} {step.acted:>7}  "
-                f"kept {step.kept:>7}  failed {step.failed:>5}")
+        line = (
+            f"  {step.step}. {step.name:<17} candidates {step.candidates:>7}  {verb} {step.acted:>7}  "
+            f"kept {step.kept:>7}  failed {step.failed:>5}"
+        )
         if step.error:
             line += f"  (ended early: {step.error})"
         print(line)
@@ -105,19 +118,28 @@ def _one_shot_runtime(name: str, needs_store: bool = True, commits: bool = True)
         # it): the jobs stay in the outbox, committed, and a relay sends them (D9, D19).
         runtime.db.after_commit = None
         if commits:
-            print(DEV_RELAYS.format(seconds=int(cfg.outbox.relay_interval.total_seconds()
-                                                + cfg.outbox.relay_age.total_seconds())) if attached else NO_BROKER,
-                  file=sys.stderr)
+            print(
+                DEV_RELAYS.format(
+                    seconds=int(cfg.outbox.relay_interval.total_seconds() + cfg.outbox.relay_age.total_seconds())
+                )
+                if attached
+                else NO_BROKER,
+                file=sys.stderr,
+            )
     return runtime
 
 
 T = TypeVar("T")
 
-DEV_RELAYS = ("lethe: the jobs this command commits go through the running lethe dev (its relay sends them within "
-              "about {seconds} s).")
-NO_BROKER = ("lethe: broker.url (LETHE_BROKER_URL) is not set: the jobs this command commits (purges, scans, "
-             "erasure rounds) stay in the outbox until a relay sends them: the scheduler (lethe scheduler) or a "
-             "running lethe dev. Set broker.url to send them at once.")
+DEV_RELAYS = (
+    "lethe: the jobs this command commits go through the running lethe dev (its relay sends them within "
+    "about {seconds} s)."
+)
+NO_BROKER = (
+    "lethe: broker.url (LETHE_BROKER_URL) is not set: the jobs this command commits (purges, scans, "
+    "erasure rounds) stay in the outbox until a relay sends them: the scheduler (lethe scheduler) or a "
+    "running lethe dev. Set broker.url to send them at once."
+)
 
 
 def uuid_arg(text: str) -> uuid.UUID:
@@ -144,7 +166,6 @@ def cmd_retention_run(args: argparse.Namespace) -> int:
     runtime = _one_shot_runtime("retention", needs_store=False, commits=not args.dry_run)
     from app.lifecycle.retention import run_policy
 
-
     failed = False
     reports = []
     try:
@@ -153,10 +174,18 @@ def cmd_retention_run(args: argparse.Namespace) -> int:
             print("no retention policies are configured (retention.policies)")
         for policy in policies:
             report = run_policy(runtime, policy, dry_run=args.dry_run, force=args.force)
-            reports.append({"policy": policy.name, "ran": report.ran, "dry_run": args.dry_run,
-                            "skipped_reason": report.skipped_reason, "retired": report.count("retired"),
-                            "deleted": report.count("deleted"), "failed": sum(s.failed for s in report.steps),
-                            "error": report.error})
+            reports.append(
+                {
+                    "policy": policy.name,
+                    "ran": report.ran,
+                    "dry_run": args.dry_run,
+                    "skipped_reason": report.skipped_reason,
+                    "retired": report.count("retired"),
+                    "deleted": report.count("deleted"),
+                    "failed": sum(s.failed for s in report.steps),
+                    "error": report.error,
+                }
+            )
             failed = failed or bool(report.error) or reports[-1]["failed"] > 0
             if args.json:
                 continue
@@ -167,9 +196,11 @@ def cmd_retention_run(args: argparse.Namespace) -> int:
             verb = "would retire" if args.dry_run else "retired"
             verb2 = "would delete" if args.dry_run else "deleted"
             failed_count = sum(step.failed for step in report.steps)
-            print(f"{policy.name}{' (dry run: nothing changed)' if args.dry_run else ''}: {verb} "
-                  f"{report.count('retired')}, {verb2} {report.count('deleted')}, failed {failed_count}"
-                  + (f" (ended early: {report.error})" if report.error else ""))
+            print(
+                f"{policy.name}{' (dry run: nothing changed)' if args.dry_run else ''}: {verb} "
+                f"{report.count('retired')}, {verb2} {report.count('deleted')}, failed {failed_count}"
+                + (f" (ended early: {report.error})" if report.error else "")
+            )
     finally:
         runtime.close()
     if args.json:
@@ -204,7 +235,6 @@ def cmd_sweep_run(args: argparse.Namespace) -> int:
     from app.errors import StorageError
     from app.lifecycle.sweeps import run_sweep
 
-
     failed = False
     reports = []
     try:
@@ -214,8 +244,12 @@ def cmd_sweep_run(args: argparse.Namespace) -> int:
         for unmanaged in prefixes:
             bar = _progress_bar(unmanaged.prefix, "objects", args.json)
             try:
-                report = run_sweep(runtime, unmanaged, dry_run=args.dry_run,
-                                   progress=(lambda n: bar.update(n - bar.n)) if bar is not None else None)
+                report = run_sweep(
+                    runtime,
+                    unmanaged,
+                    dry_run=args.dry_run,
+                    progress=(lambda n: bar.update(n - bar.n)) if bar is not None else None,
+                )
             except StorageError as exc:
                 print(f"{unmanaged.prefix}: the store failed ({exc}); run it again", file=sys.stderr)
                 failed = True
@@ -228,10 +262,12 @@ def cmd_sweep_run(args: argparse.Namespace) -> int:
             if args.json:
                 continue
             verb = "would delete" if args.dry_run else "deleted"
-            print(f"{unmanaged.prefix}{' (dry run: nothing changed)' if args.dry_run else ''}: listed "
-                  f"{report.listed}, {verb} {report.deleted}, kept {report.newer} written after "
-                  f"{report.created_before.isoformat()}, skipped {report.invalid} unaddressable, failed "
-                  f"{report.failed}, {report.batches} batches, {report.directories} directories removed")
+            print(
+                f"{unmanaged.prefix}{' (dry run: nothing changed)' if args.dry_run else ''}: listed "
+                f"{report.listed}, {verb} {report.deleted}, kept {report.newer} written after "
+                f"{report.created_before.isoformat()}, skipped {report.invalid} unaddressable, failed "
+                f"{report.failed}, {report.batches} batches, {report.directories} directories removed"
+            )
     finally:
         runtime.close()
     if args.json:
@@ -262,16 +298,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict()))
         return 0
     print(f"audit of f/ and uploads/: {report.listed} objects listed")
-    for label, finding in (("orphans (objects, no row)", report.orphans),
-                           ("objects of deleted rows", report.deleted_present),
-                           ("deliverable rows, original missing", report.missing_originals),
-                           ("multipart uploads, no open session", report.uploads_orphaned)):
+    for label, finding in (
+        ("orphans (objects, no row)", report.orphans),
+        ("objects of deleted rows", report.deleted_present),
+        ("deliverable rows, original missing", report.missing_originals),
+        ("multipart uploads, no open session", report.uploads_orphaned),
+    ):
         shown = ", ".join(finding.file_ids[:10]) + (" ..." if finding.count > 10 else "")
         print(f"  {label:<36} {finding.count:>8}  {shown}")
     print(f"  {'keys outside the schema':<36} {report.unrecognized:>8}")
     if args.delete:
-        print(f"  orphans deleted {report.orphans_deleted}, younger than the grace {report.orphans_too_young}, "
-              f"failed {report.orphans_failed}; multipart uploads aborted {report.uploads_aborted}")
+        print(
+            f"  orphans deleted {report.orphans_deleted}, younger than the grace {report.orphans_too_young}, "
+            f"failed {report.orphans_failed}; multipart uploads aborted {report.uploads_aborted}"
+        )
     return 0
 
 
@@ -312,8 +352,13 @@ def case_ref_arg(text: str) -> str:
 
 def _printable(row: Any, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
     """A row as JSON-ready fields: times as ISO 8601, ids as text, and no null (as the API answers, D6)."""
-    return {name: (value.isoformat() if hasattr(value, "isoformat") else str(value) if isinstance(value, uuid.UUID)
-                   else value) for name, value in dataclasses.asdict(row).items() if value is not None and name not in leave_out}
+    return {
+        name: (
+            value.isoformat() if hasattr(value, "isoformat") else str(value) if isinstance(value, uuid.UUID) else value
+        )
+        for name, value in dataclasses.asdict(row).items()
+        if value is not None and name not in leave_out
+    }
 
 
 def _print_hold(fields: dict[str, Any]) -> None:
@@ -335,8 +380,11 @@ def cmd_hold(args: argparse.Namespace) -> int:
                 print("no such file (never uploaded, or purged already)", file=sys.stderr)
                 return 1
             except Invalid:
-                print("lethe hold place: --case-ref must be a ticket number of the form holds.case_ref_pattern "
-                      "sets (for example CASE-2026-0042), never a name", file=sys.stderr)
+                print(
+                    "lethe hold place: --case-ref must be a ticket number of the form holds.case_ref_pattern "
+                    "sets (for example CASE-2026-0042), never a name",
+                    file=sys.stderr,
+                )
                 return 2
             fields = _printable(row)
         elif args.hold_command == "release":
@@ -359,8 +407,10 @@ def cmd_hold(args: argparse.Namespace) -> int:
             else:
                 print(f"{'id':<36}  {'target':<7}  {'case_ref':<20}  {'state':<8}  files_deferred")
                 for row in rows:
-                    print(f"{row.id!s:<36}  {'file' if row.file_id else 'subject':<7}  {row.case_ref:<20}  "
-                          f"{'released' if row.released_at else 'active':<8}  {row.files_deferred}")
+                    print(
+                        f"{row.id!s:<36}  {'file' if row.file_id else 'subject':<7}  {row.case_ref:<20}  "
+                        f"{'released' if row.released_at else 'active':<8}  {row.files_deferred}"
+                    )
             return 0
     finally:
         runtime.close()
@@ -404,8 +454,9 @@ def cmd_webhooks(args: argparse.Namespace) -> int:
         if outcome is None:
             print(f"delivery {shown[0]['id']}: pending again; a worker sends it at once with the same webhook-id")
         else:
-            print(f"delivery {shown[0]['id']}: sent again with the same webhook-id: {outcome} "
-                  f"(state {shown[0]['state']})")
+            print(
+                f"delivery {shown[0]['id']}: sent again with the same webhook-id: {outcome} (state {shown[0]['state']})"
+            )
         return 0
     print(f"{'id':<36}  {'endpoint':<16}  {'event_type':<17}  {'state':<9}  attempts  last")
     for row in rows:
@@ -442,9 +493,8 @@ def cmd_erase(args: argparse.Namespace) -> int:
 
     subject = args.subject
     runtime = _one_shot_runtime("erase")
-    from app.lifecycle.erasure import erase_round, erasure_of, request_erasure
-
     from app.errors import Conflict, Invalid
+    from app.lifecycle.erasure import erase_round, erasure_of, request_erasure
 
     try:
         try:
@@ -464,25 +514,39 @@ def cmd_erase(args: argparse.Namespace) -> int:
             elif runtime.cfg.broker.url:
                 print("a worker runs it; follow it with GET /api/v1/erasures/{id} or lethe erase --wait")
             else:
-                print("its job waits in the outbox for a relay (lethe scheduler or lethe dev) and a worker; "
-                      "or run its rounds here: lethe erase --wait")
+                print(
+                    "its job waits in the outbox for a relay (lethe scheduler or lethe dev) and a worker; "
+                    "or run its rounds here: lethe erase --wait"
+                )
             return 0
         state = row.state
         while state == "running":
             state = erase_round(runtime, row.id)
             current, receipts = erasure_of(runtime, None, row.id)
-            print(f"  {state}: files marked {current.files_marked}, purged {current.files_purged}, keys confirmed "
-                  f"absent {current.keys_confirmed_absent}, messages removed {current.messages_removed}, drafts "
-                  f"removed {current.drafts_removed}", file=sys.stderr if sys.stderr.isatty() or args.json else sys.stdout)
+            print(
+                f"  {state}: files marked {current.files_marked}, purged {current.files_purged}, keys confirmed "
+                f"absent {current.keys_confirmed_absent}, messages removed {current.messages_removed}, drafts "
+                f"removed {current.drafts_removed}",
+                file=sys.stderr if sys.stderr.isatty() or args.json else sys.stdout,
+            )
             if state == "running":
                 time.sleep(2)  # the store refused a key or a purge is under way: the next round in a moment
         current, _ = erasure_of(runtime, None, row.id)
     finally:
         runtime.close()
     if args.json:
-        print(json.dumps({name: str(value) if name in ("id", "subject_id") and value else
-                          value.isoformat() if hasattr(value, "isoformat") else value
-                          for name, value in dataclasses.asdict(current).items()}))
+        print(
+            json.dumps(
+                {
+                    name: str(value)
+                    if name in ("id", "subject_id") and value
+                    else value.isoformat()
+                    if hasattr(value, "isoformat")
+                    else value
+                    for name, value in dataclasses.asdict(current).items()
+                }
+            )
+        )
     else:
         print(f"erasure {current.id}: {current.state}" + (f" ({current.reason})" if current.reason else ""))
     return 0 if current.state == "complete" else 1

@@ -35,24 +35,32 @@ def cmd_restore(args: argparse.Namespace) -> int:
             if not args.dry_run:
                 shown["written"] = journal.flush(runtime)
         elif command == "adopt":
-            shown = {"adopted": str(args.installation_id),
-                     "was": str(journal.adopt(runtime, args.installation_id)),
-                     "next": "lethe restore reconcile (or wait for the scheduler, with journal.auto_reconcile)"}
+            shown = {
+                "adopted": str(args.installation_id),
+                "was": str(journal.adopt(runtime, args.installation_id)),
+                "next": "lethe restore reconcile (or wait for the scheduler, with journal.auto_reconcile)",
+            }
         else:
             journal.refuse(runtime, args.installation_id)
             shown = {"foreign": str(args.installation_id)}
     except restore.JournalDamaged as exc:
-        print(f"lethe restore: the deletion journal is damaged: {exc.damage.describe()}. Put the segment back from a "
-              "copy or an earlier version of it and run reconcile again; if no copy exists, docs/operations.md ('A "
-              "damaged journal') says what accepting its loss means: lethe restore reconcile --accept-damaged "
-              f"'{exc.damage.where}'", file=sys.stderr)
+        print(
+            f"lethe restore: the deletion journal is damaged: {exc.damage.describe()}. Put the segment back from a "
+            "copy or an earlier version of it and run reconcile again; if no copy exists, docs/operations.md ('A "
+            "damaged journal') says what accepting its loss means: lethe restore reconcile --accept-damaged "
+            f"'{exc.damage.where}'",
+            file=sys.stderr,
+        )
         return EXIT_CONFIG
     except NotFound:
         print(f"lethe restore: the store holds no journal of installation {args.installation_id}", file=sys.stderr)
         return EXIT_CONFIG
     except StorageError as exc:
-        print(f"lethe restore: the deletion journal cannot be read ({type(exc).__name__}): check file.storage.* "
-              "and the store", file=sys.stderr)
+        print(
+            f"lethe restore: the deletion journal cannot be read ({type(exc).__name__}): check file.storage.* "
+            "and the store",
+            file=sys.stderr,
+        )
         return EXIT_CONFIG
     finally:
         runtime.close()
@@ -79,24 +87,35 @@ def _installation(value: str) -> uuid.UUID:
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise argparse.ArgumentTypeError("must be an installation id (a UUID, as lethe restore status lists them)")
+        raise argparse.ArgumentTypeError(
+            "must be an installation id (a UUID, as lethe restore status lists them)"
+        ) from None
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """`lethe restore ...` on the command's parser."""
     restore = commands.add_parser("restore", help="the deletion journal against a restored database")
     restore_commands = restore.add_subparsers(dest="restore_command", required=True)
-    status = restore_commands.add_parser("status", help="where the database stands against its journal (exit 1: "
-                                         "behind it; exit 2: damaged)")
+    status = restore_commands.add_parser(
+        "status", help="where the database stands against its journal (exit 1: behind it; exit 2: damaged)"
+    )
     reconcile = restore_commands.add_parser("reconcile", help="apply the journal again after a restore")
     reconcile.add_argument("--dry-run", action="store_true", help="count what would be applied; change nothing")
-    reconcile.add_argument("--accept-damaged", action="append", metavar="WHERE",
-                           help="go past this damage (a segment's key, or missing numbers, as the error names "
-                                "them), applying what can be read; see docs/operations.md first")
-    adopt = restore_commands.add_parser("adopt", help="take another installation's journal as this database's own "
-                                        "(restored from a backup older than its journal)")
-    foreign = restore_commands.add_parser("foreign", help="say that another installation's journal in the store is "
-                                          "not this database's")
+    reconcile.add_argument(
+        "--accept-damaged",
+        action="append",
+        metavar="WHERE",
+        help="go past this damage (a segment's key, or missing numbers, as the error names "
+        "them), applying what can be read; see docs/operations.md first",
+    )
+    adopt = restore_commands.add_parser(
+        "adopt",
+        help="take another installation's journal as this database's own "
+        "(restored from a backup older than its journal)",
+    )
+    foreign = restore_commands.add_parser(
+        "foreign", help="say that another installation's journal in the store is not this database's"
+    )
     for sub in (adopt, foreign):
         sub.add_argument("installation_id", type=_installation)
     for sub in (status, reconcile, adopt, foreign):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Mapping, TextIO
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TextIO
 
-from app.platform import config
 from app.errors import ConfigError
+from app.platform import config
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:
@@ -42,10 +43,12 @@ def load_config_or_exit(role: str, environ: Mapping[str, str] | None = None) -> 
         sys.exit(EXIT_CONFIG)
 
 
-OBJECT_LOCK_MESSAGE = ("The bucket has object lock configured: retention or a legal hold can keep a deleted "
-                       "file's bytes, so Lethe cannot guarantee deletion of a file stored as it is. Use a bucket "
-                       "without object lock, or turn file.encryption on: a deleted file's locked versions then stay "
-                       "sealed under a data key that no longer exists.")
+OBJECT_LOCK_MESSAGE = (
+    "The bucket has object lock configured: retention or a legal hold can keep a deleted "
+    "file's bytes, so Lethe cannot guarantee deletion of a file stored as it is. Use a bucket "
+    "without object lock, or turn file.encryption on: a deleted file's locked versions then stay "
+    "sealed under a data key that no longer exists."
+)
 
 
 def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
@@ -55,8 +58,8 @@ def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
     deletes every version until it could read versioning."""
     import logging
 
-    from app.errors import StorageError
     from app.entry.wiring import build_store
+    from app.errors import StorageError
 
     if cfg.file.storage.driver != "s3":
         return
@@ -64,8 +67,14 @@ def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
     try:
         facts = build_store(cfg).describe()
     except StorageError as exc:
-        log_event(log, "warning", "storage.inspect_failed", "the store could not be inspected; deletes remove every version until it can",
-                  role=role, error=str(exc))
+        log_event(
+            log,
+            "warning",
+            "storage.inspect_failed",
+            "the store could not be inspected; deletes remove every version until it can",
+            role=role,
+            error=str(exc),
+        )
         return
     log_event(log, "info", "storage.inspected", "store inspected", **facts)
     if facts["object_lock"] == "enabled" and not cfg.file.encryption:
@@ -73,9 +82,11 @@ def inspect_store_or_exit(cfg: config.Config, role: str) -> None:
         sys.exit(EXIT_CONFIG)
 
 
-AUTOVACUUM_OFF = ("autovacuum is off for {where}: a deleted row's bytes (a file name among them) stay readable in "
-                  "the table's file until VACUUM runs; turn autovacuum on, or run VACUUM after deletions "
-                  "(docs/deletion.md, 'What survives')")
+AUTOVACUUM_OFF = (
+    "autovacuum is off for {where}: a deleted row's bytes (a file name among them) stay readable in "
+    "the table's file until VACUUM runs; turn autovacuum on, or run VACUUM after deletions "
+    "(docs/deletion.md, 'What survives')"
+)
 
 
 def autovacuum_off(url: str) -> list[str]:
@@ -99,8 +110,14 @@ def warn_if_autovacuum_off(cfg: Config, role: str) -> None:
 
     off = autovacuum_off(cfg.database.url) if cfg.database.url else []
     if off:
-        log_event(logging.getLogger("lethe.db"), "warning", "db.autovacuum_off",
-                  AUTOVACUUM_OFF.format(where=", ".join(off)), role=role, where=off)
+        log_event(
+            logging.getLogger("lethe.db"),
+            "warning",
+            "db.autovacuum_off",
+            AUTOVACUUM_OFF.format(where=", ".join(off)),
+            role=role,
+            where=off,
+        )
 
 
 def keyring_problem(cfg: config.Config) -> ConfigError | None:
@@ -120,8 +137,11 @@ def keyring_problem(cfg: config.Config) -> ConfigError | None:
     try:
         with psycopg.connect(cfg.database.url, autocommit=True, connect_timeout=3, row_factory=namedtuple_row) as conn:
             used = key_ids_in_use(conn)
-            wrong = [key_id for key_id in used if key_id in ring
-                     and not opens_any(ring, some_wrapped_by(conn, key_id, _KEY_PROBES))]
+            wrong = [
+                key_id
+                for key_id in used
+                if key_id in ring and not opens_any(ring, some_wrapped_by(conn, key_id, _KEY_PROBES))
+            ]
     except psycopg.Error:
         return None
     missing = missing_key_ids(used, ring)
@@ -130,12 +150,14 @@ def keyring_problem(cfg: config.Config) -> ConfigError | None:
         problems.append(
             f"Live files need the key id(s) {', '.join(missing)}, which the keyring does not hold: put the key(s) "
             "back. A key may leave the keyring only once no live file needs it (lethe keys rotate, then lethe keys "
-            "status); see docs/operations.md, 'Keys'.")
+            "status); see docs/operations.md, 'Keys'."
+        )
     if wrong:
         problems.append(
             f"The keyring's key(s) {', '.join(wrong)} open none of the data keys they are said to have wrapped: "
             "another key stands under that id (a keyring made again?). Put the key that wrapped them back under "
-            "its id; see docs/operations.md, 'Keys'.")
+            "its id; see docs/operations.md, 'Keys'."
+        )
     return ConfigError({"file.keyring": problems}) if problems else None
 
 
@@ -217,7 +239,9 @@ def _connect_failure(sqlstate: str | None) -> str:
         return "the server refused the user or password in the URL (authentication failed)."
     if sqlstate == "57P03":
         return "the server is starting up or shutting down; try again in a moment."
-    return "cannot connect to the server (refused, unreachable or timed out): is PostgreSQL running at that host and port?"
+    return (
+        "cannot connect to the server (refused, unreachable or timed out): is PostgreSQL running at that host and port?"
+    )
 
 
 def check_database_or_exit(url: str) -> None:

@@ -8,13 +8,23 @@ from datetime import datetime, timedelta
 import jwt
 
 
-def mint_token(secret: str, sub: uuid.UUID | str, scopes: tuple[str, ...] = ("files:read", "files:write"),
-               ttl: timedelta = timedelta(hours=12), now: datetime | None = None,
-               issuer: str = "", audience: str = "") -> str:
+def mint_token(
+    secret: str,
+    sub: uuid.UUID | str,
+    scopes: tuple[str, ...] = ("files:read", "files:write"),
+    ttl: timedelta = timedelta(hours=12),
+    now: datetime | None = None,
+    issuer: str = "",
+    audience: str = "",
+) -> str:
     """An HS256 token for `sub` with the given scopes (development and tests)."""
     now = now or datetime.now().astimezone()
-    claims = {"sub": str(sub), "scope": " ".join(scopes), "iat": int(now.timestamp()),
-              "exp": int((now + ttl).timestamp())}
+    claims = {
+        "sub": str(sub),
+        "scope": " ".join(scopes),
+        "iat": int(now.timestamp()),
+        "exp": int((now + ttl).timestamp()),
+    }
     if issuer:
         claims["iss"] = issuer
     if audience:

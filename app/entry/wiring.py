@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from app.db.context import in_transaction
 from app.db.pool import Database, Timeouts
+from app.db.publisher import Outbox
 from app.domain.uploads import UploadLimits
 from app.lifecycle import ends
 from app.lifecycle.deletion import mark_deleted
@@ -12,7 +13,6 @@ from app.lifecycle.journal import JournalWriter
 from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
 from app.platform.keys import Keyring
-from app.db.publisher import Outbox
 from app.runtime import BrokerPort, Runtime
 from app.storage.base import ObjectStore
 from app.storage.fs import FsStore
@@ -25,9 +25,18 @@ def build_store(cfg: Config) -> GuardedStore:
     store: ObjectStore
     if cfg.file.storage.driver == "s3":
         s3 = cfg.file.s3
-        store = S3Store(s3.endpoint, s3.bucket, s3.access_key, s3.secret_key, region=s3.region,
-                        secure=s3.secure, create_bucket=s3.create_bucket, pool_size=cfg.database.pool_size + 6,
-                        timeout=s3.timeout.total_seconds(), public_endpoint=s3.public_endpoint)
+        store = S3Store(
+            s3.endpoint,
+            s3.bucket,
+            s3.access_key,
+            s3.secret_key,
+            region=s3.region,
+            secure=s3.secure,
+            create_bucket=s3.create_bucket,
+            pool_size=cfg.database.pool_size + 6,
+            timeout=s3.timeout.total_seconds(),
+            public_endpoint=s3.public_endpoint,
+        )
     else:
         store = FsStore(cfg.file.fs.root, min_free_bytes=cfg.file.fs.min_free_bytes)
     return GuardedStore(store, in_transaction)
@@ -35,15 +44,25 @@ def build_store(cfg: Config) -> GuardedStore:
 
 def database_timeouts(cfg: Config) -> Timeouts:
     d = cfg.database
-    return Timeouts(pool=d.pool_timeout.total_seconds(), connect=d.connect_timeout.total_seconds(),
-                    statement=d.statement_timeout.total_seconds(),
-                    maintenance=d.maintenance_statement_timeout.total_seconds(), keepalive=d.keepalive.total_seconds(),
-                    pooled=d.pooler == "transaction")
+    return Timeouts(
+        pool=d.pool_timeout.total_seconds(),
+        connect=d.connect_timeout.total_seconds(),
+        statement=d.statement_timeout.total_seconds(),
+        maintenance=d.maintenance_statement_timeout.total_seconds(),
+        keepalive=d.keepalive.total_seconds(),
+        pooled=d.pooler == "transaction",
+    )
 
 
-def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | None = None,
-                  store: ObjectStore | None = None, background_publish: bool = False,
-                  journal_writes: str = "background") -> Runtime:
+def build_runtime(
+    cfg: Config,
+    broker: BrokerPort,
+    role: str,
+    clock: Clock | None = None,
+    store: ObjectStore | None = None,
+    background_publish: bool = False,
+    journal_writes: str = "background",
+) -> Runtime:
     """Wire the database (with the subscribers of a file's end), the store, the broker and the outbox for one
     process.
 
@@ -54,20 +73,41 @@ def build_runtime(cfg: Config, broker: BrokerPort, role: str, clock: Clock | Non
     step through the journal themselves).
     """
     clock = clock or SystemClock()
-    db = Database(cfg.database.url, pool_size=cfg.database.pool_size, tx_retry_max=cfg.database.tx_retry_max,
-                  clock=clock, timeouts=database_timeouts(cfg), subscribers=ends.standard(cfg))
-    outbox = Outbox(db, broker, background=background_publish,
-                    linger_s=cfg.outbox.publish_linger.total_seconds())
+    db = Database(
+        cfg.database.url,
+        pool_size=cfg.database.pool_size,
+        tx_retry_max=cfg.database.tx_retry_max,
+        clock=clock,
+        timeouts=database_timeouts(cfg),
+        subscribers=ends.standard(cfg),
+    )
+    outbox = Outbox(db, broker, background=background_publish, linger_s=cfg.outbox.publish_linger.total_seconds())
     db.after_commit = outbox.publish_committed
-    limits = UploadLimits(part_size=cfg.file.part_size, max_size=cfg.file.max_size,
-                          max_attachments=cfg.file.max_attachments, session_ttl=cfg.file.upload_session_ttl,
-                          complete_timeout=cfg.file.complete_timeout)
-    runtime = Runtime(cfg=cfg, clock=clock, db=db, store=store or build_store(cfg),
-                      broker=broker, outbox=outbox, role=role, limits=limits,
-                      delete_files=mark_deleted, keyring=Keyring(cfg.file.keyring))
-    writer = JournalWriter(runtime, background=journal_writes == "background",
-                           linger_s=cfg.journal.write_linger.total_seconds(),
-                           interval_s=cfg.journal.write_interval.total_seconds())
+    limits = UploadLimits(
+        part_size=cfg.file.part_size,
+        max_size=cfg.file.max_size,
+        max_attachments=cfg.file.max_attachments,
+        session_ttl=cfg.file.upload_session_ttl,
+        complete_timeout=cfg.file.complete_timeout,
+    )
+    runtime = Runtime(
+        cfg=cfg,
+        clock=clock,
+        db=db,
+        store=store or build_store(cfg),
+        broker=broker,
+        outbox=outbox,
+        role=role,
+        limits=limits,
+        delete_files=mark_deleted,
+        keyring=Keyring(cfg.file.keyring),
+    )
+    writer = JournalWriter(
+        runtime,
+        background=journal_writes == "background",
+        linger_s=cfg.journal.write_linger.total_seconds(),
+        interval_s=cfg.journal.write_interval.total_seconds(),
+    )
     runtime.journal = writer
     db.on_journal = writer.committed
     db.checkout_hooks.append(runtime.schema)  # before the restore guard: a database not this release's is refused

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import groupby
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from app.db import files as files_sql
 from app.db import keeps as keeps_sql
@@ -77,14 +78,23 @@ class AuditReport:
         def finding(f: Finding) -> dict[str, Any]:
             return {"count": f.count, "file_ids": f.file_ids, "file_ids_truncated": f.count > len(f.file_ids)}
 
-        return {"started_at": self.started_at.isoformat(), "listed": self.listed,
-                "orphans": finding(self.orphans), "deleted_present": finding(self.deleted_present),
-                "missing_originals": finding(self.missing_originals), "unrecognized": self.unrecognized,
-                "delete": self.delete, "orphans_deleted": self.orphans_deleted,
-                "orphans_failed": self.orphans_failed, "orphans_too_young": self.orphans_too_young,
-                "uploads_orphaned": finding(self.uploads_orphaned), "uploads_held": finding(self.uploads_held),
-                "uploads_aborted": self.uploads_aborted, "variants": self.variants,
-                "variants_unrecorded": finding(self.variants_unrecorded)}
+        return {
+            "started_at": self.started_at.isoformat(),
+            "listed": self.listed,
+            "orphans": finding(self.orphans),
+            "deleted_present": finding(self.deleted_present),
+            "missing_originals": finding(self.missing_originals),
+            "unrecognized": self.unrecognized,
+            "delete": self.delete,
+            "orphans_deleted": self.orphans_deleted,
+            "orphans_failed": self.orphans_failed,
+            "orphans_too_young": self.orphans_too_young,
+            "uploads_orphaned": finding(self.uploads_orphaned),
+            "uploads_held": finding(self.uploads_held),
+            "uploads_aborted": self.uploads_aborted,
+            "variants": self.variants,
+            "variants_unrecorded": finding(self.variants_unrecorded),
+        }
 
 
 def is_variant(key: str) -> bool:
@@ -108,8 +118,12 @@ def _rows_in_id_order(db: Database) -> Iterator[FileRow]:
         after = page[-1].id
 
 
-def run_audit(rt: Runtime, delete: bool = False, grace: timedelta = timedelta(hours=24),
-              progress: Callable[[int], None] | None = None) -> AuditReport:
+def run_audit(
+    rt: Runtime,
+    delete: bool = False,
+    grace: timedelta = timedelta(hours=24),
+    progress: Callable[[int], None] | None = None,
+) -> AuditReport:
     """List f/ and uploads/ and report what no row explains (both drivers; S3 page by page).
 
     Args:
@@ -141,8 +155,12 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
                 yield file_id, objects
 
     def row_says_original_missing(row: FileRow, objects: list[ListedObject]) -> bool:
-        return (row.deleted_at is None and is_deliverable(row.upload_state, row.scan_status)
-                and row.last_change_at < report.started_at and row.object_key not in {o.key for o in objects})
+        return (
+            row.deleted_at is None
+            and is_deliverable(row.upload_state, row.scan_status)
+            and row.last_change_at < report.started_at
+            and row.object_key not in {o.key for o in objects}
+        )
 
     def orphan(file_id: uuid.UUID, objects: list[ListedObject]) -> Iterator[tuple[uuid.UUID, list[str]]]:
         report.orphans.add(file_id, len(objects))
@@ -207,8 +225,9 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
             ids = [file_id for file_id, _ in pending]
             existing = {r.id for r in rt.db.read(lambda conn: files_sql.files_by_ids(conn, ids))}
             orphans = [file_id for file_id in ids if file_id not in existing]
-            cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, orphans, Scope.FILE,
-                                                                         rt.clock.now()), name="audit.clear")
+            cleared = rt.db.unit_of_work(
+                lambda uow: keeps_sql.clearance(uow, orphans, Scope.FILE, rt.clock.now()), name="audit.clear"
+            )
             for file_id, keys in pending:
                 if file_id not in existing and file_id in cleared:
                     yield from ((key, cleared) for key in keys)
@@ -241,12 +260,25 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
         for _ in both_passes():
             pass
     _multipart_uploads(rt, report, delete, cutoff)
-    log_event(log, "info", "audit.ran", "audit finished", listed=report.listed, orphans=report.orphans.count,
-              deleted_present=report.deleted_present.count, missing_originals=report.missing_originals.count,
-              unrecognized=report.unrecognized, delete=delete, orphans_deleted=report.orphans_deleted,
-              orphans_failed=report.orphans_failed, uploads_orphaned=report.uploads_orphaned.count,
-              uploads_held=report.uploads_held.count, uploads_aborted=report.uploads_aborted,
-              variants=report.variants, variants_unrecorded=report.variants_unrecorded.count)
+    log_event(
+        log,
+        "info",
+        "audit.ran",
+        "audit finished",
+        listed=report.listed,
+        orphans=report.orphans.count,
+        deleted_present=report.deleted_present.count,
+        missing_originals=report.missing_originals.count,
+        unrecognized=report.unrecognized,
+        delete=delete,
+        orphans_deleted=report.orphans_deleted,
+        orphans_failed=report.orphans_failed,
+        uploads_orphaned=report.uploads_orphaned.count,
+        uploads_held=report.uploads_held.count,
+        uploads_aborted=report.uploads_aborted,
+        variants=report.variants,
+        variants_unrecorded=report.variants_unrecorded.count,
+    )
     return report
 
 
@@ -264,8 +296,9 @@ def _multipart_uploads(rt: Runtime, report: AuditReport, delete: bool, cutoff: d
         _multipart_chunk(rt, report, chunk, delete, cutoff)
 
 
-def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list[ListedUpload], delete: bool,
-                     cutoff: datetime) -> None:
+def _multipart_chunk(
+    rt: Runtime, report: AuditReport, chunk: list[ListedUpload], delete: bool, cutoff: datetime
+) -> None:
     if not chunk:
         return
     owners = [(listed, file_id_of(listed.key)) for listed in chunk]
@@ -291,8 +324,9 @@ def _multipart_chunk(rt: Runtime, report: AuditReport, chunk: list[ListedUpload]
     # again (an upload no session counts is a stray: only a legal hold keeps it).
     doomed_ids = sorted({f for _, f in doomed})
     still_open = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, doomed_ids))
-    cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, doomed_ids, Scope.STRAY, rt.clock.now()),
-                                 name="audit.clear")
+    cleared = rt.db.unit_of_work(
+        lambda uow: keeps_sql.clearance(uow, doomed_ids, Scope.STRAY, rt.clock.now()), name="audit.clear"
+    )
     uploads: dict[uuid.UUID, list[MultipartRef]] = {}
     for listed, file_id in doomed:
         if (file_id, listed.upload_id) not in still_open:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import psycopg
 
@@ -87,8 +88,9 @@ def run_candidates(db: Database, step: CandidateStep, report: StepReport, batch_
             cursor = (rows[-1].at, rows[-1].id)
 
 
-def isolated(db: Database, name: str, work: Callable[[UnitOfWork, list[uuid.UUID]], int], event: str,
-             **fields: Any) -> Callable[[list[uuid.UUID]], Outcome]:
+def isolated(
+    db: Database, name: str, work: Callable[[UnitOfWork, list[uuid.UUID]], int], event: str, **fields: Any
+) -> Callable[[list[uuid.UUID]], Outcome]:
     """act for a step that changes rows: the batch in one savepoint; if it fails, once per candidate, each in
     a savepoint of its own, so that one failing candidate never undoes the others. A failing candidate is
     logged as `event` with its file id and the error's type only (D15)."""
@@ -111,8 +113,15 @@ def isolated(db: Database, name: str, work: Callable[[UnitOfWork, list[uuid.UUID
                     raise
                 except CANDIDATE_ERRORS as exc:
                     failed += 1
-                    log_event(log, "warning", event, "candidate failed", file_id=str(file_id),
-                              error=type(exc).__name__, **fields)
+                    log_event(
+                        log,
+                        "warning",
+                        event,
+                        "candidate failed",
+                        file_id=str(file_id),
+                        error=type(exc).__name__,
+                        **fields,
+                    )
             return acted, failed
 
         acted, failed = db.unit_of_work(batch, name=name)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import psycopg
 
@@ -54,7 +55,9 @@ class CleanupReport:
         return next(s for s in self.steps if s.step == letter)
 
 
-def run_cleanup(rt: Runtime, dry_run: bool = False, on_step: Callable[[StepReport], None] | None = None) -> CleanupReport:
+def run_cleanup(
+    rt: Runtime, dry_run: bool = False, on_step: Callable[[StepReport], None] | None = None
+) -> CleanupReport:
     """Run the cleanup once, unless another run holds the cluster-wide lock.
 
     Returns:
@@ -68,8 +71,9 @@ def run_cleanup(rt: Runtime, dry_run: bool = False, on_step: Callable[[StepRepor
         return _run_locked(rt, CleanupPolicy.from_config(rt.cfg), dry_run, on_step)
 
 
-def _run_locked(rt: Runtime, policy: CleanupPolicy, dry_run: bool,
-                on_step: Callable[[StepReport], None] | None = None) -> CleanupReport:
+def _run_locked(
+    rt: Runtime, policy: CleanupPolicy, dry_run: bool, on_step: Callable[[StepReport], None] | None = None
+) -> CleanupReport:
     now = rt.clock.now()  # read once (D8)
     report = CleanupReport(ran=True, dry_run=dry_run, now=now)
     for step in steps_of(Run(rt, policy, now)):
@@ -83,8 +87,15 @@ def _run_locked(rt: Runtime, policy: CleanupPolicy, dry_run: bool,
         except (psycopg.Error, StorageError) as exc:
             step_report.error = type(exc).__name__
             report.first_error = report.first_error or exc
-            log_event(log, "warning", "cleanup.step_failed", "cleanup step ended early", step=step.letter,
-                      step_name=step.name, error=type(exc).__name__)
+            log_event(
+                log,
+                "warning",
+                "cleanup.step_failed",
+                "cleanup step ended early",
+                step=step.letter,
+                step_name=step.name,
+                error=type(exc).__name__,
+            )
         step_report.duration_s = round(time.monotonic() - started, 4)
         report.steps.append(step_report)
         if on_step is not None:
@@ -93,10 +104,21 @@ def _run_locked(rt: Runtime, policy: CleanupPolicy, dry_run: bool,
             metrics.CLEANUP_STEP_DURATION.labels(step.letter).observe(step_report.duration_s)
             for outcome in ("acted", "kept", "failed"):
                 metrics.CLEANUP_FILES.labels(step.letter, outcome).inc(getattr(step_report, outcome))
-        log_event(log, "info", "cleanup.step", "cleanup step", step=step.letter, step_name=step.name,
-                  dry_run=dry_run, candidates=step_report.candidates, acted=step_report.acted,
-                  kept=step_report.kept, failed=step_report.failed, batches=step_report.batches,
-                  duration_s=step_report.duration_s)
+        log_event(
+            log,
+            "info",
+            "cleanup.step",
+            "cleanup step",
+            step=step.letter,
+            step_name=step.name,
+            dry_run=dry_run,
+            candidates=step_report.candidates,
+            acted=step_report.acted,
+            kept=step_report.kept,
+            failed=step_report.failed,
+            batches=step_report.batches,
+            duration_s=step_report.duration_s,
+        )
     report.backlog = report.step("f").candidates
     if not dry_run:
         metrics.CLEANUP_RUNS.labels("failed" if report.first_error else "ok").inc()

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import datetime
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
 
-from app.domain.access import Principal
 from app.db import files as files_sql
 from app.db import messages as messages_sql
 from app.db.uow import UnitOfWork
 from app.domain import access
+from app.domain.access import Principal
 from app.domain.ends import FilesMarked
 from app.domain.redaction import RedactionError
 from app.errors import Conflict, Forbidden, NotFound
@@ -51,14 +52,26 @@ def mark_deleted(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, 
     return _mark(uow, file_ids, now, via).file_ids
 
 
-def _mark(uow: UnitOfWork, file_ids: Sequence[uuid.UUID], now: datetime, via: str,
-          check_attached: Sequence[uuid.UUID] | None = None) -> files_sql.Marked:
+def _mark(
+    uow: UnitOfWork,
+    file_ids: Sequence[uuid.UUID],
+    now: datetime,
+    via: str,
+    check_attached: Sequence[uuid.UUID] | None = None,
+) -> files_sql.Marked:
     """mark_deleted's one statement (mark, sessions, redaction, outbox row, journal entry), and what it did; with
     `check_attached`, an attached file is spared and the answer says which of those ids are attached."""
     if not file_ids and not check_attached:  # nothing to mark nor to check (an unknown or foreign id)
         return files_sql.Marked(file_ids=[], outbox_id=None, attached=set(), unredactable=0)
-    marked = files_sql.set_deleted(uow.conn, file_ids, now, via, (PURGE_QUEUE, PURGE_ACTOR, uow.clock.now()),
-                                   check_attached, journal=ends.journals_marks(uow))
+    marked = files_sql.set_deleted(
+        uow.conn,
+        file_ids,
+        now,
+        via,
+        (PURGE_QUEUE, PURGE_ACTOR, uow.clock.now()),
+        check_attached,
+        journal=ends.journals_marks(uow),
+    )
     if marked.unredactable:
         raise RedactionError("no redaction rule for a stored event of a file being deleted")  # D6
     if marked.outbox_id is not None:
@@ -79,8 +92,9 @@ class DeleteResult:
 _REFUSALS = {"not_found": NotFound, "forbidden": Forbidden}
 
 
-def _delete_locked(uow: UnitOfWork, principal: Principal, file_ids: Sequence[uuid.UUID],
-                   now: datetime) -> dict[uuid.UUID, str]:
+def _delete_locked(
+    uow: UnitOfWork, principal: Principal, file_ids: Sequence[uuid.UUID], now: datetime
+) -> dict[uuid.UUID, str]:
     """The answer for each id (D12's table) and the mark of those to delete, under the rows' locks: two
     statements between BEGIN and COMMIT. The first locks the rows; the second, whose snapshot is taken
     after the locks were granted, checks the attachments and marks in one (D10: an attach that held a row
@@ -88,21 +102,28 @@ def _delete_locked(uow: UnitOfWork, principal: Principal, file_ids: Sequence[uui
     rows = files_sql.lock_files(uow.conn, sorted(set(file_ids)))  # D10: ascending id
     answers = {file_id: "not_found" for file_id in file_ids}
     for row in rows:
-        answers[row.id] = access.delete_answer(principal, row.uploaded_by, row.deleted_at is not None, False,
-                                               row.purpose)
+        answers[row.id] = access.delete_answer(
+            principal, row.uploaded_by, row.deleted_at is not None, False, row.purpose
+        )
     # Every visible, writable, live file: its answer may still become file_attached (the check comes
     # before the purpose in D12's order); those answering delete so far are the ones to mark.
     live = [row for row in rows if answers[row.id] in ("delete", "purpose_not_deletable")]
     attached: set[uuid.UUID] = set()
     # A manager deleting someone else's file is recorded as such (the receipt's `via`, never who).
-    for via, group in (("file", [row for row in live if row.uploaded_by == principal.id]),
-                       ("manager", [row for row in live if row.uploaded_by != principal.id])):
+    for via, group in (
+        ("file", [row for row in live if row.uploaded_by == principal.id]),
+        ("manager", [row for row in live if row.uploaded_by != principal.id]),
+    ):
         if group:
-            attached |= _mark(uow, [row.id for row in group if answers[row.id] == "delete"], now, via,
-                              check_attached=[row.id for row in group]).attached
+            attached |= _mark(
+                uow,
+                [row.id for row in group if answers[row.id] == "delete"],
+                now,
+                via,
+                check_attached=[row.id for row in group],
+            ).attached
     for row in live:
-        answers[row.id] = access.delete_answer(principal, row.uploaded_by, False, row.id in attached,
-                                               row.purpose)
+        answers[row.id] = access.delete_answer(principal, row.uploaded_by, False, row.id in attached, row.purpose)
     return answers
 
 
@@ -110,8 +131,9 @@ def delete_file(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     """deleteFile (D12): the answer table, in its order (domain.access.delete_answer)."""
     # D10: the attachment is checked after the file row's lock, so a concurrent attach either came first
     # (409 here) or will see deleted_at after its own lock.
-    answer = rt.db.unit_of_work(lambda uow: _delete_locked(uow, principal, [file_id], rt.clock.now())[file_id],
-                                name="file.delete")
+    answer = rt.db.unit_of_work(
+        lambda uow: _delete_locked(uow, principal, [file_id], rt.clock.now())[file_id], name="file.delete"
+    )
     if answer == "forbidden":
         raise Forbidden("files:write")  # visible, not allowed: the scope the token lacks (D12)
     if answer in _REFUSALS:
@@ -131,8 +153,9 @@ def delete_files(rt: Runtime, principal: Principal, file_ids: Sequence[uuid.UUID
     """
     if not access.may_write(principal):
         raise Forbidden("files:write")
-    answers = rt.db.unit_of_work(lambda uow: _delete_locked(uow, principal, file_ids, rt.clock.now()),
-                                 name="file.batch_delete")
+    answers = rt.db.unit_of_work(
+        lambda uow: _delete_locked(uow, principal, file_ids, rt.clock.now()), name="file.batch_delete"
+    )
     results = [DeleteResult(file_id, *_STATUS[answers[file_id]]) for file_id in file_ids]
     deleted = sum(1 for answer in answers.values() if answer == "delete")
     log_event(log, "info", "files.batch_deleted", "files deleted in a batch", files=deleted, ids=len(answers))
@@ -141,8 +164,10 @@ def delete_files(rt: Runtime, principal: Principal, file_ids: Sequence[uuid.UUID
 
 # The answer of one id in a batch, as deleteFile's status and reason (forbidden cannot occur: checked first).
 _STATUS: dict[str, tuple[int, str | None]] = {
-    "delete": (204, None), "not_found": (404, "not_found"),
-    "file_attached": (409, "file_attached"), "purpose_not_deletable": (409, "purpose_not_deletable"),
+    "delete": (204, None),
+    "not_found": (404, "not_found"),
+    "file_attached": (409, "file_attached"),
+    "purpose_not_deletable": (409, "purpose_not_deletable"),
 }
 
 

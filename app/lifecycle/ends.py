@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from app.db import file_keys as file_keys_sql
 from app.db import keeps as keeps_sql
@@ -74,9 +75,14 @@ class HoldAccounting(EndSubscriber):
         lost = keeps_sql.held_among(uow.conn, event.file_ids)
         if lost:
             uow.after_commit(lambda: metrics.HOLD_FILES_LOST.inc(len(lost)))
-            log_event(log, "warning", "hold.too_late", "a legal hold was placed after the removal of some of its "
-                      "files had begun; their bytes could not be kept (their rows and receipts say so)",
-                      files=len(lost))
+            log_event(
+                log,
+                "warning",
+                "hold.too_late",
+                "a legal hold was placed after the removal of some of its "
+                "files had begun; their bytes could not be kept (their rows and receipts say so)",
+                files=len(lost),
+            )
 
 
 class Journal(EndSubscriber):
@@ -91,8 +97,11 @@ class Journal(EndSubscriber):
         # The mark's own statement wrote the entry (journals_marks); the process's writer takes it up.
         if event.journal_entry is not None:
             installation, entry_id = event.journal_entry
-            journal.taken_up(uow, installation, [Entry(FILE_MARKED, event.at, files=tuple(event.file_ids),
-                                                       via=event.via, id=entry_id)])
+            journal.taken_up(
+                uow,
+                installation,
+                [Entry(FILE_MARKED, event.at, files=tuple(event.file_ids), via=event.via, id=entry_id)],
+            )
 
     def objects_gone(self, uow: UnitOfWork, event: ObjectsGone) -> None:
         journal.record(uow, self.cfg, [Entry(OBJECTS_GONE, event.at, files=tuple(event.file_ids))])

@@ -15,31 +15,31 @@ import logging
 import uuid
 from typing import TYPE_CHECKING
 
-from app.domain.access import Principal
 from app.db import erasures as sql
-from app.db.erasures import ErasedFile, ErasureRow
-from app.db.receipts import ReceiptRow
-from app.db.uow import UnitOfWork
 from app.db import holds as holds_sql
 from app.db import keeps as keeps_sql
 from app.db import messages as messages_sql
 from app.db import receipts as receipts_sql
 from app.db import slots as slots_sql
-from app.db.slots import LOGO_HOLDER
+from app.db.erasures import ErasedFile, ErasureRow
 from app.db.files import lock_files
 from app.db.locks import exclusive
+from app.db.receipts import ReceiptRow
+from app.db.slots import LOGO_HOLDER
+from app.db.uow import UnitOfWork
 from app.domain import access
+from app.domain.access import Principal
 from app.domain.ends import Clearance, Scope
 from app.domain.keys import KeyError_
 from app.domain.objects import FileObjects
-from app.storage.base import MultipartRef
-from app.errors import Conflict, Forbidden, Invalid, NotFound
-from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
-from app.lifecycle.deletion import mark_deleted
-from app.lifecycle import journal, webhooks
-from app.lifecycle.purge import purge_files
 from app.domain.webhooks import ERASURE_COMPLETED
+from app.errors import Conflict, Forbidden, Invalid, NotFound
+from app.lifecycle import journal, webhooks
+from app.lifecycle.deletion import mark_deleted
+from app.lifecycle.purge import purge_files
+from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
 from app.platform.observability.logs import log_event
+from app.storage.base import MultipartRef
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
@@ -79,8 +79,7 @@ def request_erasure(rt: Runtime, principal: Principal | None, subject_id: uuid.U
         return row
 
     row = rt.db.unit_of_work(work, name="erasure.request")
-    log_event(log, "info", "erasure.requested", "erasure requested", erasure_id=str(row.id),
-              new=row.id == new_id)
+    log_event(log, "info", "erasure.requested", "erasure requested", erasure_id=str(row.id), new=row.id == new_id)
     return row
 
 
@@ -119,10 +118,18 @@ def erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
             # A hold placed while the erasure ran: stop before marking more. What went before it is gone, and
             # is confirmed and counted first: the counts are the proof, whatever interrupts the round.
             _confirm(rt, erasure_id, batch)
-            rt.db.unit_of_work(lambda uow: sql.finish(uow.conn, row.id, "failed", "subject_on_hold", rt.clock.now()),
-                               name="erasure.finish")
-            log_event(log, "warning", "erasure.failed", "a legal hold covers the subject; the erasure stops",
-                      erasure_id=str(row.id), reason="subject_on_hold")
+            rt.db.unit_of_work(
+                lambda uow: sql.finish(uow.conn, row.id, "failed", "subject_on_hold", rt.clock.now()),
+                name="erasure.finish",
+            )
+            log_event(
+                log,
+                "warning",
+                "erasure.failed",
+                "a legal hold covers the subject; the erasure stops",
+                erasure_id=str(row.id),
+                reason="subject_on_hold",
+            )
             return "failed"
         _mark(rt, erasure_id, subject, batch)
         _purge(rt, erasure_id, batch)
@@ -159,14 +166,14 @@ def _mark(rt: Runtime, erasure_id: uuid.UUID, subject: uuid.UUID, batch: int) ->
 
     after = uuid.UUID(int=0)
     while True:
+
         def files(uow: UnitOfWork) -> list[ErasedFile]:
             rows = sql.lock_files_of(uow.conn, subject, batch, after)
             if rows:
                 sql.record_files(uow.conn, erasure_id, rows)
                 ids = [r.id for r in rows]
                 messages_sql.detach_files(uow.conn, ids)
-                marked = mark_deleted(uow, [r.id for r in rows if r.deleted_at is None], rt.clock.now(),
-                                      via="erasure")
+                marked = mark_deleted(uow, [r.id for r in rows if r.deleted_at is None], rt.clock.now(), via="erasure")
                 sql.add_counts(uow.conn, erasure_id, files_marked=len(marked))
             return rows
 
@@ -207,10 +214,18 @@ def _uploads_left(rt: Runtime, cleared: Clearance, file_id: uuid.UUID, object_ke
     if object_key is None or not rt.store.supports_direct:
         return False
     left = rt.store.uploads_of(object_key)
-    rt.files.abort_uploads(cleared, {file_id: [MultipartRef(str(file_id), object_key, upload_id) for upload_id in left]})
+    rt.files.abort_uploads(
+        cleared, {file_id: [MultipartRef(str(file_id), object_key, upload_id) for upload_id in left]}
+    )
     if left:
-        log_event(log, "warning", "erasure.upload_remains", "a purged file's multipart upload was still listed; "
-                  "aborted again", file_id=str(file_id), uploads=len(left))
+        log_event(
+            log,
+            "warning",
+            "erasure.upload_remains",
+            "a purged file's multipart upload was still listed; aborted again",
+            file_id=str(file_id),
+            uploads=len(left),
+        )
     return bool(left)
 
 
@@ -219,15 +234,18 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
     while True:
         rows = rt.db.read(lambda conn: sql.unconfirmed_purged(conn, erasure_id, batch, after))
         # Their rows are gone; what a read finds left goes again as the one rule allows (a hold on the id).
-        cleared = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, [row.file_id for row in rows],
-                                                                     Scope.FILE, rt.clock.now()),
-                                     name="erasure.clear")
+        cleared = rt.db.unit_of_work(
+            lambda uow: keeps_sql.clearance(uow, [row.file_id for row in rows], Scope.FILE, rt.clock.now()),
+            name="erasure.clear",
+        )
         absent: dict[uuid.UUID, int] = {}
         for row in rows:
             try:
                 keys = _keys(rt, row.file_id, row.object_key, row.part_count)
             except KeyError_:
-                log_event(log, "error", "erasure.bad_key", "stored key refused; not confirmed", file_id=str(row.file_id))
+                log_event(
+                    log, "error", "erasure.bad_key", "stored key refused; not confirmed", file_id=str(row.file_id)
+                )
                 continue
             left = rt.maintenance.remains(keys)  # a read of the store, key by key (K1: outside any transaction)
             if not left and _uploads_left(rt, cleared, row.file_id, row.object_key):
@@ -241,15 +259,22 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
             else:
                 # The row went but the store still holds a key (a delete it acknowledged and did not do):
                 # delete it again; the next round reads again.
-                log_event(log, "warning", "erasure.key_remains", "a purged file's key is still in the store; "
-                          "deleting it again", file_id=str(row.file_id), keys=len(left))
+                log_event(
+                    log,
+                    "warning",
+                    "erasure.key_remains",
+                    "a purged file's key is still in the store; deleting it again",
+                    file_id=str(row.file_id),
+                    keys=len(left),
+                )
                 rt.files.remove_keys(cleared, {row.file_id: left})
 
         def record(uow: UnitOfWork) -> None:
             confirmed = sql.set_confirmed(uow.conn, erasure_id, absent, rt.clock.now())  # each file once
             receipts_sql.set_confirmed_absent(uow.conn, confirmed)
-            sql.add_counts(uow.conn, erasure_id, files_purged=len(confirmed),
-                           keys_confirmed_absent=sum(confirmed.values()))
+            sql.add_counts(
+                uow.conn, erasure_id, files_purged=len(confirmed), keys_confirmed_absent=sum(confirmed.values())
+            )
 
         if absent:
             rt.db.unit_of_work(record, name="erasure.confirm")
@@ -262,6 +287,7 @@ def _finish(rt: Runtime, row: ErasureRow, subject: uuid.UUID) -> str:
     left = rt.db.read(lambda conn: sql.remaining(conn, subject, row.id))
     now = rt.clock.now()
     if not any(left.as_counts().values()):
+
         def complete(uow: UnitOfWork) -> None:
             sql.finish(uow.conn, row.id, "complete", None, now)
             holds_sql.forget_subject(uow.conn, subject, now)  # released holds stop naming the person
@@ -271,21 +297,39 @@ def _finish(rt: Runtime, row: ErasureRow, subject: uuid.UUID) -> str:
             done = sql.erasure(uow.conn, row.id)
             assert done is not None  # this transaction just finished it
             # After the confirming read, with the completion: counts and file ids, never the subject.
-            webhooks.record_event(uow, rt.cfg, ERASURE_COMPLETED, {
-                "erasure_id": str(row.id), "files_marked": done.files_marked, "files_purged": done.files_purged,
-                "keys_confirmed_absent": done.keys_confirmed_absent, "messages_removed": done.messages_removed,
-                "drafts_removed": done.drafts_removed,
-                "file_ids": [str(file_id) for file_id in sql.file_ids_of(uow.conn, row.id)]}, now)
+            webhooks.record_event(
+                uow,
+                rt.cfg,
+                ERASURE_COMPLETED,
+                {
+                    "erasure_id": str(row.id),
+                    "files_marked": done.files_marked,
+                    "files_purged": done.files_purged,
+                    "keys_confirmed_absent": done.keys_confirmed_absent,
+                    "messages_removed": done.messages_removed,
+                    "drafts_removed": done.drafts_removed,
+                    "file_ids": [str(file_id) for file_id in sql.file_ids_of(uow.conn, row.id)],
+                },
+                now,
+            )
 
         rt.db.unit_of_work(complete, name="erasure.finish")
         log_event(log, "info", "erasure.complete", "erasure complete", erasure_id=str(row.id))
         return "complete"
     if now - row.created_at > rt.cfg.privacy.object_delete_delay:
-        rt.db.unit_of_work(lambda uow: sql.finish(uow.conn, row.id, "failed", "not_done_within_delay", now),
-                           name="erasure.finish")
-        log_event(log, "warning", "erasure.failed", "erasure not complete within privacy.object_delete_delay",
-                  erasure_id=str(row.id), **left.as_counts())
+        rt.db.unit_of_work(
+            lambda uow: sql.finish(uow.conn, row.id, "failed", "not_done_within_delay", now), name="erasure.finish"
+        )
+        log_event(
+            log,
+            "warning",
+            "erasure.failed",
+            "erasure not complete within privacy.object_delete_delay",
+            erasure_id=str(row.id),
+            **left.as_counts(),
+        )
         return "failed"
-    log_event(log, "info", "erasure.pending", "erasure round done; more to do", erasure_id=str(row.id),
-              **left.as_counts())
+    log_event(
+        log, "info", "erasure.pending", "erasure round done; more to do", erasure_id=str(row.id), **left.as_counts()
+    )
     return "running"

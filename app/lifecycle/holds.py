@@ -22,9 +22,10 @@ from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.access import Principal
 from app.domain.holds import valid_case_ref
-from app.errors import Forbidden, Invalid, NotFound
-from app.domain.journal import HOLD_PLACED as JOURNAL_HOLD_PLACED, HOLD_RELEASED as JOURNAL_HOLD_RELEASED
+from app.domain.journal import HOLD_PLACED as JOURNAL_HOLD_PLACED
+from app.domain.journal import HOLD_RELEASED as JOURNAL_HOLD_RELEASED
 from app.domain.webhooks import HOLD_PLACED, HOLD_RELEASED
+from app.errors import Forbidden, Invalid, NotFound
 from app.lifecycle import journal, webhooks
 from app.platform.jobs import enqueue_purge
 from app.platform.observability.logs import log_event
@@ -40,8 +41,13 @@ def _manager(principal: Principal | None) -> None:
         raise Forbidden("manage")
 
 
-def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_id: uuid.UUID | None = None,
-               file_id: uuid.UUID | None = None) -> Any:
+def place_hold(
+    rt: Runtime,
+    principal: Principal | None,
+    case_ref: str,
+    subject_id: uuid.UUID | None = None,
+    file_id: uuid.UUID | None = None,
+) -> Any:
     """Place a hold on a subject (every file they uploaded, now and later) or on one file (`manage`; principal
     None: an operator's command).
 
@@ -52,8 +58,9 @@ def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_
     """
     _manager(principal)
     if not valid_case_ref(case_ref, rt.cfg.holds.case_ref_pattern):
-        raise Invalid("case_ref_invalid", "A case reference is an opaque ticket number (holds.case_ref_pattern), "
-                                          "never a name.")
+        raise Invalid(
+            "case_ref_invalid", "A case reference is an opaque ticket number (holds.case_ref_pattern), never a name."
+        )
     if (subject_id is None) == (file_id is None):
         raise Invalid("hold_target")
     hold_id = uuid.uuid4()
@@ -70,21 +77,38 @@ def place_hold(rt: Runtime, principal: Principal | None, case_ref: str, subject_
         return row
 
     row = rt.db.unit_of_work(work, name="hold.place")
-    log_event(log, "info", "hold.placed", "legal hold placed", hold_id=str(row.id),
-              target="file" if file_id is not None else "subject", files_deferred=row.files_deferred,
-              files_lost=row.files_lost)
+    log_event(
+        log,
+        "info",
+        "hold.placed",
+        "legal hold placed",
+        hold_id=str(row.id),
+        target="file" if file_id is not None else "subject",
+        files_deferred=row.files_deferred,
+        files_lost=row.files_lost,
+    )
     if row.files_lost:
-        log_event(log, "warning", "hold.too_late", "the removal of some files the hold covers had begun before it "
-                  "was placed; their bytes could not be kept", hold_id=str(row.id), files=row.files_lost)
+        log_event(
+            log,
+            "warning",
+            "hold.too_late",
+            "the removal of some files the hold covers had begun before it was placed; their bytes could not be kept",
+            hold_id=str(row.id),
+            files=row.files_lost,
+        )
     return row
 
 
 def _event_data(row: Any) -> dict[str, Any]:
     """A hold's webhook data: its id, the kind of target, a file id for a file hold, times and counts;
     never the subject and never the case reference."""
-    data: dict[str, Any] = {"hold_id": str(row.id), "target": "file" if row.file_id else "subject",
-                            "placed_at": row.created_at.isoformat(), "files_deferred": row.files_deferred,
-                            "files_lost": row.files_lost}
+    data: dict[str, Any] = {
+        "hold_id": str(row.id),
+        "target": "file" if row.file_id else "subject",
+        "placed_at": row.created_at.isoformat(),
+        "files_deferred": row.files_deferred,
+        "files_lost": row.files_lost,
+    }
     if row.file_id:
         data["file_id"] = str(row.file_id)
     if row.released_at:
@@ -135,13 +159,21 @@ def release_hold(rt: Runtime, principal: Principal | None, hold_id: uuid.UUID) -
             if len(ids) < batch:
                 break
             after = ids[-1]
-        webhooks.record_event(uow, rt.cfg, HOLD_RELEASED, {**_event_data(row), "files_freed": freed},
-                              row.released_at or rt.clock.now())
+        webhooks.record_event(
+            uow, rt.cfg, HOLD_RELEASED, {**_event_data(row), "files_freed": freed}, row.released_at or rt.clock.now()
+        )
         journal.record_hold(uow, rt.cfg, JOURNAL_HOLD_RELEASED, hold_id, row.released_at or rt.clock.now())
         return row, freed
 
     row, freed = rt.db.unit_of_work(work, name="hold.release")
     if freed >= 0:
-        log_event(log, "info", "hold.released", "legal hold released; the files it alone held are sent to the purge",
-                  hold_id=str(row.id), files_deferred=row.files_deferred, files_freed=freed)
+        log_event(
+            log,
+            "info",
+            "hold.released",
+            "legal hold released; the files it alone held are sent to the purge",
+            hold_id=str(row.id),
+            files_deferred=row.files_deferred,
+            files_freed=freed,
+        )
     return row, max(freed, 0)

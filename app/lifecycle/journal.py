@@ -22,18 +22,33 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
 from app.db import journal as sql
 from app.db.conn import Conn
 from app.db.uow import UnitOfWork
-from app.domain.journal import (ERASURE_COMPLETED, GUARD_DETAIL, Entry, GuardState, SegmentDamaged, digest, entry_of,
-                                escrow_binding, escrow_key, read_spool, render_segment, render_spool, segment_key,
-                                spool_key, subject_hash)
+from app.domain.journal import (
+    ERASURE_COMPLETED,
+    GUARD_DETAIL,
+    Entry,
+    GuardState,
+    SegmentDamaged,
+    digest,
+    entry_of,
+    escrow_binding,
+    escrow_key,
+    read_spool,
+    render_segment,
+    render_spool,
+    segment_key,
+    spool_key,
+    subject_hash,
+)
 from app.errors import NotFound, RestorePending, StorageError
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -56,6 +71,7 @@ _SERVING: contextvars.ContextVar[RestoreGuard | None] = contextvars.ContextVar("
 
 # -- writing entries with their change ------------------------------------------------------------------------
 
+
 def _hash_key(conn: Conn, cfg: Config) -> str:
     return cfg.journal.hash_key or sql.state(conn).hash_key
 
@@ -77,22 +93,43 @@ def taken_up(uow: UnitOfWork, installation: uuid.UUID, entries: Sequence[Entry])
 def record_erasure(uow: UnitOfWork, cfg: Config, erasure_id: uuid.UUID, subject_id: uuid.UUID, at: datetime) -> None:
     """An erasure completed: the person appears as a keyed hash, never by id."""
     if cfg.journal.enabled:
-        record(uow, cfg, [Entry(ERASURE_COMPLETED, at, erasure=erasure_id,
-                                subject=subject_hash(_hash_key(uow.conn, cfg), subject_id))])
+        record(
+            uow,
+            cfg,
+            [
+                Entry(
+                    ERASURE_COMPLETED,
+                    at,
+                    erasure=erasure_id,
+                    subject=subject_hash(_hash_key(uow.conn, cfg), subject_id),
+                )
+            ],
+        )
 
 
-def record_hold(uow: UnitOfWork, cfg: Config, kind: str, hold_id: uuid.UUID, at: datetime,
-                subject_id: uuid.UUID | None = None, file_id: uuid.UUID | None = None,
-                case_ref: str | None = None) -> None:
+def record_hold(
+    uow: UnitOfWork,
+    cfg: Config,
+    kind: str,
+    hold_id: uuid.UUID,
+    at: datetime,
+    subject_id: uuid.UUID | None = None,
+    file_id: uuid.UUID | None = None,
+    case_ref: str | None = None,
+) -> None:
     """A legal hold placed or released (its target: a file id, or a person's keyed hash)."""
     if not cfg.journal.enabled:
         return
     subject = subject_hash(_hash_key(uow.conn, cfg), subject_id) if subject_id is not None else None
-    record(uow, cfg, [Entry(kind, at, files=(file_id,) if file_id else (), hold=hold_id, subject=subject,
-                            case_ref=case_ref)])
+    record(
+        uow,
+        cfg,
+        [Entry(kind, at, files=(file_id,) if file_id else (), hold=hold_id, subject=subject, case_ref=case_ref)],
+    )
 
 
 # -- the writer of a process -----------------------------------------------------------------------------------
+
 
 class JournalWriter:
     """Writes the entries a process committed to the journal right after the commit.
@@ -175,15 +212,30 @@ class JournalWriter:
             self.flush_now(drain=False)
             return True
         except psycopg.Error as exc:
-            log_event(log, "warning", "journal.database_unavailable", "journal entries cannot be numbered: the "
-                      "database does not answer; they go to the journal's spool", error=type(exc).__name__)
+            log_event(
+                log,
+                "warning",
+                "journal.database_unavailable",
+                "journal entries cannot be numbered: the database does not answer; they go to the journal's spool",
+                error=type(exc).__name__,
+            )
             self._spool()
         except StorageError as exc:
-            log_event(log, "warning", "journal.store_unavailable", "journal entries cannot be written: the store "
-                      "does not answer; they wait in the database", error=type(exc).__name__)
-        except Exception as exc:  # noqa: BLE001 - the thread must live on; entries wait in the database
-            log_event(log, "error", "journal.write_failed", "writing the journal failed; it is tried again",
-                      error=type(exc).__name__)
+            log_event(
+                log,
+                "warning",
+                "journal.store_unavailable",
+                "journal entries cannot be written: the store does not answer; they wait in the database",
+                error=type(exc).__name__,
+            )
+        except Exception as exc:
+            log_event(
+                log,
+                "error",
+                "journal.write_failed",
+                "writing the journal failed; it is tried again",
+                error=type(exc).__name__,
+            )
         return False
 
     # -- writing --
@@ -258,7 +310,7 @@ class JournalWriter:
                 self._seen = claimed.last
                 written += len(entries)
                 metrics.JOURNAL_ENTRIES.inc(len(entries))
-                now = datetime.now(timezone.utc)
+                now = datetime.now(UTC)
                 for row in claimed.rows:
                     metrics.JOURNAL_LAG.observe(max((now - row.at).total_seconds(), 0.0))
                 with self._lock:
@@ -271,8 +323,14 @@ class JournalWriter:
     def _behind(self, claimed: sql.Claim, event: str) -> None:
         self.rt.db.unit_of_work(lambda uow: sql.release(uow.conn, claimed), name="journal.release")
         self._verified, self._checked_at = False, float("-inf")
-        log_event(log, "error", event, "the database is behind its deletion journal: it was restored from a backup; "
-                  "nothing more is written to the journal until it is applied again", position=claimed.position)
+        log_event(
+            log,
+            "error",
+            event,
+            "the database is behind its deletion journal: it was restored from a backup; "
+            "nothing more is written to the journal until it is applied again",
+            position=claimed.position,
+        )
 
     def _settle(self) -> None:
         """Forget entries another writer wrote; remove this process's spool objects whose entries are written."""
@@ -284,8 +342,9 @@ class JournalWriter:
                 for entry_id in done:
                     self._held.pop(entry_id, None)
         with self._lock:
-            settled = [(key, installation) for key, (installation, ids) in self._spools.items()
-                       if not ids & set(self._held)]
+            settled = [
+                (key, installation) for key, (installation, ids) in self._spools.items() if not ids & set(self._held)
+            ]
         for key, installation in settled:
             if not JournalSink(self.rt.store, installation).remove([key]):
                 with self._lock:
@@ -295,8 +354,11 @@ class JournalWriter:
         """Write the entries this process committed and cannot have numbered to the journal's spool (from memory:
         the database does not answer, or is not the one they were committed to)."""
         with self._lock:
-            waiting = [(installation, entry) for entry_id, (installation, entry) in self._held.items()
-                       if entry_id not in self._spooled]
+            waiting = [
+                (installation, entry)
+                for entry_id, (installation, entry) in self._held.items()
+                if entry_id not in self._spooled
+            ]
         by_installation: dict[uuid.UUID, list[Entry]] = {}
         for installation, entry in waiting:
             by_installation.setdefault(installation, []).append(entry)
@@ -305,16 +367,27 @@ class JournalWriter:
             try:
                 JournalSink(self.rt.store, installation).write(key, render_spool(entries))
             except StorageError as exc:
-                log_event(log, "error", "journal.spool_failed", "journal entries could not be written to the spool "
-                          "either; they are tried again", entries=len(entries), error=type(exc).__name__)
+                log_event(
+                    log,
+                    "error",
+                    "journal.spool_failed",
+                    "journal entries could not be written to the spool either; they are tried again",
+                    entries=len(entries),
+                    error=type(exc).__name__,
+                )
                 continue
             ids = {entry.id for entry in entries if entry.id is not None}
             with self._lock:
                 self._spools[key] = (installation, ids)
                 self._spooled |= ids
             metrics.JOURNAL_SPOOLED.inc(len(entries))
-            log_event(log, "warning", "journal.spooled", "journal entries written to the spool, to be numbered once "
-                      "the database answers", entries=len(entries))
+            log_event(
+                log,
+                "warning",
+                "journal.spooled",
+                "journal entries written to the spool, to be numbered once the database answers",
+                entries=len(entries),
+            )
 
     def close(self, timeout: float = 5.0) -> None:
         """The last flush of a stopping process: write what waits (or spool it when the database does not answer),
@@ -330,9 +403,14 @@ class JournalWriter:
             self.flush_now()
         except psycopg.Error:
             self._spool()
-        except Exception as exc:  # noqa: BLE001 - stopping: what is left waits in the database for the leader
-            log_event(log, "warning", "journal.close_failed", "the last journal flush failed; the entries wait in the "
-                      "database", error=type(exc).__name__)
+        except Exception as exc:
+            log_event(
+                log,
+                "warning",
+                "journal.close_failed",
+                "the last journal flush failed; the entries wait in the database",
+                error=type(exc).__name__,
+            )
         with self._lock:
             left = len(self._held)
         log_event(log, "info", "journal.closed", "journal writer stopped", waiting=left)
@@ -365,8 +443,10 @@ def escrow_hash_key(rt: Runtime) -> None:
     except ValueError:
         return
     wrapped = rt.keyring.wrap(escrow_binding(st.installation_id), material)
-    sink.write(escrow_key(st.installation_id), json.dumps({"key_id": wrapped.key_id,
-                                                           "wrapped": base64.b64encode(wrapped.wrapped).decode()}))
+    sink.write(
+        escrow_key(st.installation_id),
+        json.dumps({"key_id": wrapped.key_id, "wrapped": base64.b64encode(wrapped.wrapped).decode()}),
+    )
 
 
 def escrowed_hash_key(rt: Runtime, installation_id: uuid.UUID) -> str | None:
@@ -408,12 +488,20 @@ def prune(rt: Runtime) -> int:
     st = rt.db.read(sql.state)
     cutoff = rt.clock.now() - rt.cfg.journal.retention
     sink = JournalSink(rt.store, st.installation_id)
-    old = [segment.key for segment, modified in sink.all_segments() if modified is not None and modified < cutoff
-           and (segment.last or segment.first) <= st.position and segment.first <= st.position]
+    old = [
+        segment.key
+        for segment, modified in sink.all_segments()
+        if modified is not None
+        and modified < cutoff
+        and (segment.last or segment.first) <= st.position
+        and segment.first <= st.position
+    ]
     if old:
         sink.remove(old)
-    while rt.db.unit_of_work(lambda uow: sql.prune_written(uow.conn, rt.clock.now() - KEEP_WRITTEN),
-                             name="journal.prune") >= 10_000:
+    while (
+        rt.db.unit_of_work(lambda uow: sql.prune_written(uow.conn, rt.clock.now() - KEEP_WRITTEN), name="journal.prune")
+        >= 10_000
+    ):
         pass
     return len(old)
 
@@ -431,6 +519,7 @@ def oldest_pending_age(rt: Runtime) -> float:
 
 
 # -- the restore guard -----------------------------------------------------------------------------------------
+
 
 def check(rt: Runtime, conn: Conn | None = None) -> GuardState:
     """Where the database stands against its journal: a read of the database, a listing of the journal past its
@@ -467,13 +556,15 @@ def check(rt: Runtime, conn: Conn | None = None) -> GuardState:
         unknown = len(set(spooled) - read(lambda db: sql.known_among(db, spooled))) if spooled else 0
     if listing.segments or unknown:
         now = read(sql.state)
-        beyond = [segment for segment in listing.segments if (segment.last or segment.first) > now.position
-                  and segment.first != now.writing_first]
+        beyond = [
+            segment
+            for segment in listing.segments
+            if (segment.last or segment.first) > now.position and segment.first != now.writing_first
+        ]
         head = max([now.position] + [segment.last or segment.first for segment in beyond])
         return GuardState(now.position, head, unknown_spooled=unknown, damaged=damage)
     adoptable: tuple[str, ...] = ()
-    if st.position == 0 and st.reconciled_at is None and st.adopted_from is None \
-            and read(sql.holds_files):
+    if st.position == 0 and st.reconciled_at is None and st.adopted_from is None and read(sql.holds_files):
         refused = {str(installation) for installation in st.foreign_installations}
         adoptable = tuple(sorted(sink.others() - refused))
     return GuardState(st.position, st.position, damaged=damage, adoptable=adoptable)
@@ -521,8 +612,9 @@ class RestoreGuard:
         if not self.rt.cfg.journal.enabled:
             return True
         try:
-            row = conn.execute("SELECT installation_id, position, pg_postmaster_start_time() FROM journal_state"
-                               ).fetchone()
+            row = conn.execute(
+                "SELECT installation_id, position, pg_postmaster_start_time() FROM journal_state"
+            ).fetchone()
         except psycopg.Error:
             row = None  # not migrated, or a restore still under way: nothing is served from it
         if row is None:
@@ -534,9 +626,14 @@ class RestoreGuard:
         with self._changing:
             changed = self._identity is not None and (identity != self._identity or position < self._seen)
             if changed:
-                log_event(log, "warning", "journal.database_changed", "the database is not the one this process "
-                          "last read (restarted, restored or replaced): the restore guard checks again before "
-                          "serving from it")
+                log_event(
+                    log,
+                    "warning",
+                    "journal.database_changed",
+                    "the database is not the one this process "
+                    "last read (restarted, restored or replaced): the restore guard checks again before "
+                    "serving from it",
+                )
                 if self._check(conn) is None:  # through this connection: the pool may have no other free
                     # It could not tell (a restore still under way, the store away): the database stays
                     # unknown, the next new connection asks again, and nothing is served through this one.
@@ -587,9 +684,14 @@ class RestoreGuard:
         self._checked = time.monotonic()
         try:
             state = check(self.rt, conn)
-        except Exception as exc:  # noqa: BLE001 - the store, the database, or anything else: keep the last answer
-            log_event(log, "warning", "journal.unreadable", "the journal or the database could not be read; the "
-                      "restore guard keeps its last answer", error=type(exc).__name__)
+        except Exception as exc:
+            log_event(
+                log,
+                "warning",
+                "journal.unreadable",
+                "the journal or the database could not be read; the restore guard keeps its last answer",
+                error=type(exc).__name__,
+            )
             return None
         before = self.state.reason if self.state is not None else None
         if state.reason != before and state.reason is not None:
@@ -599,8 +701,9 @@ class RestoreGuard:
                 if conn is not None:
                     sql.restore_seen(conn, self.rt.clock.now())  # one statement: autocommit is enough
                 else:
-                    self.rt.db.unit_of_work(lambda uow: sql.restore_seen(uow.conn, self.rt.clock.now()),
-                                            name="journal.restore_seen")
+                    self.rt.db.unit_of_work(
+                        lambda uow: sql.restore_seen(uow.conn, self.rt.clock.now()), name="journal.restore_seen"
+                    )
             except psycopg.Error:
                 pass
         self.state = state
@@ -611,17 +714,37 @@ class RestoreGuard:
     @staticmethod
     def _said(state: GuardState) -> None:
         if state.damaged is not None:
-            log_event(log, "error", "journal.damaged", "the deletion journal is damaged past the database's position; "
-                      "data requests wait until it is mended (docs/operations.md, 'A damaged journal')",
-                      where=state.damaged.where, line=state.damaged.line, what=state.damaged.what)
+            log_event(
+                log,
+                "error",
+                "journal.damaged",
+                "the deletion journal is damaged past the database's position; "
+                "data requests wait until it is mended (docs/operations.md, 'A damaged journal')",
+                where=state.damaged.where,
+                line=state.damaged.line,
+                what=state.damaged.what,
+            )
         elif state.adoptable:
-            log_event(log, "error", "journal.adoption_pending", "the database is older than its deletion journal and "
-                      "the store holds another installation's journal: data requests wait until it is adopted "
-                      "(lethe restore adopt) or refused (lethe restore foreign)", installations=list(state.adoptable))
+            log_event(
+                log,
+                "error",
+                "journal.adoption_pending",
+                "the database is older than its deletion journal and "
+                "the store holds another installation's journal: data requests wait until it is adopted "
+                "(lethe restore adopt) or refused (lethe restore foreign)",
+                installations=list(state.adoptable),
+            )
         elif state.behind:
-            log_event(log, "error", "journal.restore_detected", "the database is behind its deletion journal: it "
-                      "was restored from a backup; data requests wait until the journal is applied again",
-                      position=state.position, head=state.head, spooled=state.unknown_spooled)
+            log_event(
+                log,
+                "error",
+                "journal.restore_detected",
+                "the database is behind its deletion journal: it "
+                "was restored from a backup; data requests wait until the journal is applied again",
+                position=state.position,
+                head=state.head,
+                spooled=state.unknown_spooled,
+            )
 
 
 def status(rt: Runtime) -> dict[str, Any]:
@@ -630,16 +753,23 @@ def status(rt: Runtime) -> dict[str, Any]:
     state = check(rt)
     sink = JournalSink(rt.store, st.installation_id)
     others = sink.others()
-    return {"installation_id": str(st.installation_id), "position": state.position, "head": state.head,
-            "behind": state.behind, "reason": state.reason, "reconciled_to": st.reconciled_to,
-            "spooled_unknown": state.unknown_spooled,
-            "damaged": state.damaged.as_dict() if state.damaged else None,
-            "adoptable": list(state.adoptable),
-            "adopted_from": str(st.adopted_from) if st.adopted_from else None,
-            "restore_seen_at": st.restore_seen_at.isoformat() if st.restore_seen_at else None,
-            "reconciled_at": st.reconciled_at.isoformat() if st.reconciled_at else None,
-            "pending": pending(rt), "oldest_pending_s": round(oldest_pending_age(rt), 3),
-            "other_installations": len(others)}
+    return {
+        "installation_id": str(st.installation_id),
+        "position": state.position,
+        "head": state.head,
+        "behind": state.behind,
+        "reason": state.reason,
+        "reconciled_to": st.reconciled_to,
+        "spooled_unknown": state.unknown_spooled,
+        "damaged": state.damaged.as_dict() if state.damaged else None,
+        "adoptable": list(state.adoptable),
+        "adopted_from": str(st.adopted_from) if st.adopted_from else None,
+        "restore_seen_at": st.restore_seen_at.isoformat() if st.restore_seen_at else None,
+        "reconciled_at": st.reconciled_at.isoformat() if st.reconciled_at else None,
+        "pending": pending(rt),
+        "oldest_pending_s": round(oldest_pending_age(rt), 3),
+        "other_installations": len(others),
+    }
 
 
 def adopt(rt: Runtime, installation_id: uuid.UUID) -> uuid.UUID:
@@ -652,17 +782,45 @@ def adopt(rt: Runtime, installation_id: uuid.UUID) -> uuid.UUID:
     if str(installation_id) not in JournalSink(rt.store, uuid.UUID(int=0)).others():
         raise NotFound()
     before = rt.db.unit_of_work(lambda uow: sql.adopt(uow.conn, installation_id), name="journal.adopt")
-    log_event(log, "warning", "journal.adopted", "the database adopted the journal of an installation it was "
-              "restored from", installation=str(installation_id), was=str(before))
+    log_event(
+        log,
+        "warning",
+        "journal.adopted",
+        "the database adopted the journal of an installation it was restored from",
+        installation=str(installation_id),
+        was=str(before),
+    )
     return before
 
 
 def refuse(rt: Runtime, installation_id: uuid.UUID) -> None:
     """Say that another installation's journal in the store is not this database's (never adopted)."""
     rt.db.unit_of_work(lambda uow: sql.refuse(uow.conn, installation_id), name="journal.refuse")
-    log_event(log, "warning", "journal.refused", "another installation's journal is foreign to this database",
-              installation=str(installation_id))
+    log_event(
+        log,
+        "warning",
+        "journal.refused",
+        "another installation's journal is foreign to this database",
+        installation=str(installation_id),
+    )
 
 
-__all__ = ["JournalWriter", "RestoreGuard", "adopt", "check", "escrow_hash_key", "escrowed_hash_key", "flush", "oldest_pending_age", "pending", "prune", "record", "taken_up",
-           "record_erasure", "record_hold", "refuse", "settle_spool", "status"]
+__all__ = [
+    "JournalWriter",
+    "RestoreGuard",
+    "adopt",
+    "check",
+    "escrow_hash_key",
+    "escrowed_hash_key",
+    "flush",
+    "oldest_pending_age",
+    "pending",
+    "prune",
+    "record",
+    "taken_up",
+    "record_erasure",
+    "record_hold",
+    "refuse",
+    "settle_spool",
+    "status",
+]

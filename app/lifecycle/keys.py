@@ -10,14 +10,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from app.db import file_keys as file_keys_sql
 from app.db.file_keys import WrappedRow
 from app.db.uow import UnitOfWork
-from app.errors import KeyMismatch, KeyUnavailable, WrappedKeyCorrupt
 from app.domain.sealing import Wrapped
+from app.errors import KeyMismatch, KeyUnavailable, WrappedKeyCorrupt
 from app.platform.keys import Keyring
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -58,8 +59,13 @@ class KeyStatus:
     plaintext: int
 
     def as_dict(self) -> dict[str, object]:
-        return {"current": self.current, "files_by_key_id": self.by_key_id, "missing_key_ids": self.missing,
-                "sealed_without_key": self.destroyed, "plaintext": self.plaintext}
+        return {
+            "current": self.current,
+            "files_by_key_id": self.by_key_id,
+            "missing_key_ids": self.missing,
+            "sealed_without_key": self.destroyed,
+            "plaintext": self.plaintext,
+        }
 
 
 def status(rt: Runtime) -> KeyStatus:
@@ -68,9 +74,13 @@ def status(rt: Runtime) -> KeyStatus:
     ring = rt.keyring
     ordered = {key_id: counts.by_key_id.get(key_id, 0) for key_id in ring.ids}
     ordered.update({key_id: files for key_id, files in counts.by_key_id.items() if key_id not in ordered})
-    return KeyStatus(current=ring.current.id if ring.current else None, by_key_id=ordered,
-                     missing=missing_key_ids(list(counts.by_key_id), ring), destroyed=counts.destroyed,
-                     plaintext=counts.plaintext)
+    return KeyStatus(
+        current=ring.current.id if ring.current else None,
+        by_key_id=ordered,
+        missing=missing_key_ids(list(counts.by_key_id), ring),
+        destroyed=counts.destroyed,
+        plaintext=counts.plaintext,
+    )
 
 
 @dataclass
@@ -86,12 +96,19 @@ class RotationReport:
     duration_s: float = 0.0
 
     def as_dict(self) -> dict[str, object]:
-        return {"current": self.current, "rewrapped": self.rewrapped, "left_by_key_id": self.left,
-                "missing_key_ids": self.missing, "unusable": self.unusable, "duration_s": round(self.duration_s, 3)}
+        return {
+            "current": self.current,
+            "rewrapped": self.rewrapped,
+            "left_by_key_id": self.left,
+            "missing_key_ids": self.missing,
+            "unusable": self.unusable,
+            "duration_s": round(self.duration_s, 3),
+        }
 
 
-def rotate(rt: Runtime, batch_size: int = 1000, dry_run: bool = False,
-           on_batch: Callable[[int], None] | None = None) -> RotationReport:
+def rotate(
+    rt: Runtime, batch_size: int = 1000, dry_run: bool = False, on_batch: Callable[[int], None] | None = None
+) -> RotationReport:
     """Wrap every live data key again by the current keyring key, `batch_size` files a transaction. Run it again
     to resume: it takes up whatever is not under the current key yet.
 
@@ -119,7 +136,8 @@ def rotate(rt: Runtime, batch_size: int = 1000, dry_run: bool = False,
             after = uuid.UUID(int=0)
             while True:
                 seen, done, bad = rt.db.unit_of_work(
-                    lambda uow: _rewrap_batch(uow, ring, key_id, after, batch_size), name="keys.rotate")
+                    lambda uow: _rewrap_batch(uow, ring, key_id, after, batch_size), name="keys.rotate"
+                )
                 report.rewrapped += done
                 unusable.update(bad)
                 if on_batch is not None and done:
@@ -134,14 +152,24 @@ def rotate(rt: Runtime, batch_size: int = 1000, dry_run: bool = False,
         if left:
             report.left[key_id] = left
     report.duration_s = time.monotonic() - started
-    log_event(log, "info", "keys.rotated", "data keys wrapped again by the current keyring key", key_id=current,
-              rewrapped=report.rewrapped, left=sum(report.left.values()), missing_key_ids=report.missing,
-              unusable=report.unusable, duration_s=round(report.duration_s, 3))
+    log_event(
+        log,
+        "info",
+        "keys.rotated",
+        "data keys wrapped again by the current keyring key",
+        key_id=current,
+        rewrapped=report.rewrapped,
+        left=sum(report.left.values()),
+        missing_key_ids=report.missing,
+        unusable=report.unusable,
+        duration_s=round(report.duration_s, 3),
+    )
     return report
 
 
-def _rewrap_batch(uow: UnitOfWork, ring: Keyring, key_id: str, after: uuid.UUID,
-                  batch_size: int) -> tuple[list[uuid.UUID], int, list[uuid.UUID]]:
+def _rewrap_batch(
+    uow: UnitOfWork, ring: Keyring, key_id: str, after: uuid.UUID, batch_size: int
+) -> tuple[list[uuid.UUID], int, list[uuid.UUID]]:
     """One batch: lock the next rows of `key_id` after `after`, wrap their data keys again. Returns (the ids
     seen, how many were wrapped again, the ids whose wrapped key does not open: left as they are)."""
     rows = file_keys_sql.lock_wrapped_by(uow.conn, key_id, after, batch_size)

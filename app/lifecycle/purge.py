@@ -15,9 +15,10 @@ import logging
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import psycopg
 
@@ -105,13 +106,19 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
     failure: StorageError | None = None
     try:
         for start in range(0, len(planned), PURGE_CHUNK):
-            _remove_chunk(rt, planned[start:start + PURGE_CHUNK], done, report)
+            _remove_chunk(rt, planned[start : start + PURGE_CHUNK], done, report)
     except StorageError as exc:
         if isinstance(exc, ObjectFailed):
             raise  # a driver's delete_many returns refusals; raising one is a driver bug
         metrics.PURGE_ERRORS.inc()
-        log_event(log, "warning", "purge.storage_error", "purge met a store-wide error; it will retry",
-                  files=len(planned), error=exc)
+        log_event(
+            log,
+            "warning",
+            "purge.storage_error",
+            "purge met a store-wide error; it will retry",
+            files=len(planned),
+            error=exc,
+        )
         failure = exc
     metrics.PURGE_KEYS.inc(report.keys)
     report.results["objects"] += len(done.objects_only)
@@ -123,21 +130,33 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
         metrics.PURGED_FILES.labels(result).inc(count)
     duration = time.monotonic() - started
     metrics.PURGE_DURATION.observe(duration)
-    log_event(log, "info", "purge.done", "purge done", files=len(ids), key_count=report.keys,
-              rows_removed=report.results["row"], objects_only=report.results["objects"],
-              refused=report.results["refused"], held=report.results["held"], duration_s=round(duration, 4))
+    log_event(
+        log,
+        "info",
+        "purge.done",
+        "purge done",
+        files=len(ids),
+        key_count=report.keys,
+        rows_removed=report.results["row"],
+        objects_only=report.results["objects"],
+        refused=report.results["refused"],
+        held=report.results["held"],
+        duration_s=round(duration, 4),
+    )
     if failure is not None:
         raise failure
     return report
 
 
-def _remove_chunk(rt: Runtime, chunk: list[tuple[FileObjects, PurgeFacts, PurgeAction]], done: _Done,
-                  report: PurgeReport) -> None:
+def _remove_chunk(
+    rt: Runtime, chunk: list[tuple[FileObjects, PurgeFacts, PurgeAction]], done: _Done, report: PurgeReport
+) -> None:
     """Ask the rule for a chunk, right before its keys go (a committed clearance is the point of no return),
     then remove what it freed."""
     clearance = rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow, [objects.file_id for objects, _, _ in chunk], Scope.FILE,
-                                        rt.clock.now()), name="purge.clear")
+        lambda uow: keeps_sql.clearance(uow, [objects.file_id for objects, _, _ in chunk], Scope.FILE, rt.clock.now()),
+        name="purge.clear",
+    )
     for why in set(clearance.kept.values()):
         kept = [file_id for file_id, reason in clearance.kept.items() if reason is why]
         report.results[_KEPT_AS.get(why, "kept_live")] += len(kept)
@@ -170,8 +189,13 @@ def _settle_recorded(rt: Runtime, done: _Done, report: PurgeReport) -> None:
     report.results["row"] += removed
     for why, file_ids in kept.items():
         if why == "held":  # a hold placed since the chunk's clearance: its objects went, the row stays
-            log_event(log, "info", "purge.deferred", "a legal hold placed during the purge keeps the rows",
-                      files=len(file_ids))
+            log_event(
+                log,
+                "info",
+                "purge.deferred",
+                "a legal hold placed during the purge keeps the rows",
+                files=len(file_ids),
+            )
         else:
             for file_id in file_ids:
                 # D7: a deleted row that is still attached or in a slot is an internal error, and a row the
@@ -181,8 +205,9 @@ def _settle_recorded(rt: Runtime, done: _Done, report: PurgeReport) -> None:
     _log_refused(done.refused, overdue_ids)
 
 
-def _settle(uow: UnitOfWork, cfg: Config, done: _Done,
-            now: datetime) -> tuple[int, dict[str, list[uuid.UUID]], list[uuid.UUID]]:
+def _settle(
+    uow: UnitOfWork, cfg: Config, done: _Done, now: datetime
+) -> tuple[int, dict[str, list[uuid.UUID]], list[uuid.UUID]]:
     """Record what the store answered: the objects gone (an end event), the rows of the purged deleted files
     removed (each leaves a receipt: end events), the objects of the purged live files gone (the catch-up need
     not come back, D8 d), past failures of purged files forgotten, the refused ones recorded with their next
@@ -205,8 +230,9 @@ def _settle(uow: UnitOfWork, cfg: Config, done: _Done,
         attempts = previous.get(file_id, 0) + 1
         rows.append((file_id, attempts, code, next_attempt_at(attempts, now, base, cap)))
     recorded = failures_sql.record(uow.conn, rows, now)
-    newly_overdue = [row.file_id for row in recorded
-                     if row.warned_at is None and overdue(row.failing_since, now, delay)]
+    newly_overdue = [
+        row.file_id for row in recorded if row.warned_at is None and overdue(row.failing_since, now, delay)
+    ]
     if newly_overdue:
         failures_sql.set_warned(uow.conn, newly_overdue, now)
     return removed, kept, newly_overdue
@@ -216,16 +242,33 @@ def _log_refused(refused: dict[uuid.UUID, str], overdue_ids: list[uuid.UUID]) ->
     if not refused:
         return
     metrics.PURGE_REFUSED_FILES.inc(len(refused))
-    log_event(log, "warning", "purge.files_refused", "the store refused the objects of some files; they are retried later, the others went on",
-              files=len(refused), codes=sorted(set(refused.values())))
+    log_event(
+        log,
+        "warning",
+        "purge.files_refused",
+        "the store refused the objects of some files; they are retried later, the others went on",
+        files=len(refused),
+        codes=sorted(set(refused.values())),
+    )
     for file_id in overdue_ids:
         # The operator's cue: the store keeps refusing this file past the promised delay (D15: the id only).
-        log_event(log, "warning", "purge.file_overdue", "a deleted file's objects are still refused past privacy.object_delete_delay",
-                  file_id=str(file_id), error=refused[file_id])
+        log_event(
+            log,
+            "warning",
+            "purge.file_overdue",
+            "a deleted file's objects are still refused past privacy.object_delete_delay",
+            file_id=str(file_id),
+            error=refused[file_id],
+        )
 
 
-def _remove_rows(uow: UnitOfWork, row_ids: list[uuid.UUID], now: datetime, keys_deleted: dict[uuid.UUID, int],
-                 keys_locked: dict[uuid.UUID, int]) -> tuple[int, dict[str, list[uuid.UUID]]]:
+def _remove_rows(
+    uow: UnitOfWork,
+    row_ids: list[uuid.UUID],
+    now: datetime,
+    keys_deleted: dict[uuid.UUID, int],
+    keys_locked: dict[uuid.UUID, int],
+) -> tuple[int, dict[str, list[uuid.UUID]]]:
     """The re-check before a row goes (D7): under the rows' locks, the rule again. A row still attached or in a
     slot (an internal error), or covered by a hold placed since the chunk's clearance, stays."""
     files_sql.lock_files(uow.conn, row_ids)
@@ -245,8 +288,9 @@ def _remove_rows(uow: UnitOfWork, row_ids: list[uuid.UUID], now: datetime, keys_
     return len(removed), kept
 
 
-def _delete_isolated(uow: UnitOfWork, file_ids: list[uuid.UUID], keys_deleted: dict[uuid.UUID, int],
-                     keys_locked: dict[uuid.UUID, int]) -> tuple[list[RemovedRow], list[uuid.UUID]]:
+def _delete_isolated(
+    uow: UnitOfWork, file_ids: list[uuid.UUID], keys_deleted: dict[uuid.UUID, int], keys_locked: dict[uuid.UUID, int]
+) -> tuple[list[RemovedRow], list[uuid.UUID]]:
     """Delete the rows in one statement; when the database refuses it (a constraint: a row another table
     still references), once per row, each in a savepoint of its own, so one row never strands its batch (D7).
     Returns (the rows removed, the rows refused)."""

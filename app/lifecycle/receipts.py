@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
-from app.domain.access import Principal
 from app.db import receipts as sql
 from app.db.receipts import ReceiptRow
 from app.domain import access
+from app.domain.access import Principal
 from app.errors import Forbidden, NotFound
-
-from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from app.db import erasures as erasures_sql
 from app.db import files as files_sql
@@ -21,9 +22,22 @@ from app.db import messages as messages_sql
 from app.db.locks import exclusive
 from app.db.uow import UnitOfWork
 from app.domain.ends import Scope
-from app.domain.journal import (ERASURE_COMPLETED, FILE_KINDS, HOLD_PLACED, HOLD_RELEASED, OBJECTS_GONE, Damage,
-                                Entry, ReadSegment, Segment, SegmentDamaged, chain, read_segment, read_spool,
-                                subject_hash)
+from app.domain.journal import (
+    ERASURE_COMPLETED,
+    FILE_KINDS,
+    HOLD_PLACED,
+    HOLD_RELEASED,
+    OBJECTS_GONE,
+    Damage,
+    Entry,
+    ReadSegment,
+    Segment,
+    SegmentDamaged,
+    chain,
+    read_segment,
+    read_spool,
+    subject_hash,
+)
 from app.domain.objects import FileObjects
 from app.errors import Conflict, NotFound
 from app.lifecycle.audit import run_audit
@@ -74,8 +88,13 @@ class JournalDamaged(Exception):
         self.damage = damage
 
 
-def reconcile(rt: Runtime, dry_run: bool = False, after_entry: Callable[[Entry], None] | None = None,
-              batch_files: int = 1000, accept: Sequence[str] = ()) -> ReconcileReport:
+def reconcile(
+    rt: Runtime,
+    dry_run: bool = False,
+    after_entry: Callable[[Entry], None] | None = None,
+    batch_files: int = 1000,
+    accept: Sequence[str] = (),
+) -> ReconcileReport:
     """Apply every journal entry past the database's position again, and every spooled entry it does not know,
     through the one deletion function; then check store and rows both ways, and move the database to the
     journal's head. Idempotent and resumable. Every segment is verified before anything is applied.
@@ -103,11 +122,18 @@ def reconcile(rt: Runtime, dry_run: bool = False, after_entry: Callable[[Entry],
             read = _verified(sink, listing.segments, st, frozenset(accept))
             spooled = _spooled(rt, sink, listing.spooled)
         except SegmentDamaged as exc:
+            damage = exc.damage
             if not dry_run:
-                rt.db.unit_of_work(lambda uow: sql.set_damaged(uow.conn, exc.damage), name="journal.damaged")
-            log_event(log, "error", "journal.damaged", "the deletion journal is damaged past the database's "
-                      "position; nothing of it was applied", where=exc.damage.where, line=exc.damage.line,
-                      what=exc.damage.what)
+                rt.db.unit_of_work(lambda uow: sql.set_damaged(uow.conn, damage), name="journal.damaged")
+            log_event(
+                log,
+                "error",
+                "journal.damaged",
+                "the deletion journal is damaged past the database's position; nothing of it was applied",
+                where=damage.where,
+                line=damage.line,
+                what=damage.what,
+            )
             raise JournalDamaged(exc.damage) from None
         ahead = [item for item in read if item.last > st.position]
         head = max([st.position] + [item.last for item in ahead])
@@ -121,8 +147,9 @@ def reconcile(rt: Runtime, dry_run: bool = False, after_entry: Callable[[Entry],
         return _reconcile(rt, st, entries, spooled, head_digest, report, after_entry, batch_files)
 
 
-def _verified(sink: JournalSink, segments: Sequence[Segment], st: sql.JournalState,
-              accepted: frozenset[str]) -> list[ReadSegment]:
+def _verified(
+    sink: JournalSink, segments: Sequence[Segment], st: sql.JournalState, accepted: frozenset[str]
+) -> list[ReadSegment]:
     """Every segment past the position, read and verified, and their chain (no numbers missing, none replaced)."""
     read = []
     for segment in segments:
@@ -152,9 +179,16 @@ def _spooled(rt: Runtime, sink: JournalSink, keys: Sequence[str]) -> list[Entry]
     return sorted(unknown.values(), key=lambda entry: entry.at)
 
 
-def _reconcile(rt: Runtime, st: sql.JournalState, entries: list[Entry], spooled: list[Entry],
-               head_digest: str | None, report: ReconcileReport, after_entry: Callable[[Entry], None] | None,
-               batch_files: int) -> ReconcileReport:
+def _reconcile(
+    rt: Runtime,
+    st: sql.JournalState,
+    entries: list[Entry],
+    spooled: list[Entry],
+    head_digest: str | None,
+    report: ReconcileReport,
+    after_entry: Callable[[Entry], None] | None,
+    batch_files: int,
+) -> ReconcileReport:
     dry_run = report.dry_run
     everything = entries + spooled
     for entry in everything:
@@ -162,11 +196,20 @@ def _reconcile(rt: Runtime, st: sql.JournalState, entries: list[Entry], spooled:
     report.entries = len(entries)
     report.spooled = len(spooled)
     if dry_run:
-        report.files_marked = len({file_id for entry in everything if entry.kind in FILE_KINDS
-                                   for file_id in entry.files})
+        report.files_marked = len(
+            {file_id for entry in everything if entry.kind in FILE_KINDS for file_id in entry.files}
+        )
         return report
-    log_event(log, "warning", "journal.reconcile_started", "applying the deletion journal again after a restore",
-              entries=len(entries), spooled=len(spooled), position=st.position, head=report.head)
+    log_event(
+        log,
+        "warning",
+        "journal.reconcile_started",
+        "applying the deletion journal again after a restore",
+        entries=len(entries),
+        spooled=len(spooled),
+        position=st.position,
+        head=report.head,
+    )
     hashes: dict[str, list[uuid.UUID]] | None = None
     # A person is matched under every key the journal may have hashed them with: the configured one, and the one
     # the database made (an installation that set journal.hash_key later hashed earlier entries with that).
@@ -209,11 +252,17 @@ def _reconcile(rt: Runtime, st: sql.JournalState, entries: list[Entry], spooled:
         rt.db.unit_of_work(lambda uow: sql.adopt_entries(uow.conn, spooled), name="journal.adopt_spooled")
     report.objects_removed = _remove_left_objects(rt, sorted(ended))
     report.orphans_deleted = run_audit(rt, delete=True).orphans_deleted
-    rt.db.unit_of_work(lambda uow: sql.reconciled(uow.conn, report.head, head_digest, rt.clock.now()),
-                       name="journal.reconciled")
+    rt.db.unit_of_work(
+        lambda uow: sql.reconciled(uow.conn, report.head, head_digest, rt.clock.now()), name="journal.reconciled"
+    )
     metrics.RESTORE_PENDING.set(0)
-    log_event(log, "warning", "journal.reconciled", "the deletion journal was applied again; the database stands at "
-              "its head", **{k: v for k, v in report.as_dict().items() if isinstance(v, int)})
+    log_event(
+        log,
+        "warning",
+        "journal.reconciled",
+        "the deletion journal was applied again; the database stands at its head",
+        **{k: v for k, v in report.as_dict().items() if isinstance(v, int)},
+    )
     return report
 
 
@@ -257,8 +306,13 @@ def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report
             try:
                 erasure = request_erasure(rt, None, person)
             except Conflict:  # a hold covers the person again: the erasure waits for its release, as ever
-                log_event(log, "warning", "journal.erasure_held", "a journaled erasure waits: a legal hold covers "
-                          "the person", erasure_id=str(entry.erasure))
+                log_event(
+                    log,
+                    "warning",
+                    "journal.erasure_held",
+                    "a journaled erasure waits: a legal hold covers the person",
+                    erasure_id=str(entry.erasure),
+                )
                 continue
             _erase_now(rt, erasure.id, person)
             report.erasures += 1
@@ -299,7 +353,8 @@ def _erase_now(rt: Runtime, erasure_id: uuid.UUID, person: uuid.UUID) -> None:
     """
     for _ in range(5):
         if erase_round(rt, erasure_id) != "running" or not rt.db.read(
-                lambda conn: erasures_sql.servable_left(conn, person)):
+            lambda conn: erasures_sql.servable_left(conn, person)
+        ):
             return
     raise ErasureNotApplied(f"a replayed erasure ({erasure_id}) left rows of the person after 5 rounds")
 
@@ -313,7 +368,7 @@ def _remove_left_objects(rt: Runtime, file_ids: list[uuid.UUID]) -> int:
     (a restored store, a replica that came back) lose them now, through the one rule."""
     removed = 0
     for start in range(0, len(file_ids), 500):
-        chunk = file_ids[start:start + 500]
+        chunk = file_ids[start : start + 500]
         rows = {row.id for row in rt.db.read(lambda conn: files_sql.files_by_ids(conn, chunk))}
         gone = [file_id for file_id in chunk if file_id not in rows]
         keys = {file_id: rt.files.keys_of(FileObjects.of_gone_row(file_id), with_tail=True) for file_id in gone}
@@ -322,10 +377,9 @@ def _remove_left_objects(rt: Runtime, file_ids: list[uuid.UUID]) -> int:
         doomed = {file_id: file_keys for file_id, file_keys in doomed.items() if file_keys}
         if not doomed:
             continue
-        clearance = rt.db.unit_of_work(lambda uow: keeps_sql.clearance(uow, sorted(doomed), Scope.FILE,
-                                                                       rt.clock.now()), name="journal.clear")
+        clearance = rt.db.unit_of_work(
+            lambda uow: keeps_sql.clearance(uow, sorted(doomed), Scope.FILE, rt.clock.now()), name="journal.clear"
+        )
         failures = rt.files.remove_keys(clearance, doomed)
         removed += sum(len(file_keys) for file_id, file_keys in doomed.items() if file_id in clearance) - len(failures)
     return removed
-
-

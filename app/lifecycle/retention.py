@@ -13,28 +13,28 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import psycopg
 
-from app.platform.observability import metrics
 from app.db import files as files_sql
-from app.db.files import FileRow
 from app.db import messages as messages_sql
 from app.db import retention as sql
 from app.db.cleanup import lock_skip_locked
-from app.db.uow import UnitOfWork
+from app.db.files import FileRow
 from app.db.locks import exclusive
-from app.domain.retention import Policy, RetentionFacts, delete_due, gate_open, retire_due
+from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.access import Principal
+from app.domain.retention import Policy, RetentionFacts, delete_due, gate_open, retire_due
 from app.errors import Conflict, Forbidden, NotFound
 from app.lifecycle.batches import CandidateStep, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
+from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
-
-from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
@@ -60,8 +60,9 @@ class PolicyReport:
 
 
 def _steps(rt: Runtime, policy: Policy, now: datetime) -> list[CandidateStep]:
-    def decider(rule: Callable[[RetentionFacts, Policy, datetime], bool]
-                ) -> Callable[[psycopg.Connection, list[uuid.UUID]], list[uuid.UUID]]:
+    def decider(
+        rule: Callable[[RetentionFacts, Policy, datetime], bool],
+    ) -> Callable[[psycopg.Connection, list[uuid.UUID]], list[uuid.UUID]]:
         def decide(conn: psycopg.Connection, ids: list[uuid.UUID]) -> list[uuid.UUID]:
             return [row.id for row in sql.retention_facts(conn, ids) if row.id and rule(row, policy, now)]
 
@@ -85,16 +86,28 @@ def _steps(rt: Runtime, policy: Policy, now: datetime) -> list[CandidateStep]:
 
     name = f"retention.{policy.name}"
     return [
-        CandidateStep("retire", "retired",
-                      [lambda conn, cursor, limit: sql.retire_candidates(conn, policy.purpose, now - policy.max_age,
-                                                                         policy.include_attached, cursor, limit)],
-                      decide_retire, isolated(rt.db, name, retire, event="retention.candidate_failed",
-                                              policy=policy.name)),
-        CandidateStep("delete", "deleted",
-                      [lambda conn, cursor, limit: sql.retired_candidates(conn, policy.purpose, now - policy.grace,
-                                                                          cursor, limit)],
-                      decide_delete, isolated(rt.db, name, delete, event="retention.candidate_failed",
-                                              policy=policy.name)),
+        CandidateStep(
+            "retire",
+            "retired",
+            [
+                lambda conn, cursor, limit: sql.retire_candidates(
+                    conn, policy.purpose, now - policy.max_age, policy.include_attached, cursor, limit
+                )
+            ],
+            decide_retire,
+            isolated(rt.db, name, retire, event="retention.candidate_failed", policy=policy.name),
+        ),
+        CandidateStep(
+            "delete",
+            "deleted",
+            [
+                lambda conn, cursor, limit: sql.retired_candidates(
+                    conn, policy.purpose, now - policy.grace, cursor, limit
+                )
+            ],
+            decide_delete,
+            isolated(rt.db, name, delete, event="retention.candidate_failed", policy=policy.name),
+        ),
     ]
 
 
@@ -130,8 +143,14 @@ def _run_policy_alone(rt: Runtime, policy: Policy, dry_run: bool, force: bool) -
         report.skipped_reason = "min_interval"
         if not dry_run:
             metrics.RETENTION_SKIPPED.labels(policy.name).inc()
-        log_event(log, "info", "retention.skipped", "retention run skipped: within min_interval of the last run",
-                  policy=policy.name, dry_run=dry_run)
+        log_event(
+            log,
+            "info",
+            "retention.skipped",
+            "retention run skipped: within min_interval of the last run",
+            policy=policy.name,
+            dry_run=dry_run,
+        )
         return report
     for step in _steps(rt, policy, now):
         step_report = StepReport(step.letter, step.name)
@@ -141,8 +160,15 @@ def _run_policy_alone(rt: Runtime, policy: Policy, dry_run: bool, force: bool) -
         except psycopg.Error as exc:
             step_report.error = report.error = type(exc).__name__
             report.first_error = exc
-            log_event(log, "warning", "retention.step_failed", "retention step ended early; the run is not "
-                      "recorded and runs again", policy=policy.name, step=step.letter, error=type(exc).__name__)
+            log_event(
+                log,
+                "warning",
+                "retention.step_failed",
+                "retention step ended early; the run is not recorded and runs again",
+                policy=policy.name,
+                step=step.letter,
+                error=type(exc).__name__,
+            )
         step_report.duration_s = round(time.monotonic() - started, 4)
         report.steps.append(step_report)
         if not dry_run:
@@ -153,9 +179,18 @@ def _run_policy_alone(rt: Runtime, policy: Policy, dry_run: bool, force: bool) -
         # Only a finished run counts for the gate (D19).
         rt.db.unit_of_work(lambda uow: sql.record_run(uow.conn, policy.run_name, now), name="retention.record")
         metrics.RETENTION_LAST_RUN.labels(policy.name).set(now.timestamp())
-    log_event(log, "info", "retention.ran", "retention policy ran", policy=policy.name, dry_run=dry_run,
-              retired=report.count("retired"), deleted=report.count("deleted"),
-              failed=sum(s.failed for s in report.steps), error=report.error)
+    log_event(
+        log,
+        "info",
+        "retention.ran",
+        "retention policy ran",
+        policy=policy.name,
+        dry_run=dry_run,
+        retired=report.count("retired"),
+        deleted=report.count("deleted"),
+        failed=sum(s.failed for s in report.steps),
+        error=report.error,
+    )
     return report
 
 

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
-from app.platform.observability import metrics
 from app.db import retention as runs_sql
+from app.db.locks import exclusive
 from app.domain.retention import UnmanagedPrefix, sweepable
 from app.errors import NotFound
-from app.db.locks import exclusive
 from app.lifecycle.waves import delete_in_waves
+from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
@@ -58,8 +59,9 @@ def prefix_named(rt: Runtime, prefix: str) -> UnmanagedPrefix:
     raise NotFound("no unmanaged prefix of that name")
 
 
-def run_sweep(rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool = False,
-              progress: Callable[[int], None] | None = None) -> SweepReport:
+def run_sweep(
+    rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool = False, progress: Callable[[int], None] | None = None
+) -> SweepReport:
     """Sweep one unmanaged prefix now, unless another runner sweeps it (D19: then the report says `busy`);
     `progress` is called with the objects listed so far, every 1,000.
 
@@ -73,8 +75,9 @@ def run_sweep(rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool = False,
         return _sweep_alone(rt, unmanaged, dry_run, progress)
 
 
-def _sweep_alone(rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool,
-                 progress: Callable[[int], None] | None) -> SweepReport:
+def _sweep_alone(
+    rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool, progress: Callable[[int], None] | None
+) -> SweepReport:
     started_at = rt.clock.now()
     started = time.monotonic()
     report = SweepReport(prefix=unmanaged.prefix, dry_run=dry_run, created_before=unmanaged.created_before(started_at))
@@ -97,13 +100,26 @@ def _sweep_alone(rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool,
         waves = delete_in_waves(rt.files.remove_unmanaged, doomed(), rt.cfg.storage.sweep_concurrency)
         report.deleted, report.failed, report.batches = waves.deleted, waves.failed, waves.batches
         report.directories = rt.maintenance.prune_dirs(unmanaged.prefix)
-        rt.db.unit_of_work(lambda uow: runs_sql.record_run(uow.conn, unmanaged.run_name, started_at),
-                           name="sweep.record")
+        rt.db.unit_of_work(
+            lambda uow: runs_sql.record_run(uow.conn, unmanaged.run_name, started_at), name="sweep.record"
+        )
         for outcome in ("deleted", "failed", "newer", "invalid"):
             metrics.SWEEP_OBJECTS.labels(unmanaged.prefix, outcome).inc(getattr(report, outcome))
         metrics.SWEEP_LAST_RUN.labels(unmanaged.prefix).set(started_at.timestamp())
     report.duration_s = round(time.monotonic() - started, 4)
-    log_event(log, "info", "sweep.ran", "unmanaged prefix swept", prefix=unmanaged.prefix, dry_run=dry_run,
-              listed=report.listed, deleted=report.deleted, newer=report.newer, invalid=report.invalid,
-              failed=report.failed, batches=report.batches, duration_s=report.duration_s)
+    log_event(
+        log,
+        "info",
+        "sweep.ran",
+        "unmanaged prefix swept",
+        prefix=unmanaged.prefix,
+        dry_run=dry_run,
+        listed=report.listed,
+        deleted=report.deleted,
+        newer=report.newer,
+        invalid=report.invalid,
+        failed=report.failed,
+        batches=report.batches,
+        duration_s=report.duration_s,
+    )
     return report

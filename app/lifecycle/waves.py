@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence, TypeVar
+from typing import TypeVar
 
 from app.storage.base import DeleteFailure
 
@@ -22,8 +23,12 @@ class WaveReport:
     batches: int = 0
 
 
-def delete_in_waves(delete: Callable[[Sequence[T]], list[DeleteFailure]], keys: Iterable[T], concurrency: int,
-                    batch_keys: int = BATCH_KEYS) -> WaveReport:
+def delete_in_waves(
+    delete: Callable[[Sequence[T]], list[DeleteFailure]],
+    keys: Iterable[T],
+    concurrency: int,
+    batch_keys: int = BATCH_KEYS,
+) -> WaveReport:
     """Delete `keys` (consumed lazily: keys, or keys with what their removal needs) in batches of at most
     batch_keys, at most `concurrency` in flight, each through `delete` (a removal of the file facade).
 
@@ -46,6 +51,7 @@ def delete_in_waves(delete: Callable[[Sequence[T]], list[DeleteFailure]], keys: 
         return len(batch), delete(batch)
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="lethe-wave") as pool:
+
         def submit(batch: list[T]) -> None:
             nonlocal in_flight
             if len(in_flight) >= concurrency:  # the width bound: wait for one batch before the next

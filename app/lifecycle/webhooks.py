@@ -20,15 +20,15 @@ import threading
 import time
 import urllib.request
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from app.db import webhooks as sql
 from app.db.uow import UnitOfWork
-from app.domain.webhooks import (FILE_PURGED, Endpoint, body_of, headers_of, message_id, next_attempt_at,
-                                 outcome_of)
+from app.domain.webhooks import FILE_PURGED, Endpoint, body_of, headers_of, message_id, next_attempt_at, outcome_of
 from app.platform.jobs import WEBHOOK_ACTOR, WEBHOOK_QUEUE
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -58,15 +58,17 @@ def _enqueue(uow: UnitOfWork, deliveries: Sequence[tuple[uuid.UUID, str]]) -> No
         by_endpoint.setdefault(endpoint, []).append(delivery_id)
     for ids in by_endpoint.values():
         for start in range(0, len(ids), JOB_IDS):
-            uow.enqueue(WEBHOOK_QUEUE, WEBHOOK_ACTOR,
-                        [str(delivery_id) for delivery_id in ids[start:start + JOB_IDS]])
+            uow.enqueue(
+                WEBHOOK_QUEUE, WEBHOOK_ACTOR, [str(delivery_id) for delivery_id in ids[start : start + JOB_IDS]]
+            )
 
 
 def record_event(uow: UnitOfWork, cfg: Config, event_type: str, data: Mapping[str, Any], occurred_at: datetime) -> None:
     """A message to every endpoint that takes `event_type`, sent after this unit of work commits."""
     endpoints = _subscribed(cfg, event_type)
-    _enqueue(uow, sql.insert(uow.conn, [(name, event_type, dict(data), occurred_at) for name in endpoints],
-                             uow.clock.now()))
+    _enqueue(
+        uow, sql.insert(uow.conn, [(name, event_type, dict(data), occurred_at) for name in endpoints], uow.clock.now())
+    )
 
 
 def record_file_purged(uow: UnitOfWork, cfg: Config, file_ids: Sequence[uuid.UUID], now: datetime) -> None:
@@ -105,11 +107,18 @@ def deliver(rt: Runtime, delivery_ids: Sequence[uuid.UUID]) -> DeliveryReport:
     return report
 
 
-def _attempt(rt: Runtime, row: Any, endpoint: Endpoint | None, disabled: dict[str, str],
-             down: dict[str, tuple[int | None, str | None]], now: datetime) -> str:
+def _attempt(
+    rt: Runtime,
+    row: Any,
+    endpoint: Endpoint | None,
+    disabled: dict[str, str],
+    down: dict[str, tuple[int | None, str | None]],
+    now: datetime,
+) -> str:
     def settle(state: str, attempts: int, status: int | None, error: str | None, at: datetime | None = None) -> None:
-        rt.db.unit_of_work(lambda uow: sql.record(uow.conn, row.id, state, attempts, status, error, at, now),
-                           name="webhooks.record")
+        rt.db.unit_of_work(
+            lambda uow: sql.record(uow.conn, row.id, state, attempts, status, error, at, now), name="webhooks.record"
+        )
 
     if endpoint is None:
         settle("failed", row.attempts, row.last_status, "endpoint_removed")
@@ -130,32 +139,64 @@ def _attempt(rt: Runtime, row: Any, endpoint: Endpoint | None, disabled: dict[st
         settle("delivered", attempts, status, None)
     elif outcome == "final":
         settle("failed", attempts, status, "refused")
-        log_event(log, "warning", "webhook.refused", "the receiver refused a webhook message; it is not sent again",
-                  delivery_id=str(row.id), endpoint=endpoint.name, event_type=row.event_type, status=status)
+        log_event(
+            log,
+            "warning",
+            "webhook.refused",
+            "the receiver refused a webhook message; it is not sent again",
+            delivery_id=str(row.id),
+            endpoint=endpoint.name,
+            event_type=row.event_type,
+            status=status,
+        )
     elif outcome == "disable":
+
         def gone(uow: UnitOfWork) -> None:
             sql.disable(uow.conn, endpoint.name, endpoint.fingerprint, now)
             sql.record(uow.conn, row.id, "disabled", attempts, status, "gone", None, now)
 
         rt.db.unit_of_work(gone, name="webhooks.disable")
         disabled[endpoint.name] = endpoint.fingerprint
-        log_event(log, "warning", "webhook.endpoint_disabled", "a webhook endpoint answered 410 Gone; it is disabled "
-                  "until its configuration changes", endpoint=endpoint.name)
+        log_event(
+            log,
+            "warning",
+            "webhook.endpoint_disabled",
+            "a webhook endpoint answered 410 Gone; it is disabled until its configuration changes",
+            endpoint=endpoint.name,
+        )
         outcome = "disabled"
     else:
         down[endpoint.name] = (status, error)
         at = next_attempt_at(attempts, rt.cfg.webhooks.retry_schedule, now)
         if at is None:
             settle("failed", attempts, status, error or "server_error")
-            log_event(log, "warning", "webhook.failed", "a webhook message failed every attempt of "
-                      "webhooks.retry_schedule", delivery_id=str(row.id), endpoint=endpoint.name,
-                      event_type=row.event_type, attempts=attempts, status=status, error=error)
+            log_event(
+                log,
+                "warning",
+                "webhook.failed",
+                "a webhook message failed every attempt of webhooks.retry_schedule",
+                delivery_id=str(row.id),
+                endpoint=endpoint.name,
+                event_type=row.event_type,
+                attempts=attempts,
+                status=status,
+                error=error,
+            )
             outcome = "failed"
         else:
             settle("pending", attempts, status, error or "server_error", at)
-            log_event(log, "info", "webhook.retry", "a webhook attempt failed; it is tried again",
-                      delivery_id=str(row.id), endpoint=endpoint.name, attempts=attempts, status=status,
-                      error=error, retry_in_s=int((at - now).total_seconds()))
+            log_event(
+                log,
+                "info",
+                "webhook.retry",
+                "a webhook attempt failed; it is tried again",
+                delivery_id=str(row.id),
+                endpoint=endpoint.name,
+                attempts=attempts,
+                status=status,
+                error=error,
+                retry_in_s=int((at - now).total_seconds()),
+            )
     return _counted(endpoint.name, outcome)
 
 
@@ -170,8 +211,12 @@ def _attempt_post(rt: Runtime, row: Any, endpoint: Endpoint) -> tuple[int | None
     body = body_of(row.event_type, row.occurred_at, row.data)
     headers = headers_of(endpoint.secrets, message_id(row.id), int(time.time()), body)
     metrics.WEBHOOK_ATTEMPTS.labels(endpoint.name).inc()
-    return post(endpoint.url, body, {**headers, "Content-Type": "application/json", "User-Agent": "lethe-webhooks"},
-                rt.cfg.webhooks.timeout.total_seconds())
+    return post(
+        endpoint.url,
+        body,
+        {**headers, "Content-Type": "application/json", "User-Agent": "lethe-webhooks"},
+        rt.cfg.webhooks.timeout.total_seconds(),
+    )
 
 
 def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> tuple[int | None, str | None]:
@@ -195,14 +240,17 @@ def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) ->
     if proxy:
         via = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
         if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(via.hostname or "", via.port or 80, timeout=timeout_s,
-                                               context=ssl.create_default_context())
+            conn = http.client.HTTPSConnection(
+                via.hostname or "", via.port or 80, timeout=timeout_s, context=ssl.create_default_context()
+            )
             conn.set_tunnel(parts.hostname, port)
         else:
             conn = http.client.HTTPConnection(via.hostname or "", via.port or 80, timeout=timeout_s)
             target = url
     elif parts.scheme == "https":
-        conn = http.client.HTTPSConnection(parts.hostname, port, timeout=timeout_s, context=ssl.create_default_context())
+        conn = http.client.HTTPSConnection(
+            parts.hostname, port, timeout=timeout_s, context=ssl.create_default_context()
+        )
     else:
         conn = http.client.HTTPConnection(parts.hostname, port, timeout=timeout_s)
     cut = threading.Event()
@@ -223,7 +271,7 @@ def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) ->
         conn.request("POST", target, body=body, headers=dict(headers))
         status = conn.getresponse().status
         return (None, "timeout") if cut.is_set() else (status, None)
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return None, "timeout"
     except (OSError, http.client.HTTPException):
         return None, "timeout" if cut.is_set() else "connection"
@@ -246,6 +294,7 @@ def delivery(rt: Runtime, delivery_id: uuid.UUID) -> Any:
 
 def redeliver(rt: Runtime, delivery_id: uuid.UUID) -> Any:
     """Send a delivery again now, with its id (so its webhook-id) and its bytes; None when unknown."""
+
     def work(uow: UnitOfWork) -> Any:
         row = sql.redeliver(uow.conn, delivery_id, rt.clock.now())
         if row is not None:

@@ -12,8 +12,9 @@ import binascii
 import os
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -83,8 +84,10 @@ def parse_keyring(value: Any) -> tuple[KeyringKey, ...]:
             continue
         material = _material(text.strip())
         if material is None:
-            errors.append(f"Entry {position}: the key must be 32 bytes in base64, after the id and a colon (lethe "
-                          "keys generate makes one).")
+            errors.append(
+                f"Entry {position}: the key must be 32 bytes in base64, after the id and a colon (lethe "
+                "keys generate makes one)."
+            )
             continue
         if any(key.id == key_id for key in keys):
             errors.append(f"Entry {position}: its id is the id of an entry before it.")

@@ -15,7 +15,7 @@ import re
 import struct
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -68,16 +68,15 @@ class Sealer:
             plain = self._aead.decrypt(raw[1:13], raw[13:], _AAD)
         except InvalidTag:
             raise BadLink() from None
-        file_bytes, expires, disposition = _FIXED.unpack(plain[:_FIXED.size])
+        file_bytes, expires, disposition = _FIXED.unpack(plain[: _FIXED.size])
         names = {code: name for name, code in _DISPOSITIONS.items()}
         if disposition not in names:
             raise BadLink()
         try:
-            variant = plain[_FIXED.size:].decode() or None
+            variant = plain[_FIXED.size :].decode() or None
         except UnicodeDecodeError:
             raise BadLink() from None
-        return Link(uuid.UUID(bytes=file_bytes), names[disposition],
-                    datetime.fromtimestamp(expires, tz=timezone.utc), variant)
+        return Link(uuid.UUID(bytes=file_bytes), names[disposition], datetime.fromtimestamp(expires, tz=UTC), variant)
 
 
 _ALPHABET = re.compile(r"[A-Za-z0-9_-]+")
@@ -100,4 +99,3 @@ def _canonical_bytes(token: str) -> bytes:
     if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() != token:
         raise BadLink()
     return raw
-

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable
 
 
 class Readiness:
     """Checks by name; those named in `soft` degrade the service without making it unready (a scanner outage
     delays scans, it does not stop uploads or downloads)."""
 
-    def __init__(self, checks: dict[str, Callable[[], None]], deadline: float = 1.5, soft: frozenset[str] = frozenset()):
+    def __init__(
+        self, checks: dict[str, Callable[[], None]], deadline: float = 1.5, soft: frozenset[str] = frozenset()
+    ):
         self.checks = checks
         self.deadline = deadline
         self.soft = soft
@@ -44,7 +46,7 @@ class Readiness:
                 future.result(timeout=max(0.0, end - time.monotonic()))
             except TimeoutError:
                 failed[name] = "Timeout"
-            except Exception as exc:  # noqa: BLE001 - readiness reports, it does not raise
+            except Exception as exc:
                 failed[name] = type(exc).__name__
         return failed
 

@@ -14,9 +14,10 @@ Rules every driver keeps:
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import BinaryIO, Generator, Iterable, Iterator, Protocol, Sequence
+from typing import BinaryIO, Protocol
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,9 @@ class ObjectStore(Protocol):
     driver: str
     supports_direct: bool  # parts can go straight to the store through presigned URLs (S3)
 
-    def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
+    def put(
+        self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream"
+    ) -> None:
         """Write a whole object atomically (overwrites)."""
 
     def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:

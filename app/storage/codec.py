@@ -14,15 +14,25 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from app.domain.sealing import (FORMAT_VERSION, HEADER_BYTES, SALT_BYTES, SEALED_SEGMENT_BYTES, SEGMENT_BYTES,
-                                TAG_BYTES, PieceRead, reads_for, segment_plain_size, whole)
+from app.domain.sealing import (
+    FORMAT_VERSION,
+    HEADER_BYTES,
+    SALT_BYTES,
+    SEALED_SEGMENT_BYTES,
+    SEGMENT_BYTES,
+    TAG_BYTES,
+    PieceRead,
+    reads_for,
+    segment_plain_size,
+    whole,
+)
 from app.errors import ContentCorrupt
 
 _INFO = b"lethe sealed piece v1\x00"
@@ -89,10 +99,11 @@ class Sealed:
             out = bytearray()
             with memoryview(pending) as view:
                 for segment in range(ready):
-                    out += aead.encrypt(_nonce(index, False), view[segment * SEGMENT_BYTES:(segment + 1) * SEGMENT_BYTES],
-                                        None)
+                    out += aead.encrypt(
+                        _nonce(index, False), view[segment * SEGMENT_BYTES : (segment + 1) * SEGMENT_BYTES], None
+                    )
                     index += 1
-            del pending[:ready * SEGMENT_BYTES]
+            del pending[: ready * SEGMENT_BYTES]
             yield bytes(out)
         yield aead.encrypt(_nonce(index, True), bytes(pending), None)
 
@@ -102,8 +113,15 @@ class Sealed:
 
     # -- opening -------------------------------------------------------------------------------------------------
 
-    def open(self, fetch: Fetch, role: str, size: int, first: int = 0, length: int | None = None,
-             piece_size: int | None = None) -> Iterator[bytes]:
+    def open(
+        self,
+        fetch: Fetch,
+        role: str,
+        size: int,
+        first: int = 0,
+        length: int | None = None,
+        piece_size: int | None = None,
+    ) -> Iterator[bytes]:
         """The plaintext bytes `first .. first + length - 1` of a sealed object of `size` plaintext bytes, opened
         from the segments that hold them alone. `piece_size`: plaintext bytes per piece (the original's part
         size; None: the object is one piece, a variant or a tail).
@@ -130,8 +148,12 @@ class Sealed:
             start = 0
             while start < len(reads):
                 stop = start + 1
-                while stop < len(reads) and reads[stop - 1].last_segment == reads[stop - 1].final_segment \
-                        and reads[stop].first_segment == 0 and reads[stop].offset == reads[stop - 1].segments_end:
+                while (
+                    stop < len(reads)
+                    and reads[stop - 1].last_segment == reads[stop - 1].final_segment
+                    and reads[stop].first_segment == 0
+                    and reads[stop].offset == reads[stop - 1].segments_end
+                ):
                     stop += 1
                 yield from self._run(fetch, role, reads[start:stop], out)
                 start = stop
@@ -140,7 +162,7 @@ class Sealed:
         finally:
             out.release()
 
-    def _run(self, fetch: Fetch, role: str, run: list[PieceRead], out: "_Out") -> Iterator[bytes]:
+    def _run(self, fetch: Fetch, role: str, run: list[PieceRead], out: _Out) -> Iterator[bytes]:
         first = run[0]
         header_end = first.offset + HEADER_BYTES
         together = first.segments_offset - header_end <= _CONTIGUOUS_GAP
@@ -167,8 +189,9 @@ class Sealed:
                         start, keep, length = 0, SEGMENT_BYTES, SEALED_SEGMENT_BYTES
                     else:
                         start = piece.skip if segment == first_segment else 0
-                        keep = min(segment_plain_size(piece.plain_size, segment) - start,
-                                   piece.take - _taken(piece, segment))
+                        keep = min(
+                            segment_plain_size(piece.plain_size, segment) - start, piece.take - _taken(piece, segment)
+                        )
                         length = piece.sealed_length(segment)
                     sealed = stream.view(length)
                     try:
@@ -225,18 +248,18 @@ class _Out:
         plain = len(sealed) - TAG_BYTES
         if (start, keep) == (0, plain):
             with memoryview(self._buffer) as view:
-                aead.decrypt_into(nonce, sealed, None, view[self.used:self.used + plain])
+                aead.decrypt_into(nonce, sealed, None, view[self.used : self.used + plain])
         else:
             if self._segment is None:
                 self._segment = bytearray(SEGMENT_BYTES)
             with memoryview(self._segment) as view:
                 aead.decrypt_into(nonce, sealed, None, view[:plain])
-                self._buffer[self.used:self.used + keep] = view[start:start + keep]
+                self._buffer[self.used : self.used + keep] = view[start : start + keep]
         self.used += keep
 
     def take(self) -> bytes:
         with memoryview(self._buffer) as view:
-            taken = bytes(view[:self.used])  # the one copy: a WSGI server takes bytes
+            taken = bytes(view[: self.used])  # the one copy: a WSGI server takes bytes
         self.used = 0
         return taken
 
@@ -250,7 +273,7 @@ class _Reader:
         self._chunk = b""
         self._at = 0
 
-    def __enter__(self) -> "_Reader":
+    def __enter__(self) -> _Reader:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -265,10 +288,10 @@ class _Reader:
     def view(self, count: int) -> memoryview:
         """The next `count` bytes (release the view, with a `with`, when done)."""
         if len(self._chunk) - self._at >= count:
-            view = memoryview(self._chunk)[self._at:self._at + count]
+            view = memoryview(self._chunk)[self._at : self._at + count]
             self._at += count
             return view
-        parts = bytearray(memoryview(self._chunk)[self._at:])
+        parts = bytearray(memoryview(self._chunk)[self._at :])
         while True:
             chunk = self._next()
             need = count - len(parts)

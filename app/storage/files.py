@@ -14,9 +14,10 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import BinaryIO, Protocol
 
 from app.domain.ends import Clearance
 from app.domain.keys import VARIANTS
@@ -121,8 +122,14 @@ class FileStore:
 
     # -- reading a file's objects: the one way their bytes leave for a reader ------------------------------
 
-    def read(self, row: KeyedFile, first: int = 0, length: int | None = None, variant: str | None = None,
-             variant_size: int = 0) -> Chunks:
+    def read(
+        self,
+        row: KeyedFile,
+        first: int = 0,
+        length: int | None = None,
+        variant: str | None = None,
+        variant_size: int = 0,
+    ) -> Chunks:
         """A file's original (or one variant of `variant_size` bytes) from plaintext byte `first`, `length` bytes
         (None: to its end); of a sealed file only the segments that hold them are read and opened. A missing object
         raises NotFound, and a first segment that does not open ContentCorrupt, at this call; a later segment
@@ -193,8 +200,9 @@ class FileStore:
             return None
         return self.store.open_file(self._key_of(row, variant))
 
-    def presigned(self, row: KeyedFile, expires_in: timedelta, content_type: str, disposition: str,
-                  variant: str | None = None) -> str | None:
+    def presigned(
+        self, row: KeyedFile, expires_in: timedelta, content_type: str, disposition: str, variant: str | None = None
+    ) -> str | None:
         """A URL that reads the object directly from the store for `expires_in` (S3), or None for a sealed file:
         its bytes leave only opened, through the api."""
         if row.encrypted:
@@ -252,8 +260,11 @@ class FileStore:
         if sealed is None:
             return data
         try:
-            return b"".join(sealed.open(lambda at, count: iter([data[at:at + count]]), tail_role(number),
-                                        _piece_plain_size(len(data))))
+            return b"".join(
+                sealed.open(
+                    lambda at, count: iter([data[at : at + count]]), tail_role(number), _piece_plain_size(len(data))
+                )
+            )
         except (ContentCorrupt, ValueError):
             return b""
 
@@ -272,8 +283,10 @@ class FileStore:
             stored = data
         else:
             piece = row.piece_size or len(data) or 1
-            stored = b"".join(sealed.seal_bytes(ORIGINAL, number, data[at:at + piece])
-                              for number, at in enumerate(range(0, max(len(data), 1), piece), start=1))
+            stored = b"".join(
+                sealed.seal_bytes(ORIGINAL, number, data[at : at + piece])
+                for number, at in enumerate(range(0, max(len(data), 1), piece), start=1)
+            )
         self.store.put(key, stored, len(stored))
         return key
 
@@ -282,8 +295,12 @@ class FileStore:
         piece when the file is sealed."""
         sealed = self.sealing(row)
         stored = data if sealed is None else sealed.seal_bytes(variant_role(name), 1, data)
-        self.store.put(FileObjects(row.id).variant(name), stored, len(stored),
-                       content_type if sealed is None else "application/octet-stream")
+        self.store.put(
+            FileObjects(row.id).variant(name),
+            stored,
+            len(stored),
+            content_type if sealed is None else "application/octet-stream",
+        )
 
     # -- which keys a file owns, and their removal --------------------------------------------------------
 
@@ -295,8 +312,13 @@ class FileStore:
 
     def count_keys(self, objects: FileObjects) -> int:
         """How many keys keys_of names (for receipts and metrics), without building them."""
-        return objects.revision + 1 + len(VARIANTS) + (1 if objects.tail else 0) + \
-            len(self.store.part_keys(str(objects.file_id), objects.part_count))
+        return (
+            objects.revision
+            + 1
+            + len(VARIANTS)
+            + (1 if objects.tail else 0)
+            + len(self.store.part_keys(str(objects.file_id), objects.part_count))
+        )
 
     def remove(self, clearance: Clearance, files: Sequence[FileObjects]) -> Removal:
         """Remove everything of the freed files: their objects in batch deletes, then the multipart upload of
@@ -359,8 +381,9 @@ class FileStore:
 
     def remove_unmanaged(self, keys: Sequence[str]) -> list[DeleteFailure]:
         """Remove keys of a prefix other software writes (D16's sweeps): never a key of the file schema."""
-        return [DeleteFailure(key, "file_key") for key in keys if owner_of(key) is not None] + \
-            self.store.delete_many([key for key in keys if owner_of(key) is None])
+        return [DeleteFailure(key, "file_key") for key in keys if owner_of(key) is not None] + self.store.delete_many(
+            [key for key in keys if owner_of(key) is None]
+        )
 
     @staticmethod
     def _ref(objects: FileObjects, upload_id: str | None) -> MultipartRef:
@@ -394,7 +417,7 @@ class _Primed:
             self.close()
             raise
 
-    def __iter__(self) -> "_Primed":
+    def __iter__(self) -> _Primed:
         return self
 
     def __next__(self) -> bytes:

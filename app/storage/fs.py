@@ -6,21 +6,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
 import shutil
 import stat
 import tempfile
-import contextlib
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
-from typing import BinaryIO, Generator, Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import BinaryIO
 
 from app.domain.keys import KeyError_, part_key, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
-from app.storage.base import (DeleteFailure, ListedObject, ListedPart, ListedUpload, MultipartRef, ObjectInfo,
-                              UploadedPart, raise_on_failures)
+from app.storage.base import (
+    DeleteFailure,
+    ListedObject,
+    ListedPart,
+    ListedUpload,
+    MultipartRef,
+    ObjectInfo,
+    UploadedPart,
+    raise_on_failures,
+)
 
 TMP_DIR = ".tmp"
 CHUNK = 1024 * 1024
@@ -183,7 +192,9 @@ class FsStore:
                 with self._walk(segments[:-1], create=True) as dirs:
                     assert dirs is not None  # create=True makes every directory on the way
                     try:
-                        os.rename(os.path.basename(tmp_path), segments[-1], src_dir_fd=tmp_dir_fd, dst_dir_fd=dirs.parent)
+                        os.rename(
+                            os.path.basename(tmp_path), segments[-1], src_dir_fd=tmp_dir_fd, dst_dir_fd=dirs.parent
+                        )
                         return
                     except FileNotFoundError:
                         # A concurrent delete pruned the directory we opened; open it again.
@@ -199,8 +210,13 @@ class FsStore:
         finally:
             os.close(tmp_dir_fd)
 
-    def put(self, key: str, data: BinaryIO | bytes, length: int | None = None,
-            content_type: str = "application/octet-stream") -> None:
+    def put(
+        self,
+        key: str,
+        data: BinaryIO | bytes,
+        length: int | None = None,
+        content_type: str = "application/octet-stream",
+    ) -> None:
         segments = _segments(key)
         tmp_path, size = self._write_tmp(data)
         if length is not None and size != length:
@@ -413,13 +429,12 @@ class FsStore:
                     _unlink_quietly(entry.path)
         return removed
 
-
     def remains(self, keys: Sequence[str]) -> list[str]:
         return [key for key in keys if self.head(key) is not None]
 
     # -- listing: D16's sweeps and audit only (K2) --------------------------------------------------------------
 
-    def _prefix_dirs(self, prefix: str, create: bool = False) -> "contextlib.AbstractContextManager[_Dirs | None]":
+    def _prefix_dirs(self, prefix: str, create: bool = False) -> contextlib.AbstractContextManager[_Dirs | None]:
         segments = _segments(prefix.rstrip("/"))
         return self._walk(segments, create=create)
 
@@ -457,7 +472,7 @@ class FsStore:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue
-            yield ListedObject(key=base + name, modified_at=datetime.fromtimestamp(st.st_mtime, tz=timezone.utc))
+            yield ListedObject(key=base + name, modified_at=datetime.fromtimestamp(st.st_mtime, tz=UTC))
 
     def prune_dirs(self, prefix: str) -> int:
         """Deepest first. The prefix's own directory stays, and is made again if the deletes emptied and
@@ -488,8 +503,20 @@ class FsStore:
 
 
 # errnos that say the file system as a whole is unwell: every other object would fail the same way.
-_STORE_WIDE_ERRNOS = frozenset({errno.EROFS, errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.ENODEV, errno.ESTALE,
-                                errno.ENXIO, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+_STORE_WIDE_ERRNOS = frozenset(
+    {
+        errno.EROFS,
+        errno.EIO,
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.ENODEV,
+        errno.ESTALE,
+        errno.ENXIO,
+        errno.EMFILE,
+        errno.ENFILE,
+        errno.ENOMEM,
+    }
+)
 
 
 def _errno_name(exc: OSError) -> str:

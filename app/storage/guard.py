@@ -8,12 +8,21 @@ across a slow network call. tests/unit/test_guard.py fails if a port method is l
 
 from __future__ import annotations
 
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import BinaryIO, Callable, Generator, Iterable, Iterator, Sequence
+from typing import BinaryIO
 
 from app.errors import StoreCallInTransaction
-from app.storage.base import (DeleteFailure, ListedObject, ListedPart, ListedUpload, MultipartRef, ObjectInfo, Store,
-                              UploadedPart)
+from app.storage.base import (
+    DeleteFailure,
+    ListedObject,
+    ListedPart,
+    ListedUpload,
+    MultipartRef,
+    ObjectInfo,
+    Store,
+    UploadedPart,
+)
 
 
 class GuardedStore:
@@ -34,7 +43,9 @@ class GuardedStore:
             raise StoreCallInTransaction(f"object store call {name} inside a unit of work (D4 K1)")
         return self._store
 
-    def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
+    def put(
+        self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream"
+    ) -> None:
         self._checked("put").put(key, data, length, content_type)
 
     def open_file(self, key: str) -> BinaryIO | None:

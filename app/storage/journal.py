@@ -6,12 +6,20 @@ their entries are numbered (through the file facade, which never removes a key o
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterator, Sequence, cast
+from typing import cast
 
-from app.domain.journal import (JOURNAL_PREFIX, Segment, after_position, directory, is_spooled, parse_segment,
-                                segment_key)
+from app.domain.journal import (
+    JOURNAL_PREFIX,
+    Segment,
+    after_position,
+    directory,
+    is_spooled,
+    parse_segment,
+    segment_key,
+)
 from app.errors import NotFound
 from app.storage.base import DeleteFailure, ObjectStore, StoreMaintenance
 from app.storage.files import FileStore
@@ -47,8 +55,9 @@ class JournalSink:
 
     def after(self, position: int) -> Listing:
         """The segments whose first entry comes after `position`, in journal order, and the spool."""
-        listing = cast(StoreMaintenance, self.store).list_prefix(directory(self.installation_id),
-                                                                 after_position(self.installation_id, position))
+        listing = cast(StoreMaintenance, self.store).list_prefix(
+            directory(self.installation_id), after_position(self.installation_id, position)
+        )
         found = Listing()
         for listed in listing:
             segment = parse_segment(listed.key, self.installation_id)
@@ -84,7 +93,7 @@ class JournalSink:
             listed = next(iter(maintenance.list_prefix(JOURNAL_PREFIX, after)), None)
             if listed is None:
                 return found
-            name = listed.key[len(JOURNAL_PREFIX):].split("/", 1)[0]
+            name = listed.key[len(JOURNAL_PREFIX) :].split("/", 1)[0]
             if name != str(self.installation_id):
                 found.add(name)
             after = f"{JOURNAL_PREFIX}{name}/~"

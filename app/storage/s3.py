@@ -12,11 +12,12 @@ from __future__ import annotations
 import io
 import threading
 import time
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import BinaryIO, Callable, Generator, Iterable, Iterator, Sequence
+from typing import BinaryIO
 
 import urllib3
 from minio import Minio
@@ -27,8 +28,16 @@ from minio.helpers import md5sum_hash
 
 from app.domain.keys import KeyError_, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
-from app.storage.base import (OBJECT_LOCKED, DeleteFailure, ListedObject, ListedPart, ListedUpload, MultipartRef,
-                              ObjectInfo, UploadedPart)
+from app.storage.base import (
+    OBJECT_LOCKED,
+    DeleteFailure,
+    ListedObject,
+    ListedPart,
+    ListedUpload,
+    MultipartRef,
+    ObjectInfo,
+    UploadedPart,
+)
 
 DELETE_BATCH = 1000  # the S3 DeleteObjects limit
 CHUNK = 1024 * 1024
@@ -36,9 +45,19 @@ VERSIONING_REFRESH_S = 60.0  # a bucket can turn versioning on at any time: read
 LIST_THREADS = 8  # concurrent ListObjectVersions calls of one delete_many on a versioned bucket
 _MISSING = {"NoSuchKey", "NoSuchObject", "NotFound"}
 # Codes that say the whole store is unwell (or misconfigured), not one object: the step stops (D8 d).
-_STORE_WIDE = {"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "NoSuchBucket",
-               "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-               "RequestTimeTooSkewed", "AuthorizationHeaderMalformed"}
+_STORE_WIDE = {
+    "InternalError",
+    "ServiceUnavailable",
+    "SlowDown",
+    "RequestTimeout",
+    "NoSuchBucket",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "RequestTimeTooSkewed",
+    "AuthorizationHeaderMalformed",
+}
 _TRANSPORT = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
@@ -65,8 +84,7 @@ def _error(operation: str, exc: Exception) -> StorageError:
 
 
 @contextmanager
-def _mapped(operation: str, missing: type[Exception] | None = None,
-            also_missing: Iterable[str] = ()) -> Iterator[None]:
+def _mapped(operation: str, missing: type[Exception] | None = None, also_missing: Iterable[str] = ()) -> Iterator[None]:
     """Run minio calls with their errors mapped; with `missing`, a missing object raises that instead."""
     try:
         yield
@@ -155,29 +173,58 @@ class S3Store:
     driver = "s3"
     supports_direct = True  # presigned part URLs
 
-    def __init__(self, endpoint: str, bucket: str, access_key: str, secret_key: str, region: str = "",
-                 secure: bool = True, create_bucket: bool = False, pool_size: int = 16, timeout: float = 15.0,
-                 public_endpoint: str = ""):
+    def __init__(
+        self,
+        endpoint: str,
+        bucket: str,
+        access_key: str,
+        secret_key: str,
+        region: str = "",
+        secure: bool = True,
+        create_bucket: bool = False,
+        pool_size: int = 16,
+        timeout: float = 15.0,
+        public_endpoint: str = "",
+    ):
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=min(3.0, timeout), read=timeout),
             maxsize=pool_size,
             retries=urllib3.Retry(total=2, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
         )
-        self.client = Minio(endpoint, access_key=access_key or None, secret_key=secret_key or None,
-                            region=region or None, secure=secure, http_client=http)
+        self.client = Minio(
+            endpoint,
+            access_key=access_key or None,
+            secret_key=secret_key or None,
+            region=region or None,
+            secure=secure,
+            http_client=http,
+        )
         # Readiness asks through a client of its own that gives up within 2 s and never retries: a cut-off
         # endpoint answers /readyz 503 at once instead of after the data path's timeouts and retries.
-        probe_http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=1, read=1), maxsize=2,
-                                         retries=urllib3.Retry(total=0, redirect=False))
-        self._probe = Minio(endpoint, access_key=access_key or None, secret_key=secret_key or None,
-                            region=region or None, secure=secure, http_client=probe_http)
+        probe_http = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=1, read=1), maxsize=2, retries=urllib3.Retry(total=0, redirect=False)
+        )
+        self._probe = Minio(
+            endpoint,
+            access_key=access_key or None,
+            secret_key=secret_key or None,
+            region=region or None,
+            secure=secure,
+            http_client=probe_http,
+        )
         # Presigned URLs are signed for the address clients reach, which may not be the cluster's own; a region
         # is always named, so that signing never asks the store for its bucket's location.
         self._signer = self.client
         if public_endpoint:
             public_host, public_secure = _public(public_endpoint, secure)
-            self._signer = Minio(public_host, access_key=access_key or None, secret_key=secret_key or None,
-                                 region=region or "us-east-1", secure=public_secure, http_client=probe_http)
+            self._signer = Minio(
+                public_host,
+                access_key=access_key or None,
+                secret_key=secret_key or None,
+                region=region or "us-east-1",
+                secure=public_secure,
+                http_client=probe_http,
+            )
         self.bucket = bucket
         self.endpoint = endpoint  # host:port, as configured (file.s3.endpoint)
         self._create_bucket = create_bucket
@@ -190,8 +237,9 @@ class S3Store:
             self.ensure_bucket()
 
     @contextmanager
-    def _mapped(self, operation: str, missing: type[Exception] | None = None,
-                also_missing: Iterable[str] = ()) -> Iterator[None]:
+    def _mapped(
+        self, operation: str, missing: type[Exception] | None = None, also_missing: Iterable[str] = ()
+    ) -> Iterator[None]:
         """_mapped behind the breaker: an endpoint that cannot be reached or does not answer opens it (an
         S3 error answer does not: the endpoint is there), and an open breaker fails at once."""
         self.breaker.before(operation)
@@ -200,8 +248,9 @@ class S3Store:
                 yield
                 self.breaker.succeeded()
             except (urllib3.exceptions.HTTPError, OSError) as exc:
-                answered = isinstance(exc, urllib3.exceptions.MaxRetryError) and \
-                    isinstance(exc.reason, urllib3.exceptions.ResponseError)  # 5xx answers, retried out
+                answered = isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(
+                    exc.reason, urllib3.exceptions.ResponseError
+                )  # 5xx answers, retried out
                 if not answered:
                     self.breaker.failed()
                 raise
@@ -270,18 +319,25 @@ class S3Store:
                 return {"Content-MD5": md5sum_hash(data) or ""}  # not known yet: sending it is always accepted
         return {"Content-MD5": md5sum_hash(data) or ""} if self._object_lock != "off" else {}
 
-    def put(self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream") -> None:
+    def put(
+        self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream"
+    ) -> None:
         if isinstance(data, (bytes, bytearray, memoryview)):
             md5 = self._content_md5(bytes(data))
             if md5:
                 with self._mapped("put"):
-                    self.client._put_object(self.bucket, _key(key), bytes(data),
-                                            {"Content-Type": content_type, **md5})
+                    self.client._put_object(self.bucket, _key(key), bytes(data), {"Content-Type": content_type, **md5})
                 return
         stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
         with self._mapped("put"):
-            self.client.put_object(self.bucket, _key(key), stream, length, content_type=content_type,
-                                   part_size=16 * 1024 * 1024 if length < 0 else 0)
+            self.client.put_object(
+                self.bucket,
+                _key(key),
+                stream,
+                length,
+                content_type=content_type,
+                part_size=16 * 1024 * 1024 if length < 0 else 0,
+            )
 
     def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
         with self._mapped("get", missing=NotFound):
@@ -308,10 +364,16 @@ class S3Store:
         # headers named here, so a browser sees the type Lethe decided and caches nothing.
         with self._mapped("presign_get"):
             return self._signer.get_presigned_url(
-                "GET", self.bucket, _key(key), expires=expires_in,
-                response_headers={"response-content-type": content_type,
-                                  "response-content-disposition": disposition,
-                                  "response-cache-control": "private, no-store"})
+                "GET",
+                self.bucket,
+                _key(key),
+                expires=expires_in,
+                response_headers={
+                    "response-content-type": content_type,
+                    "response-content-disposition": disposition,
+                    "response-cache-control": "private, no-store",
+                },
+            )
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
@@ -335,7 +397,9 @@ class S3Store:
         failures: list[DeleteFailure] = []
         marked: list[str] = []
         for start in range(0, len(checked), DELETE_BATCH):
-            batch_failures, batch_marked = self._delete_batch([DeleteObject(key) for key in checked[start:start + DELETE_BATCH]])
+            batch_failures, batch_marked = self._delete_batch(
+                [DeleteObject(key) for key in checked[start : start + DELETE_BATCH]]
+            )
             failures += batch_failures
             marked += batch_marked
         if marked:
@@ -378,9 +442,13 @@ class S3Store:
             wanted = groups[prefix]
             try:
                 with self._mapped("list_object_versions"):
-                    return prefix, [(item.object_name, item.version_id) for item in self.client.list_objects(
-                        self.bucket, prefix=prefix, recursive=True, include_version=True)
-                        if item.object_name in wanted and item.version_id]
+                    return prefix, [
+                        (item.object_name, item.version_id)
+                        for item in self.client.list_objects(
+                            self.bucket, prefix=prefix, recursive=True, include_version=True
+                        )
+                        if item.object_name in wanted and item.version_id
+                    ]
             except ObjectFailed as exc:
                 return prefix, exc.store_code or "refused"
 
@@ -391,13 +459,18 @@ class S3Store:
                 else:
                     objects.extend(DeleteObject(key, version_id) for key, version_id in found)
         for start in range(0, len(objects), DELETE_BATCH):
-            failures += self._delete_batch(objects[start:start + DELETE_BATCH])[0]
+            failures += self._delete_batch(objects[start : start + DELETE_BATCH])[0]
         locked = sorted({failure.key for failure in failures if failure.code == OBJECT_LOCKED})
         for start in range(0, len(locked), DELETE_BATCH):
             # A version the bucket's object lock keeps stays until its retain-until date; a delete marker over
             # it at least takes the key out of every plain read and listing (its versions stay listed).
-            failures += [failure for failure in self._delete_batch(
-                [DeleteObject(key) for key in locked[start:start + DELETE_BATCH]])[0] if failure.code != OBJECT_LOCKED]
+            failures += [
+                failure
+                for failure in self._delete_batch([DeleteObject(key) for key in locked[start : start + DELETE_BATCH]])[
+                    0
+                ]
+                if failure.code != OBJECT_LOCKED
+            ]
         return failures
 
     # -- multipart on the original's key (D4). minio exposes these calls only as methods with a leading
@@ -429,8 +502,13 @@ class S3Store:
         held: dict[int, list[str]] = {}
         for listed in self.list_parts(ref):
             held.setdefault(listed.part_number, []).append(listed.etag)
-        ordered = [Part(part.part_number, part.etag if part.etag in held.get(part.part_number, [part.etag])
-                        else held[part.part_number][-1]) for part in sorted(parts, key=lambda p: p.part_number)]
+        ordered = [
+            Part(
+                part.part_number,
+                part.etag if part.etag in held.get(part.part_number, [part.etag]) else held[part.part_number][-1],
+            )
+            for part in sorted(parts, key=lambda p: p.part_number)
+        ]
         with self._mapped("complete_multipart_upload", missing=NotFound, also_missing=("NoSuchUpload",)):
             self.client._complete_multipart_upload(self.bucket, _key(ref.key), _upload_id(ref), ordered)
         info = self.head(ref.key)
@@ -454,16 +532,21 @@ class S3Store:
         # alone) and the upload id, and only its uploader is given it.
         with self._mapped("presign_upload_part"):
             return self._signer.get_presigned_url(
-                "PUT", self.bucket, _key(ref.key), expires=expires_in,
-                extra_query_params={"partNumber": str(part_number), "uploadId": _upload_id(ref)})
+                "PUT",
+                self.bucket,
+                _key(ref.key),
+                expires=expires_in,
+                extra_query_params={"partNumber": str(part_number), "uploadId": _upload_id(ref)},
+            )
 
     def list_parts(self, ref: MultipartRef) -> list[ListedPart]:
         parts: list[ListedPart] = []
         marker: str | None = None
         while True:
             with self._mapped("list_parts", missing=NotFound, also_missing=("NoSuchUpload",)):
-                page = self.client._list_parts(self.bucket, _key(ref.key), _upload_id(ref), max_parts=1000,
-                                               part_number_marker=marker)
+                page = self.client._list_parts(
+                    self.bucket, _key(ref.key), _upload_id(ref), max_parts=1000, part_number_marker=marker
+                )
             parts += [ListedPart(part.part_number, part.size or 0, part.etag) for part in page.parts]
             if not page.is_truncated or not page.next_part_number_marker:
                 return sorted(parts, key=lambda part: part.part_number)
@@ -481,8 +564,9 @@ class S3Store:
         upload_marker: str | None = None
         while True:
             with self._mapped("list_multipart_uploads"):
-                page = self.client._list_multipart_uploads(self.bucket, prefix=prefix, max_uploads=1000,
-                                                           key_marker=key_marker, upload_id_marker=upload_marker)
+                page = self.client._list_multipart_uploads(
+                    self.bucket, prefix=prefix, max_uploads=1000, key_marker=key_marker, upload_id_marker=upload_marker
+                )
             for upload in page.uploads:
                 if upload.object_name and upload.upload_id:
                     yield ListedUpload(upload.object_name, upload.upload_id, upload.initiated_time)
@@ -509,16 +593,19 @@ class S3Store:
                 found.append(key)
             elif versioned:
                 with self._mapped("list_object_versions"):
-                    if any(item.object_name == key for item in self.client.list_objects(
-                            self.bucket, prefix=_key(key), recursive=True, include_version=True)):
+                    if any(
+                        item.object_name == key
+                        for item in self.client.list_objects(
+                            self.bucket, prefix=_key(key), recursive=True, include_version=True
+                        )
+                    ):
                         found.append(key)
         return found
 
     def list_prefix(self, prefix: str, after: str = "") -> Iterator[ListedObject]:
         """ListObjectsV2 page by page (1,000 keys a page), current objects only, in key order (from `after`)."""
         with self._mapped("list_objects"):
-            for item in self.client.list_objects(self.bucket, prefix=prefix, recursive=True,
-                                                 start_after=after or None):
+            for item in self.client.list_objects(self.bucket, prefix=prefix, recursive=True, start_after=after or None):
                 if item.object_name and not item.is_dir and item.last_modified is not None:
                     yield ListedObject(key=item.object_name, modified_at=item.last_modified)
 

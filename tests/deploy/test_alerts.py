@@ -19,35 +19,49 @@ CASES = {
         {"lethe_file_purge_backlog_oldest_seconds": "90000x40"},
         # Quiet while a legal hold keeps files older than the delay (issue 27): the backlog gauges leave them
         # out (tests/integration/test_holds.py proves it), and nothing here reads lethe_files_held.
-        {"lethe_file_purge_backlog_oldest_seconds": "80000x40", "lethe_files_held": "500x40"}, 20),
+        {"lethe_file_purge_backlog_oldest_seconds": "80000x40", "lethe_files_held": "500x40"},
+        20,
+    ),
     "LethePurgeErrorsRising": (
         {"lethe_purge_errors_total": "0+1x60"},
-        {"lethe_purge_errors_total": "5x60", "lethe_file_purge_failing": "0x60"}, 45),
+        {"lethe_purge_errors_total": "5x60", "lethe_file_purge_failing": "0x60"},
+        45,
+    ),
     "LetheScansPending": (
         {"lethe_scan_pending_oldest_seconds": "8000x60"},
-        {"lethe_scan_pending_oldest_seconds": "7000x60"}, 45),
-    "LetheOutboxGrowing": (
-        {"lethe_outbox_depth": "0+10x60"},
-        {"lethe_outbox_depth": "500x60"}, 45),
+        {"lethe_scan_pending_oldest_seconds": "7000x60"},
+        45,
+    ),
+    "LetheOutboxGrowing": ({"lethe_outbox_depth": "0+10x60"}, {"lethe_outbox_depth": "500x60"}, 45),
     "LetheWebhooksBehind": (
         {"lethe_webhook_oldest_undelivered_seconds": "4000x60"},
-        {"lethe_webhook_oldest_undelivered_seconds": "3000x60"}, 45),
-    "LetheRestorePending": (
-        {"lethe_restore_pending": "1x20"},
-        {"lethe_restore_pending": "0x20"}, 10),
+        {"lethe_webhook_oldest_undelivered_seconds": "3000x60"},
+        45,
+    ),
+    "LetheRestorePending": ({"lethe_restore_pending": "1x20"}, {"lethe_restore_pending": "0x20"}, 10),
     "LetheJournalBehind": (
         {"lethe_journal_oldest_pending_seconds": "120x30"},
-        {"lethe_journal_oldest_pending_seconds": "0.05x30"}, 20),
+        {"lethe_journal_oldest_pending_seconds": "0.05x30"},
+        20,
+    ),
     "LetheCleanupNotRunning": (
         {'lethe_cleanup_runs_total{outcome="ok"}': "3x120"},
-        {'lethe_cleanup_runs_total{outcome="ok"}': "0+1x120"}, 60),
+        {'lethe_cleanup_runs_total{outcome="ok"}': "0+1x120"},
+        60,
+    ),
     "LetheApiErrors": (
-        {'lethe_http_requests_total{route="/api/v1/files/<uuid:file_id>",method="GET",status="500"}': "0+10x40",
-         'lethe_http_requests_total{route="/api/v1/files/<uuid:file_id>",method="GET",status="200"}': "0+10x40"},
-        {'lethe_http_requests_total{route="/api/v1/files/<uuid:file_id>",method="GET",status="200"}': "0+10x40"}, 25),
+        {
+            'lethe_http_requests_total{route="/api/v1/files/<uuid:file_id>",method="GET",status="500"}': "0+10x40",
+            'lethe_http_requests_total{route="/api/v1/files/<uuid:file_id>",method="GET",status="200"}': "0+10x40",
+        },
+        {'lethe_http_requests_total{route="/api/v1/files/<uuid:file_id>",method="GET",status="200"}': "0+10x40"},
+        25,
+    ),
     "LetheNotReady": (
         {'lethe_http_requests_total{route="/readyz",method="GET",status="503"}': "0+1x40"},
-        {'lethe_http_requests_total{route="/readyz",method="GET",status="200"}': "0+1x40"}, 20),
+        {'lethe_http_requests_total{route="/readyz",method="GET",status="200"}': "0+1x40"},
+        20,
+    ),
 }
 
 
@@ -73,25 +87,32 @@ def test_every_alert_the_issue_names_is_there_and_has_a_case(rules):
 
 def test_the_rules_pass_promtool(promtool, rules, tmp_path):
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": rules}))
-    checked = subprocess.run([promtool, "check", "rules", str(tmp_path / "rules.yml")], capture_output=True,
-                             text=True, timeout=60)
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(tmp_path / "rules.yml")], capture_output=True, text=True, timeout=60
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
     by_name = {r["alert"]: r for group in rules for r in group["rules"]}
     tests = []
     for alert, (firing, quiet, minutes) in CASES.items():
         rule = by_name[alert]
-        for series, expected in ((firing, [{"exp_labels": rule["labels"], "exp_annotations": rule["annotations"]}]),
-                                 (quiet, [])):
-            tests.append({
-                "interval": "1m",
-                "input_series": [{"series": name, "values": values} for name, values in series.items()],
-                "alert_rule_test": [{"eval_time": f"{minutes}m", "alertname": alert, "exp_alerts": expected}],
-            })
-    (tmp_path / "tests.yml").write_text(yaml.safe_dump({"rule_files": ["rules.yml"], "evaluation_interval": "1m",
-                                                        "tests": tests}))
-    result = subprocess.run([promtool, "test", "rules", str(tmp_path / "tests.yml")], capture_output=True,
-                            text=True, timeout=120)
+        for series, expected in (
+            (firing, [{"exp_labels": rule["labels"], "exp_annotations": rule["annotations"]}]),
+            (quiet, []),
+        ):
+            tests.append(
+                {
+                    "interval": "1m",
+                    "input_series": [{"series": name, "values": values} for name, values in series.items()],
+                    "alert_rule_test": [{"eval_time": f"{minutes}m", "alertname": alert, "exp_alerts": expected}],
+                }
+            )
+    (tmp_path / "tests.yml").write_text(
+        yaml.safe_dump({"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests})
+    )
+    result = subprocess.run(
+        [promtool, "test", "rules", str(tmp_path / "tests.yml")], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -101,7 +122,7 @@ def heading_anchors(markdown: str) -> dict[str, str]:
 
     sections: dict[str, str] = {}
     parts = re.split(r"^(#{1,6} .+)$", markdown, flags=re.M)
-    for heading, body in zip(parts[1::2], parts[2::2]):
+    for heading, body in zip(parts[1::2], parts[2::2], strict=True):
         title = heading.lstrip("#").strip().lower()
         anchor = re.sub(r"[^\w\- ]", "", title).replace(" ", "-")
         sections[anchor] = body
@@ -120,5 +141,6 @@ def test_every_alert_links_a_runbook_section_that_says_what_to_run(rules):
             anchor = url.split("#", 1)[1]
             assert anchor in sections, (rule["alert"], anchor)
             said = sections[anchor]
-            assert any(command in said for command in ("`lethe ", "`kubectl ", "`curl ", "`SELECT ", "`echo ",
-                                                       "`rabbitmqctl ")), (rule["alert"], said[:300])
+            assert any(
+                command in said for command in ("`lethe ", "`kubectl ", "`curl ", "`SELECT ", "`echo ", "`rabbitmqctl ")
+            ), (rule["alert"], said[:300])

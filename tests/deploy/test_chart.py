@@ -20,24 +20,42 @@ from app.platform.config import KEYS
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "helm" / "lethe"
 K8S_VERSION = "1.30.0"
-SECRETS = {"database.url": "postgresql://lethe:pw@postgres:5432/lethe", "broker.url": "amqp://lethe:pw@rabbitmq:5672/",
-           "auth.jwt_secret": "jwt-secret", "file.s3.access_key": "ak", "file.s3.secret_key": "sk"}
+SECRETS = {
+    "database.url": "postgresql://lethe:pw@postgres:5432/lethe",
+    "broker.url": "amqp://lethe:pw@rabbitmq:5672/",
+    "auth.jwt_secret": "jwt-secret",
+    "file.s3.access_key": "ak",
+    "file.s3.secret_key": "sk",
+}
 
 VARIANTS = {
     "default": {"secrets": SECRETS},
-    "fs-with-claim": {"secrets": SECRETS, "config": {"file.storage.driver": "fs"},
-                      "storage": {"fs": {"existingClaim": "lethe-objects"}}},
-    "fs-created-claim": {"secrets": SECRETS, "config": {"file.storage.driver": "fs"},
-                         "storage": {"fs": {"create": True, "storageClass": "nfs"}}},
-    "autoscaling": {"secrets": SECRETS, "api": {"autoscaling": {"enabled": True}},
-                    "worker": {"autoscaling": {"enabled": True}}},
+    "fs-with-claim": {
+        "secrets": SECRETS,
+        "config": {"file.storage.driver": "fs"},
+        "storage": {"fs": {"existingClaim": "lethe-objects"}},
+    },
+    "fs-created-claim": {
+        "secrets": SECRETS,
+        "config": {"file.storage.driver": "fs"},
+        "storage": {"fs": {"create": True, "storageClass": "nfs"}},
+    },
+    "autoscaling": {
+        "secrets": SECRETS,
+        "api": {"autoscaling": {"enabled": True}},
+        "worker": {"autoscaling": {"enabled": True}},
+    },
     "existing-secret": {"existingSecret": "lethe-managed"},
     "two-schedulers": {"secrets": SECRETS, "scheduler": {"replicas": 2}},
     "service-monitor": {"secrets": SECRETS, "metrics": {"serviceMonitor": {"enabled": True}}},
-    "alerts-and-dashboard": {"secrets": SECRETS, "metrics": {"prometheusRule": {"enabled": True},
-                                                             "grafanaDashboard": {"enabled": True}}},
-    "ingress-with-tls": {"secrets": SECRETS, "ingress": {"enabled": True, "host": "files.example.com",
-                                                        "tls": {"secretName": "files-tls"}}},
+    "alerts-and-dashboard": {
+        "secrets": SECRETS,
+        "metrics": {"prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True}},
+    },
+    "ingress-with-tls": {
+        "secrets": SECRETS,
+        "ingress": {"enabled": True, "host": "files.example.com", "tls": {"secretName": "files-tls"}},
+    },
 }
 
 
@@ -130,8 +148,18 @@ def test_roles_and_their_settings():
     deployments = {d["metadata"]["name"]: d for d in by_kind(docs, "Deployment")}
     assert set(deployments) == {"lethe-api", "lethe-worker", "lethe-scheduler"}
     worker = deployments["lethe-worker"]["spec"]["template"]["spec"]["containers"][0]
-    assert worker["args"] == ["worker", "--processes", "2", "--threads", "4", "--queues", "maintenance", "scan", "webhooks",
-                              "variants"]
+    assert worker["args"] == [
+        "worker",
+        "--processes",
+        "2",
+        "--threads",
+        "4",
+        "--queues",
+        "maintenance",
+        "scan",
+        "webhooks",
+        "variants",
+    ]
     assert worker["ports"] == [{"name": "metrics", "containerPort": 9191, "protocol": "TCP"}]
     scheduler = deployments["lethe-scheduler"]["spec"]
     assert scheduler["replicas"] == 1 and scheduler["strategy"] == {"type": "Recreate"}
@@ -147,7 +175,10 @@ def test_roles_and_their_settings():
 def test_a_config_change_rolls_the_pods():
     before = render(VARIANTS["default"])
     after = render({**VARIANTS["default"], "config": {"file.unattached_ttl": "2d"}})
-    checksum = lambda docs: by_kind(docs, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
+    def checksum(docs):
+        return by_kind(docs, "Deployment")[0]["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+
     assert checksum(before) != checksum(after)
 
 
@@ -174,9 +205,15 @@ def test_the_configmap_covers_every_configuration_key_that_is_not_a_secret():
 def test_the_secret_holds_the_secret_keys_or_an_existing_secret_is_used():
     docs = render(VARIANTS["default"])
     secret = next(s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "lethe")
-    assert set(secret["stringData"]) == {"LETHE_DATABASE_URL", "LETHE_BROKER_URL", "LETHE_AUTH_JWT_SECRET",
-                                         "LETHE_FILE_S3_ACCESS_KEY", "LETHE_FILE_S3_SECRET_KEY",
-                                         "LETHE_FILE_LINK_SECRET", "LETHE_FILE_KEYRING"}
+    assert set(secret["stringData"]) == {
+        "LETHE_DATABASE_URL",
+        "LETHE_BROKER_URL",
+        "LETHE_AUTH_JWT_SECRET",
+        "LETHE_FILE_S3_ACCESS_KEY",
+        "LETHE_FILE_S3_SECRET_KEY",
+        "LETHE_FILE_LINK_SECRET",
+        "LETHE_FILE_KEYRING",
+    }
     # a link secret the chart made: long enough for the api's check, and the one given when there is one
     assert len(secret["stringData"]["LETHE_FILE_LINK_SECRET"]) >= 32
     # a keyring the chart made: one key of 32 random bytes, which the configuration takes; new files are sealed
@@ -187,8 +224,12 @@ def test_the_secret_holds_the_secret_keys_or_an_existing_secret_is_used():
     assert by_kind(docs, "ConfigMap")[0]["data"]["LETHE_FILE_ENCRYPTION"] == "true"
     ring = "2027-01:" + "A" * 43 + "=," + "2026-12:" + "B" * 43 + "="
     given_ring = render({**VARIANTS["default"], "secrets": {**SECRETS, "file.keyring": ring}})
-    assert next(s for s in by_kind(given_ring, "Secret") if s["metadata"]["name"] == "lethe")[
-        "stringData"]["LETHE_FILE_KEYRING"] == ring
+    assert (
+        next(s for s in by_kind(given_ring, "Secret") if s["metadata"]["name"] == "lethe")["stringData"][
+            "LETHE_FILE_KEYRING"
+        ]
+        == ring
+    )
     assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"  # uninstall keeps the keyring
     given = render({**VARIANTS["default"], "secrets": {**SECRETS, "file.link_secret": "g" * 40}})
     kept = next(s for s in by_kind(given, "Secret") if s["metadata"]["name"] == "lethe")
@@ -204,7 +245,8 @@ def test_files_are_sealed_on_a_new_installation_and_an_upgrade_keeps_what_was_in
     def sealing(docs) -> tuple[str, bool]:
         secret = next(s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "lethe")
         return by_kind(docs, "ConfigMap")[0]["data"]["LETHE_FILE_ENCRYPTION"], "LETHE_FILE_KEYRING" in secret[
-            "stringData"]
+            "stringData"
+        ]
 
     assert sealing(render(VARIANTS["default"])) == ("true", True)
     # an upgrade of a release installed before the chart sealed files: as it was, and no key is made for it
@@ -235,8 +277,10 @@ def test_fs_needs_a_read_write_many_claim():
 
 def test_autoscaling_replaces_fixed_replicas():
     docs = render(VARIANTS["autoscaling"])
-    assert {h["spec"]["scaleTargetRef"]["name"] for h in by_kind(docs, "HorizontalPodAutoscaler")} == \
-        {"lethe-api", "lethe-worker"}
+    assert {h["spec"]["scaleTargetRef"]["name"] for h in by_kind(docs, "HorizontalPodAutoscaler")} == {
+        "lethe-api",
+        "lethe-worker",
+    }
     for deployment in by_kind(docs, "Deployment"):
         if not deployment["metadata"]["name"].endswith("-scheduler"):
             assert "replicas" not in deployment["spec"]
@@ -250,24 +294,27 @@ def test_standard_labels(rendered):
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
 
 
-@pytest.mark.parametrize("values", [
-    {"api": {"replicas": "two"}},
-    {"config": {"file.gc_batch_size": "many"}},
-    {"config": {"file.unattached_tll": "1d"}},
-    {"worker": {"queues": ["everything"]}},
-    {"image": {"pullPolicy": "Sometimes"}},
-    # typos outside config and secrets, at every level
-    {"api": {"replica": 2}},
-    {"worker": {"proceses": 2}},
-    {"ingres": {"enabled": True}},
-    {"metrics": {"serviceMonitor": {"enable": True}}},
-    {"storage": {"fs": {"existingclaim": "x"}}},
-    # an Ingress needs its host; sizes and durations have their form
-    {"ingress": {"enabled": True}},
-    {"config": {"file.max_size": "1 gig"}},
-    {"config": {"image.max_pixels": "90 MP"}},
-    {"config": {"file.gc_interval": "soon"}},
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"api": {"replicas": "two"}},
+        {"config": {"file.gc_batch_size": "many"}},
+        {"config": {"file.unattached_tll": "1d"}},
+        {"worker": {"queues": ["everything"]}},
+        {"image": {"pullPolicy": "Sometimes"}},
+        # typos outside config and secrets, at every level
+        {"api": {"replica": 2}},
+        {"worker": {"proceses": 2}},
+        {"ingres": {"enabled": True}},
+        {"metrics": {"serviceMonitor": {"enable": True}}},
+        {"storage": {"fs": {"existingclaim": "x"}}},
+        # an Ingress needs its host; sizes and durations have their form
+        {"ingress": {"enabled": True}},
+        {"config": {"file.max_size": "1 gig"}},
+        {"config": {"image.max_pixels": "90 MP"}},
+        {"config": {"file.gc_interval": "soon"}},
+    ],
+)
 def test_values_schema_rejects_wrong_values(values):
     merged = copy.deepcopy(VARIANTS["default"])
     merged.update(values)
@@ -303,7 +350,9 @@ def test_every_values_block_of_the_deploy_doc_installs_and_loads():
     secrets = blocks[0]["secrets"]
     policies, prefixes = [], []
     for block in blocks:
-        docs = render({**block, "secrets": {**secrets, **block.get("secrets", {})}})  # layered on the first file, as -f files are
+        docs = render(
+            {**block, "secrets": {**secrets, **block.get("secrets", {})}}
+        )  # layered on the first file, as -f files are
         env = dict(by_kind(docs, "ConfigMap")[0]["data"])
         env.update(next(s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "lethe")["stringData"])
         loaded = config.load(env)  # raises ConfigError naming any key the doc got wrong
@@ -326,7 +375,10 @@ def test_the_worker_size_is_set_once_and_an_old_values_file_still_works():
     docs = render({"secrets": SECRETS, "config": {"worker.processes": 1, "worker.threads": 2}})
     worker = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"].endswith("-worker"))
     args = worker["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert args[args.index("--processes") + 1] == "1" and by_kind(docs, "ConfigMap")[0]["data"]["LETHE_WORKER_PROCESSES"] == "1"
+    assert (
+        args[args.index("--processes") + 1] == "1"
+        and by_kind(docs, "ConfigMap")[0]["data"]["LETHE_WORKER_PROCESSES"] == "1"
+    )
 
 
 @pytest.mark.parametrize("secrets", [{}, {"database.url": ""}, {"broker.url": ""}])

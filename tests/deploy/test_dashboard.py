@@ -19,7 +19,7 @@ def exported() -> set[str]:
 
     metrics.lazy_gauges()
     names = set()
-    for collector in list(REGISTRY._collector_to_names):  # noqa: SLF001 - the registry's own index
+    for collector in list(REGISTRY._collector_to_names):
         for metric in collector.describe() if hasattr(collector, "describe") else []:
             names.add(metric.name)
     return {name for name in names if name.startswith("lethe_")}
@@ -27,7 +27,9 @@ def exported() -> set[str]:
 
 def test_the_dashboard_renders_for_the_sidecar_and_queries_only_lethes_metrics():
     docs = render({"secrets": SECRETS, "metrics": {"grafanaDashboard": {"enabled": True}}})
-    (config_map,) = [doc for doc in docs if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].endswith("-dashboard")]
+    (config_map,) = [
+        doc for doc in docs if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].endswith("-dashboard")
+    ]
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = json.loads(config_map["data"]["lethe.json"])
     known = exported()
@@ -39,12 +41,21 @@ def test_the_dashboard_renders_for_the_sidecar_and_queries_only_lethes_metrics()
             names = set(re.findall(r"\blethe_[a-z0-9_]+", target["expr"]))
             assert names, target["expr"]
             for name in names:
-                family = next((name[: -len(s)] for s in SUFFIXES if name.endswith(s) and name[: -len(s)] in known),
-                              name)
+                family = next(
+                    (name[: -len(s)] for s in SUFFIXES if name.endswith(s) and name[: -len(s)] in known), name
+                )
                 assert family in known, f"{panel['title']}: {name} is not a metric Lethe exports"
     # What the issue asks the dashboard to show
-    for wanted in ("Deletions by path", "Purge", "backlog", "Delete-to-gone", "Cleanup", "Outbox", "API latency",
-                   "API answers"):
+    for wanted in (
+        "Deletions by path",
+        "Purge",
+        "backlog",
+        "Delete-to-gone",
+        "Cleanup",
+        "Outbox",
+        "API latency",
+        "API answers",
+    ):
         assert any(wanted.lower() in title.lower() for title in titles), wanted
 
 

@@ -16,8 +16,7 @@ import pytest
 from app.entry.embedded_pg import free_port
 from tests.support.keyring import SEALED_ENV
 
-
-_STARTED: list["Role"] = []
+_STARTED: list[Role] = []
 
 
 def _kill_started_roles() -> None:
@@ -45,8 +44,14 @@ class Role:
         self.name = args[0]
         self.log_path = log_path
         self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "app.entry", *args], env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "app.entry", *args],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=cwd,
+        )
         _STARTED.append(self)
 
     def tail(self, chars: int = 4000) -> str:
@@ -75,7 +80,7 @@ class Role:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(10)
-                raise AssertionError(f"the role did not stop on {sig!r}:\n{self.tail()}")
+                raise AssertionError(f"the role did not stop on {sig!r}:\n{self.tail()}") from None
         self.log.close()
         return self.proc.returncode
 
@@ -207,7 +212,13 @@ def with_driver(env: dict, driver: str, request):
 
     endpoint = request.getfixturevalue("moto_server")
     store = make_s3_store(endpoint)
-    return dict(env, LETHE_FILE_STORAGE_DRIVER="s3", LETHE_FILE_S3_ENDPOINT=endpoint,
-                LETHE_FILE_S3_BUCKET=store.bucket, LETHE_FILE_S3_ACCESS_KEY="testing",
-                LETHE_FILE_S3_SECRET_KEY="testing", LETHE_FILE_S3_REGION="us-east-1",
-                LETHE_FILE_S3_SECURE="false"), store
+    return dict(
+        env,
+        LETHE_FILE_STORAGE_DRIVER="s3",
+        LETHE_FILE_S3_ENDPOINT=endpoint,
+        LETHE_FILE_S3_BUCKET=store.bucket,
+        LETHE_FILE_S3_ACCESS_KEY="testing",
+        LETHE_FILE_S3_SECRET_KEY="testing",
+        LETHE_FILE_S3_REGION="us-east-1",
+        LETHE_FILE_S3_SECURE="false",
+    ), store

@@ -66,7 +66,7 @@ def balanced(text: str) -> str:
         elif char in "}]":
             depth -= 1
             if depth == 0:
-                return text[:index + 1]
+                return text[: index + 1]
     return text
 
 
@@ -79,7 +79,9 @@ def shown(example: str, printed: str) -> bool:
     equal to it."""
     import json
 
-    pairs = [(key, json.loads(value)) for key, value in PAIR.findall(example) if "…" not in value and "..." not in value]
+    pairs = [
+        (key, json.loads(value)) for key, value in PAIR.findall(example) if "…" not in value and "..." not in value
+    ]
     if not pairs:
         wanted = re.escape(re.sub(r"\s+", "", example)).replace(re.escape("..."), ".*").replace(re.escape("…"), ".*")
         return any(re.fullmatch(wanted, re.sub(r"\s+", "", line)) for line in printed.splitlines())
@@ -102,6 +104,8 @@ def shown(example: str, printed: str) -> bool:
         if all(key in found and found[key] == value for key, value in pairs):
             return True
     return False
+
+
 READER_PAUSE = """
 import os, time
 import psycopg
@@ -151,27 +155,33 @@ def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path, 
     test "$(curl -sS -o /dev/null -w '%{http_code}' -X DELETE $B/files/$OTHER -H "$AUTH")" = 404
     echo "CLAIMS-HOLD"
     """
-    blocks = [*blocks[:events + 1], textwrap.dedent(claims), *blocks[events + 1:]]
+    blocks = [*blocks[: events + 1], textwrap.dedent(claims), *blocks[events + 1 :]]
     # A reader runs a block, reads, and runs the next: by then the jobs of the last one ran. Between blocks the
     # script waits until Lethe is idle (no job in the outbox, no purge or scan waiting), never a fixed time.
     (tmp_path / "reader_pause.py").write_text(READER_PAUSE)
     checked = list(blocks)  # each block's example outputs, compared with what it printed
-    blocks = [f"echo '{BLOCK_MARK}{number}'\n" + block + f"\npython3 {tmp_path / 'reader_pause.py'}\n"
-              for number, block in enumerate(blocks)]
+    blocks = [
+        f"echo '{BLOCK_MARK}{number}'\n" + block + f"\npython3 {tmp_path / 'reader_pause.py'}\n"
+        for number, block in enumerate(blocks)
+    ]
     script = "set -euo pipefail\n" + "\n".join(blocks).replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
-    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
-           "HOME": str(tmp_path)}
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(tmp_path),
+    }
     env["LETHE_DATABASE_URL"] = database_url
-    dev = Role(["dev", "--port", str(port)], dict(env, **store_env),
-               tmp_path / "dev.log", cwd=tmp_path)
+    dev = Role(["dev", "--port", str(port)], dict(env, **store_env), tmp_path / "dev.log", cwd=tmp_path)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/readyz", dev)
-        result = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                                timeout=180)
+        result = subprocess.run(
+            ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
+        )
         assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}\n{dev.tail()}"
         # the folder a reader runs them from (their checkout) keeps nothing the blocks wrote
-        assert {path.name for path in tmp_path.iterdir()} <= {".lethe", "dev.log", "reader_pause.py", "home"}, \
-            sorted(path.name for path in tmp_path.iterdir())
+        assert {path.name for path in tmp_path.iterdir()} <= {".lethe", "dev.log", "reader_pause.py", "home"}, sorted(
+            path.name for path in tmp_path.iterdir()
+        )
         assert "409" in result.stdout  # deleteFile of an attached file
         assert "CLAIMS-HOLD" in result.stdout
         assert '"state":"complete"' in result.stdout.replace(" ", "")

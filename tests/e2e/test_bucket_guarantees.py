@@ -17,10 +17,17 @@ pytestmark = pytest.mark.e2e
 
 
 def s3_env(role_env, moto_server, bucket: str) -> dict:
-    return {**role_env, "LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": moto_server,
-            "LETHE_FILE_S3_BUCKET": bucket, "LETHE_FILE_S3_SECURE": "false", "LETHE_FILE_S3_REGION": "us-east-1",
-            "LETHE_FILE_S3_ACCESS_KEY": "testing", "LETHE_FILE_S3_SECRET_KEY": "testing",
-            "LETHE_FILE_PART_SIZE": "5MiB"}
+    return {
+        **role_env,
+        "LETHE_FILE_STORAGE_DRIVER": "s3",
+        "LETHE_FILE_S3_ENDPOINT": moto_server,
+        "LETHE_FILE_S3_BUCKET": bucket,
+        "LETHE_FILE_S3_SECURE": "false",
+        "LETHE_FILE_S3_REGION": "us-east-1",
+        "LETHE_FILE_S3_ACCESS_KEY": "testing",
+        "LETHE_FILE_S3_SECRET_KEY": "testing",
+        "LETHE_FILE_PART_SIZE": "5MiB",
+    }
 
 
 @pytest.fixture

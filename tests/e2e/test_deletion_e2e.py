@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 
-from app.entry.token import mint_token
 from app.domain.keys import original_key
 from app.entry.embedded_pg import free_port
+from app.entry.token import mint_token
 from tests.e2e.conftest import start_api_and_worker, wait_for_http, wait_for_output, with_driver
 
 pytestmark = pytest.mark.e2e
@@ -46,11 +46,14 @@ def _body(data: bytes, content_type: str):
     return json.loads(data) if content_type.endswith("json") else data
 
 
-def upload(api_v1, token, name, data=b"private words", mime_type="text/plain", purpose="attachment",
-           worker=None):
+def upload(api_v1, token, name, data=b"private words", mime_type="text/plain", purpose="attachment", worker=None):
     """Create, send one part, complete; with the worker, wait until its scan settled. Returns the file id."""
-    status, created = call("POST", f"{api_v1}/uploads", token, {"name": name, "size_bytes": len(data),
-                                                                 "mime_type": mime_type, "purpose": purpose})
+    status, created = call(
+        "POST",
+        f"{api_v1}/uploads",
+        token,
+        {"name": name, "size_bytes": len(data), "mime_type": mime_type, "purpose": purpose},
+    )
     assert status == 201, created
     file_id = created["file"]["id"]
     assert call("PUT", f"{api_v1}/uploads/{file_id}/parts/1", token, raw=data)[0] == 200
@@ -81,10 +84,20 @@ def test_delete_a_message_end_to_end(driver, role_env, start_role, db, tmp_path,
     env, store = with_driver(dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET), driver, request)
     metrics_ports = {"worker": env["LETHE_METRICS_PORT"], "scheduler": str(free_port())}  # from the OS, never +1
     api = start_role(["api"], env)
-    worker = start_role(["worker"], dict(env, LETHE_METRICS_PORT=metrics_ports["worker"],
-                                          PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
-    scheduler = start_role(["scheduler"], dict(env, LETHE_METRICS_PORT=metrics_ports["scheduler"],
-                                                PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics")))
+    worker = start_role(
+        ["worker"],
+        dict(
+            env, LETHE_METRICS_PORT=metrics_ports["worker"], PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")
+        ),
+    )
+    scheduler = start_role(
+        ["scheduler"],
+        dict(
+            env,
+            LETHE_METRICS_PORT=metrics_ports["scheduler"],
+            PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics"),
+        ),
+    )
     base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
     wait_for_http(base + "/readyz", api)
     wait_for_output(worker, '"event": "worker.started"')
@@ -145,13 +158,17 @@ def test_batch_delete_end_to_end(driver, role_env, start_role, db, tmp_path, req
 
     # Then each id gets deleteFile's answer, and the deleted files are purged within seconds
     assert status == 200
-    assert body["results"] == [{"id": doomed[0], "status": 204}, {"id": doomed[1], "status": 204},
-                               {"id": kept, "status": 409, "reason": "file_attached"},
-                               {"id": unknown, "status": 404, "reason": "not_found"}]
+    assert body["results"] == [
+        {"id": doomed[0], "status": 204},
+        {"id": doomed[1], "status": 204},
+        {"id": kept, "status": 409, "reason": "file_attached"},
+        {"id": unknown, "status": 404, "reason": "not_found"},
+    ]
     deadline = time.monotonic() + 15
     while True:
-        rows = db.read(lambda conn: conn.execute("SELECT id FROM files WHERE id = ANY(%s::uuid[])",
-                                                 (doomed,)).fetchall())
+        rows = db.read(
+            lambda conn: conn.execute("SELECT id FROM files WHERE id = ANY(%s::uuid[])", (doomed,)).fetchall()
+        )
         left = [key for file_id in doomed for key in objects_of(driver, store, env["LETHE_FILE_FS_ROOT"], file_id)]
         if not rows and not left:
             break

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lethe(args, cwd, env):
-    return subprocess.run([sys.executable, "-m", "app.entry", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "app.entry", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_operator_commands_find_the_running_dev_server(database_url, tmp_path):
@@ -30,8 +31,9 @@ def test_operator_commands_find_the_running_dev_server(database_url, tmp_path):
     elsewhere.mkdir()
     base_env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT)}
     port = free_port()
-    dev = Role(["dev", "--port", str(port)], dict(base_env, LETHE_DATABASE_URL=database_url), tmp_path / "dev.log",
-               cwd=here)
+    dev = Role(
+        ["dev", "--port", str(port)], dict(base_env, LETHE_DATABASE_URL=database_url), tmp_path / "dev.log", cwd=here
+    )
     try:
         wait_for_http(f"http://127.0.0.1:{port}/readyz", dev)
         assert (here / ".lethe" / "dev.json").exists()
@@ -49,14 +51,20 @@ def test_operator_commands_find_the_running_dev_server(database_url, tmp_path):
         from app.entry.token import mint_token
         from tests.e2e.test_deletion_e2e import upload
 
-        user_token = mint_token((here / ".lethe" / "jwt_secret").read_text().strip(), uuids.uuid4(),
-                                ("files:read", "files:write"))
+        user_token = mint_token(
+            (here / ".lethe" / "jwt_secret").read_text().strip(), uuids.uuid4(), ("files:read", "files:write")
+        )
         upload(f"http://127.0.0.1:{port}/api/v1", user_token, "sealed.txt")
         check = lethe(["config", "check"], here, base_env)
         assert check.returncode == 0 and "OK" in check.stdout, check.stdout + check.stderr
         # Read-only commands say nothing of a broker: they commit no job
-        for command in (["cleanup", "--dry-run"], ["audit"], ["hold", "list"], ["webhooks", "list"],
-                        ["receipt", "2f9a7c4e-8a39-4c53-9a43-3f2f0b1d6a11"]):
+        for command in (
+            ["cleanup", "--dry-run"],
+            ["audit"],
+            ["hold", "list"],
+            ["webhooks", "list"],
+            ["receipt", "2f9a7c4e-8a39-4c53-9a43-3f2f0b1d6a11"],
+        ):
             said = lethe(command, here, base_env)
             assert "broker.url" not in said.stderr and "relay" not in said.stderr, (command, said.stderr)
         # From another folder: exit 2, saying exactly what to do
@@ -76,8 +84,9 @@ def test_operator_commands_find_the_running_dev_server(database_url, tmp_path):
     # Once it stopped, the same folder gets the same clear error (a stale file is ignored too)
     assert lethe(["cleanup"], here, base_env).returncode == 2
     stopped = lethe(["config", "check"], here, base_env)
-    assert stopped.returncode == 2 and "no `make run`" in stopped.stdout and "Required" not in stopped.stdout, \
+    assert stopped.returncode == 2 and "no `make run`" in stopped.stdout and "Required" not in stopped.stdout, (
         stopped.stdout
+    )
 
 
 def test_a_port_in_use_says_how_to_pick_another(database_url, tmp_path):
@@ -87,10 +96,14 @@ def test_a_port_in_use_says_how_to_pick_another(database_url, tmp_path):
     taken.bind(("127.0.0.1", 0))
     taken.listen(1)
     try:
-        result = subprocess.run([sys.executable, "-m", "app.entry", "dev", "--port", str(taken.getsockname()[1])],
-                                cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                                env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT),
-                                     "LETHE_DATABASE_URL": database_url})
+        result = subprocess.run(
+            [sys.executable, "-m", "app.entry", "dev", "--port", str(taken.getsockname()[1])],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "LETHE_DATABASE_URL": database_url},
+        )
     finally:
         taken.close()
     assert result.returncode == 2

@@ -23,8 +23,13 @@ SECRET = "dev-sealing-secret-of-sufficient-length-0123"
 
 def start(folder: Path, database_url: str, tmp_path: Path, label: str, **extra: str) -> tuple[Role, str]:
     port = free_port()
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "LETHE_DATABASE_URL": database_url,
-           "LETHE_AUTH_JWT_SECRET": SECRET, **extra}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(ROOT),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        **extra,
+    }
     folder.mkdir(exist_ok=True)
     role = Role(["dev", "--port", str(port)], env, tmp_path / f"dev-{label}.log", cwd=folder)
     return role, f"http://127.0.0.1:{port}"
@@ -35,8 +40,9 @@ def sealed_of(database_url: str, file_id: str) -> bool:
         return conn.execute("SELECT encrypted FROM files WHERE id = %s", (file_id,)).fetchone()[0]
 
 
-def test_an_installation_without_sealing_keeps_it_and_a_new_one_seals_saying_where_the_keyring_is(database_url,
-                                                                                                  tmp_path):
+def test_an_installation_without_sealing_keeps_it_and_a_new_one_seals_saying_where_the_keyring_is(
+    database_url, tmp_path
+):
     token = mint_token(SECRET, uuid.uuid4(), ("files:read", "files:write"))
     here = tmp_path / "project"
     # Given an installation whose files are not sealed (sealing off, as releases before per-file keys ran)
@@ -56,8 +62,7 @@ def test_an_installation_without_sealing_keeps_it_and_a_new_one_seals_saying_whe
     assert not (here / ".lethe" / "keyring").exists()
 
 
-def test_a_new_installation_seals_and_a_refused_start_from_another_folder_leaves_no_keyring(database_url,
-                                                                                           tmp_path):
+def test_a_new_installation_seals_and_a_refused_start_from_another_folder_leaves_no_keyring(database_url, tmp_path):
     token = mint_token(SECRET, uuid.uuid4(), ("files:read", "files:write"))
     first, second = tmp_path / "first", tmp_path / "second"
     role, base = start(first, database_url, tmp_path, "new")

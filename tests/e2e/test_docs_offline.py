@@ -39,11 +39,24 @@ def test_headless_chromium_renders_the_operations_offline(served):
     if browser is None:
         service_missing("Chromium (Debian package chromium)", "not installed; .ci/run installs it")
     result = subprocess.run(
-        [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-         "--virtual-time-budget=20000", "--dump-dom", served + "/docs"],
-        capture_output=True, text=True, timeout=120)
+        [
+            browser,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            served + "/docs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     dom = result.stdout
     assert result.returncode == 0, result.stderr[-2000:]
     assert "swagger-ui" in dom
@@ -65,20 +78,30 @@ def test_the_screenshot_command_of_the_api_doc_captures_the_operations_not_the_s
     argv = command.replace("\\\n", " ").split()
     argv[0] = browser
     argv = [a.replace("http://127.0.0.1:8080", served) for a in argv]
-    offline = ["--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--disable-gpu",
-               "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking"]
+    offline = [
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+    ]
 
     def shot(args, name):
         args = [a.replace("lethe-docs.png", str(tmp_path / name)) for a in args]
-        result = subprocess.run([args[0], *offline, *args[1:]], capture_output=True, text=True, timeout=120,
-                                cwd=tmp_path)
+        result = subprocess.run(
+            [args[0], *offline, *args[1:]], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         return (tmp_path / name).read_bytes()
 
     assert any(a.startswith("--virtual-time-budget=") for a in argv)  # the wait for Swagger UI to render
     documented = shot(argv, "lethe-docs.png")
     # What a capture before Swagger UI rendered shows (a spinner on an empty page), at the same size.
-    unrendered = shot([a if a != served + "/docs" else "data:text/html,<title>Swagger UI</title>" for a in argv],
-                      "unrendered.png")
+    unrendered = shot(
+        [a if a != served + "/docs" else "data:text/html,<title>Swagger UI</title>" for a in argv], "unrendered.png"
+    )
     # A rendered list of operations is a busy picture; the empty page compresses to little.
-    assert documented.startswith(b"\x89PNG") and len(documented) > 5 * len(unrendered), (len(documented), len(unrendered))
+    assert documented.startswith(b"\x89PNG") and len(documented) > 5 * len(unrendered), (
+        len(documented),
+        len(unrendered),
+    )

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
-from app.entry.token import mint_token
 from app.entry.embedded_pg import free_port
+from app.entry.token import mint_token
 from tests.e2e.conftest import wait_for_http, wait_for_output, with_driver
 from tests.e2e.test_deletion_e2e import call, objects_of, upload
 
@@ -26,8 +26,10 @@ def test_erase_a_person_end_to_end(driver, role_env, start_role, db, tmp_path, r
     env, store = with_driver(dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET), driver, request)
     api = start_role(["api"], env)
     worker = start_role(["worker"], dict(env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
-    scheduler = start_role(["scheduler"], dict(env, LETHE_METRICS_PORT=str(free_port()),
-                                                PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics")))
+    scheduler = start_role(
+        ["scheduler"],
+        dict(env, LETHE_METRICS_PORT=str(free_port()), PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics")),
+    )
     base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
     wait_for_http(base + "/readyz", api)
     wait_for_output(worker, '"event": "worker.started"')
@@ -58,11 +60,22 @@ def test_erase_a_person_end_to_end(driver, role_env, start_role, db, tmp_path, r
     assert len(erasure["receipts"]) == 4 and erasure["keys_confirmed_absent"] >= 4 * 6
     for file_id in [*files, avatar]:
         assert not objects_of(driver, store, env["LETHE_FILE_FS_ROOT"], file_id)
-    tables = ("files", "messages", "attachments", "drafts", "events", "slots", "upload_sessions", "erasures",
-              "receipts", "outbox")
+    tables = (
+        "files",
+        "messages",
+        "attachments",
+        "drafts",
+        "events",
+        "slots",
+        "upload_sessions",
+        "erasures",
+        "receipts",
+        "outbox",
+    )
     for table in tables:
-        dump = json.dumps([r._asdict() for r in db.read(lambda conn: conn.execute(f"SELECT * FROM {table}").fetchall())],
-                          default=str)
+        dump = json.dumps(
+            [r._asdict() for r in db.read(lambda conn: conn.execute(f"SELECT * FROM {table}").fetchall())], default=str
+        )
         assert CANARY not in dump and str(subject) not in dump, table
     assert call("GET", f"{api_v1}/files/{kept}", other_token)[0] == 200
     for role in (api, worker, scheduler):

@@ -44,8 +44,12 @@ def until(condition, timeout: float = 30, role: Role | None = None):
 
 def test_ctrl_c_during_uploads_then_make_run_again_frees_and_cleans_at_once(database_url, tmp_path):
     port = free_port()
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_PART_SIZE": "1024"}  # no secret: lethe dev makes its own and prints a token
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(ROOT),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_PART_SIZE": "1024",
+    }  # no secret: lethe dev makes its own and prints a token
     here = tmp_path / "project"
     here.mkdir()
     api_v1 = f"http://127.0.0.1:{port}/api/v1"
@@ -54,26 +58,53 @@ def test_ctrl_c_during_uploads_then_make_run_again_frees_and_cleans_at_once(data
     second = None
     try:
         wait_for_http(f"http://127.0.0.1:{port}/readyz", first)
-        token = mint_token((here / ".lethe" / "jwt_secret").read_text().strip(), uuid.uuid4(),
-                           ("files:read", "files:write"))
+        token = mint_token(
+            (here / ".lethe" / "jwt_secret").read_text().strip(), uuid.uuid4(), ("files:read", "files:write")
+        )
         # Given a tus PATCH that holds its upload and a native part half written, both still sending
-        tus = urllib.request.urlopen(urllib.request.Request(f"{api_v1}/tus", method="POST", headers={
-            "Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0", "Upload-Length": "3000",
-            "Upload-Metadata": encode_metadata({"filename": "big.txt"})}))
+        tus = urllib.request.urlopen(
+            urllib.request.Request(
+                f"{api_v1}/tus",
+                method="POST",
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "Tus-Resumable": "1.0.0",
+                    "Upload-Length": "3000",
+                    "Upload-Metadata": encode_metadata({"filename": "big.txt"}),
+                },
+            )
+        )
         tus_id = tus.headers["Location"].rsplit("/", 1)[1]
-        patching = stalled(port, (f"PATCH /api/v1/tus/{tus_id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
-                                  "Tus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream"
-                                  "\r\nContent-Length: 3000\r\n\r\n").encode() + b"a" * 1500)
-        status, created = call("POST", f"{api_v1}/uploads", token, {"name": "part.txt", "size_bytes": 1000,
-                                                                    "mime_type": "text/plain"})
+        patching = stalled(
+            port,
+            (
+                f"PATCH /api/v1/tus/{tus_id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                "Tus-Resumable: 1.0.0\r\nUpload-Offset: 0\r\nContent-Type: application/offset+octet-stream"
+                "\r\nContent-Length: 3000\r\n\r\n"
+            ).encode()
+            + b"a" * 1500,
+        )
+        status, created = call(
+            "POST", f"{api_v1}/uploads", token, {"name": "part.txt", "size_bytes": 1000, "mime_type": "text/plain"}
+        )
         assert status == 201, created
         native_id = created["file"]["id"]
-        putting = stalled(port, (f"PUT /api/v1/uploads/{native_id}/parts/1 HTTP/1.1\r\nHost: x\r\n"
-                                 f"Authorization: Bearer {token}\r\nContent-Type: application/octet-stream\r\n"
-                                 "Content-Length: 1000\r\n\r\n").encode() + b"b" * 400)
+        putting = stalled(
+            port,
+            (
+                f"PUT /api/v1/uploads/{native_id}/parts/1 HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {token}\r\nContent-Type: application/octet-stream\r\n"
+                "Content-Length: 1000\r\n\r\n"
+            ).encode()
+            + b"b" * 400,
+        )
         with psycopg.connect(database_url, autocommit=True) as conn:
-            until(lambda: conn.execute("SELECT writing_since FROM upload_sessions WHERE file_id = %s",
-                                       (tus_id,)).fetchone()[0], role=first)
+            until(
+                lambda: conn.execute(
+                    "SELECT writing_since FROM upload_sessions WHERE file_id = %s", (tus_id,)
+                ).fetchone()[0],
+                role=first,
+            )
         until(lambda: any((objects / ".tmp").iterdir()) if (objects / ".tmp").exists() else False, role=first)
         (objects / "f" / "ab" / "cd").mkdir(parents=True)  # a directory a dead write left empty
         # When it is stopped with Ctrl-C while both still send
@@ -82,25 +113,40 @@ def test_ctrl_c_during_uploads_then_make_run_again_frees_and_cleans_at_once(data
         putting.close()
         assert not (here / ".lethe" / "dev.lock").exists() and not (here / ".lethe" / "dev.json").exists()
         with psycopg.connect(database_url, autocommit=True) as conn:  # the dead process's hold is still there
-            assert conn.execute("SELECT writing_since FROM upload_sessions WHERE file_id = %s",
-                                (tus_id,)).fetchone()[0] is not None
+            assert (
+                conn.execute("SELECT writing_since FROM upload_sessions WHERE file_id = %s", (tus_id,)).fetchone()[0]
+                is not None
+            )
         # Then `make run` again frees and cleans at once: the resumed PATCH is taken, nothing is left behind
         second = Role(["dev", "--port", str(port)], env, tmp_path / "dev-2.log", cwd=here)
         wait_for_http(f"http://127.0.0.1:{port}/readyz", second)
-        head = urllib.request.urlopen(urllib.request.Request(f"{api_v1}/tus/{tus_id}", method="HEAD", headers={
-            "Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0"}))
+        head = urllib.request.urlopen(
+            urllib.request.Request(
+                f"{api_v1}/tus/{tus_id}",
+                method="HEAD",
+                headers={"Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0"},
+            )
+        )
         offset = int(head.headers["Upload-Offset"])
-        resumed = urllib.request.urlopen(urllib.request.Request(f"{api_v1}/tus/{tus_id}", method="PATCH",
-                                                                data=b"a" * (3000 - offset), headers={
-            "Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0", "Upload-Offset": str(offset),
-            "Content-Type": "application/offset+octet-stream"}))
+        resumed = urllib.request.urlopen(
+            urllib.request.Request(
+                f"{api_v1}/tus/{tus_id}",
+                method="PATCH",
+                data=b"a" * (3000 - offset),
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "Tus-Resumable": "1.0.0",
+                    "Upload-Offset": str(offset),
+                    "Content-Type": "application/offset+octet-stream",
+                },
+            )
+        )
         assert resumed.status == 204 and resumed.headers["Upload-Offset"] == "3000"
         assert list((objects / ".tmp").iterdir()) == []
         assert not (objects / "f" / "ab").exists()
         assert "dev.cleaned" in second.output()
         # The banner with the token comes again after the start-up cleanup's lines; the root points at the docs
-        output = until(lambda: second.output() if second.output().count("export TOKEN=") == 2 else None,
-                       role=second)
+        output = until(lambda: second.output() if second.output().count("export TOKEN=") == 2 else None, role=second)
         last_step = output.index("step=n ")  # the first run's last step line
         assert output.rfind("export TOKEN=") > last_step > output.find("export TOKEN=")
         root = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/").read())

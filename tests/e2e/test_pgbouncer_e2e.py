@@ -39,17 +39,32 @@ def pgbouncer(database_url):
 
 
 def test_the_roles_work_through_a_transaction_pooler(pgbouncer, role_env, start_role, database_url, db, tmp_path):
-    pooled = dict(role_env, LETHE_DATABASE_URL=pgbouncer.url_for(database_url), LETHE_DATABASE_POOLER="transaction",
-                  LETHE_AUTH_JWT_SECRET=SECRET)
+    pooled = dict(
+        role_env,
+        LETHE_DATABASE_URL=pgbouncer.url_for(database_url),
+        LETHE_DATABASE_POOLER="transaction",
+        LETHE_AUTH_JWT_SECRET=SECRET,
+    )
     # Without a direct URL for its leader session the scheduler refuses to start, naming the key
-    refused = subprocess.run([sys.executable, "-m", "app.entry", "scheduler"], capture_output=True, text=True,
-                             env=dict(pooled, LETHE_METRICS_PORT=str(free_port())), timeout=120)
+    refused = subprocess.run(
+        [sys.executable, "-m", "app.entry", "scheduler"],
+        capture_output=True,
+        text=True,
+        env=dict(pooled, LETHE_METRICS_PORT=str(free_port())),
+        timeout=120,
+    )
     assert refused.returncode == 2 and "schedule.database_url" in refused.stderr, refused.stderr
     api = start_role(["api"], pooled)
     worker = start_role(["worker"], dict(pooled, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "worker-metrics")))
-    scheduler = start_role(["scheduler"], dict(pooled, LETHE_SCHEDULE_DATABASE_URL=database_url,
-                                               LETHE_METRICS_PORT=str(free_port()),
-                                               PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics")))
+    scheduler = start_role(
+        ["scheduler"],
+        dict(
+            pooled,
+            LETHE_SCHEDULE_DATABASE_URL=database_url,
+            LETHE_METRICS_PORT=str(free_port()),
+            PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics"),
+        ),
+    )
     base = f"http://127.0.0.1:{pooled['LETHE_API_PORT']}"
     wait_for_http(base + "/readyz", api)
     wait_for_output(worker, '"event": "worker.started"')
@@ -61,8 +76,13 @@ def test_the_roles_work_through_a_transaction_pooler(pgbouncer, role_env, start_
     assert call("PUT", f"{api_v1}/messages/m-1", token, {"file_ids": files})[0] == 200
     assert call("DELETE", f"{api_v1}/messages/m-1", token)[0] == 204
     deadline = time.monotonic() + 20
-    while db.read(lambda conn: conn.execute("SELECT count(*) AS n FROM files WHERE id = ANY(%s)",
-                                            ([uuid.UUID(f) for f in files],)).fetchone().n):
+    while db.read(
+        lambda conn: (
+            conn.execute("SELECT count(*) AS n FROM files WHERE id = ANY(%s)", ([uuid.UUID(f) for f in files],))
+            .fetchone()
+            .n
+        )
+    ):
         assert time.monotonic() < deadline, worker.tail()
         time.sleep(0.1)
     for role in (api, worker, scheduler):

@@ -32,19 +32,29 @@ def start_roles(start_role, env: dict, tmp_path: Path, round_: int, scheduler: b
 
 
 def start_scheduler(start_role, env: dict, tmp_path: Path, round_: int):
-    scheduler = start_role(["scheduler"], dict(env, LETHE_METRICS_PORT=str(free_port()),
-                                               PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"s-metrics-{round_}")))
+    scheduler = start_role(
+        ["scheduler"],
+        dict(env, LETHE_METRICS_PORT=str(free_port()), PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"s-metrics-{round_}")),
+    )
     wait_for_output(scheduler, '"event": "scheduler.started"')
     return scheduler
 
 
-def test_restored_database_serves_no_deleted_file_and_the_scheduler_reconciles(role_env, start_role, tmp_path,
-                                                                            database_url):
-    for path in (tmp_path / "s-metrics-1", tmp_path / "w-metrics-1", tmp_path / "a-metrics-1", tmp_path / "s-metrics-2",
-                 tmp_path / "w-metrics-2", tmp_path / "a-metrics-2"):
+def test_restored_database_serves_no_deleted_file_and_the_scheduler_reconciles(
+    role_env, start_role, tmp_path, database_url
+):
+    for path in (
+        tmp_path / "s-metrics-1",
+        tmp_path / "w-metrics-1",
+        tmp_path / "a-metrics-1",
+        tmp_path / "s-metrics-2",
+        tmp_path / "w-metrics-2",
+        tmp_path / "a-metrics-2",
+    ):
         path.mkdir()
-    env = dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_PRIVACY_OBJECT_DELETE_DELAY="10s",
-               LETHE_FILE_GC_INTERVAL="5s")
+    env = dict(
+        role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_PRIVACY_OBJECT_DELETE_DELAY="10s", LETHE_FILE_GC_INTERVAL="5s"
+    )
     base = f"http://127.0.0.1:{env['LETHE_API_PORT']}/api/v1"
     auth = {"Authorization": "Bearer " + mint_token(SECRET, uuid.uuid4())}
     roles = start_roles(start_role, env, tmp_path, 1)
@@ -52,8 +62,12 @@ def test_restored_database_serves_no_deleted_file_and_the_scheduler_reconciles(r
 
     def upload(n: int) -> str:
         data = f"{CANARY} {n} ".encode() * 50
-        created = requests.post(f"{base}/uploads", headers=auth, timeout=10, json={
-            "name": f"{CANARY}-{n}.txt", "size_bytes": len(data), "mime_type": "text/plain"}).json()
+        created = requests.post(
+            f"{base}/uploads",
+            headers=auth,
+            timeout=10,
+            json={"name": f"{CANARY}-{n}.txt", "size_bytes": len(data), "mime_type": "text/plain"},
+        ).json()
         file_id = created["file"]["id"]
         assert requests.put(f"{base}/uploads/{file_id}/parts/1", headers=auth, data=data, timeout=10).ok
         assert requests.post(f"{base}/uploads/{file_id}/complete", headers=auth, timeout=10).ok
@@ -61,8 +75,9 @@ def test_restored_database_serves_no_deleted_file_and_the_scheduler_reconciles(r
 
     ids = [upload(n) for n in range(6)]
     deadline = time.monotonic() + 30
-    while any(requests.get(f"{base}/files/{i}", headers=auth, timeout=10).json()["scan_status"] == "pending"
-              for i in ids):
+    while any(
+        requests.get(f"{base}/files/{i}", headers=auth, timeout=10).json()["scan_status"] == "pending" for i in ids
+    ):
         assert time.monotonic() < deadline, roles[1].tail()
         time.sleep(0.2)
     backup = tmp_path / "before.dump"
@@ -76,8 +91,9 @@ def test_restored_database_serves_no_deleted_file_and_the_scheduler_reconciles(r
         return sum(path.read_text().count('"file.row_removed"') for path in journal_dir.rglob("*.jsonl"))
 
     deadline = time.monotonic() + 60
-    while journaled_rows_removed() < 1 or any(file_id in str(p) for p in (Path(env["LETHE_FILE_FS_ROOT"]) / "f").rglob("*")
-                                              for file_id in deleted):
+    while journaled_rows_removed() < 1 or any(
+        file_id in str(p) for p in (Path(env["LETHE_FILE_FS_ROOT"]) / "f").rglob("*") for file_id in deleted
+    ):
         assert time.monotonic() < deadline, roles[2].tail()
         time.sleep(0.2)
     for role in roles:
@@ -97,8 +113,9 @@ def test_restored_database_serves_no_deleted_file_and_the_scheduler_reconciles(r
     answers: list[int] = []
     deadline = time.monotonic() + 90
     while True:
-        statuses = [requests.get(f"{base}/files/{file_id}/content", headers=auth, timeout=10).status_code
-                    for file_id in deleted]
+        statuses = [
+            requests.get(f"{base}/files/{file_id}/content", headers=auth, timeout=10).status_code for file_id in deleted
+        ]
         answers += statuses
         assert 200 not in statuses, f"a deleted file was served after the restore: {statuses}"
         if all(status == 404 for status in statuses):

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from app.entry.token import mint_token
 from app.entry.embedded_pg import free_port
+from app.entry.token import mint_token
 from tests.e2e.conftest import start_api_and_worker
 from tests.e2e.test_deletion_e2e import upload
 
@@ -24,11 +24,14 @@ CANARY = "Canary-Rt55-old-export"
 
 
 def test_scheduled_retention_and_sweep_end_to_end(role_env, start_role, db, tmp_path):
-    policy = {"name": "chat-files", "purpose": "attachment", "max_age": "1h", "grace": "0s",
-              "schedule": "0 3 * * *"}
-    env = dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_SCHEDULE_DEV_FAST="true",
-               LETHE_RETENTION_POLICIES=json.dumps([policy]),
-               LETHE_STORAGE_UNMANAGED_PREFIXES=json.dumps([{"prefix": "issues/", "schedule": "0 23 1 */3 *"}]))
+    policy = {"name": "chat-files", "purpose": "attachment", "max_age": "1h", "grace": "0s", "schedule": "0 3 * * *"}
+    env = dict(
+        role_env,
+        LETHE_AUTH_JWT_SECRET=SECRET,
+        LETHE_SCHEDULE_DEV_FAST="true",
+        LETHE_RETENTION_POLICIES=json.dumps([policy]),
+        LETHE_STORAGE_UNMANAGED_PREFIXES=json.dumps([{"prefix": "issues/", "schedule": "0 23 1 */3 *"}]),
+    )
     root = env["LETHE_FILE_FS_ROOT"]
     os.makedirs(os.path.join(root, "issues"))
     old = os.path.join(root, "issues", "ticket-1.txt")
@@ -41,13 +44,20 @@ def test_scheduled_retention_and_sweep_end_to_end(role_env, start_role, db, tmp_
     # Given a complete file whose name carries the canary
     file_id = upload(f"{base}/api/v1", token, f"{CANARY}.txt", b"old chat file", worker=worker)
     # The roles run on the system clock: age the file's row instead of waiting (created and last changed 2h ago)
-    db.unit_of_work(lambda uow: uow.conn.execute(
-        "UPDATE files SET created_at = created_at - interval '2 hours', "
-        "last_change_at = last_change_at - interval '2 hours' WHERE id = %s", (file_id,)), name="test.age")
+    db.unit_of_work(
+        lambda uow: uow.conn.execute(
+            "UPDATE files SET created_at = created_at - interval '2 hours', "
+            "last_change_at = last_change_at - interval '2 hours' WHERE id = %s",
+            (file_id,),
+        ),
+        name="test.age",
+    )
 
     # When the scheduler starts (dev_fast: every schedule runs at once)
-    scheduler = start_role(["scheduler"], dict(env, LETHE_METRICS_PORT=str(free_port()),
-                                                PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics")))
+    scheduler = start_role(
+        ["scheduler"],
+        dict(env, LETHE_METRICS_PORT=str(free_port()), PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics")),
+    )
 
     # Then the file is retired, deleted and purged, and the old third-party object is swept
     deadline = time.monotonic() + 30

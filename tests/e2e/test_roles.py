@@ -16,9 +16,8 @@ import uuid
 import pika
 import pytest
 
-from app.lifecycle.steps import STEPS
-
 from app.entry.embedded_pg import free_port
+from app.lifecycle.steps import STEPS
 from tests.e2e.conftest import wait_for_http, wait_for_output
 
 pytestmark = pytest.mark.e2e
@@ -46,15 +45,21 @@ def test_worker_serves_metrics_and_stops_on_sigterm(role_env, start_role):
 def test_scheduler_relays_an_outbox_row_left_behind(role_env, start_role, db, broker_url):
     queue = f"test-relay-{uuid.uuid4().hex[:10]}"
     # Given a job committed an hour ago whose publish never happened
-    db.read(lambda conn: conn.execute(
-        "INSERT INTO outbox (queue_name, actor_name, args, created_at) "
-        "VALUES (%s, 'record', '[\"x\"]', now() - interval '1 hour')", (queue,)))
+    db.read(
+        lambda conn: conn.execute(
+            "INSERT INTO outbox (queue_name, actor_name, args, created_at) "
+            "VALUES (%s, 'record', '[\"x\"]', now() - interval '1 hour')",
+            (queue,),
+        )
+    )
     # When the scheduler runs
     scheduler = start_role(["scheduler"], role_env)
     wait_for_http(f"http://127.0.0.1:{role_env['LETHE_METRICS_PORT']}/metrics", scheduler)
     deadline = time.monotonic() + 30
-    while db.read(lambda conn: conn.execute("SELECT count(*) AS n FROM outbox").fetchone().n) and \
-            time.monotonic() < deadline:
+    while (
+        db.read(lambda conn: conn.execute("SELECT count(*) AS n FROM outbox").fetchone().n)
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.2)
     # Then the row is gone and its message waits in RabbitMQ
     connection = pika.BlockingConnection(pika.URLParameters(broker_url))
@@ -81,8 +86,7 @@ def test_dev_runs_everything_on_embedded_defaults_and_ctrl_c_stops_it(start_role
     state = tempfile.mkdtemp(prefix="lethe-dev-")
     os.chmod(state, 0o755)  # the embedded server runs as an unprivileged user when we are root
     port = free_port()
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-           "LETHE_FILE_FS_ROOT": os.path.join(state, "objects")}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LETHE_FILE_FS_ROOT": os.path.join(state, "objects")}
     dev = start_role(["dev", "--port", str(port), "--state-dir", state], env)
     assert json.loads(wait_for_http(f"http://127.0.0.1:{port}/readyz", dev, timeout=60)) == {"status": "ready"}
     output = dev.output()
@@ -95,15 +99,18 @@ def test_dev_runs_everything_on_embedded_defaults_and_ctrl_c_stops_it(start_role
 
 def test_two_schedulers_trigger_one_cleanup_at_start_and_the_worker_runs_it(role_env, start_role, tmp_path):
     # Two dramatiq processes: the backlog gauge must still be one aggregated sample (multiprocess mode).
-    worker = start_role(["worker"], dict(role_env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "w"),
-                                         LETHE_WORKER_PROCESSES="2"))
+    worker = start_role(
+        ["worker"], dict(role_env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "w"), LETHE_WORKER_PROCESSES="2")
+    )
     deadline = time.monotonic() + 60
     while worker.output().count('"event": "worker.started"') < 2:
         assert time.monotonic() < deadline and worker.proc.poll() is None, worker.output()
         time.sleep(0.2)
     schedulers = [
-        start_role(["scheduler"], dict(role_env, LETHE_METRICS_PORT=str(free_port()),
-                                       PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"s{n}")))
+        start_role(
+            ["scheduler"],
+            dict(role_env, LETHE_METRICS_PORT=str(free_port()), PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"s{n}")),
+        )
         for n in range(2)
     ]
     for scheduler in schedulers:

@@ -21,19 +21,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lethe(env, *args):
-    result = subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env,
-                            timeout=120, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return json.loads(result.stdout)
 
 
 def test_sweep_and_audit_on_a_versioned_seaweedfs_bucket_leave_nothing(seaweed_server, database_url):
     store = make_s3_store(seaweed_server, versioned=True)
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": seaweed_server,
-           "LETHE_FILE_S3_BUCKET": store.bucket, "LETHE_FILE_S3_ACCESS_KEY": "testing",
-           "LETHE_FILE_S3_SECRET_KEY": "testing", "LETHE_FILE_S3_SECURE": "false",
-           "LETHE_STORAGE_UNMANAGED_PREFIXES": json.dumps([{"prefix": "issues/", "schedule": "0 0 * * *"}])}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_STORAGE_DRIVER": "s3",
+        "LETHE_FILE_S3_ENDPOINT": seaweed_server,
+        "LETHE_FILE_S3_BUCKET": store.bucket,
+        "LETHE_FILE_S3_ACCESS_KEY": "testing",
+        "LETHE_FILE_S3_SECRET_KEY": "testing",
+        "LETHE_FILE_S3_SECURE": "false",
+        "LETHE_STORAGE_UNMANAGED_PREFIXES": json.dumps([{"prefix": "issues/", "schedule": "0 0 * * *"}]),
+    }
     # Given objects another program wrote under a declared prefix, and an orphan under f/ that no row explains
     swept = [f"issues/{n}/attachment.bin" for n in range(3)]
     for key in swept:

@@ -41,18 +41,28 @@ class Api:
         self.headers = {"Authorization": f"Bearer {token}"}
 
     def upload(self, data: bytes, name: str, mime_type: str) -> str:
-        created = requests.post(f"{self.base}/api/v1/uploads", headers=self.headers, timeout=10,
-                                json={"name": name, "size_bytes": len(data), "mime_type": mime_type}).json()
+        created = requests.post(
+            f"{self.base}/api/v1/uploads",
+            headers=self.headers,
+            timeout=10,
+            json={"name": name, "size_bytes": len(data), "mime_type": mime_type},
+        ).json()
         file_id, part_size = created["file"]["id"], created["upload"]["part_size"]
         for number, start in enumerate(range(0, max(len(data), 1), part_size), start=1):
-            sent = requests.put(f"{self.base}/api/v1/uploads/{file_id}/parts/{number}", headers=self.headers,
-                                data=data[start:start + part_size], timeout=30)
+            sent = requests.put(
+                f"{self.base}/api/v1/uploads/{file_id}/parts/{number}",
+                headers=self.headers,
+                data=data[start : start + part_size],
+                timeout=30,
+            )
             assert sent.status_code == 200, sent.text
         done = requests.post(f"{self.base}/api/v1/uploads/{file_id}/complete", headers=self.headers, timeout=30)
         assert done.status_code == 200, done.text
         deadline = time.monotonic() + 30
-        while requests.get(f"{self.base}/api/v1/files/{file_id}", headers=self.headers,
-                           timeout=10).json()["scan_status"] == "pending":
+        while (
+            requests.get(f"{self.base}/api/v1/files/{file_id}", headers=self.headers, timeout=10).json()["scan_status"]
+            == "pending"
+        ):
             assert time.monotonic() < deadline, self.worker.tail()
             time.sleep(0.1)
         return file_id
@@ -62,20 +72,25 @@ class Api:
         preview: image.strip_original)."""
         deadline = time.monotonic() + 30
         while True:
-            shown = requests.get(f"{self.base}/api/v1/files/{file_id}", headers=self.headers,
-                                 timeout=10).json()["thumbnails"]
+            shown = requests.get(f"{self.base}/api/v1/files/{file_id}", headers=self.headers, timeout=10).json()[
+                "thumbnails"
+            ]
             if len(shown) >= count:
                 return shown
             assert time.monotonic() < deadline, self.worker.tail()
             time.sleep(0.1)
 
     def link(self, file_id: str, disposition: str = "attachment", variant: str | None = None) -> str:
-        made = requests.post(f"{self.base}/api/v1/files/{file_id}/links", headers=self.headers, timeout=10,
-                             json={"disposition": disposition, **({"variant": variant} if variant else {})})
+        made = requests.post(
+            f"{self.base}/api/v1/files/{file_id}/links",
+            headers=self.headers,
+            timeout=10,
+            json={"disposition": disposition, **({"variant": variant} if variant else {})},
+        )
         assert made.status_code == 201, made.text
         return made.json()["url"]
 
-    def cut_proxy(self, download: str, limit: int) -> "CutProxy":
+    def cut_proxy(self, download: str, limit: int) -> CutProxy:
         """A fresh cut in front of the api, or, for redirects, the one in front of the store (re-armed)."""
         if download == "redirect":
             self.store_cut.cuts, self.store_cut.limit = 0, limit
@@ -84,8 +99,9 @@ class Api:
         return CutProxy((host, int(port)), limit)
 
     def delete(self, file_id: str) -> None:
-        assert requests.delete(f"{self.base}/api/v1/files/{file_id}", headers=self.headers,
-                               timeout=10).status_code == 204
+        assert (
+            requests.delete(f"{self.base}/api/v1/files/{file_id}", headers=self.headers, timeout=10).status_code == 204
+        )
 
 
 @pytest.fixture
@@ -93,16 +109,20 @@ def served(role_env, start_role, tmp_path, request):
     params = getattr(request.node, "callspec", None)
     params = params.params if params is not None else {}
     driver = params.get("driver", "fs")
-    env, _ = with_driver(dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_FILE_LINK_SECRET=LINK_SECRET),
-                         driver, request)
+    env, _ = with_driver(
+        dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_FILE_LINK_SECRET=LINK_SECRET), driver, request
+    )
     store_cut = None
     if params.get("download") == "redirect":
         # Presigned URLs name a proxy of ours in front of the store, so that a test can cut a download there.
         host, port = env["LETHE_FILE_S3_ENDPOINT"].split(":")
         store_cut = CutProxy((host, int(port)), limit=MIB)
         # Only files stored as they are are redirected (a sealed one's bytes leave opened, through the api).
-        env.update(LETHE_FILE_S3_DOWNLOAD="redirect", LETHE_FILE_S3_PUBLIC_ENDPOINT=store_cut.address,
-                   LETHE_FILE_ENCRYPTION="off")
+        env.update(
+            LETHE_FILE_S3_DOWNLOAD="redirect",
+            LETHE_FILE_S3_PUBLIC_ENDPOINT=store_cut.address,
+            LETHE_FILE_ENCRYPTION="off",
+        )
     api, worker, base = start_api_and_worker(start_role, env, tmp_path)
     served = Api(base, mint_token(SECRET, uuid.uuid4()), api, worker)
     served.store_cut = store_cut
@@ -150,7 +170,7 @@ class CutProxy:
         try:
             while data := upstream.recv(65536):
                 if limit is not None and sent + len(data) >= limit:
-                    client.sendall(data[:limit - sent])
+                    client.sendall(data[: limit - sent])
                     break
                 client.sendall(data)
                 sent += len(data)
@@ -196,11 +216,19 @@ def test_curl_and_wget_resume_a_cut_download_byte_exact(served, driver, download
         through = (lambda u: u.replace(served.base, f"http://{cut.address}")) if download == "proxy" else (lambda u: u)
         out = tmp_path / f"by-{tool}.bin"
         if tool == "curl":
-            _cut_then_resume(["curl", "-sfL", "-H", bearer, "-o", str(out), through(url)],
-                             ["curl", "-sfL", "-H", bearer, "-C", "-", "-o", str(out), through(url)], out, data)
+            _cut_then_resume(
+                ["curl", "-sfL", "-H", bearer, "-o", str(out), through(url)],
+                ["curl", "-sfL", "-H", bearer, "-C", "-", "-o", str(out), through(url)],
+                out,
+                data,
+            )
         else:
-            _cut_then_resume(["wget", "-q", "-t", "1", "-O", str(out), through(link)],
-                             ["wget", "-nv", "-c", "-t", "1", "-O", str(out), through(link)], out, data)
+            _cut_then_resume(
+                ["wget", "-q", "-t", "1", "-O", str(out), through(link)],
+                ["wget", "-nv", "-c", "-t", "1", "-O", str(out), through(link)],
+                out,
+                data,
+            )
         assert cut.cuts >= 2  # the cut run, and the resuming one through the same way
         if cut is not served.store_cut:
             cut.close()
@@ -257,18 +285,40 @@ def test_chromium_shows_plays_and_seeks_from_links_and_loses_the_image_after_del
     from tests.integration.test_serving import HTML, PNG
 
     video = tmp_path / "clip.webm"
-    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                    "testsrc=duration=6:size=160x120:rate=10", "-c:v", "libvpx", "-b:v", "150k", "-g", "10", "-an",
-                    str(video)], check=True, timeout=60)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc=duration=6:size=160x120:rate=10",
+            "-c:v",
+            "libvpx",
+            "-b:v",
+            "150k",
+            "-g",
+            "10",
+            "-an",
+            str(video),
+        ],
+        check=True,
+        timeout=60,
+    )
     image_id = served.upload(PNG, f"{CANARY}.png", "image/png")
     served.thumbnails(image_id, 3)  # shown inline through its preview
     video_id = served.upload(video.read_bytes(), f"{CANARY}.webm", "video/webm")
     ran: list[str] = []
-    html = HTML.replace(b"document.title='ran'", f"fetch('http://127.0.0.1:{{port}}/ran')".encode())
+    html = HTML.replace(b"document.title='ran'", b"fetch('http://127.0.0.1:{port}/ran')")
     page_port = free_port()
     html_id = served.upload(html.replace(b"{port}", str(page_port).encode()), f"{CANARY}.png", "image/png")
-    links = {"__IMAGE__": served.link(image_id, "inline"), "__VIDEO__": served.link(video_id, "inline"),
-             "__HTML_AS_IMAGE__": served.link(html_id, "inline")}
+    links = {
+        "__IMAGE__": served.link(image_id, "inline"),
+        "__VIDEO__": served.link(video_id, "inline"),
+        "__HTML_AS_IMAGE__": served.link(html_id, "inline"),
+    }
     assert all(CANARY not in link for link in links.values())
     page_text = PAGE
     for marker, link in links.items():
@@ -296,11 +346,26 @@ def test_chromium_shows_plays_and_seeks_from_links_and_loses_the_image_after_del
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         result = subprocess.run(
-            [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--autoplay-policy=no-user-gesture-required",
-             "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--virtual-time-budget=30000",
-             "--dump-dom", f"http://127.0.0.1:{page_port}/"],
-            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+            [
+                browser,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--autoplay-policy=no-user-gesture-required",
+                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+                "--virtual-time-budget=30000",
+                "--dump-dom",
+                f"http://127.0.0.1:{page_port}/",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
     finally:
         server.shutdown()
     assert result.returncode == 0, result.stderr[-2000:]
@@ -314,14 +379,19 @@ def test_chromium_shows_plays_and_seeks_from_links_and_loses_the_image_after_del
     assert after == {"after_delete": False}, "the image still showed after deleteFile"
     # The video was fetched in byte ranges by Chromium's media stack, through the link
     metrics = requests.get(f"{served.base}/metrics", timeout=10).text
-    ranged = [line for line in metrics.splitlines() if line.startswith("lethe_http_requests_total{")
-              and "links" in line and 'status="206"' in line]
+    ranged = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith("lethe_http_requests_total{") and "links" in line and 'status="206"' in line
+    ]
     assert ranged and sum(float(line.rsplit(" ", 1)[1]) for line in ranged) >= 1, metrics[-2000:]
     # The HTML file's own answer says why it was never rendered
     answer = requests.get(links["__HTML_AS_IMAGE__"], timeout=10)
     assert answer.headers["Content-Type"] == "application/octet-stream"
     assert answer.headers["Content-Disposition"] == "attachment"
-    assert answer.headers["Content-Security-Policy"] == "sandbox" and answer.headers["X-Content-Type-Options"] == "nosniff"
+    assert (
+        answer.headers["Content-Security-Policy"] == "sandbox" and answer.headers["X-Content-Type-Options"] == "nosniff"
+    )
     assert re.fullmatch(r'"[0-9a-f]{24}"', answer.headers["ETag"])
 
 
@@ -335,10 +405,25 @@ img.onerror = () => { document.body.dataset.size = 'broken'; };
 
 def _chromium_dom(browser: str, page: Path) -> str:
     result = subprocess.run(
-        [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update",
-         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--virtual-time-budget=10000",
-         "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, cwd=page.parent)
+        [
+            browser,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=page.parent,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
@@ -354,7 +439,10 @@ def test_a_photos_thumbnail_loads_in_chromium_from_a_link_and_every_variant_goes
     file_id = served.upload(photo, f"{CANARY}.jpg", "image/jpeg")
     shown = served.thumbnails(file_id, 3)
     assert [(t["name"], t["width"], t["height"]) for t in shown] == [
-        ("thumb-small", 107, 160), ("thumb-large", 320, 480), ("preview", 400, 600)]
+        ("thumb-small", 107, 160),
+        ("thumb-large", 320, 480),
+        ("preview", 400, 600),
+    ]
     # When Chromium loads thumb-small from a link (no bearer header), it shows it upright
     page = tmp_path / "thumb.html"
     page.write_text(VARIANT_PAGE.replace("__THUMB__", served.link(file_id, "inline", "thumb-small")))
@@ -363,8 +451,9 @@ def test_a_photos_thumbnail_loads_in_chromium_from_a_link_and_every_variant_goes
     assert fetched.headers["Content-Type"] == "image/webp" and images.metadata_of(fetched.content) == {}
     # and the original itself, shown inline or downloaded from a link, carries no position (its EXIF keeps the
     # camera and the orientation), its pixels those sent
-    originals = [requests.get(served.link(file_id, disposition), timeout=10)
-                 for disposition in ("inline", "attachment")]
+    originals = [
+        requests.get(served.link(file_id, disposition), timeout=10) for disposition in ("inline", "attachment")
+    ]
     assert originals[0].headers["Content-Type"] == "image/jpeg" and originals[0].content == originals[1].content
     kept = images.metadata_of(originals[0].content)
     assert "gps" not in kept and kept["exif_tags"][0x0112] == 6 and kept["exif_tags"][0x010F] == "LetheCam"
@@ -380,8 +469,9 @@ def test_a_photos_thumbnail_loads_in_chromium_from_a_link_and_every_variant_goes
         time.sleep(0.1)
     manager = {"Authorization": "Bearer " + mint_token(SECRET, uuid.uuid4(), ("files:read", "manage"))}
     deadline = time.monotonic() + 30
-    while (receipt := requests.get(f"{served.base}/api/v1/receipts/{file_id}", headers=manager,
-                                   timeout=10)).status_code == 404:
+    while (
+        receipt := requests.get(f"{served.base}/api/v1/receipts/{file_id}", headers=manager, timeout=10)
+    ).status_code == 404:
         assert time.monotonic() < deadline, served.worker.tail()
         time.sleep(0.1)
     assert receipt.json()["variants_deleted"] == 3

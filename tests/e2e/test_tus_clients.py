@@ -42,8 +42,16 @@ def served(role_env, start_role, tmp_path, request):
     so that chunks of 1 MiB leave a tail and chunks of 6 MiB cut a part in two)."""
     driver = request.node.callspec.params["driver"]
     page_port = free_port()
-    env, store = with_driver(dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_FILE_PART_SIZE="5MiB",
-                                  LETHE_API_CORS_ORIGINS=f"http://127.0.0.1:{page_port}"), driver, request)
+    env, store = with_driver(
+        dict(
+            role_env,
+            LETHE_AUTH_JWT_SECRET=SECRET,
+            LETHE_FILE_PART_SIZE="5MiB",
+            LETHE_API_CORS_ORIGINS=f"http://127.0.0.1:{page_port}",
+        ),
+        driver,
+        request,
+    )
     api, worker, base = start_api_and_worker(start_role, env, tmp_path)
     person = uuid.uuid4()
     token = mint_token(SECRET, person)
@@ -89,8 +97,9 @@ class Served:
             root = self.env["LETHE_FILE_FS_ROOT"]
             return [os.path.join(d, n) for d, _, names in os.walk(root) for n in names if file_id in os.path.join(d, n)]
         store = self.store
-        found = [item.object_name for item in store.client.list_objects(store.bucket, recursive=True,
-                                                                        include_version=True)]
+        found = [
+            item.object_name for item in store.client.list_objects(store.bucket, recursive=True, include_version=True)
+        ]
         found += [u.object_name for u in store.client._list_multipart_uploads(store.bucket).uploads]
         return [key for key in found if file_id in key]
 
@@ -99,7 +108,7 @@ class Served:
         assert requests.head(url, headers={**self.headers, **TUS}, timeout=10).status_code == 410
         file_id = url.rstrip("/").rsplit("/", 1)[1]
         deadline = time.monotonic() + 20
-        while (left := self.residue(file_id)):
+        while left := self.residue(file_id):
             assert time.monotonic() < deadline, (left, self.worker.tail())
             time.sleep(0.1)
 
@@ -109,6 +118,7 @@ def payload(size: int) -> bytes:
 
 
 # -- tuspy ---------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_three_clients_upload_resume_terminate_and_read_back(served, driver, tmp_path):
@@ -124,8 +134,11 @@ def tuspy_flows(served, tmp_path):
     from tusclient import client as tus_client
 
     data = payload(12 * MIB + 123)
-    metadata = {"filename": f"{CANARY}.bin", "filetype": "application/octet-stream",
-                "sha256": hashlib.sha256(data).hexdigest()}
+    metadata = {
+        "filename": f"{CANARY}.bin",
+        "filetype": "application/octet-stream",
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
     first = tus_client.TusClient(served.endpoint, headers=served.headers)
     uploader = first.uploader(file_stream=_stream(data), chunk_size=MIB, metadata=metadata, upload_checksum=True)
     for _ in range(6):  # stop half-way: one whole part and a tail of 1 MiB
@@ -158,14 +171,20 @@ def _stream(data: bytes):
 
 # -- tus-js-client -------------------------------------------------------------------------------------------
 
+
 def node_client(served, tmp_path, **config) -> dict:
     node = shutil.which("node")
     if node is None or not (JS / "node_modules" / "tus-js-client").is_dir():
         service_missing("tus-js-client under Node (tests/js, npm ci)", "not installed; .ci/run installs it")
-    config = {"endpoint": served.endpoint, "token": served.token,
-              "metadata": {"filename": f"{CANARY}.bin", "filetype": "application/octet-stream"}, **config}
-    result = subprocess.run([node, str(JS / "tus_client.js"), json.dumps(config)], capture_output=True, text=True,
-                            timeout=120, cwd=JS)
+    config = {
+        "endpoint": served.endpoint,
+        "token": served.token,
+        "metadata": {"filename": f"{CANARY}.bin", "filetype": "application/octet-stream"},
+        **config,
+    }
+    result = subprocess.run(
+        [node, str(JS / "tus_client.js"), json.dumps(config)], capture_output=True, text=True, timeout=120, cwd=JS
+    )
     assert result.stdout.strip(), result.stderr[-2000:]
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     assert result.returncode == 0 and "error" not in answer, (answer, result.stderr[-2000:])
@@ -275,11 +294,26 @@ def uppy_flow(served, tmp_path):
     shot = tmp_path / "uppy.png"
     try:
         result = subprocess.run(
-            [browser, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update",
-             "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--window-size=800,500",
-             "--virtual-time-budget=60000", f"--screenshot={shot}", f"http://127.0.0.1:{served.page_port}/"],
-            capture_output=True, text=True, timeout=180, cwd=tmp_path)
+            [
+                browser,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+                "--window-size=800,500",
+                "--virtual-time-budget=60000",
+                f"--screenshot={shot}",
+                f"http://127.0.0.1:{served.page_port}/",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=tmp_path,
+        )
     finally:
         server.shutdown()
     assert result.returncode == 0, result.stderr[-2000:]
@@ -307,8 +341,8 @@ def green_pixels(png: bytes) -> int:
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     pos, idat, width, height, channels = 8, b"", 0, 0, 0
     while pos < len(png):
-        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
-        chunk = png[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        chunk = png[pos + 8 : pos + 8 + length]
         if kind == b"IHDR":
             width, height, depth, color = struct.unpack(">IIBB", chunk[:10])
             assert depth == 8 and color in (2, 6) and chunk[12] == 0, "an 8-bit, not interlaced RGB(A) PNG"
@@ -322,7 +356,7 @@ def green_pixels(png: bytes) -> int:
     count = 0
     for row in range(height):
         kind = raw[row * (stride + 1)]
-        line = bytearray(raw[row * (stride + 1) + 1:(row + 1) * (stride + 1)])
+        line = bytearray(raw[row * (stride + 1) + 1 : (row + 1) * (stride + 1)])
         for i in range(stride):
             left = line[i - channels] if i >= channels else 0
             up = previous[i]
@@ -352,26 +386,46 @@ def cut_off_patch(served):
     from urllib.parse import urlsplit
 
     data = payload(7 * MIB + 9)
-    created = requests.post(served.endpoint, headers={**served.headers, **TUS, "Upload-Length": str(len(data)),
-                                                      "Upload-Metadata": "filename " + base64.b64encode(
-                                                          f"{CANARY}.bin".encode()).decode()}, timeout=10)
+    created = requests.post(
+        served.endpoint,
+        headers={
+            **served.headers,
+            **TUS,
+            "Upload-Length": str(len(data)),
+            "Upload-Metadata": "filename " + base64.b64encode(f"{CANARY}.bin".encode()).decode(),
+        },
+        timeout=10,
+    )
     assert created.status_code == 201
     url = served.base + created.headers["Location"]
     sent = 6 * MIB + 3  # a whole part and a tail
     target = urlsplit(url)
     with socket.create_connection((target.hostname, target.port), timeout=10) as conn:
-        conn.sendall((f"PATCH {target.path} HTTP/1.1\r\nHost: {target.netloc}\r\n"
-                      f"Authorization: {served.headers['Authorization']}\r\nTus-Resumable: 1.0.0\r\n"
-                      f"Content-Type: application/offset+octet-stream\r\nUpload-Offset: 0\r\n"
-                      f"Content-Length: {len(data)}\r\n\r\n").encode() + data[:sent])
+        conn.sendall(
+            (
+                f"PATCH {target.path} HTTP/1.1\r\nHost: {target.netloc}\r\n"
+                f"Authorization: {served.headers['Authorization']}\r\nTus-Resumable: 1.0.0\r\n"
+                f"Content-Type: application/offset+octet-stream\r\nUpload-Offset: 0\r\n"
+                f"Content-Length: {len(data)}\r\n\r\n"
+            ).encode()
+            + data[:sent]
+        )
         conn.shutdown(socket.SHUT_WR)  # the client is gone half-way
         conn.recv(4096)
     deadline = time.monotonic() + 10
     while served.offset(url) != sent:  # the api notices the end of the body on its own time
         assert time.monotonic() < deadline, served.api.tail()
         time.sleep(0.05)
-    response = requests.patch(url, headers={**served.headers, **TUS, "Upload-Offset": str(sent),
-                                            "Content-Type": "application/offset+octet-stream"},
-                              data=data[sent:], timeout=30)
+    response = requests.patch(
+        url,
+        headers={
+            **served.headers,
+            **TUS,
+            "Upload-Offset": str(sent),
+            "Content-Type": "application/offset+octet-stream",
+        },
+        data=data[sent:],
+        timeout=30,
+    )
     assert response.status_code == 204 and response.headers["Upload-Offset"] == str(len(data))
     assert served.content(url) == data

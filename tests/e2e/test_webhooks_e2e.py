@@ -38,9 +38,12 @@ class DocReceiver:
         script.write_text(receiver_of_the_doc())
         self.port = free_port()
         self.log = open(tmp_path / "receiver.out", "w+")
-        self.proc = subprocess.Popen([sys.executable, str(script)], stdout=self.log, stderr=subprocess.STDOUT,
-                                     env={"PATH": os.environ.get("PATH", ""), "WEBHOOK_SECRET": secret,
-                                          "PORT": str(self.port)})
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={"PATH": os.environ.get("PATH", ""), "WEBHOOK_SECRET": secret, "PORT": str(self.port)},
+        )
 
     def messages(self) -> list[dict]:
         self.log.flush()
@@ -67,8 +70,14 @@ def test_file_purged_and_erasure_completed_reach_the_receiver_of_the_doc(role_en
     secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
     receiver = DocReceiver(tmp_path, secret)
     try:
-        endpoints = [{"name": "app", "url": f"http://127.0.0.1:{receiver.port}/hooks", "secret": secret,
-                      "events": ["file.purged", "erasure.completed"]}]
+        endpoints = [
+            {
+                "name": "app",
+                "url": f"http://127.0.0.1:{receiver.port}/hooks",
+                "secret": secret,
+                "events": ["file.purged", "erasure.completed"],
+            }
+        ]
         env = dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_WEBHOOKS_ENDPOINTS=json.dumps(endpoints))
         api, worker, base = start_api_and_worker(start_role, env, tmp_path)
         api_v1 = base + "/api/v1"
@@ -86,8 +95,9 @@ def test_file_purged_and_erasure_completed_reach_the_receiver_of_the_doc(role_en
         theirs = upload(api_v1, mint_token(SECRET, subject), f"{CANARY}-2.txt", worker=worker)
         status, erasure = call("POST", f"{api_v1}/erasures", manager, {"subject_id": str(subject)})
         assert status == 202, erasure
-        done = receiver.wait_for(lambda m: m["type"] == "erasure.completed"
-                                 and m["data"]["erasure_id"] == erasure["id"], worker)
+        done = receiver.wait_for(
+            lambda m: m["type"] == "erasure.completed" and m["data"]["erasure_id"] == erasure["id"], worker
+        )
         assert done["data"]["file_ids"] == [theirs] and done["data"]["files_purged"] == 1
 
         received = Path(receiver.log.name).read_text()

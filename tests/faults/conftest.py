@@ -13,23 +13,23 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from app.platform import config
-from app.entry.token import mint_token
 from app.domain.keys import original_key
 from app.entry.embedded_pg import free_port
-from app.lifecycle.deletion import mark_deleted
+from app.entry.token import mint_token
 from app.entry.wiring import build_runtime
+from app.lifecycle.deletion import mark_deleted
+from app.platform import config
 from app.storage.fs import FsStore
-from tests.support.keyring import SEALED_ENV
 from tests.conftest import make_s3_store, truncate_all
 from tests.e2e.conftest import Role, purge_queues, start_api, wait_for_http, wait_for_output
 from tests.support.fakes import RecordingBroker
+from tests.support.keyring import SEALED_ENV
 from tests.support.proxy import TcpProxy
 
 pytestmark = pytest.mark.faults
@@ -61,8 +61,15 @@ class Answer:
 class Stage:
     """Roles, proxies and a direct runtime (the test's own view of the database and the store)."""
 
-    def __init__(self, tmp: Path, database_url: str, broker_url: str, driver: str = "fs",
-                 s3_endpoint: str | None = None, **settings: str):
+    def __init__(
+        self,
+        tmp: Path,
+        database_url: str,
+        broker_url: str,
+        driver: str = "fs",
+        s3_endpoint: str | None = None,
+        **settings: str,
+    ):
         self.tmp = tmp
         self.database_url = database_url
         self.driver = driver
@@ -95,10 +102,17 @@ class Stage:
             self.s3 = TcpProxy(*host_port("http://" + s3_endpoint, 80)).start()
             self.proxies.append(self.s3)
             self.raw_store = make_s3_store(s3_endpoint)
-            self.env.update({"LETHE_FILE_S3_ENDPOINT": self.s3.address, "LETHE_FILE_S3_BUCKET": self.raw_store.bucket,
-                             "LETHE_FILE_S3_ACCESS_KEY": "testing", "LETHE_FILE_S3_SECRET_KEY": "testing",
-                             "LETHE_FILE_S3_REGION": "us-east-1", "LETHE_FILE_S3_SECURE": "false",
-                             "LETHE_FILE_PART_SIZE": "5MiB"})
+            self.env.update(
+                {
+                    "LETHE_FILE_S3_ENDPOINT": self.s3.address,
+                    "LETHE_FILE_S3_BUCKET": self.raw_store.bucket,
+                    "LETHE_FILE_S3_ACCESS_KEY": "testing",
+                    "LETHE_FILE_S3_SECRET_KEY": "testing",
+                    "LETHE_FILE_S3_REGION": "us-east-1",
+                    "LETHE_FILE_S3_SECURE": "false",
+                    "LETHE_FILE_PART_SIZE": "5MiB",
+                }
+            )
         else:
             self.raw_store = FsStore(str(tmp / "objects"))
         self.env.update(settings)
@@ -153,7 +167,7 @@ class Stage:
     def seed(self, n: int) -> list[uuid.UUID]:
         """n complete, unattached files of OWNER, each with its original in the store (written directly)."""
         ids = [uuid.uuid4() for _ in range(n)]
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         for file_id in ids:
             self.raw_store.put(original_key(file_id), b"x" * 32, 32)
 
@@ -163,7 +177,8 @@ class Stage:
                     "INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, "
                     "upload_state, scan_status, created_at, last_change_at) VALUES (%s, %s, 'attachment', "
                     "'drill.bin', 'application/octet-stream', 32, %s, 'complete', 'skipped', %s, %s)",
-                    [(file_id, OWNER, original_key(file_id), now, now) for file_id in ids])
+                    [(file_id, OWNER, original_key(file_id), now, now) for file_id in ids],
+                )
 
         self.rt.db.unit_of_work(insert, name="drill.seed")
         return ids
@@ -171,13 +186,15 @@ class Stage:
     def mark_deleted(self, ids: list[uuid.UUID]) -> None:
         """Delete files the way the api does, in one transaction, without publishing (the purge is left to the
         relay and the catch-up: the drill's subject)."""
-        self.rt.db.unit_of_work(lambda uow: mark_deleted(uow, sorted(ids), datetime.now(timezone.utc), via="drill"),
-                                name="drill.delete")
+        self.rt.db.unit_of_work(
+            lambda uow: mark_deleted(uow, sorted(ids), datetime.now(UTC), via="drill"), name="drill.delete"
+        )
 
     def left(self, ids: list[uuid.UUID]) -> tuple[int, int]:
         """(rows, objects) of these files still present."""
-        rows = self.rt.db.read(lambda conn: conn.execute(
-            "SELECT count(*) AS n FROM files WHERE id = ANY(%s)", (ids,)).fetchone().n)
+        rows = self.rt.db.read(
+            lambda conn: conn.execute("SELECT count(*) AS n FROM files WHERE id = ANY(%s)", (ids,)).fetchone().n
+        )
         objects = sum(1 for file_id in ids if self.raw_store.head(original_key(file_id)) is not None)
         return rows, objects
 
@@ -189,8 +206,10 @@ class Stage:
             if left == (0, 0):
                 return time.monotonic() - start
             if time.monotonic() - start > timeout:
-                raise AssertionError(f"{left} (rows, objects) still there after {timeout}s:\n" +
-                                     "\n".join(role.tail(3000) for role in self.roles))
+                raise AssertionError(
+                    f"{left} (rows, objects) still there after {timeout}s:\n"
+                    + "\n".join(role.tail(3000) for role in self.roles)
+                )
             time.sleep(0.2)
 
     # -- HTTP -----------------------------------------------------------------------------------------------
@@ -202,8 +221,9 @@ class Stage:
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 text = response.read()
-                return Answer(response.status, json.loads(text) if text else None, response.headers,
-                              time.monotonic() - start)
+                return Answer(
+                    response.status, json.loads(text) if text else None, response.headers, time.monotonic() - start
+                )
         except urllib.error.HTTPError as exc:
             text = exc.read()
             return Answer(exc.code, json.loads(text) if text else None, exc.headers, time.monotonic() - start)
@@ -223,8 +243,7 @@ class Stage:
             if answer:
                 return answer, time.monotonic() - start
             if time.monotonic() - start > timeout:
-                raise AssertionError(f"not within {timeout}s:\n" +
-                                     "\n".join(role.tail(3000) for role in self.roles))
+                raise AssertionError(f"not within {timeout}s:\n" + "\n".join(role.tail(3000) for role in self.roles))
             time.sleep(step)
 
 

@@ -25,8 +25,7 @@ pytestmark = pytest.mark.faults
 
 def mount_tmpfs(path, size="2m") -> bool:
     os.makedirs(path, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
     return done.returncode == 0
 
 
@@ -46,8 +45,12 @@ def leftovers(root) -> list[str]:
 
 
 def make(database_url, clock, root, **settings) -> Lethe:
-    return Lethe(database_url, FsStore(str(root), min_free_bytes=int(settings.pop("min_free", 0))), clock,
-                 **{"file.part_size": "1MiB", **settings})
+    return Lethe(
+        database_url,
+        FsStore(str(root), min_free_bytes=int(settings.pop("min_free", 0))),
+        clock,
+        **{"file.part_size": "1MiB", **settings},
+    )
 
 
 def test_a_full_disk_answers_503_and_leaves_nothing_half_written(database_url, clock, small_disk):
@@ -66,8 +69,13 @@ def test_a_full_disk_answers_503_and_leaves_nothing_half_written(database_url, c
             lethe.raw_store.min_free_bytes = lethe.raw_store.free_bytes() + 1
         created = lethe.start_upload(ALEX, data)
         file_id = created["file"]["id"]
-        response = lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data,
-                              headers={"Content-Type": "application/octet-stream"})
+        response = lethe.call(
+            "PUT",
+            f"/api/v1/uploads/{file_id}/parts/1",
+            ALEX,
+            data=data,
+            headers={"Content-Type": "application/octet-stream"},
+        )
         problem(response, 503, "storage_unavailable")
         assert response.headers["Retry-After"] == "5"
         assert leftovers(root) == []
@@ -79,8 +87,13 @@ def test_a_full_disk_answers_503_and_leaves_nothing_half_written(database_url, c
         if real:
             os.unlink(os.path.join(root, "filler"))
         lethe.raw_store.min_free_bytes = 0
-        response = lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data,
-                              headers={"Content-Type": "application/octet-stream"})
+        response = lethe.call(
+            "PUT",
+            f"/api/v1/uploads/{file_id}/parts/1",
+            ALEX,
+            data=data,
+            headers={"Content-Type": "application/octet-stream"},
+        )
         assert response.status_code == 200, response.json
         assert lethe.call("GET", "/readyz").status_code == 200
     finally:
@@ -101,8 +114,13 @@ def test_a_read_only_root_answers_503_and_readiness_says_so(database_url, clock,
             os.chmod(os.path.join(root, TMP_DIR), 0o500)
         data = b"a part of a file " * 10
         created = lethe.start_upload(ALEX, data, name=f"{uuid.uuid4()}.txt")
-        response = lethe.call("PUT", f"/api/v1/uploads/{created['file']['id']}/parts/1", ALEX, data=data,
-                              headers={"Content-Type": "application/octet-stream"})
+        response = lethe.call(
+            "PUT",
+            f"/api/v1/uploads/{created['file']['id']}/parts/1",
+            ALEX,
+            data=data,
+            headers={"Content-Type": "application/octet-stream"},
+        )
         problem(response, 503, "storage_unavailable")
         ready = lethe.call("GET", "/readyz")
         assert ready.status_code == 503 and "store" in ready.json["detail"]

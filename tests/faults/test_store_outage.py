@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from app.domain.keys import original_key
-
 from tests.faults.conftest import log_lines, metric
 
 pytestmark = pytest.mark.faults
@@ -14,8 +13,9 @@ pytestmark = pytest.mark.faults
 
 @pytest.mark.parametrize("mode", ["refuse", "blackhole"])
 def test_an_s3_outage_holds_the_purge_back_and_loses_nothing(stage_factory, moto_server, mode):
-    stage = stage_factory(driver="s3", s3_endpoint=moto_server, LETHE_PRIVACY_OBJECT_DELETE_DELAY="3s",
-                          LETHE_FILE_S3_TIMEOUT="1s")
+    stage = stage_factory(
+        driver="s3", s3_endpoint=moto_server, LETHE_PRIVACY_OBJECT_DELETE_DELAY="3s", LETHE_FILE_S3_TIMEOUT="1s"
+    )
     roles = stage.start_all()
     ids = stage.seed(20)
     getattr(stage.s3, mode)()
@@ -30,8 +30,12 @@ def test_an_s3_outage_holds_the_purge_back_and_loses_nothing(stage_factory, moto
     assert "store" in ready.body["detail"]
     # the purge meets the outage: nothing is purged, the worker warns, the backlog gauge shows the files
     worker = roles["worker"]
-    stage.until(lambda: any(line.get("event") in ("worker.dependency_unavailable", "cleanup.step_failed")
-                            for line in log_lines(worker)), 30)
+    stage.until(
+        lambda: any(
+            line.get("event") in ("worker.dependency_unavailable", "cleanup.step_failed") for line in log_lines(worker)
+        ),
+        30,
+    )
     stage.until(lambda: metric(worker.metrics_port, "lethe_file_purge_backlog") >= len(ids), 60)
     stage.until(lambda: any(line.get("event") == "cleanup.backlog_overdue" for line in log_lines(worker)), 60)
     assert stage.left(ids) == (len(ids), len(ids))

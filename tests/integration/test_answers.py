@@ -24,7 +24,7 @@ READER = Person("Reader", "reader@example.com", ("files:read",))
 def documented_codes() -> dict[int, str]:
     """The answers table of docs/api.md: each status with the one code it documents."""
     text = (ROOT / "docs" / "api.md").read_text()
-    table = text[text.index("## Answers"):]
+    table = text[text.index("## Answers") :]
     found = {}
     for status, code in re.findall(r"^\| (\d{3}) \| `([a-z_]+)`(?: \||,)", table, re.M):
         found.setdefault(int(status), code)
@@ -64,11 +64,14 @@ def test_a_403_names_the_scope_the_token_lacks(lethe):
 
 
 @pytest.mark.one_store
-@pytest.mark.parametrize("claims, says", [
-    ({"sub": "not-a-uuid", "exp": 4102444800}, "`sub` is not a UUID"),
-    ({"sub": "7f7d6c9e-0000-4000-8000-000000000001"}, "no `exp` claim"),
-    ({"sub": "7f7d6c9e-0000-4000-8000-000000000001", "exp": 4102444800, "nbf": 4102444000}, "not valid yet"),
-])
+@pytest.mark.parametrize(
+    "claims, says",
+    [
+        ({"sub": "not-a-uuid", "exp": 4102444800}, "`sub` is not a UUID"),
+        ({"sub": "7f7d6c9e-0000-4000-8000-000000000001"}, "no `exp` claim"),
+        ({"sub": "7f7d6c9e-0000-4000-8000-000000000001", "exp": 4102444800, "nbf": 4102444000}, "not valid yet"),
+    ],
+)
 def test_a_refused_token_says_which_claim_without_repeating_it(lethe, claims, says):
     token = jwt.encode(claims, SECRET, algorithm="HS256")
     answer = lethe.app.test_client().get("/api/v1/files", headers={"Authorization": f"Bearer {token}"})
@@ -80,15 +83,29 @@ def test_a_refused_token_says_which_claim_without_repeating_it(lethe, claims, sa
 @pytest.mark.one_store
 def test_a_part_of_the_wrong_size_says_the_right_one_and_a_form_is_told_to_send_raw_bytes(lethe):
     size = lethe.cfg.file.part_size + 10
-    created = lethe.call("POST", "/api/v1/uploads", ALEX, json={"name": "two.bin", "size_bytes": size,
-                                                                 "mime_type": "application/octet-stream"})
+    created = lethe.call(
+        "POST",
+        "/api/v1/uploads",
+        ALEX,
+        json={"name": "two.bin", "size_bytes": size, "mime_type": "application/octet-stream"},
+    )
     file_id = created.json["file"]["id"]
-    answer = lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=b"x" * 9,
-                        headers={"Content-Type": "application/octet-stream"})
+    answer = lethe.call(
+        "PUT",
+        f"/api/v1/uploads/{file_id}/parts/2",
+        ALEX,
+        data=b"x" * 9,
+        headers={"Content-Type": "application/octet-stream"},
+    )
     problem(answer, 409, "conflict", "wrong_part_size")
     assert "exactly 10 bytes" in answer.json["detail"] and "9 were sent" in answer.json["detail"]
-    form = lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=b"x" * 10,
-                      headers={"Content-Type": "multipart/form-data; boundary=xyz"})
+    form = lethe.call(
+        "PUT",
+        f"/api/v1/uploads/{file_id}/parts/2",
+        ALEX,
+        data=b"x" * 10,
+        headers={"Content-Type": "multipart/form-data; boundary=xyz"},
+    )
     problem(form, 415, "unsupported_media_type", "raw_bytes_expected")
     assert "--data-binary" in form.json["detail"]
     # the parts a completion still waits for
@@ -100,8 +117,13 @@ def test_a_part_of_the_wrong_size_says_the_right_one_and_a_form_is_told_to_send_
 @pytest.mark.one_store
 def test_a_body_over_a_part_answers_413_with_its_reason_and_the_limit(lethe):
     too_much = b"x" * (lethe.cfg.file.part_size + 65 * 1024)
-    answer = lethe.call("PUT", f"/api/v1/uploads/{uuid.uuid4()}/parts/1", ALEX, data=too_much,
-                        headers={"Content-Type": "application/octet-stream"})
+    answer = lethe.call(
+        "PUT",
+        f"/api/v1/uploads/{uuid.uuid4()}/parts/1",
+        ALEX,
+        data=too_much,
+        headers={"Content-Type": "application/octet-stream"},
+    )
     problem(answer, 413, "payload_too_large", "body_too_large")
     assert "at most" in answer.json["detail"]
 
@@ -109,20 +131,35 @@ def test_a_body_over_a_part_answers_413_with_its_reason_and_the_limit(lethe):
 @pytest.mark.one_store
 @pytest.mark.parametrize("checksum", ["sha256 " + "ab" * 32, "sha256 !!notbase64", "sha256 " + "QQ=="])
 def test_a_tus_checksum_that_is_no_base64_sha256_is_checksum_invalid(lethe, checksum):
-    created = lethe.call("POST", "/api/v1/tus", ALEX, headers={
-        "Tus-Resumable": "1.0.0", "Upload-Length": "5", "Upload-Metadata": "filename bm90ZXM="})
+    created = lethe.call(
+        "POST",
+        "/api/v1/tus",
+        ALEX,
+        headers={"Tus-Resumable": "1.0.0", "Upload-Length": "5", "Upload-Metadata": "filename bm90ZXM="},
+    )
     location = created.headers["Location"]
-    answer = lethe.call("PATCH", location, ALEX, data=b"hello", headers={
-        "Tus-Resumable": "1.0.0", "Upload-Offset": "0", "Content-Type": "application/offset+octet-stream",
-        "Upload-Checksum": checksum})
+    answer = lethe.call(
+        "PATCH",
+        location,
+        ALEX,
+        data=b"hello",
+        headers={
+            "Tus-Resumable": "1.0.0",
+            "Upload-Offset": "0",
+            "Content-Type": "application/offset+octet-stream",
+            "Upload-Checksum": checksum,
+        },
+    )
     problem(answer, 400, "bad_request", "checksum_invalid")
 
 
 @pytest.mark.one_store
 def test_every_refused_case_reference_says_its_reason(lethe):
-    for body in ({"subject_id": str(SAM.id), "case_ref": "bad ref!"},
-                 {"subject_id": str(SAM.id), "case_ref": ""},
-                 {"subject_id": str(SAM.id), "case_ref": "X" * 300}):
+    for body in (
+        {"subject_id": str(SAM.id), "case_ref": "bad ref!"},
+        {"subject_id": str(SAM.id), "case_ref": ""},
+        {"subject_id": str(SAM.id), "case_ref": "X" * 300},
+    ):
         answer = lethe.call("POST", "/api/v1/holds", OWNER, json=body)
         assert answer.status_code == 422, answer.json
         assert answer.json.get("reason") == "case_ref_invalid", answer.json
@@ -130,8 +167,9 @@ def test_every_refused_case_reference_says_its_reason(lethe):
 
 @pytest.mark.parametrize("raw_store", ["fs", "s3", "seaweed-versioned"], indirect=True)
 def test_an_empty_file_uploads_natively_and_through_tus(lethe):
-    created = lethe.call("POST", "/api/v1/uploads", ALEX, json={"name": "empty.txt", "size_bytes": 0,
-                                                                 "mime_type": "text/plain"})
+    created = lethe.call(
+        "POST", "/api/v1/uploads", ALEX, json={"name": "empty.txt", "size_bytes": 0, "mime_type": "text/plain"}
+    )
     assert created.status_code == 201, created.json
     file_id = created.json["file"]["id"]
     # nothing to send: the completion is enough
@@ -141,8 +179,12 @@ def test_an_empty_file_uploads_natively_and_through_tus(lethe):
     content = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX)
     assert content.status_code == 200 and content.data == b""
     # tus: Upload-Length 0 is complete at its creation
-    created = lethe.call("POST", "/api/v1/tus", ALEX, headers={
-        "Tus-Resumable": "1.0.0", "Upload-Length": "0", "Upload-Metadata": "filename ZW1wdHkudHh0"})
+    created = lethe.call(
+        "POST",
+        "/api/v1/tus",
+        ALEX,
+        headers={"Tus-Resumable": "1.0.0", "Upload-Length": "0", "Upload-Metadata": "filename ZW1wdHkudHh0"},
+    )
     assert created.status_code == 201, created.json
     tus_id = created.headers["Location"].rstrip("/").rsplit("/", 1)[-1]
     head = lethe.call("HEAD", created.headers["Location"], ALEX, headers={"Tus-Resumable": "1.0.0"})

@@ -17,13 +17,33 @@ from tests.support.helpers import problem
 from tests.support.lethe import OWNER
 
 FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-FIELDS = ("name", "size_bytes", "mime_type", "purpose", "sha256", "scope_id", "file_ids", "ids", "text", "subject_id",
-          "file_id", "body")
-SCALARS = (st.none() | st.booleans() | st.integers(min_value=-10**40, max_value=10**40)
-           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=40)
-           | st.sampled_from(["", "\x00", "\ud800", "../../etc", "a" * 5000, str(uuid.uuid4()), "attachment"]))
-VALUES = st.recursive(SCALARS, lambda children: st.lists(children, max_size=6)
-                      | st.dictionaries(st.text(max_size=8), children, max_size=6), max_leaves=25)
+FIELDS = (
+    "name",
+    "size_bytes",
+    "mime_type",
+    "purpose",
+    "sha256",
+    "scope_id",
+    "file_ids",
+    "ids",
+    "text",
+    "subject_id",
+    "file_id",
+    "body",
+)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=40)
+    | st.sampled_from(["", "\x00", "\ud800", "../../etc", "a" * 5000, str(uuid.uuid4()), "attachment"])
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda children: st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=8), children, max_size=6),
+    max_leaves=25,
+)
 BODIES = VALUES | st.dictionaries(st.sampled_from(FIELDS), VALUES, max_size=6)
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -61,8 +81,11 @@ def test_no_generated_json_body_gets_a_5xx(lethe, body):
 
 @FS_ONLY
 @SETTINGS
-@given(raw=st.binary(max_size=200) | st.integers(1, 3000).map(lambda n: b"[" * n + b"]" * n)
-       | st.integers(1, 3000).map(lambda n: b'{"name": ' + b"[" * n + b"]" * n + b"}"))
+@given(
+    raw=st.binary(max_size=200)
+    | st.integers(1, 3000).map(lambda n: b"[" * n + b"]" * n)
+    | st.integers(1, 3000).map(lambda n: b'{"name": ' + b"[" * n + b"]" * n + b"}")
+)
 def test_no_raw_body_gets_a_5xx(lethe, raw):
     for method, path in json_endpoints(lethe):
         response = send(lethe, method, path, raw)
@@ -92,16 +115,47 @@ def test_nesting_depth_ignores_brackets_inside_strings():
 
 # Header values as a client (or an attacker) may send them: huge numbers, thousands of digits, overlong text,
 # odd separators, dates out of range, every latin-1 character.
-HEADER_VALUES = (st.sampled_from(["bytes=0-" + "9" * 5000, "bytes=" + "9" * 5000 + "-", "bytes=-" + "9" * 5000,
-                                  "bytes=" + "0" * 4400 + "1-2", "bytes=0-1," * 2000, "bytes=-0", "bytes=5-1",
-                                  '"' + "a" * 9000 + '"', "W/" * 3000, "*", "Mon, 99 Feb 99999 99:99:99 GMT",
-                                  "Sat, 01 Jan 0001 00:00:00 GMT", "9" * 5000, "-1", "1e400", "Bearer " + "x" * 9000,
-                                  "sha256 " + "A" * 9000, "filename " + "QQ==" * 3000, "\t \t"])
-                 | st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=300))
-SERVING_HEADERS = ("Range", "If-Match", "If-None-Match", "If-Range", "If-Modified-Since", "If-Unmodified-Since",
-                   "Authorization")
-TUS_HEADERS = ("Upload-Offset", "Upload-Length", "Upload-Checksum", "Upload-Metadata", "Tus-Resumable",
-               "Upload-Defer-Length", "Upload-Concat")
+HEADER_VALUES = st.sampled_from(
+    [
+        "bytes=0-" + "9" * 5000,
+        "bytes=" + "9" * 5000 + "-",
+        "bytes=-" + "9" * 5000,
+        "bytes=" + "0" * 4400 + "1-2",
+        "bytes=0-1," * 2000,
+        "bytes=-0",
+        "bytes=5-1",
+        '"' + "a" * 9000 + '"',
+        "W/" * 3000,
+        "*",
+        "Mon, 99 Feb 99999 99:99:99 GMT",
+        "Sat, 01 Jan 0001 00:00:00 GMT",
+        "9" * 5000,
+        "-1",
+        "1e400",
+        "Bearer " + "x" * 9000,
+        "sha256 " + "A" * 9000,
+        "filename " + "QQ==" * 3000,
+        "\t \t",
+    ]
+) | st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=255), max_size=300)
+SERVING_HEADERS = (
+    "Range",
+    "If-Match",
+    "If-None-Match",
+    "If-Range",
+    "If-Modified-Since",
+    "If-Unmodified-Since",
+    "Authorization",
+)
+TUS_HEADERS = (
+    "Upload-Offset",
+    "Upload-Length",
+    "Upload-Checksum",
+    "Upload-Metadata",
+    "Tus-Resumable",
+    "Upload-Defer-Length",
+    "Upload-Concat",
+)
 
 
 @SETTINGS
@@ -129,15 +183,28 @@ def test_no_header_of_a_download_answers_5xx(lethe, name, value, link):
 def test_no_tus_header_answers_5xx(lethe, name, value, method):
     from tests.support.lethe import ALEX
 
-    headers = {"Tus-Resumable": "1.0.0", "Upload-Length": "10", "Upload-Offset": "0",
-               "Content-Type": "application/offset+octet-stream", **ALEX.headers, name: value}
+    headers = {
+        "Tus-Resumable": "1.0.0",
+        "Upload-Length": "10",
+        "Upload-Offset": "0",
+        "Content-Type": "application/offset+octet-stream",
+        **ALEX.headers,
+        name: value,
+    }
     path = "/api/v1/tus" if method == "POST" else f"/api/v1/tus/{uuid.uuid4()}"
     answer = lethe.app.test_client().open(path, method=method, data=b"0123456789", headers=headers)
     assert answer.status_code < 500, (name, value[:80], answer.status_code)
 
 
-@pytest.mark.parametrize("value, status", [("bytes=0-" + "9" * 5000, 206), ("bytes=" + "9" * 5000 + "-", 416),
-                                           ("bytes=-" + "9" * 5000, 206), ("bytes=" + "0" * 4400 + "1-2", 206)])
+@pytest.mark.parametrize(
+    "value, status",
+    [
+        ("bytes=0-" + "9" * 5000, 206),
+        ("bytes=" + "9" * 5000 + "-", 416),
+        ("bytes=-" + "9" * 5000, 206),
+        ("bytes=" + "0" * 4400 + "1-2", 206),
+    ],
+)
 def test_a_range_of_thousands_of_digits_is_a_range(lethe, value, status):
     """Python refuses int() of more than 4,300 digits (a ValueError the download answered 500 with)."""
     from tests.support.lethe import ALEX

@@ -17,11 +17,17 @@ def test_a_json_body_with_another_content_type_is_415(lethe):
     body = json.dumps({"name": "a.txt", "size_bytes": 3, "mime_type": "text/plain"})
     for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
         headers = {"Content-Type": content_type} if content_type else {}
-        answer = problem(lethe.call("POST", "/api/v1/uploads", ALEX, data=body, headers=headers), 415,
-                         "unsupported_media_type", "json_expected")
+        answer = problem(
+            lethe.call("POST", "/api/v1/uploads", ALEX, data=body, headers=headers),
+            415,
+            "unsupported_media_type",
+            "json_expected",
+        )
         assert "application/json" in answer["detail"]
-    assert lethe.call("POST", "/api/v1/uploads", ALEX, data=body,
-                      headers={"Content-Type": "application/json"}).status_code == 201
+    assert (
+        lethe.call("POST", "/api/v1/uploads", ALEX, data=body, headers={"Content-Type": "application/json"}).status_code
+        == 201
+    )
 
 
 def test_bodiless_posts_and_raw_parts_are_not_affected(lethe):

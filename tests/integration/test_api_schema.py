@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from app.storage.fs import FsStore
@@ -62,9 +61,12 @@ def test_every_operation_has_a_stable_camel_case_operation_id(lethe):
     import re
 
     spec = lethe.call("GET", "/openapi.json").json
-    found = {(method, path): operation.get("operationId") for path, item in spec["paths"].items()
-             for method, operation in item.items() if method in ("get", "put", "post", "delete", "patch")
-             and path.startswith("/api/v1/")}
+    found = {
+        (method, path): operation.get("operationId")
+        for path, item in spec["paths"].items()
+        for method, operation in item.items()
+        if method in ("get", "put", "post", "delete", "patch") and path.startswith("/api/v1/")
+    }
     assert found and all(op and re.fullmatch(r"[a-z][A-Za-z]+", op) for op in found.values()), found
     assert len(set(found.values())) == len(found)
     assert found[("delete", "/api/v1/files/{file_id}")] == "deleteFile"

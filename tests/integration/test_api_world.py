@@ -17,6 +17,7 @@ pytestmark = pytest.mark.one_store
 
 # -- scan ----------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode, outcome", [("ok", "clean"), ("eicar", "infected"), ("garbage", "error")])
 @pytest.mark.every_store
 def test_scan_outcomes_from_clamd(make_lethe, clamd, mode, outcome):
@@ -66,16 +67,19 @@ def test_a_scan_that_cannot_reach_clamd_raises_so_the_job_retries(make_lethe):
 
 # -- events --------------------------------------------------------------------------------------------------
 
+
 def test_events_in_order_to_the_uploader_with_a_cursor(lethe):
     first = lethe.upload(ALEX, name="one.txt")
     lethe.upload(SAM, name="sams.txt")
     second = lethe.upload(ALEX, name="two.txt")
     page = lethe.call("GET", "/api/v1/events?limit=3", ALEX).json
-    assert [(e["resource_id"], e["payload"]["file"]["upload_state"], e["payload"]["file"]["scan_status"])
-            for e in page["events"]] == [(first, "complete", "pending"), (first, "complete", "skipped"),
-                                         (second, "complete", "pending")]
-    assert all(e["type"] == "file.updated" and e["schema_version"] == 1 and e["redacted"] is False
-               for e in page["events"])
+    assert [
+        (e["resource_id"], e["payload"]["file"]["upload_state"], e["payload"]["file"]["scan_status"])
+        for e in page["events"]
+    ] == [(first, "complete", "pending"), (first, "complete", "skipped"), (second, "complete", "pending")]
+    assert all(
+        e["type"] == "file.updated" and e["schema_version"] == 1 and e["redacted"] is False for e in page["events"]
+    )
     assert page["events"][0]["actor_id"] == str(ALEX.id)  # the completion was Alex's
     assert "actor_id" not in page["events"][1]  # the scan job writes no actor
     rest = lethe.call("GET", f"/api/v1/events?after={page['next_after']}", ALEX).json
@@ -111,6 +115,7 @@ def test_an_abort_writes_one_event(lethe):
 
 # -- files ---------------------------------------------------------------------------------------------------
 
+
 def test_a_file_is_visible_to_its_uploader_and_to_manage_only(lethe):
     file_id = lethe.upload(ALEX, name="private.txt")
     assert lethe.call("GET", f"/api/v1/files/{file_id}", ALEX).json["original_name"] == "private.txt"
@@ -129,8 +134,11 @@ def test_reading_needs_files_read(lethe):
     # Issue 9 finding 5: the upload view carries the name and digest too, so it needs files:read as well.
     body = problem(lethe.call("GET", f"/api/v1/uploads/{file_id}", writer_only), 403, "forbidden")
     assert "file" not in body
-    problem(lethe.call("GET", f"/api/v1/uploads/{file_id}", Person("Sam", "sam@example.com", ("files:write",))),
-            404, "not_found")  # not visible: 404 first, as everywhere
+    problem(
+        lethe.call("GET", f"/api/v1/uploads/{file_id}", Person("Sam", "sam@example.com", ("files:write",))),
+        404,
+        "not_found",
+    )  # not visible: 404 first, as everywhere
 
 
 def test_content_of_a_file_not_deliverable_is_404(lethe):
@@ -150,6 +158,7 @@ def test_content_whose_object_is_gone_is_410_not_500(lethe):
 
 
 # -- messages ------------------------------------------------------------------------------------------------
+
 
 def test_attach_files_to_a_message(lethe):
     one, two = lethe.upload(ALEX), lethe.upload(ALEX)
@@ -180,8 +189,9 @@ def test_attach_rules_answer_409_and_attach_nothing(lethe, case):
         assert lethe.call("PUT", "/api/v1/messages/other", ALEX, json={"file_ids": [bad]}).status_code == 200
     response = lethe.call("PUT", "/api/v1/messages/msg-2", ALEX, json={"file_ids": [good, bad]})
     problem(response, 409, "conflict", "file_not_attachable")
-    attached = lethe.rt.db.read(lambda conn: conn.execute(
-        "SELECT count(*) AS n FROM attachments WHERE message_id = 'msg-2'").fetchone().n)
+    attached = lethe.rt.db.read(
+        lambda conn: conn.execute("SELECT count(*) AS n FROM attachments WHERE message_id = 'msg-2'").fetchone().n
+    )
     assert attached == 0
 
 
@@ -209,14 +219,22 @@ def test_message_ids_are_scoped_by_author(lethe):
 def test_at_most_max_attachments(make_lethe):
     lethe = make_lethe(**{"file.max_attachments": 2})
     ids = [lethe.upload(ALEX) for _ in range(3)]
-    problem(lethe.call("PUT", "/api/v1/messages/m", ALEX, json={"file_ids": ids}), 422, "invalid_request",
-            "too_many_attachments")
+    problem(
+        lethe.call("PUT", "/api/v1/messages/m", ALEX, json={"file_ids": ids}),
+        422,
+        "invalid_request",
+        "too_many_attachments",
+    )
 
 
 @pytest.mark.parametrize("message_id", ["has space", "x" * 129, "semi;colon"])
 def test_bad_message_ids_are_422(lethe, message_id):
-    problem(lethe.call("PUT", f"/api/v1/messages/{message_id}", ALEX, json={"file_ids": []}), 422,
-            "invalid_request", "invalid_message_id")
+    problem(
+        lethe.call("PUT", f"/api/v1/messages/{message_id}", ALEX, json={"file_ids": []}),
+        422,
+        "invalid_request",
+        "invalid_message_id",
+    )
 
 
 def test_bad_message_bodies_are_422(lethe):
@@ -226,11 +244,13 @@ def test_bad_message_bodies_are_422(lethe):
 
 # -- drafts --------------------------------------------------------------------------------------------------
 
+
 def test_drafts_may_name_any_id_even_a_foreign_one(lethe):
     sams = lethe.upload(SAM)
     made_up = str(uuid.uuid4())
-    response = lethe.call("PUT", "/api/v1/drafts/channel:general", ROBIN,
-                          json={"text": "see attached", "file_ids": [sams, made_up]})
+    response = lethe.call(
+        "PUT", "/api/v1/drafts/channel:general", ROBIN, json={"text": "see attached", "file_ids": [sams, made_up]}
+    )
     assert response.status_code == 200
     assert response.json["file_ids"] == [sams, made_up] and response.json["key"] == "channel:general"
     listed = lethe.call("GET", "/api/v1/drafts", ROBIN).json["drafts"]
@@ -242,13 +262,21 @@ def test_drafts_may_name_any_id_even_a_foreign_one(lethe):
 
 
 def test_draft_keys_and_bodies_are_checked_in_form(lethe):
-    problem(lethe.call("PUT", "/api/v1/drafts/bad%20key", ALEX, json={"text": ""}), 422, "invalid_request",
-            "invalid_draft_key")
+    problem(
+        lethe.call("PUT", "/api/v1/drafts/bad%20key", ALEX, json={"text": ""}),
+        422,
+        "invalid_request",
+        "invalid_draft_key",
+    )
     problem(lethe.call("PUT", "/api/v1/drafts/k", ALEX, json={"file_ids": ["not-a-uuid"]}), 422, "invalid_request")
     problem(lethe.call("PUT", "/api/v1/drafts/k", ALEX, json={"text": 5}), 422, "invalid_request")
     too_many = [str(uuid.uuid4()) for _ in range(11)]
-    problem(lethe.call("PUT", "/api/v1/drafts/k", ALEX, json={"file_ids": too_many}), 422, "invalid_request",
-            "too_many_attachments")
+    problem(
+        lethe.call("PUT", "/api/v1/drafts/k", ALEX, json={"file_ids": too_many}),
+        422,
+        "invalid_request",
+        "too_many_attachments",
+    )
 
 
 def test_wrong_method_is_405_with_allow(lethe):

@@ -4,7 +4,7 @@ older than the grace."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -28,7 +28,7 @@ def test_file_ids_are_read_from_the_schema_only():
 def world(make_lethe):
     """One file of each kind, then the clock one second on (the audit starts after the rows last changed)."""
     lethe = make_lethe()
-    lethe.clock.set(datetime.now(timezone.utc))
+    lethe.clock.set(datetime.now(UTC))
     fine = lethe.upload(ALEX)
     deleted = lethe.upload(ALEX)
     assert lethe.call("DELETE", f"/api/v1/files/{deleted}", ALEX).status_code == 204  # purge job not run
@@ -40,8 +40,13 @@ def world(make_lethe):
     age_object(lethe.raw_store, original_key(old_orphan), lethe.clock.now() - 2 * DAY)
     lethe.raw_store.put("f/zz/not-ours", b"?", 1)
     lethe.clock.advance(1)
-    return lethe, {"fine": fine, "deleted": deleted, "missing": missing, "old_orphan": str(old_orphan),
-                   "young_orphan": str(young_orphan)}
+    return lethe, {
+        "fine": fine,
+        "deleted": deleted,
+        "missing": missing,
+        "old_orphan": str(old_orphan),
+        "young_orphan": str(young_orphan),
+    }
 
 
 def test_the_audit_finds_each_kind_and_changes_nothing(world):
@@ -73,7 +78,7 @@ def test_delete_removes_only_orphans_older_than_the_grace(world):
 @pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 def test_parts_without_a_row_are_orphans_and_a_row_appearing_keeps_them(make_lethe, monkeypatch):
     lethe = make_lethe()
-    lethe.clock.set(datetime.now(timezone.utc))
+    lethe.clock.set(datetime.now(UTC))
     orphan = uuid.uuid4()
     lethe.raw_store.put(part_key(orphan, 1), b"part", 4)
     age_object(lethe.raw_store, part_key(orphan, 1), lethe.clock.now() - 2 * DAY)

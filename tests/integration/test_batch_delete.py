@@ -50,9 +50,13 @@ def test_every_answer_of_deletefile_in_request_order(lethe):
     assert [r["id"] for r in results] == [str(i) for i in ids]
     by_id = {r["id"]: (r["status"], r.get("reason")) for r in results}
     assert by_id == {
-        str(avatar): (409, "purpose_not_deletable"), str(unknown): (404, "not_found"), str(own): (204, None),
-        str(foreign): (404, "not_found"), str(attached): (409, "file_attached"),
-        str(deleted_before): (404, "not_found"), str(purged): (404, "not_found"),  # deleted is deleted, row or not
+        str(avatar): (409, "purpose_not_deletable"),
+        str(unknown): (404, "not_found"),
+        str(own): (204, None),
+        str(foreign): (404, "not_found"),
+        str(attached): (409, "file_attached"),
+        str(deleted_before): (404, "not_found"),
+        str(purged): (404, "not_found"),  # deleted is deleted, row or not
     }
     # and deleteFile alone agrees for every one of them now (own is deleted now: 404 like any deleted file)
     for file_id in ids:
@@ -98,14 +102,17 @@ def test_a_manager_deletes_anyones_file_as_deletefile_lets_them(lethe):
     assert alone(lethe, OWNER, foreign) == (404, None)
 
 
-@pytest.mark.parametrize("body", [
-    {"ids": []},
-    {"ids": [str(uuid.uuid4()) for _ in range(1001)]},
-    {"ids": ["not-a-uuid"]},
-    {},
-    {"ids": "x"},
-    {"ids": [str(uuid.uuid4())], "more": 1},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"ids": []},
+        {"ids": [str(uuid.uuid4()) for _ in range(1001)]},
+        {"ids": ["not-a-uuid"]},
+        {},
+        {"ids": "x"},
+        {"ids": [str(uuid.uuid4())], "more": 1},
+    ],
+)
 def test_bad_bodies_are_422(lethe, body):
     response = lethe.call("POST", URL, ALEX, json=body)
     assert response.status_code == 422 and response.mimetype == "application/problem+json"
@@ -129,9 +136,9 @@ def test_a_batch_that_waits_for_an_attach_sees_it_and_answers_409(lethe):
     that row; the batch then sees the attachment (D10) and deletes only the other file."""
     held, free = sorted([lethe.upload(ALEX), lethe.upload(ALEX)])
     answer = attach_while_a_request_waits(
-        lethe, ALEX, held, lambda client: client.post(URL, headers=ALEX.headers, json={"ids": [free, held]}))
-    assert answer["results"] == [{"id": free, "status": 204},
-                                           {"id": held, "status": 409, "reason": "file_attached"}]
+        lethe, ALEX, held, lambda client: client.post(URL, headers=ALEX.headers, json={"ids": [free, held]})
+    )
+    assert answer["results"] == [{"id": free, "status": 204}, {"id": held, "status": 409, "reason": "file_attached"}]
     assert lethe.row(held).deleted_at is None and lethe.row(free).deleted_at is not None
 
 
@@ -148,8 +155,9 @@ def test_batch_and_attach_at_once_end_attached_or_deleted_never_both(lethe):
 
         def attach():
             barrier.wait()
-            answers["attach"] = lethe.call("PUT", f"/api/v1/messages/race-{round_}", ALEX,
-                                           json={"file_ids": [file_ids[1]]}).status_code
+            answers["attach"] = lethe.call(
+                "PUT", f"/api/v1/messages/race-{round_}", ALEX, json={"file_ids": [file_ids[1]]}
+            ).status_code
 
         threads = [threading.Thread(target=delete), threading.Thread(target=attach)]
         for thread in threads:

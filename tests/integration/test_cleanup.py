@@ -13,18 +13,18 @@ from datetime import timedelta
 
 import pytest
 
-from app.lifecycle.cleanup import run_cleanup
-from app.lifecycle.steps import STEPS
 from app.db import cleanup as cleanup_sql
 from app.domain.keys import original_key, part_key
 from app.errors import StorageError
+from app.lifecycle.cleanup import run_cleanup
+from app.lifecycle.steps import STEPS
 from tests.support.faults import Down, FailOnce
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
 
 DAY = timedelta(days=1)
 SECOND = timedelta(seconds=1)
-IN_ORDER = list("abcdefghijklmnopqrstuvwxyz"[:len(STEPS)])  # every step's letter, in the order a run takes them
+IN_ORDER = list("abcdefghijklmnopqrstuvwxyz"[: len(STEPS)])  # every step's letter, in the order a run takes them
 
 
 def ttl(lethe, key):
@@ -38,6 +38,7 @@ def cleanup(lethe, **kwargs):
 
 
 # -- order, batches, isolation -------------------------------------------------------------------------------
+
 
 def test_steps_run_in_order_in_batches(make_lethe):
     lethe = make_lethe(**{"file.gc_batch_size": 2})
@@ -57,9 +58,13 @@ def test_one_failing_candidate_leaves_the_others_done(make_lethe):
     lethe = make_lethe(**{"file.gc_batch_size": 10})
     good = [lethe.upload(ALEX) for _ in range(3)]
     bad = lethe.upload(ALEX)
-    lethe.rt.db.read(lambda conn: conn.execute(
-        "INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, payload, "
-        "created_at) VALUES ('file', %s, 'file.renamed', 1, %s, '{}', now())", (bad, ALEX.id)))
+    lethe.rt.db.read(
+        lambda conn: conn.execute(
+            "INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, payload, "
+            "created_at) VALUES ('file', %s, 'file.renamed', 1, %s, '{}', now())",
+            (bad, ALEX.id),
+        )
+    )
     lethe.clock.advance(ttl(lethe, "file.unattached_ttl"))
     report = cleanup(lethe)
     assert (report.step("b").acted, report.step("b").failed) == (3, 1)
@@ -71,6 +76,7 @@ def test_one_failing_candidate_leaves_the_others_done(make_lethe):
 
 
 # -- b: never attached -----------------------------------------------------------------------------------------
+
 
 def test_never_attached_is_kept_until_the_ttl_then_deleted_and_purged(lethe):
     file_id = lethe.upload(ALEX)
@@ -115,8 +121,12 @@ def test_a_foreign_draft_protects_nothing(lethe):
     lethe.call("PUT", "/api/v1/drafts/mine", SAM, json={"text": "", "file_ids": [file_id]})
     lethe.clock.advance(ttl(lethe, "file.unattached_ttl"))
     assert cleanup(lethe).step("b").acted == 1
-    problem(lethe.call("PUT", "/api/v1/messages/sams", SAM, json={"file_ids": [file_id]}), 409, "conflict",
-            "file_not_attachable")
+    problem(
+        lethe.call("PUT", "/api/v1/messages/sams", SAM, json={"file_ids": [file_id]}),
+        409,
+        "conflict",
+        "file_not_attachable",
+    )
 
 
 def test_attached_files_and_other_purposes_are_never_candidates_of_b_and_c(lethe):
@@ -148,11 +158,12 @@ def test_h_releases_avatars_and_logos_that_no_slot_holds_after_the_ttl(lethe):
 
 # -- a: expired sessions ---------------------------------------------------------------------------------------
 
+
 def test_an_expired_session(lethe):
     data = b"e" * (lethe.part_size + 1)
     created = lethe.start_upload(ALEX, data)
     file_id = created["file"]["id"]
-    lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:lethe.part_size])
+    lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[: lethe.part_size])
     lethe.clock.advance(ttl(lethe, "file.upload_session_ttl") - timedelta(microseconds=1))
     assert cleanup(lethe).step("a").acted == 0
     lethe.clock.advance(timedelta(microseconds=1))  # expired at expires_at exactly
@@ -168,12 +179,17 @@ def test_an_expired_session(lethe):
     else:
         listed = lethe.raw_store.client._list_multipart_uploads(lethe.raw_store.bucket)
         assert [u for u in listed.uploads if file_id in u.object_name] == []
-    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=data[lethe.part_size:]), 410,
-            "gone", "upload_expired")
+    problem(
+        lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=data[lethe.part_size :]),
+        410,
+        "gone",
+        "upload_expired",
+    )
     assert lethe.row(file_id) is not None  # the failed row stays until failed_row_ttl
 
 
 # -- c: failed and blocked rows --------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def scanning(make_lethe, clamd):
@@ -206,6 +222,7 @@ def test_an_attached_blocked_file_keeps_its_row(lethe):
 
 
 # -- d: catch-up -----------------------------------------------------------------------------------------------
+
 
 def test_catch_up_after_a_lost_purge_job(lethe):
     file_id = lethe.upload(ALEX)
@@ -250,6 +267,7 @@ def test_a_missing_row_and_a_purged_row_are_nothing_to_the_catch_up(lethe):
 
 # -- e: temporary files ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("raw_store", ["s3", "s3-versioned"], indirect=True)
 def test_the_temporary_sweep_on_s3_lists_nothing(lethe):
     """S3 puts are atomic on the server, so there is no temporary area of Lethe's there: step e makes no
@@ -291,9 +309,12 @@ def test_the_temporary_sweep_never_follows_a_link(lethe, tmp_path):
 
 # -- f: backlog ------------------------------------------------------------------------------------------------
 
+
 def test_the_backlog_gauge_is_absent_before_the_first_run():
-    code = ("from prometheus_client import generate_latest; import app.platform.observability.metrics, workers.actors; "
-            "print(generate_latest().decode())")
+    code = (
+        "from prometheus_client import generate_latest; import app.platform.observability.metrics, workers.actors; "
+        "print(generate_latest().decode())"
+    )
     env = {name: value for name, value in os.environ.items() if name != "PROMETHEUS_MULTIPROC_DIR"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert "lethe_file_purge_backlog" not in result.stdout
@@ -306,7 +327,9 @@ def test_the_backlog_gauge_counts_deleted_rows(lethe, swap_store):
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
     lethe.broker.take()
-    real = swap_store(lethe, FailOnce(lethe.rt.store, "delete_many"))  # the catch-up fails: the row stays in the backlog
+    real = swap_store(
+        lethe, FailOnce(lethe.rt.store, "delete_many")
+    )  # the catch-up fails: the row stays in the backlog
     lethe.clock.advance(timedelta(hours=2))
     cleanup(lethe)
     assert REGISTRY.get_sample_value("lethe_file_purge_backlog") == 1
@@ -317,6 +340,7 @@ def test_the_backlog_gauge_counts_deleted_rows(lethe, swap_store):
 
 
 # -- races and the cluster lock --------------------------------------------------------------------------------
+
 
 def test_an_attach_between_the_cleanups_read_and_its_lock_keeps_the_file(lethe, monkeypatch):
     """Forced order: step b reads the file as a candidate, then an attach commits, then step b locks and
@@ -329,8 +353,14 @@ def test_an_attach_between_the_cleanups_read_and_its_lock_keeps_the_file(lethe, 
 
     def attach_before_the_lock(conn, ids):
         if not attached and file_id in {str(i) for i in ids}:
-            thread = threading.Thread(target=lambda: attached.setdefault("status", lethe.app.test_client().put(
-                "/api/v1/messages/forced", headers=ALEX.headers, json={"file_ids": [file_id]}).status_code))
+            thread = threading.Thread(
+                target=lambda: attached.setdefault(
+                    "status",
+                    lethe.app.test_client()
+                    .put("/api/v1/messages/forced", headers=ALEX.headers, json={"file_ids": [file_id]})
+                    .status_code,
+                )
+            )
             thread.start()
             thread.join(10)
         return original(conn, ids)
@@ -342,8 +372,12 @@ def test_an_attach_between_the_cleanups_read_and_its_lock_keeps_the_file(lethe, 
     assert (b.candidates, b.acted, b.kept) == (2, 1, 1)
     assert lethe.row(file_id).deleted_at is None and rows(lethe, "attachments", file_id=file_id)
     assert lethe.row(later) is None or lethe.row(later).deleted_at is not None
-    problem(lethe.call("PUT", "/api/v1/messages/late", ALEX, json={"file_ids": [later]}), 409, "conflict",
-            "file_not_attachable")
+    problem(
+        lethe.call("PUT", "/api/v1/messages/late", ALEX, json={"file_ids": [later]}),
+        409,
+        "conflict",
+        "file_not_attachable",
+    )
 
 
 @pytest.mark.one_store  # a database lock race: the store plays no part
@@ -356,8 +390,9 @@ def test_a_cleanup_racing_an_attach_ends_attached_or_deleted_never_both(lethe):
 
         def attach():
             barrier.wait()
-            answer["attach"] = lethe.call("PUT", f"/api/v1/messages/race-{round_}", ALEX,
-                                          json={"file_ids": [file_id]}).status_code
+            answer["attach"] = lethe.call(
+                "PUT", f"/api/v1/messages/race-{round_}", ALEX, json={"file_ids": [file_id]}
+            ).status_code
 
         def clean():
             barrier.wait()
@@ -387,14 +422,22 @@ def test_a_second_concurrent_cleanup_returns_at_once(lethe, caplog):
 
 # -- dry run ---------------------------------------------------------------------------------------------------
 
+
 def snapshot(lethe):
-    tables = {t: [tuple(r) for r in rows(lethe, t)] for t in ("files", "upload_sessions", "upload_parts",
-                                                                "attachments", "drafts", "events", "outbox")}
+    tables = {
+        t: [tuple(r) for r in rows(lethe, t)]
+        for t in ("files", "upload_sessions", "upload_parts", "attachments", "drafts", "events", "outbox")
+    }
     if lethe.driver == "fs":
-        objects = sorted(os.path.relpath(os.path.join(d, n), lethe.raw_store.root)
-                         for d, _, names in os.walk(lethe.raw_store.root) for n in names)
+        objects = sorted(
+            os.path.relpath(os.path.join(d, n), lethe.raw_store.root)
+            for d, _, names in os.walk(lethe.raw_store.root)
+            for n in names
+        )
     else:
-        objects = sorted(o.object_name for o in lethe.raw_store.client.list_objects(lethe.raw_store.bucket, recursive=True))
+        objects = sorted(
+            o.object_name for o in lethe.raw_store.client.list_objects(lethe.raw_store.bucket, recursive=True)
+        )
     return tables, objects
 
 
@@ -415,18 +458,37 @@ def test_dry_run_changes_nothing(lethe):
 
 def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
     lethe.upload(ALEX)
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects")}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
+    }
     for args in (["cleanup", "--dry-run"], ["cleanup"]):
-        result = subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env,
-                                timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=60
+        )
         assert result.returncode == 0, result.stderr
         lines = [line.strip() for line in result.stdout.splitlines()]
         assert [line.split(".")[0] for line in lines[1:]] == IN_ORDER
-    assert "dry run" in subprocess.run([sys.executable, "-m", "app.entry", "cleanup", "--dry-run"], capture_output=True,
-                                       text=True, env=env, timeout=60).stdout
-    as_json = json.loads(subprocess.run([sys.executable, "-m", "app.entry", "cleanup", "--dry-run", "--json"],
-                                        capture_output=True, text=True, env=env, timeout=60).stdout)
+    assert (
+        "dry run"
+        in subprocess.run(
+            [sys.executable, "-m", "app.entry", "cleanup", "--dry-run"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        ).stdout
+    )
+    as_json = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "app.entry", "cleanup", "--dry-run", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        ).stdout
+    )
     assert as_json["dry_run"] is True and [step["step"] for step in as_json["steps"]] == IN_ORDER
 
 

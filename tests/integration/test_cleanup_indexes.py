@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -17,7 +17,7 @@ from app.db.migrate import migrate
 from app.db.pool import Database
 from tests.conftest import _with_database, create_test_database
 
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +38,9 @@ def big_table(postgres_server):
 
 
 def _fill(db):
-    db.read(lambda conn: conn.execute(
-        """
+    db.read(
+        lambda conn: conn.execute(
+            """
         INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, upload_state,
                            scan_status, created_at, last_change_at, deleted_at)
         SELECT gen_random_uuid(), gen_random_uuid(), 'attachment', 'n', 'text/plain', 1, NULL,
@@ -48,12 +49,21 @@ def _fill(db):
                timestamptz '2026-01-01' + i * interval '1 minute', timestamptz '2026-01-01' + i * interval '1 minute',
                CASE WHEN i % 97 = 0 THEN timestamptz '2026-05-01' ELSE NULL END
         FROM generate_series(1, 60000) AS i
-        """))
-    db.read(lambda conn: conn.execute(
-        "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
-        "SELECT id, 'completed', 1024, 1, created_at, created_at, created_at FROM files"))
-    db.read(lambda conn: conn.execute("UPDATE upload_sessions SET state = 'open', completed_at = NULL "
-                                      "WHERE file_id IN (SELECT file_id FROM upload_sessions LIMIT 500)"))
+        """
+        )
+    )
+    db.read(
+        lambda conn: conn.execute(
+            "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
+            "SELECT id, 'completed', 1024, 1, created_at, created_at, created_at FROM files"
+        )
+    )
+    db.read(
+        lambda conn: conn.execute(
+            "UPDATE upload_sessions SET state = 'open', completed_at = NULL "
+            "WHERE file_id IN (SELECT file_id FROM upload_sessions LIMIT 500)"
+        )
+    )
     db.read(lambda conn: conn.execute("ANALYZE"))
 
 
@@ -69,6 +79,7 @@ class ExplainCursor(psycopg.Cursor):
 
 def plan(db, query) -> str:
     """The plan of the one statement `query` runs."""
+
     def explain(conn):
         original_execute, original_factory = conn.execute, conn.cursor_factory
 
@@ -85,17 +96,23 @@ def plan(db, query) -> str:
     return db.read(explain)
 
 
-@pytest.mark.parametrize("name, query", [
-    ("a", lambda conn: sql.expired_sessions(conn, NOW, None, 500)),
-    ("a+cursor", lambda conn: sql.expired_sessions(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
-    ("b", lambda conn: sql.unattached_candidates(conn, NOW, None, 500)),
-    ("b+cursor", lambda conn: sql.unattached_candidates(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
-    ("c", lambda conn: sql.failed_candidates(conn, NOW, None, 500)),
-    ("d", lambda conn: sql.deleted_rows(conn, NOW, None, 500)),
-    ("d+cursor", lambda conn: sql.deleted_rows(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
-    ("d refused", lambda conn: sql.due_refused_live(conn, NOW, None, 500)),
-    ("f", lambda conn: [sql.backlog(conn)]),
-])
+@pytest.mark.parametrize(
+    "name, query",
+    [
+        ("a", lambda conn: sql.expired_sessions(conn, NOW, None, 500)),
+        ("a+cursor", lambda conn: sql.expired_sessions(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
+        ("b", lambda conn: sql.unattached_candidates(conn, NOW, None, 500)),
+        (
+            "b+cursor",
+            lambda conn: sql.unattached_candidates(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500),
+        ),
+        ("c", lambda conn: sql.failed_candidates(conn, NOW, None, 500)),
+        ("d", lambda conn: sql.deleted_rows(conn, NOW, None, 500)),
+        ("d+cursor", lambda conn: sql.deleted_rows(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
+        ("d refused", lambda conn: sql.due_refused_live(conn, NOW, None, 500)),
+        ("f", lambda conn: [sql.backlog(conn)]),
+    ],
+)
 def test_candidate_queries_use_an_index(big_table, name, query):
     text = plan(big_table, query)
     scans = list(nodes(json.loads(text)[0]["Plan"]))

@@ -21,8 +21,9 @@ def test_a_deleted_message_id_answers_409_until_its_tombstone_goes(make_lethe):
     assert lethe.call("DELETE", "/api/v1/messages/m-1", ALEX).status_code == 204
     # Reusing the id says why (it was a bare 404 without a reason)
     again = lethe.upload(ALEX)
-    problem(lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [again]}), 409, "conflict",
-            "message_deleted")
+    problem(
+        lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [again]}), 409, "conflict", "message_deleted"
+    )
     assert lethe.call("DELETE", "/api/v1/messages/m-1", ALEX).status_code == 204  # a repeated delete
     # Sam's own m-1 is another message (ids are scoped by author)
     assert lethe.call("PUT", "/api/v1/messages/m-1", SAM, json={"file_ids": []}).status_code == 200
@@ -49,16 +50,26 @@ def test_operator_commands_say_what_is_wrong_with_the_database(database_url, tmp
     import psycopg
 
     def cleanup_with(url: str) -> str:
-        result = subprocess.run([sys.executable, "-m", "app.entry", "cleanup", "--dry-run"], capture_output=True,
-                                text=True, timeout=60, env={"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": url,
-                                                            "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")})
+        result = subprocess.run(
+            [sys.executable, "-m", "app.entry", "cleanup", "--dry-run"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={
+                "PATH": os.environ.get("PATH", ""),
+                "LETHE_DATABASE_URL": url,
+                "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+            },
+        )
         output = result.stdout + result.stderr
         assert result.returncode == 2, output
         assert "database.url" in output and "Traceback" not in output and "s3cret-canary" not in output
         return output
 
     parts = urlsplit(database_url)
-    with_password = parts._replace(netloc=f"{parts.username or 'postgres'}:s3cret-canary@{parts.hostname}:{parts.port or 5432}")
+    with_password = parts._replace(
+        netloc=f"{parts.username or 'postgres'}:s3cret-canary@{parts.hostname}:{parts.port or 5432}"
+    )
     assert "cannot connect" in cleanup_with("postgresql://lethe:s3cret-canary@127.0.0.1:1/lethe")
     unknown = f"lethe_missing_{uuid.uuid4().hex[:8]}"
     assert "does not exist" in cleanup_with(urlunsplit(with_password._replace(path="/" + unknown)))

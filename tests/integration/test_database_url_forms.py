@@ -42,13 +42,17 @@ def form(kind: str, name: str, params: dict, sockets: str, tmp_path: Path) -> tu
     host, port, user = params.get("host", "127.0.0.1"), params.get("port", "5432"), params.get("user", "postgres")
     if kind == "several_hosts":
         # The first host takes no connection (a standby refusing writes, or a primary lost): libpq goes on.
-        return (f"postgresql://{user}@127.0.0.1:{free_port()},{host}:{port}/{name}"
-                "?target_session_attrs=read-write&connect_timeout=3"), {}
+        return (
+            f"postgresql://{user}@127.0.0.1:{free_port()},{host}:{port}/{name}"
+            "?target_session_attrs=read-write&connect_timeout=3"
+        ), {}
     if kind == "keywords":
         return f"host={host} port={port} user={user} dbname={name}", {}
     if kind == "unix_socket":
-        directory = next((d.strip() for d in sockets.split(",") if d.strip()
-                          and (Path(d.strip()) / f".s.PGSQL.{port}").exists()), None)
+        directory = next(
+            (d.strip() for d in sockets.split(",") if d.strip() and (Path(d.strip()) / f".s.PGSQL.{port}").exists()),
+            None,
+        )
         if directory is None:
             service_missing("PostgreSQL on a unix socket", "the server listens on no socket this machine can reach")
         return f"postgresql://{user}@/{name}?host={directory}&port={port}", {}
@@ -58,16 +62,22 @@ def form(kind: str, name: str, params: dict, sockets: str, tmp_path: Path) -> tu
 
 
 def lethe(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, timeout=120,
-                          env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
+    )
 
 
 @pytest.mark.parametrize("kind", ["several_hosts", "keywords", "unix_socket", "service"])
 def test_every_form_libpq_takes_migrates_checks_and_serves(fresh_database, kind, tmp_path, monkeypatch):
     name, params, sockets = fresh_database
     url, extra = form(kind, name, params, sockets, tmp_path)
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": url, "LETHE_AUTH_JWT_SECRET": SECRET,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"), **extra}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+        **extra,
+    }
     # When the operator migrates with it
     migrated = lethe(["migrate"], env, tmp_path)
     assert migrated.returncode == 0, migrated.stderr[-2000:]
@@ -88,8 +98,9 @@ def test_every_form_libpq_takes_migrates_checks_and_serves(fresh_database, kind,
         db.close()
 
 
-@pytest.mark.parametrize("value", ["not a connection string", "http://db.example.com/lethe",
-                                   "postgresql://host:notaport/x"])
+@pytest.mark.parametrize(
+    "value", ["not a connection string", "http://db.example.com/lethe", "postgresql://host:notaport/x"]
+)
 def test_a_string_libpq_refuses_is_a_configuration_error_naming_the_key_only(value, tmp_path):
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": value, "LETHE_AUTH_JWT_SECRET": SECRET}
     for args in (["config", "check"], ["migrate"]):

@@ -4,23 +4,30 @@ from __future__ import annotations
 
 import threading
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
 from app.db.context import in_transaction
-from app.db.pool import Database
 from app.db.migrate import migrate
+from app.db.pool import Database
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def insert_file(conn, file_id=None, **overrides):
-    values = dict(id=file_id or uuid.uuid4(), uploaded_by=uuid.uuid4(), purpose="attachment",
-                  original_name="report.pdf", mime_type="application/pdf", size_bytes=10,
-                  created_at=NOW, last_change_at=NOW)
+    values = dict(
+        id=file_id or uuid.uuid4(),
+        uploaded_by=uuid.uuid4(),
+        purpose="attachment",
+        original_name="report.pdf",
+        mime_type="application/pdf",
+        size_bytes=10,
+        created_at=NOW,
+        last_change_at=NOW,
+    )
     values.update(overrides)
     columns = ", ".join(values)
     placeholders = ", ".join(f"%({name})s" for name in values)
@@ -31,7 +38,9 @@ def insert_file(conn, file_id=None, **overrides):
 def insert_session(conn, file_id, state="open"):
     conn.execute(
         "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at) "
-        "VALUES (%s, %s, 8388608, 2, %s, %s)", (file_id, state, NOW, NOW + timedelta(days=1)))
+        "VALUES (%s, %s, 8388608, 2, %s, %s)",
+        (file_id, state, NOW, NOW + timedelta(days=1)),
+    )
 
 
 def test_migrate_is_idempotent(database_url):
@@ -39,16 +48,34 @@ def test_migrate_is_idempotent(database_url):
 
 
 def test_every_table_of_d3_exists(db):
-    names = db.read(lambda conn: {row.table_name for row in conn.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")})
-    assert {"files", "upload_sessions", "upload_parts", "messages", "attachments", "drafts", "events",
-            "outbox"} <= names
+    names = db.read(
+        lambda conn: {
+            row.table_name
+            for row in conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'")
+        }
+    )
+    assert {
+        "files",
+        "upload_sessions",
+        "upload_parts",
+        "messages",
+        "attachments",
+        "drafts",
+        "events",
+        "outbox",
+    } <= names
 
 
-@pytest.mark.parametrize("column, value", [
-    ("purpose", "banner"), ("upload_state", "done"), ("scan_status", "maybe"), ("sha256", "ABC"),
-    ("size_bytes", -1),
-])
+@pytest.mark.parametrize(
+    "column, value",
+    [
+        ("purpose", "banner"),
+        ("upload_state", "done"),
+        ("scan_status", "maybe"),
+        ("sha256", "ABC"),
+        ("size_bytes", -1),
+    ],
+)
 def test_state_columns_are_checked(db, column, value):
     with pytest.raises(pg_errors.CheckViolation):
         db.unit_of_work(lambda uow: insert_file(uow.conn, **{column: value}), name="test")
@@ -67,14 +94,19 @@ def test_deleting_a_file_cascades_to_its_session_and_parts(db):
     def setup(uow):
         file_id = insert_file(uow.conn)
         insert_session(uow.conn, file_id)
-        uow.execute("INSERT INTO upload_parts (file_id, part_number, size_bytes, etag, received_at) "
-                    "VALUES (%s, 1, 5, 'e', %s)", (file_id, NOW))
+        uow.execute(
+            "INSERT INTO upload_parts (file_id, part_number, size_bytes, etag, received_at) VALUES (%s, 1, 5, 'e', %s)",
+            (file_id, NOW),
+        )
         return file_id
 
     file_id = db.unit_of_work(setup, name="test")
     db.unit_of_work(lambda uow: uow.execute("DELETE FROM files WHERE id = %s", (file_id,)), name="test")
-    counts = db.read(lambda conn: conn.execute(
-        "SELECT (SELECT count(*) FROM upload_sessions) AS s, (SELECT count(*) FROM upload_parts) AS p").fetchone())
+    counts = db.read(
+        lambda conn: conn.execute(
+            "SELECT (SELECT count(*) FROM upload_sessions) AS s, (SELECT count(*) FROM upload_parts) AS p"
+        ).fetchone()
+    )
     assert (counts.s, counts.p) == (0, 0)
 
 
@@ -85,10 +117,13 @@ def test_an_attachment_restricts_the_file_and_a_file_is_attached_once(db):
     def setup(uow):
         file_id = insert_file(uow.conn)
         for message_id in ("m1", "m2"):
-            uow.execute("INSERT INTO messages (id, author_id, created_at) VALUES (%s, %s, %s)",
-                        (message_id, AUTHOR, NOW))
-        uow.execute("INSERT INTO attachments (author_id, message_id, file_id, attached_at) VALUES (%s, 'm1', %s, %s)",
-                    (AUTHOR, file_id, NOW))
+            uow.execute(
+                "INSERT INTO messages (id, author_id, created_at) VALUES (%s, %s, %s)", (message_id, AUTHOR, NOW)
+            )
+        uow.execute(
+            "INSERT INTO attachments (author_id, message_id, file_id, attached_at) VALUES (%s, 'm1', %s, %s)",
+            (AUTHOR, file_id, NOW),
+        )
         return file_id
 
     file_id = db.unit_of_work(setup, name="test")
@@ -96,10 +131,13 @@ def test_an_attachment_restricts_the_file_and_a_file_is_attached_once(db):
     with pytest.raises((pg_errors.ForeignKeyViolation, pg_errors.RestrictViolation)):
         db.unit_of_work(lambda uow: uow.execute("DELETE FROM files WHERE id = %s", (file_id,)), name="test")
     with pytest.raises(pg_errors.UniqueViolation):
-        db.unit_of_work(lambda uow: uow.execute(
-            "INSERT INTO attachments (author_id, message_id, file_id, attached_at) VALUES (%s, 'm2', %s, %s)",
-            (AUTHOR, file_id, NOW)),
-            name="test")
+        db.unit_of_work(
+            lambda uow: uow.execute(
+                "INSERT INTO attachments (author_id, message_id, file_id, attached_at) VALUES (%s, 'm2', %s, %s)",
+                (AUTHOR, file_id, NOW),
+            ),
+            name="test",
+        )
 
 
 def test_unit_of_work_commits_and_sets_the_transaction_flag(db):
@@ -149,11 +187,13 @@ def _provoke_deadlock(db: Database, file_a, file_b):
 
         try:
             db.unit_of_work(work, name=f"test.deadlock.{name}")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=("ab", file_a, file_b)),
-               threading.Thread(target=worker, args=("ba", file_b, file_a))]
+    threads = [
+        threading.Thread(target=worker, args=("ab", file_a, file_b)),
+        threading.Thread(target=worker, args=("ba", file_b, file_a)),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -173,8 +213,7 @@ def test_a_real_deadlock_is_retried_until_both_commit(db):
 def test_a_deadlock_past_the_retry_limit_is_raised(database_url, db):
     no_retry = Database(database_url, pool_size=4, tx_retry_max=0)
     try:
-        file_a, file_b = no_retry.unit_of_work(lambda uow: (insert_file(uow.conn), insert_file(uow.conn)),
-                                               name="test")
+        file_a, file_b = no_retry.unit_of_work(lambda uow: (insert_file(uow.conn), insert_file(uow.conn)), name="test")
         attempts, errors = _provoke_deadlock(no_retry, file_a, file_b)
     finally:
         no_retry.close()
@@ -191,8 +230,12 @@ def test_every_unit_of_work_is_timed_by_its_name(db):
     from app.platform.observability import metrics
 
     def count(name: str) -> float:
-        return sum(sample.value for metric in metrics.DB_UNIT_SECONDS.collect() for sample in metric.samples
-                   if sample.name.endswith("_count") and sample.labels.get("name") == name)
+        return sum(
+            sample.value
+            for metric in metrics.DB_UNIT_SECONDS.collect()
+            for sample in metric.samples
+            if sample.name.endswith("_count") and sample.labels.get("name") == name
+        )
 
     before = count("test.timed")
     db.unit_of_work(lambda uow: uow.execute("SELECT 1"), name="test.timed")
@@ -238,6 +281,11 @@ def test_the_rollback_of_per_file_keys_is_refused_while_a_file_is_sealed(databas
         conn.execute("DELETE FROM files WHERE encrypted")
         for statement in statements:
             conn.execute(statement)
-        assert conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'files' "
-                            "AND column_name = 'wrapped_key'").fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM information_schema.columns WHERE table_name = 'files' "
+                "AND column_name = 'wrapped_key'"
+            ).fetchone()[0]
+            == 0
+        )
         conn.rollback()

@@ -26,28 +26,43 @@ def purge(lethe):
 
 # -- the one deletion function ---------------------------------------------------------------------------------
 
+
 def test_exactly_one_statement_of_the_project_writes_files_deleted_at():
     writes = []
-    for path in list((ROOT / "app").rglob("*.py")) + list((ROOT / "workers").rglob("*.py")) + \
-            list((ROOT / "scheduler").rglob("*.py")) + list((ROOT / "app").rglob("*.sql")):
+    for path in (
+        list((ROOT / "app").rglob("*.py"))
+        + list((ROOT / "workers").rglob("*.py"))
+        + list((ROOT / "scheduler").rglob("*.py"))
+        + list((ROOT / "app").rglob("*.sql"))
+    ):
         text = path.read_text()
-        strings = [text] if path.suffix == ".sql" else [
-            node.value for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+        strings = (
+            [text]
+            if path.suffix == ".sql"
+            else [
+                node.value
+                for node in ast.walk(ast.parse(text))
+                if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            ]
+        )
         for sql in strings:
             squashed = " ".join(sql.split())
-            if re.search(r"UPDATE files SET [^;]*\bdeleted_at\s*=", squashed, re.I) or \
-                    re.search(r"INSERT INTO files \([^)]*\bdeleted_at\b", squashed, re.I):
+            if re.search(r"UPDATE files SET [^;]*\bdeleted_at\s*=", squashed, re.I) or re.search(
+                r"INSERT INTO files \([^)]*\bdeleted_at\b", squashed, re.I
+            ):
                 writes.append(path.relative_to(ROOT).as_posix())
     assert writes == ["app/db/files.py"]
-    callers = [path.relative_to(ROOT).as_posix() for path in (ROOT / "app").rglob("*.py")
-               if "files_sql.set_deleted(" in path.read_text()]
+    callers = [
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "app").rglob("*.py")
+        if "files_sql.set_deleted(" in path.read_text()
+    ]
     assert callers == ["app/lifecycle/deletion.py"]
 
 
 def test_delete_file_marks_redacts_and_purges(lethe):
     data = b"numbers nobody should keep"
     file_id = lethe.upload(ALEX, data, name=CANARY)
-    key = lethe.row(file_id).object_key
     assert lethe.stored(file_id) == data
     response = lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
     assert response.status_code == 204
@@ -57,8 +72,9 @@ def test_delete_file_marks_redacts_and_purges(lethe):
     assert events and all(e["redacted"] for e in events)
     assert CANARY not in str(events)
     stored = rows(lethe, "events")
-    assert all(e.redacted_at is not None and CANARY not in str(e.payload) and "sha256" not in e.payload["file"]
-               for e in stored)
+    assert all(
+        e.redacted_at is not None and CANARY not in str(e.payload) and "sha256" not in e.payload["file"] for e in stored
+    )
     # The purge job was committed with the mark.
     assert purge(lethe) == 1
     assert lethe.row(file_id) is None
@@ -71,9 +87,13 @@ def test_delete_file_marks_redacts_and_purges(lethe):
 def test_a_rolled_back_deletion_leaves_no_mark_no_redaction_and_no_job(lethe):
     file_id = lethe.upload(ALEX)
     # A stored event of a type no redaction rule knows fails the deleting transaction (D6).
-    lethe.rt.db.read(lambda conn: conn.execute(
-        "INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, payload, "
-        "created_at) VALUES ('file', %s, 'file.renamed', 1, %s, '{}', now())", (file_id, ALEX.id)))
+    lethe.rt.db.read(
+        lambda conn: conn.execute(
+            "INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, payload, "
+            "created_at) VALUES ('file', %s, 'file.renamed', 1, %s, '{}', now())",
+            (file_id, ALEX.id),
+        )
+    )
     # An internal error (a type without a redaction rule is a programming error): a 500 problem.
     problem(lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX), 500, "internal_error")
     assert lethe.row(file_id).deleted_at is None
@@ -82,6 +102,7 @@ def test_a_rolled_back_deletion_leaves_no_mark_no_redaction_and_no_job(lethe):
 
 
 # -- deleteFile's answer table (D12) ---------------------------------------------------------------------------
+
 
 def test_delete_file_answer_table(lethe):
     own = lethe.upload(ALEX)
@@ -126,12 +147,13 @@ def test_the_404s_of_unknown_foreign_and_purged_ids_are_byte_identical(lethe):
 def test_deleting_a_running_upload(lethe):
     data = b"p" * (lethe.part_size + 3)
     file_id = lethe.start_upload(ALEX, data)["file"]["id"]
-    lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:lethe.part_size])
+    lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[: lethe.part_size])
     assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
     session = rows(lethe, "upload_sessions", file_id=file_id)[0]
     assert session.state == "aborted"
-    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=data[lethe.part_size:]), 404,
-            "not_found")
+    problem(
+        lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=data[lethe.part_size :]), 404, "not_found"
+    )
     purge(lethe)
     assert lethe.row(file_id) is None and rows(lethe, "upload_parts", file_id=file_id) == []
     if lethe.driver == "fs":
@@ -142,6 +164,7 @@ def test_deleting_a_running_upload(lethe):
 
 
 # -- messages --------------------------------------------------------------------------------------------------
+
 
 def test_delete_a_message_deletes_every_attached_file(lethe):
     one, two = lethe.upload(ALEX, name=CANARY), lethe.upload(ALEX)
@@ -158,8 +181,9 @@ def test_delete_a_message_deletes_every_attached_file(lethe):
     purge(lethe)
     assert lethe.row(one) is None and lethe.row(two) is None and lethe.row(kept) is not None
     assert lethe.call("DELETE", "/api/v1/messages/m1", ALEX).status_code == 204  # again
-    problem(lethe.call("PUT", "/api/v1/messages/m1", ALEX, json={"file_ids": [kept]}), 409, "conflict",
-            "message_deleted")
+    problem(
+        lethe.call("PUT", "/api/v1/messages/m1", ALEX, json={"file_ids": [kept]}), 409, "conflict", "message_deleted"
+    )
 
 
 def test_manage_may_delete_anyones_message_by_naming_its_author(lethe):
@@ -174,10 +198,11 @@ def test_manage_may_delete_anyones_message_by_naming_its_author(lethe):
 
 # -- failing transitions (D7) -----------------------------------------------------------------------------------
 
+
 def test_an_abort_whose_immediate_delete_fails_is_purged_by_its_job(lethe, swap_store):
     data = b"q" * (lethe.part_size + 1)
     file_id = lethe.start_upload(ALEX, data)["file"]["id"]
-    lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:lethe.part_size])
+    lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[: lethe.part_size])
     real = swap_store(lethe, FailOnce(lethe.rt.store, "delete_many"))
     assert lethe.call("DELETE", f"/api/v1/uploads/{file_id}", ALEX).status_code == 204
     assert lethe.rt.store.failed
@@ -242,8 +267,9 @@ def test_an_attached_deleted_row_is_kept_and_logged(lethe, caplog):
     # Simulate the internal error: a deleted row that is still attached (bypassing the services).
     from app.lifecycle.deletion import mark_deleted
 
-    lethe.rt.db.unit_of_work(lambda uow: mark_deleted(uow, [uuid.UUID(file_id)], lethe.clock.now(), via="test"),
-                             name="test")
+    lethe.rt.db.unit_of_work(
+        lambda uow: mark_deleted(uow, [uuid.UUID(file_id)], lethe.clock.now(), via="test"), name="test"
+    )
     with caplog.at_level("ERROR", logger="lethe.purge"):
         purge(lethe)
     assert lethe.row(file_id) is not None
@@ -251,6 +277,7 @@ def test_an_attached_deleted_row_is_kept_and_logged(lethe, caplog):
 
 
 # -- jobs that meet a deleted row (D9) --------------------------------------------------------------------------
+
 
 def test_a_scan_delayed_while_the_file_is_deleted_ends_without_writes(make_lethe, clamd):
     lethe = make_lethe(**{"scan.clamd_address": clamd.address})
@@ -264,7 +291,7 @@ def test_a_scan_delayed_while_the_file_is_deleted_ends_without_writes(make_lethe
     def run_scan():
         try:
             ACTORS["scan_file"].fn(lethe.rt, *scan_jobs[0].args)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
 
     scanner = threading.Thread(target=run_scan)
@@ -283,6 +310,7 @@ def test_a_scan_delayed_while_the_file_is_deleted_ends_without_writes(make_lethe
 
 # -- concurrency (D10) and no deduplication (K3) ---------------------------------------------------------------
 
+
 @pytest.mark.one_store  # a database lock race: the store plays no part
 def test_delete_and_attach_at_once_end_attached_or_deleted_never_both(lethe):
     for round_ in range(15):
@@ -296,8 +324,9 @@ def test_delete_and_attach_at_once_end_attached_or_deleted_never_both(lethe):
 
         def attach():
             barrier.wait()
-            answers["attach"] = lethe.call("PUT", f"/api/v1/messages/race-{round_}", ALEX,
-                                           json={"file_ids": [file_id]}).status_code
+            answers["attach"] = lethe.call(
+                "PUT", f"/api/v1/messages/race-{round_}", ALEX, json={"file_ids": [file_id]}
+            ).status_code
 
         threads = [threading.Thread(target=delete), threading.Thread(target=attach)]
         for thread in threads:
@@ -322,14 +351,24 @@ def test_an_attach_that_waits_for_a_delete_sees_it_and_answers_409(lethe):
     answers = {}
     with lethe.rt.db.pool.connection() as conn, conn.transaction():
         conn.execute("SELECT id FROM files WHERE id = %s FOR UPDATE", (file_id,))
-        attach = threading.Thread(target=lambda: answers.setdefault("attach", lethe.app.test_client().put(
-            "/api/v1/messages/forced", headers=ALEX.headers, json={"file_ids": [file_id]}).status_code))
+        attach = threading.Thread(
+            target=lambda: answers.setdefault(
+                "attach",
+                lethe.app.test_client()
+                .put("/api/v1/messages/forced", headers=ALEX.headers, json={"file_ids": [file_id]})
+                .status_code,
+            )
+        )
         attach.start()
         wait_for_a_lock_waiter(lethe.rt.db)
         from app.db.uow import UnitOfWork
 
-        mark_deleted(UnitOfWork(conn=conn, name="test.delete", subscribers=lethe.rt.db.subscribers),
-                     [uuid.UUID(file_id)], lethe.clock.now(), "file")
+        mark_deleted(
+            UnitOfWork(conn=conn, name="test.delete", subscribers=lethe.rt.db.subscribers),
+            [uuid.UUID(file_id)],
+            lethe.clock.now(),
+            "file",
+        )
     attach.join(10)
     assert answers == {"attach": 409}
     assert lethe.row(file_id).deleted_at is not None and not rows(lethe, "attachments", file_id=file_id)
@@ -340,7 +379,8 @@ def test_a_delete_that_waits_for_an_attach_sees_it_and_answers_409(lethe):
     the commit the delete sees the attachment (D10)."""
     file_id = lethe.upload(ALEX)
     answer = attach_while_a_request_waits(
-        lethe, ALEX, file_id, lambda client: client.delete(f"/api/v1/files/{file_id}", headers=ALEX.headers))
+        lethe, ALEX, file_id, lambda client: client.delete(f"/api/v1/files/{file_id}", headers=ALEX.headers)
+    )
     assert answer["status"] == 409 and answer["reason"] == "file_attached"
     assert lethe.row(file_id).deleted_at is None
 
@@ -361,7 +401,8 @@ def test_a_purge_that_waits_for_another_removes_no_row_twice(lethe, monkeypatch)
         locked = original(conn, ids)
         if not second:
             second["thread"] = threading.Thread(
-                target=lambda: second.setdefault("removed", purge_files(lethe.rt, [file_id]).results["row"]))
+                target=lambda: second.setdefault("removed", purge_files(lethe.rt, [file_id]).results["row"])
+            )
             second["thread"].start()
             wait_for_a_lock_waiter(lethe.rt.db)
         return locked
@@ -387,7 +428,7 @@ def test_two_purges_and_a_catch_up_of_one_file_at_once(lethe):
         barrier.wait()
         try:
             removed.append(purge_files(lethe.rt, [file_id]).results["row"])
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
 
     def catch_up():
@@ -396,11 +437,14 @@ def test_two_purges_and_a_catch_up_of_one_file_at_once(lethe):
             report = run_cleanup(lethe.rt)
             assert report.first_error is None
             removed.append(report.step("d").acted)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=purge_job), threading.Thread(target=purge_job),
-               threading.Thread(target=catch_up)]
+    threads = [
+        threading.Thread(target=purge_job),
+        threading.Thread(target=purge_job),
+        threading.Thread(target=catch_up),
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

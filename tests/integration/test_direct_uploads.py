@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 import requests
@@ -31,8 +31,13 @@ def make_lethe(make_lethe):
 
 
 def create(lethe, data: bytes, person=ALEX, **fields):
-    body = {"name": "Scan of a passport.pdf", "size_bytes": len(data), "mime_type": "application/pdf",
-            "transfer": "direct", **fields}
+    body = {
+        "name": "Scan of a passport.pdf",
+        "size_bytes": len(data),
+        "mime_type": "application/pdf",
+        "transfer": "direct",
+        **fields,
+    }
     return lethe.call("POST", "/api/v1/uploads", person, json=body)
 
 
@@ -45,7 +50,7 @@ def send_all(created: dict, data: bytes) -> None:
     size = created["upload"]["part_size"]
     for part in created["upload"]["parts"]:
         n = part["number"]
-        response = put(part["url"], data[(n - 1) * size:n * size])
+        response = put(part["url"], data[(n - 1) * size : n * size])
         assert response.status_code == 200, response.text
 
 
@@ -114,8 +119,9 @@ def test_a_three_part_direct_upload_completes_and_reads_back_equal(lethe, clock)
 def test_the_api_takes_no_byte_of_a_direct_upload(lethe):
     created = create(lethe, b"12345").json
     file_id = created["file"]["id"]
-    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"12345"), 409, "conflict",
-            "direct_upload")
+    problem(
+        lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"12345"), 409, "conflict", "direct_upload"
+    )
 
 
 @pytest.mark.parametrize("how", ["other_bytes", "short_part", "extra_part"])
@@ -129,7 +135,7 @@ def test_a_part_that_breaks_the_plan_fails_the_file_and_leaves_nothing(lethe, ho
         assert put(created["upload"]["parts"][1]["url"], os.urandom(size)).status_code == 200
         reason = "checksum_mismatch"
     elif how == "short_part":
-        assert put(created["upload"]["parts"][1]["url"], data[size:2 * size - 1]).status_code == 200
+        assert put(created["upload"]["parts"][1]["url"], data[size : 2 * size - 1]).status_code == 200
         reason = "size_mismatch"
     else:  # a part past the plan, signed by hand with the store's own credentials
         from app.storage.base import MultipartRef
@@ -163,10 +169,11 @@ def test_a_fresh_url_for_an_open_upload_only_and_only_its_uploader(lethe, clock)
     response = lethe.call("POST", f"/api/v1/uploads/{file_id}/parts/2/url", ALEX)
     assert response.status_code == 200 and response.json["number"] == 2
     size = created["upload"]["part_size"]
-    assert put(response.json["url"], data[size:2 * size]).status_code == 200
+    assert put(response.json["url"], data[size : 2 * size]).status_code == 200
     assert lethe.call("POST", f"/api/v1/uploads/{file_id}/parts/2/url", SAM).status_code == 404
-    problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/parts/4/url", ALEX), 409, "conflict",
-            "part_number_out_of_range")
+    problem(
+        lethe.call("POST", f"/api/v1/uploads/{file_id}/parts/4/url", ALEX), 409, "conflict", "part_number_out_of_range"
+    )
     native = lethe.start_upload(ALEX, b"hello")["file"]["id"]
     problem(lethe.call("POST", f"/api/v1/uploads/{native}/parts/1/url", ALEX), 409, "conflict", "not_a_direct_upload")
     send_all(created, data)
@@ -182,7 +189,7 @@ def test_a_url_of_an_ended_session_takes_no_byte(lethe, request):
     created = create(lethe, data).json
     file_id = created["file"]["id"]
     assert lethe.call("DELETE", f"/api/v1/uploads/{file_id}", ALEX).status_code == 204
-    response = put(created["upload"]["parts"][0]["url"], data[:created["upload"]["part_size"]])
+    response = put(created["upload"]["parts"][0]["url"], data[: created["upload"]["part_size"]])
     # The store itself refuses it: the upload id no longer exists. SeaweedFS answers as S3 does (404
     # NoSuchUpload); moto's server fails on the unknown id with a 500 of its own.
     if request.node.callspec.params["raw_store"].startswith("seaweed"):
@@ -197,7 +204,7 @@ def test_an_abandoned_direct_upload_is_aborted_twice_and_confirmed_gone(lethe, c
     data = three_parts(lethe)
     created = create(lethe, data).json
     file_id = created["file"]["id"]
-    assert put(created["upload"]["parts"][0]["url"], data[:created["upload"]["part_size"]]).status_code == 200
+    assert put(created["upload"]["parts"][0]["url"], data[: created["upload"]["part_size"]]).status_code == 200
     clock.advance(lethe.cfg.file.upload_session_ttl)
     run_cleanup(lethe.rt)  # a: expired, its purge job committed
     lethe.run_jobs("purge_objects")
@@ -219,7 +226,7 @@ def test_a_part_that_lands_after_the_abort_is_aborted_again(lethe, clock, swap_s
     data = three_parts(lethe)
     created = create(lethe, data).json
     file_id = created["file"]["id"]
-    assert put(created["upload"]["parts"][0]["url"], data[:created["upload"]["part_size"]]).status_code == 200
+    assert put(created["upload"]["parts"][0]["url"], data[: created["upload"]["part_size"]]).status_code == 200
     original = lethe.store
     lost = []
 
@@ -252,7 +259,7 @@ def test_an_erasure_of_a_person_with_a_direct_upload_in_progress_leaves_nothing(
     data = three_parts(lethe)
     created = create(lethe, data).json
     file_id = created["file"]["id"]
-    assert put(created["upload"]["parts"][0]["url"], data[:created["upload"]["part_size"]]).status_code == 200
+    assert put(created["upload"]["parts"][0]["url"], data[: created["upload"]["part_size"]]).status_code == 200
     response = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)})
     assert response.status_code in (201, 202), response.get_data(as_text=True)
     lethe.run_jobs()
@@ -270,9 +277,9 @@ def test_the_audit_reports_and_aborts_a_multipart_upload_no_session_explains(let
     assert report.uploads_orphaned.count == 1 and report.uploads_orphaned.file_ids == [str(stray)]
     assert uploads_left(lethe.raw_store, key) == [ref.upload_id]
     # The store dates the upload by the real clock: the test's clock moves past it, beyond the grace.
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    clock.advance(max(datetime.now(timezone.utc) - clock.now(), timedelta(0)) + timedelta(hours=2))
+    clock.advance(max(datetime.now(UTC) - clock.now(), timedelta(0)) + timedelta(hours=2))
     report = run_audit(lethe.rt, delete=True, grace=timedelta(hours=1))
     assert report.uploads_aborted == 1
     assert uploads_left(lethe.raw_store, key) == []
@@ -291,8 +298,9 @@ def test_direct_uploads_are_counted_apart(lethe):
     assert (count("direct"), count("api")) == (before[0] + 1, before[1] + 1)
 
 
-def test_with_a_scanner_a_direct_upload_is_read_once_and_checked_before_it_is_deliverable(make_lethe, clamd,
-                                                                                          swap_store):
+def test_with_a_scanner_a_direct_upload_is_read_once_and_checked_before_it_is_deliverable(
+    make_lethe, clamd, swap_store
+):
     """Issue 26: with a scanner the declared sha256 is checked in the scan's read, so the bytes are read once;
     until then the file is not deliverable, and a mismatch fails it and purges it."""
     lethe = make_lethe(**{"scan.clamd_address": clamd.address})
@@ -318,15 +326,23 @@ def test_with_a_scanner_a_direct_upload_is_read_once_and_checked_before_it_is_de
         completed = lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX, json={})
         assert completed.status_code == 200 and completed.json["upload_state"] == "complete", completed.json
         assert "sha256" not in completed.json  # not checked yet
-        problem(lethe.call("PUT", "/api/v1/messages/m1", ALEX, json={"file_ids": [file_id]}), 409, "conflict",
-                "file_not_attachable")  # not deliverable before its scan
+        problem(
+            lethe.call("PUT", "/api/v1/messages/m1", ALEX, json={"file_ids": [file_id]}),
+            409,
+            "conflict",
+            "file_not_attachable",
+        )  # not deliverable before its scan
         assert opened == []
         lethe.run_jobs("scan_file")
         assert opened == [lethe.row(file_id).object_key]  # one read: the scan's
         opened.clear()
         row = lethe.row(file_id)
         if honest:
-            assert (row.upload_state, row.scan_status, row.sha256) == ("complete", "clean", hashlib.sha256(data).hexdigest())
+            assert (row.upload_state, row.scan_status, row.sha256) == (
+                "complete",
+                "clean",
+                hashlib.sha256(data).hexdigest(),
+            )
         else:
             assert row.upload_state == "failed"
             lethe.run_jobs("purge_objects")

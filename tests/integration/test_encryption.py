@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -25,10 +25,12 @@ from app.domain.sealing import HEADER_BYTES, SEGMENT_BYTES, TAG_BYTES, Wrapped, 
 from app.entry.support import keyring_problem
 from app.errors import ContentCorrupt, KeyUnavailable, NotFound, StorageError
 from app.lifecycle import keys
-from app.platform.keys import Keyring, parse_keyring
-from app.storage.codec import ORIGINAL, Sealed, variant_role
+from app.platform.keys import Keyring
+from app.storage.codec import ORIGINAL, Sealed
 from tests.conftest import all_versions, truncate_all
-from tests.integration.test_tus import create as tus_create, created_id, patch as tus_patch
+from tests.integration.test_tus import create as tus_create
+from tests.integration.test_tus import created_id
+from tests.integration.test_tus import patch as tus_patch
 from tests.support import images
 from tests.support.helpers import problem
 from tests.support.keyring import TEST_KEYRING, keyring_entry
@@ -39,6 +41,7 @@ SEG = SEGMENT_BYTES
 
 # -- what "no plaintext in the store" means, checked ----------------------------------------------------------
 
+
 def leaks(plain: bytes, blob: bytes) -> bool:
     """Whether any 64-byte window of `plain` appears in `blob` (stricter: some 32-byte runs count too). Such a window
     holds a 32-byte run of `plain` that starts at a multiple of 8 and lies, in `blob`, at a multiple of 3 (8 and 3
@@ -46,17 +49,17 @@ def leaks(plain: bytes, blob: bytes) -> bool:
     finds every such window."""
     if len(plain) < 64:
         return bool(plain) and plain in blob
-    runs = {plain[i:i + 32] for i in range(0, len(plain) - 31, 8)}
-    return any(blob[j:j + 32] in runs for j in range(0, len(blob) - 31, 3))
+    runs = {plain[i : i + 32] for i in range(0, len(plain) - 31, 8)}
+    return any(blob[j : j + 32] in runs for j in range(0, len(blob) - 31, 3))
 
 
 def test_the_leak_check_finds_any_window():
     plain = os.urandom(5000)
     for offset in (0, 1, 7, 999, 4936):
-        blob = os.urandom(offset % 97) + plain[offset:offset + 64] + os.urandom(50)
+        blob = os.urandom(offset % 97) + plain[offset : offset + 64] + os.urandom(50)
         assert leaks(plain, blob), offset
     assert not leaks(plain, os.urandom(20000))
-    assert not leaks(plain, b"".join(plain[i:i + 24] + b"-" for i in range(0, 4800, 24)))  # no run of 32
+    assert not leaks(plain, b"".join(plain[i : i + 24] + b"-" for i in range(0, 4800, 24)))  # no run of 32
 
 
 class Recording:
@@ -84,11 +87,17 @@ class Recording:
 def stored_blobs(raw_store, file_id: str) -> list[bytes]:
     """Every object (every version, on S3) the store holds under a file's keys."""
     if raw_store.driver == "fs":
-        keys = [original_key(uuid.UUID(file_id), r) for r in (1, 2)] + \
-            [variant_key(uuid.UUID(file_id), name) for name in VARIANTS] + [tail_key(uuid.UUID(file_id))]
+        keys = (
+            [original_key(uuid.UUID(file_id), r) for r in (1, 2)]
+            + [variant_key(uuid.UUID(file_id), name) for name in VARIANTS]
+            + [tail_key(uuid.UUID(file_id))]
+        )
         return [raw_store.get(key) for key in keys if raw_store.head(key) is not None]
-    return [b"".join(raw_store.client.get_object(raw_store.bucket, item.object_name, version_id=item.version_id).stream())
-            for item in all_versions(raw_store) if file_id in item.object_name and not item.is_delete_marker]
+    return [
+        b"".join(raw_store.client.get_object(raw_store.bucket, item.object_name, version_id=item.version_id).stream())
+        for item in all_versions(raw_store)
+        if file_id in item.object_name and not item.is_delete_marker
+    ]
 
 
 @pytest.fixture
@@ -109,11 +118,11 @@ def test_no_window_of_a_files_plaintext_is_in_any_object_lethe_wrote(recorded):
     native_id = lethe.upload(ALEX, native)
     tus = os.urandom(part + part // 2)
     tus_id = created_id(tus_create(lethe, len(tus)))
-    assert tus_patch(lethe, tus_id, 0, tus[:part + 10]).status_code == 204
-    assert lethe.tail(tus_id) == tus[part:part + 10]  # the tail, opened, is the bytes past the whole part
+    assert tus_patch(lethe, tus_id, 0, tus[: part + 10]).status_code == 204
+    assert lethe.tail(tus_id) == tus[part : part + 10]  # the tail, opened, is the bytes past the whole part
     tail_written = [blob for key, blob in store.written if key == tail_key(uuid.UUID(tus_id))]
     assert tail_written and not leaks(tus, tail_written[-1])
-    assert tus_patch(lethe, tus_id, part + 10, tus[part + 10:]).status_code == 204
+    assert tus_patch(lethe, tus_id, part + 10, tus[part + 10 :]).status_code == 204
     lethe.run_jobs("scan_file")
     photo = images.photo()
     photo_id = lethe.upload(ALEX, photo, name="holiday.jpg", mime_type="image/jpeg")
@@ -121,10 +130,13 @@ def test_no_window_of_a_files_plaintext_is_in_any_object_lethe_wrote(recorded):
     made = [thumb["name"] for thumb in lethe.call("GET", f"/api/v1/files/{photo_id}", ALEX).json["thumbnails"]]
     assert len(made) == 3
     # (the photo is served as stored, without its metadata; what was sent is looked for in the store as well)
-    plaintexts = {native_id: [native], tus_id: [tus],
-                  photo_id: [lethe.stored(photo_id), photo] + [lethe.stored(photo_id, name) for name in made]}
+    plaintexts = {
+        native_id: [native],
+        tus_id: [tus],
+        photo_id: [lethe.stored(photo_id), photo] + [lethe.stored(photo_id, name) for name in made],
+    }
     # Then the reader gets every plaintext back...
-    for file_id, (original, *variants) in plaintexts.items():
+    for file_id, (original, *_variants) in plaintexts.items():
         assert lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX).data == original
         assert lethe.stored(file_id) == original
     # ...and no 64 bytes of any of them are in anything written to the store, nor in anything it holds now
@@ -140,8 +152,24 @@ def test_no_window_of_a_files_plaintext_is_in_any_object_lethe_wrote(recorded):
 
 def _ranges(size: int, part: int, rng: random.Random) -> list[tuple[int, int]]:
     """Ranges at the edges of segments and pieces, and random ones."""
-    edges = sorted({0, 1, SEG - 1, SEG, SEG + 1, part - 1, part, part + 1, part + SEG, 2 * part - 1,
-                    size - SEG, size - 2, size - 1} & set(range(size)))
+    edges = sorted(
+        {
+            0,
+            1,
+            SEG - 1,
+            SEG,
+            SEG + 1,
+            part - 1,
+            part,
+            part + 1,
+            part + SEG,
+            2 * part - 1,
+            size - SEG,
+            size - 2,
+            size - 1,
+        }
+        & set(range(size))
+    )
     spans = [(first, last) for first in edges for last in edges if last >= first]  # every pair of edges
     spans += [tuple(sorted((rng.randrange(size), rng.randrange(size)))) for _ in range(15)]
     return spans
@@ -167,13 +195,13 @@ def test_downloads_and_every_range_equal_the_plaintext(make_lethe, raw_store):
     rng = random.Random(40)
     for first, last in _ranges(len(data), part, rng):
         answer = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX, headers={"Range": f"bytes={first}-{last}"})
-        assert answer.status_code == 206 and answer.data == data[first:last + 1], (first, last)
+        assert answer.status_code == 206 and answer.data == data[first : last + 1], (first, last)
         assert answer.headers["Content-Range"] == f"bytes {first}-{last}/{len(data)}"
     for suffix in (1, 100, SEG + 3, len(data)):
         answer = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX, headers={"Range": f"bytes=-{suffix}"})
         assert answer.status_code == 206 and answer.data == data[-suffix:]
     answer = lethe.call("GET", f"/api/v1/files/{file_id}/content", ALEX, headers={"Range": f"bytes={part - 5}-"})
-    assert answer.data == data[part - 5:]
+    assert answer.data == data[part - 5 :]
 
 
 def _tamper(raw_store, key: str, at: int) -> None:
@@ -195,11 +223,12 @@ def test_a_tampered_segment_answers_an_error_never_altered_bytes(make_lethe, raw
     content = f"/api/v1/files/{file_id}/content"
     # Then a range in that segment answers 502, never a byte of it
     inside = piece * part + 2 * SEG + 10
-    problem(lethe.call("GET", content, ALEX, headers={"Range": f"bytes={inside}-{inside + 10}"}), 502,
-            "content_corrupt")
+    problem(
+        lethe.call("GET", content, ALEX, headers={"Range": f"bytes={inside}-{inside + 10}"}), 502, "content_corrupt"
+    )
     # a range elsewhere still reads true
     answer = lethe.call("GET", content, ALEX, headers={"Range": f"bytes=5-{SEG + 5}"})
-    assert answer.status_code == 206 and answer.data == data[5:SEG + 6]
+    assert answer.status_code == 206 and answer.data == data[5 : SEG + 6]
     # and the whole file ends short at that segment: what came before it is the plaintext, nothing after
     whole = lethe.call("GET", content, ALEX)
     assert whole.status_code == 200
@@ -268,7 +297,7 @@ def test_reads_of_a_sealed_file_leave_no_descriptor_open(lethe):
     kept = []  # the readers stay referenced: what frees their descriptors is the read's end, not the collector
     for _ in range(20):
         whole = files.read(row, 7, 2 * SEG)
-        assert b"".join(whole) == data[7:7 + 2 * SEG]  # read to its end
+        assert b"".join(whole) == data[7 : 7 + 2 * SEG]  # read to its end
         abandoned = files.read(row)
         next(abandoned)
         abandoned.close()  # a client gone half-way
@@ -426,24 +455,40 @@ def test_rotation_leaves_what_another_transaction_holds_and_a_run_again_takes_it
 def test_a_key_a_live_file_needs_may_not_leave_the_keyring(lethe, database_url, tmp_path):
     lethe.upload(ALEX, b"needs test-1")
     other = keyring_entry("test-9")
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url, "LETHE_BROKER_URL":
-           "amqp://guest:guest@127.0.0.1:1/", "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0",
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"), "LETHE_FILE_ENCRYPTION": "on",
-           "LETHE_FILE_KEYRING": other, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_BROKER_URL": "amqp://guest:guest@127.0.0.1:1/",
+        "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0",
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+        "LETHE_FILE_ENCRYPTION": "on",
+        "LETHE_FILE_KEYRING": other,
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+    }
     for args in (["api"], ["worker"], ["scheduler"], ["config", "check"]):
-        result = subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env,
-                                timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=60
+        )
         said = result.stdout + result.stderr
         assert result.returncode == 2, (args, said)
         assert "file.keyring" in said and "test-1" in said and "Traceback" not in said, args
         assert other.split(":")[1] not in said and TEST_KEYRING.split(":")[1] not in said
-    shown = subprocess.run([sys.executable, "-m", "app.entry", "keys", "status", "--json"], capture_output=True,
-                           text=True, env=env, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "app.entry", "keys", "status", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert shown.returncode == 1 and '"missing_key_ids": ["test-1"]' in shown.stdout
     # with the key back, second in the keyring, the roles start (config check stands for them)
     env["LETHE_FILE_KEYRING"] = f"{other},{TEST_KEYRING}"
-    assert subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
-                          env=env, timeout=60).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True, env=env, timeout=60
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.one_store
@@ -454,8 +499,9 @@ def test_another_key_under_a_known_id_keeps_every_file_and_says_so(make_lethe, c
     started = right.start_upload(ALEX, b"parts sent, not completed")["file"]["id"]
     right.send_parts(ALEX, started, b"parts sent, not completed", right.part_size)
     # Given a keyring made again: another key under the id the files' rows name
-    wrong = make_lethe(**{"file.keyring": "test-1:" + keyring_entry("other").split(":")[1],
-                          "scan.clamd_address": clamd.address})
+    wrong = make_lethe(
+        **{"file.keyring": "test-1:" + keyring_entry("other").split(":")[1], "scan.clamd_address": clamd.address}
+    )
     # Then the roles refuse to start, naming the id and never a key
     problem_found = keyring_problem(wrong.cfg)
     assert problem_found is not None and list(problem_found.errors) == ["file.keyring"]
@@ -483,16 +529,16 @@ def opened_by_nothing(lethe: Lethe, file_id: str, blob: bytes, size: int) -> boo
     """Whether nothing Lethe holds opens a file's sealed original `blob`: not a data key of any row the database
     holds (unwrapped by the keyring), not a keyring key taken for a data key."""
     ring = Keyring(lethe.cfg.file.keyring)
-    wrapped = lethe.rt.db.read(lambda conn: conn.execute(
-        "SELECT id, key_id, wrapped_key FROM files WHERE wrapped_key IS NOT NULL").fetchall())
-    candidates = [ring.unwrap(row.id, Wrapped(row.key_id, row.wrapped_key)) for row in wrapped
-                  if row.key_id in ring]
+    wrapped = lethe.rt.db.read(
+        lambda conn: conn.execute("SELECT id, key_id, wrapped_key FROM files WHERE wrapped_key IS NOT NULL").fetchall()
+    )
+    candidates = [ring.unwrap(row.id, Wrapped(row.key_id, row.wrapped_key)) for row in wrapped if row.key_id in ring]
     candidates += [entry.material for entry in lethe.cfg.file.keyring]
     assert candidates  # something to try
     for candidate in candidates:
         sealed = Sealed(uuid.UUID(file_id), candidate, lethe.part_size)
         try:
-            b"".join(sealed.open_whole(lambda at, n: iter([blob[at:at + n]]), ORIGINAL, size, lethe.part_size))
+            b"".join(sealed.open_whole(lambda at, n: iter([blob[at : at + n]]), ORIGINAL, size, lethe.part_size))
         except ContentCorrupt:
             continue
         return False
@@ -501,9 +547,9 @@ def opened_by_nothing(lethe: Lethe, file_id: str, blob: bytes, size: int) -> boo
 
 # -- the object lock drill -------------------------------------------------------------------------------------
 
+
 @pytest.mark.one_store
-def test_a_deleted_files_locked_version_stays_listed_and_nothing_lethe_holds_opens_it(moto_server, database_url,
-                                                                                    clock):
+def test_a_deleted_files_locked_version_stays_listed_and_nothing_lethe_holds_opens_it(moto_server, database_url, clock):
     from minio.commonconfig import COMPLIANCE
     from minio.objectlockconfig import DAYS, ObjectLockConfig
     from minio.retention import Retention
@@ -525,7 +571,7 @@ def test_a_deleted_files_locked_version_stays_listed_and_nothing_lethe_holds_ope
         # moto applies the bucket's default retention to a plain PUT but not to a completed multipart upload, as
         # AWS S3 does: lock the original's version as AWS would have
         version = store.client.stat_object(bucket, key).version_id
-        until = (datetime.now(timezone.utc) + timedelta(days=1)).replace(microsecond=0)  # the server's clock
+        until = (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0)  # the server's clock
         store.client.set_object_retention(bucket, key, Retention(COMPLIANCE, until), version_id=version)
         # When the file is deleted and purged (what its row holds recorded when the store is asked to delete it)
         at_delete: list[tuple[str, bytes | None]] = []
@@ -554,8 +600,12 @@ def test_a_deleted_files_locked_version_stays_listed_and_nothing_lethe_holds_ope
         # ...and nothing Lethe holds opens it: no row's wrapped key (unwrapped by the keyring), no keyring key, and
         # no backup taken while the store was asked to delete it (the key was gone before that call)
         assert opened_by_nothing(lethe, file_id, blob, len(data))
-        assert lethe.rt.db.read(lambda conn: conn.execute(
-            "SELECT count(*) AS n FROM files WHERE id = %s", (file_id,)).fetchone()).n == 0
+        assert (
+            lethe.rt.db.read(
+                lambda conn: conn.execute("SELECT count(*) AS n FROM files WHERE id = %s", (file_id,)).fetchone()
+            ).n
+            == 0
+        )
         assert at_delete == [(file_id, None)]
         # An erasure of a person whose file's version is locked completes: what it finds left is that version
         from app.lifecycle.erasure import erase_round, request_erasure
@@ -570,14 +620,22 @@ def test_a_deleted_files_locked_version_stays_listed_and_nothing_lethe_holds_ope
             lethe.run_jobs()
         done = lethe.call("GET", f"/api/v1/erasures/{erasure.id}", OWNER).json
         assert done["state"] == "complete" and done["files_purged"] == 1, done
-        assert [item.version_id for item in all_versions(store)
-                if item.object_name == sams_key and not item.is_delete_marker] == [sams_version]
+        assert [
+            item.version_id
+            for item in all_versions(store)
+            if item.object_name == sams_key and not item.is_delete_marker
+        ] == [sams_version]
         # The cleanup finds nothing to catch up: no state it could stay in
         from app.lifecycle.cleanup import run_cleanup
 
         report = run_cleanup(lethe.rt)
-        assert report.first_error is None and lethe.rt.db.read(lambda conn: conn.execute(
-            "SELECT count(*) AS n FROM files WHERE deleted_at IS NOT NULL").fetchone()).n == 0
+        assert (
+            report.first_error is None
+            and lethe.rt.db.read(
+                lambda conn: conn.execute("SELECT count(*) AS n FROM files WHERE deleted_at IS NOT NULL").fetchone()
+            ).n
+            == 0
+        )
     finally:
         lethe.close()
 
@@ -592,14 +650,26 @@ def test_a_role_refuses_an_object_locked_bucket_only_for_files_stored_as_they_ar
     store = S3Store(moto_server, bucket, "testing", "testing", region="us-east-1", secure=False)
     store.client.make_bucket(bucket, object_lock=True)
     store.client.set_object_lock_config(bucket, ObjectLockConfig(COMPLIANCE, 1, DAYS))
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0",
-           "LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": moto_server, "LETHE_FILE_S3_BUCKET": bucket,
-           "LETHE_FILE_S3_ACCESS_KEY": "testing", "LETHE_FILE_S3_SECRET_KEY": "testing",
-           "LETHE_FILE_S3_REGION": "us-east-1", "LETHE_FILE_S3_SECURE": "false"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0",
+        "LETHE_FILE_STORAGE_DRIVER": "s3",
+        "LETHE_FILE_S3_ENDPOINT": moto_server,
+        "LETHE_FILE_S3_BUCKET": bucket,
+        "LETHE_FILE_S3_ACCESS_KEY": "testing",
+        "LETHE_FILE_S3_SECRET_KEY": "testing",
+        "LETHE_FILE_S3_REGION": "us-east-1",
+        "LETHE_FILE_S3_SECURE": "false",
+    }
 
     def check(**more):
-        return subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
-                              env={**env, **more}, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "app.entry", "config", "check"],
+            capture_output=True,
+            text=True,
+            env={**env, **more},
+            timeout=60,
+        )
 
     plain = check(LETHE_FILE_ENCRYPTION="off")
     assert plain.returncode == 2 and "file.s3.bucket" in plain.stdout and "file.encryption" in plain.stdout
@@ -609,9 +679,11 @@ def test_a_role_refuses_an_object_locked_bucket_only_for_files_stored_as_they_ar
 
 # -- the restore drill -------------------------------------------------------------------------------------------
 
+
 @pytest.mark.one_store
 def test_a_backup_restored_without_its_journal_after_the_old_key_retired_never_serves_the_deleted_file(
-        make_lethe, database_url, raw_store, tmp_path):
+    make_lethe, database_url, raw_store, tmp_path
+):
     from app.entry.support import keyring_problem
     from tests.integration.test_journal import dump, restore_dump
 
@@ -639,7 +711,9 @@ def test_a_backup_restored_without_its_journal_after_the_old_key_retired_never_s
     restore_dump(database_url, backup)
     shutil.rmtree(root)
     shutil.copytree(copy, root)
-    after = Lethe(database_url, raw_store, old.clock, **{"journal.enabled": "false", "file.keyring": keyring_entry("test-2")})
+    after = Lethe(
+        database_url, raw_store, old.clock, **{"journal.enabled": "false", "file.keyring": keyring_entry("test-2")}
+    )
     try:
         row = after.row(deleted)
         assert row is not None and row.deleted_at is None  # the restored database knows nothing of the deletion
@@ -653,8 +727,9 @@ def test_a_backup_restored_without_its_journal_after_the_old_key_retired_never_s
         assert not leaks(secret, stored)  # the restored store copy holds ciphertext only
         assert opened_by_nothing(after, deleted, stored, len(secret))  # and no key Lethe holds opens it
         # (the retired key, put back, would: that is why a retired key never comes back)
-        unretired = Lethe(database_url, raw_store, old.clock, **{"journal.enabled": "false",
-                                                                 "file.keyring": TEST_KEYRING})
+        unretired = Lethe(
+            database_url, raw_store, old.clock, **{"journal.enabled": "false", "file.keyring": TEST_KEYRING}
+        )
         try:
             assert not opened_by_nothing(unretired, deleted, stored, len(secret))
         finally:

@@ -53,8 +53,19 @@ class KeepingOneOriginal:
 
 def nothing_of_alex_in_the_database(lethe) -> None:
     alex = str(ALEX.id)
-    for table in ("files", "messages", "drafts", "events", "slots", "upload_sessions", "attachments",
-                  "erasures", "erasure_files", "receipts", "outbox"):
+    for table in (
+        "files",
+        "messages",
+        "drafts",
+        "events",
+        "slots",
+        "upload_sessions",
+        "attachments",
+        "erasures",
+        "erasure_files",
+        "receipts",
+        "outbox",
+    ):
         dump = json.dumps([row._asdict() for row in rows(lethe, table)], default=str)
         assert CANARY not in dump, table
         if table not in ("erasure_files",):
@@ -79,7 +90,9 @@ def test_an_erasure_removes_everything_and_proves_it(lethe):
     assert body["drafts_removed"] == 1 and body["keys_confirmed_absent"] >= 5 * 6
     vias = sorted(receipt["via"] for receipt in body["receipts"])
     assert vias == ["erasure"] * 4 + ["file"]
-    assert all(receipt["keys_confirmed_absent"] >= receipt["keys_deleted"] > 0 for receipt in body["receipts"]), body["receipts"]
+    assert all(receipt["keys_confirmed_absent"] >= receipt["keys_deleted"] > 0 for receipt in body["receipts"]), body[
+        "receipts"
+    ]
     nothing_of_alex_in_the_database(lethe)
     for file_id in world["files"]:
         assert lethe.raw_store.remains(keys_of(file_id)) == []
@@ -137,8 +150,9 @@ def test_a_refused_key_keeps_the_erasure_running_until_it_is_gone(lethe, swap_st
 
             keys = list(keys)
             refused = [k for k in keys if world["files"][0] in k]
-            return self.inner.delete_many([k for k in keys if k not in refused]) + \
-                [DeleteFailure(k, "AccessDenied") for k in refused]
+            return self.inner.delete_many([k for k in keys if k not in refused]) + [
+                DeleteFailure(k, "AccessDenied") for k in refused
+            ]
 
     original = swap_store(lethe, Refusing(lethe.rt.store))
     assert erase_round(lethe.rt, erasure_id) == "running"
@@ -151,8 +165,9 @@ def test_a_refused_key_keeps_the_erasure_running_until_it_is_gone(lethe, swap_st
 def test_delete_versus_erase_ends_with_every_file_gone_once(lethe):
     for _ in range(3):
         files = [lethe.upload(ALEX) for _ in range(6)]
-        erasure_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER,
-                                          json={"subject_id": str(ALEX.id)}).json["id"])
+        erasure_id = uuid.UUID(
+            lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"]
+        )
         barrier = threading.Barrier(2)
         errors = []
 
@@ -168,7 +183,7 @@ def test_delete_versus_erase_ends_with_every_file_gone_once(lethe):
             try:
                 while erase_round(lethe.rt, erasure_id) == "running":
                     pass
-            except Exception as exc:  # noqa: BLE001 - reported below
+            except Exception as exc:
                 errors.append(exc)
 
         threads = [threading.Thread(target=delete_all), threading.Thread(target=erase)]
@@ -204,18 +219,41 @@ def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
     import sys
 
     everything_of_alex(lethe)
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": lethe.raw_store.root}
-    result = subprocess.run([sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait"],
-                            capture_output=True, text=True, env=env, timeout=120)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": lethe.raw_store.root,
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith(": complete")
     nothing_of_alex_in_the_database(lethe)
-    assert subprocess.run([sys.executable, "-m", "app.entry", "erase", "--subject", "alex"], capture_output=True,
-                          text=True, env=env, timeout=60).returncode == 2
-    again = subprocess.run([sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait", "--json"],
-                           capture_output=True, text=True, env=env, timeout=120)
-    assert json.loads(again.stdout)["state"] == "complete" and "subject_id" not in again.stdout.replace('"subject_id": null', "")
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "app.entry", "erase", "--subject", "alex"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        ).returncode
+        == 2
+    )
+    again = subprocess.run(
+        [sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert json.loads(again.stdout)["state"] == "complete" and "subject_id" not in again.stdout.replace(
+        '"subject_id": null', ""
+    )
 
 
 @FS_ONLY
@@ -242,7 +280,10 @@ def test_two_runners_of_one_erasure_count_every_file_once(lethe, swap_store):
     # Then every file is counted once, and every key it read once
     (row,) = rows(lethe, "erasures", id=erasure_id)
     keys = sum(file.keys_absent for file in rows(lethe, "erasure_files", erasure_id=erasure_id))
-    assert (row.files_marked, row.files_purged) == (5, 5) and row.keys_confirmed_absent == keys == 5 * 8  # orig-1, orig-2, 4 variants, a part, the tus tail key
+    assert (row.files_marked, row.files_purged) == (
+        5,
+        5,
+    ) and row.keys_confirmed_absent == keys == 5 * 8  # orig-1, orig-2, 4 variants, a part, the tus tail key
     assert all(lethe.row(file_id) is None for file_id in files)
 
 
@@ -271,8 +312,9 @@ def test_a_completed_erasure_forgets_its_person_in_a_failed_one_and_reads_its_un
     # Then it read (and removed) the key the failed one left, and no erasure names the person any more
     assert state == "complete" and lethe.raw_store.remains(keys_of(kept_file)) == []
     assert [row.subject_id for row in rows(lethe, "erasures")] == [None, None]
-    assert {row.file_id for row in rows(lethe, "erasure_files", erasure_id=uuid.UUID(second["id"]))} >= \
-        {uuid.UUID(kept_file)}
+    assert {row.file_id for row in rows(lethe, "erasure_files", erasure_id=uuid.UUID(second["id"]))} >= {
+        uuid.UUID(kept_file)
+    }
     assert str(ALEX.id) not in json.dumps(lethe.call("GET", f"/api/v1/erasures/{first_id}", OWNER).json)
     assert other
 
@@ -297,11 +339,15 @@ def test_two_lethe_erase_wait_at_once_report_exact_counts(lethe, database_url):
     import sys
 
     files = [lethe.upload(ALEX) for _ in range(20)]
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": lethe.raw_store.root}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": lethe.raw_store.root,
+    }
     command = [sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait", "--json"]
-    both = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-            for _ in range(2)]
+    both = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
+    ]
     reports = []
     for proc in both:
         out, err = proc.communicate(timeout=120)
@@ -315,5 +361,7 @@ def test_two_lethe_erase_wait_at_once_report_exact_counts(lethe, database_url):
     assert sum(report["files_purged"] for report in by_id.values()) == 20
     for report in by_id.values():
         assert report["state"] == "complete"
-        assert report["keys_confirmed_absent"] == 8 * report["files_purged"]  # orig-1, orig-2, 4 variants, a part, the tus tail key
+        assert (
+            report["keys_confirmed_absent"] == 8 * report["files_purged"]
+        )  # orig-1, orig-2, 4 variants, a part, the tus tail key
     assert all(lethe.row(file_id) is None for file_id in files)

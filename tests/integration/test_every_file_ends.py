@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import psycopg
 import pytest
 
-from app.platform.observability import metrics
 from app.content.clamd import ClamdUnavailable, Verdict, instream
 from app.domain.keys import original_key, part_key
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.purge import purge_files
+from app.platform.observability import metrics
 from tests.conftest import uploads_left, versions_of
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER
@@ -27,8 +27,9 @@ def leftovers(lethe, file_id: str, part_count: int = 1) -> list:
     """What the store still holds of a file: its objects and parts (every version on a versioned bucket), and
     on S3 any multipart upload still open under its original's key (a test may list; the service never does)."""
     file_uuid = uuid.UUID(file_id)
-    found = list(versions_of(lethe.raw_store, keys_of(file_id) + [part_key(file_uuid, n)
-                                                                  for n in range(1, part_count + 1)]))
+    found = list(
+        versions_of(lethe.raw_store, keys_of(file_id) + [part_key(file_uuid, n) for n in range(1, part_count + 1)])
+    )
     found += [("multipart", upload_id) for upload_id in uploads_left(lethe.raw_store, original_key(file_uuid, 1))]
     return found
 
@@ -72,8 +73,9 @@ def test_a_file_over_clamds_limit_ends_as_error_and_is_purged(make_lethe, clamd,
 def test_an_upload_larger_than_the_scanner_takes_is_refused_up_front(make_lethe, clamd):
     scanning = make_lethe(**{"scan.clamd_address": clamd.address, "scan.max_size": "1KiB"})
     body = {"name": "big.bin", "size_bytes": 1025, "mime_type": "application/octet-stream"}
-    answer = problem(scanning.call("POST", "/api/v1/uploads", ALEX, json=body), 413, "payload_too_large",
-                     "too_large_to_scan")
+    answer = problem(
+        scanning.call("POST", "/api/v1/uploads", ALEX, json=body), 413, "payload_too_large", "too_large_to_scan"
+    )
     assert "1024" not in str(answer) and "1KiB" not in str(answer)  # the key is named in docs, never a number
     assert scanning.call("POST", "/api/v1/uploads", ALEX, json={**body, "size_bytes": 1024}).status_code == 201
     not_scanning = make_lethe(**{"scan.max_size": "1KiB"})
@@ -112,7 +114,9 @@ def test_a_lost_scan_is_sent_again_once_and_then_ends(make_lethe):
     assert run_cleanup(lethe.rt, dry_run=True).step("j").acted == 2 and lethe.broker.take() == []
     report = run_cleanup(lethe.rt)
     assert report.step("j").acted == 2 and report.step("k").candidates == 2
-    assert sorted(m.args[0] for m in lethe.broker.messages if m.actor_name == "scan_file") == sorted([lost_once, lost_twice])
+    assert sorted(m.args[0] for m in lethe.broker.messages if m.actor_name == "scan_file") == sorted(
+        [lost_once, lost_twice]
+    )
     assert run_cleanup(lethe.rt).step("j").acted == 0  # once, not on every run
     # The first resent scan runs; the second is lost again
     from workers.actors import ACTORS
@@ -142,7 +146,7 @@ def test_an_aborted_upload_whose_purge_job_was_lost_loses_its_bytes_within_one_c
     data = os.urandom(lethe.part_size * 2)
     created = lethe.start_upload(OWNER, data, purpose=purpose)
     file_id = created["file"]["id"]
-    lethe.send_parts(OWNER, file_id, data[:lethe.part_size], lethe.part_size)  # part 1 of 2
+    lethe.send_parts(OWNER, file_id, data[: lethe.part_size], lethe.part_size)  # part 1 of 2
     # the immediate removal does not happen either (the store swallows it)
     lethe.rt.store.abort_upload = lambda ref, part_count: None
     lethe.rt.store.delete_many = lambda keys: []
@@ -164,7 +168,7 @@ def test_an_expired_session_loses_its_parts_within_one_cleanup_when_its_purge_jo
     lethe.rt.db.after_commit = None
     data = os.urandom(lethe.part_size * 2)
     file_id = lethe.start_upload(ALEX, data)["file"]["id"]
-    lethe.send_parts(ALEX, file_id, data[:lethe.part_size], lethe.part_size)
+    lethe.send_parts(ALEX, file_id, data[: lethe.part_size], lethe.part_size)
     lethe.clock.advance(lethe.cfg.file.upload_session_ttl)
     report = run_cleanup(lethe.rt)
     assert report.step("a").acted == 1 and lethe.row(file_id).upload_state == "failed"
@@ -180,8 +184,12 @@ def test_a_deleted_file_still_held_by_a_slot_never_strands_its_batch(lethe):
     assert lethe.call("PUT", f"/api/v1/principals/{ALEX.id}/avatar", ALEX, json={"file_id": held}).status_code == 200
     other = lethe.upload(ALEX)
     # a slot set between an erasure's slot step and its file marks: the file is deleted and still held
-    lethe.rt.db.unit_of_work(lambda uow: uow.execute("UPDATE files SET deleted_at = now() WHERE id = ANY(%s)",
-                                                     ([uuid.UUID(held), uuid.UUID(other)],)), name="test")
+    lethe.rt.db.unit_of_work(
+        lambda uow: uow.execute(
+            "UPDATE files SET deleted_at = now() WHERE id = ANY(%s)", ([uuid.UUID(held), uuid.UUID(other)],)
+        ),
+        name="test",
+    )
     report = purge_files(lethe.rt, [held, other])
     assert report.results["row"] == 1 and report.results["kept_slot"] == 1
     assert lethe.row(other) is None and lethe.row(held) is not None
@@ -255,21 +263,27 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
     import json
     import subprocess
     import sys
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from app.db.publisher import Outbox
     from tests.support.fakes import RecordingBroker
 
     # Given an export past its policy, and an operator shell that names the database but no broker
     export = lethe.upload(OWNER, purpose="gdpr_export")
-    lethe.rt.db.unit_of_work(lambda uow: uow.execute("UPDATE files SET last_change_at = now() - interval '40 days'"),
-                             name="test")
+    lethe.rt.db.unit_of_work(
+        lambda uow: uow.execute("UPDATE files SET last_change_at = now() - interval '40 days'"), name="test"
+    )
     policy = [{"name": "exports", "purpose": "gdpr_export", "max_age": "30d", "grace": "0s", "schedule": "0 0 * * *"}]
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"), "LETHE_RETENTION_POLICIES": json.dumps(policy)}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+        "LETHE_RETENTION_POLICIES": json.dumps(policy),
+    }
     # When it runs the policy
-    result = subprocess.run([sys.executable, "-m", "app.entry", "retention", "run"], capture_output=True, text=True,
-                            env=env, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "app.entry", "retention", "run"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     # Then it says where its jobs are, and the purge job waits in the outbox (it was deleted as if sent before)
     assert "broker.url" in result.stderr and "outbox" in result.stderr
@@ -278,14 +292,19 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
     assert [row.actor_name for row in waiting] == ["purge_objects"] and waiting[0].args == [[export]]
     # And a relay (the scheduler's, or lethe dev's) sends it; the purge then removes the file
     relay_broker = RecordingBroker()
-    lethe.clock.set(datetime.now(timezone.utc) + timedelta(minutes=1))
+    lethe.clock.set(datetime.now(UTC) + timedelta(minutes=1))
     assert Outbox(lethe.rt.db, relay_broker).relay(older_than=timedelta(seconds=10)) == 1
     lethe.broker.messages.extend(relay_broker.messages)
     lethe.run_jobs("purge_objects")
     assert lethe.row(export) is None and rows(lethe, "outbox") == []
     # lethe erase without --wait no longer promises a worker that is not there
-    erase = subprocess.run([sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id)], capture_output=True,
-                           text=True, env=env, timeout=60)
+    erase = subprocess.run(
+        [sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert erase.returncode == 0 and "a worker runs it" not in erase.stdout and "--wait" in erase.stdout
 
 
@@ -297,19 +316,24 @@ def test_autovacuum_off_is_said_and_dead_tuples_are_counted(lethe, database_url,
     import subprocess
     import sys
 
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"), "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+        "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0",
+    }
 
     def config_check() -> str:
-        result = subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
-                                env=env, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True, env=env, timeout=60
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout
 
     def where_off(said: str) -> set[str]:
         marker = "warning: autovacuum is off for "
         lines = [line for line in said.splitlines() if line.startswith(marker)]
-        return set(lines[0][len(marker):].split(":")[0].split(", ")) if lines else set()
+        return set(lines[0][len(marker) :].split(":")[0].split(", ")) if lines else set()
 
     with psycopg.connect(database_url, autocommit=True) as conn:
         server_off = conn.execute("SELECT current_setting('autovacuum') <> 'on'").fetchone()[0]

@@ -9,7 +9,6 @@ import uuid
 
 import pytest
 
-from app.domain.keys import original_key
 from tests.integration.test_tus import create, created_id
 from tests.support.helpers import problem, residue
 from tests.support.lethe import ALEX, OWNER, SAM, Person
@@ -38,9 +37,12 @@ def test_an_empty_file_is_uploaded_scanned_served_and_purged_like_any(lethe, tra
 
 @pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 def test_a_403_names_the_scope_the_token_lacks(lethe):
-    body = problem(lethe.call("POST", "/api/v1/uploads", READER, json={"name": "a", "size_bytes": 1,
-                                                                        "mime_type": "text/plain"}),
-                   403, "forbidden", "scope_missing")
+    body = problem(
+        lethe.call("POST", "/api/v1/uploads", READER, json={"name": "a", "size_bytes": 1, "mime_type": "text/plain"}),
+        403,
+        "forbidden",
+        "scope_missing",
+    )
     assert "files:write" in body["detail"]
     body = problem(lethe.call("GET", "/api/v1/holds", ALEX), 403, "forbidden", "scope_missing")
     assert "manage" in body["detail"]
@@ -49,13 +51,26 @@ def test_a_403_names_the_scope_the_token_lacks(lethe):
 @pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 def test_a_413_states_the_limit(make_lethe):
     lethe = make_lethe(**{"file.max_size": "1MiB"})
-    body = problem(lethe.call("POST", "/api/v1/uploads", ALEX, json={"name": "a", "size_bytes": 2 * 1024 * 1024,
-                                                                      "mime_type": "text/plain"}),
-                   413, "payload_too_large", "file_too_large")
+    body = problem(
+        lethe.call(
+            "POST",
+            "/api/v1/uploads",
+            ALEX,
+            json={"name": "a", "size_bytes": 2 * 1024 * 1024, "mime_type": "text/plain"},
+        ),
+        413,
+        "payload_too_large",
+        "file_too_large",
+    )
     assert "1 MiB" in body["detail"] and "file.max_size" in body["detail"]
     file_id = lethe.start_upload(ALEX, b"x" * 10)["file"]["id"]
-    too_big = lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"x" * (lethe.part_size + 65 * 1024),
-                         headers={"Content-Type": "application/octet-stream"})
+    too_big = lethe.call(
+        "PUT",
+        f"/api/v1/uploads/{file_id}/parts/1",
+        ALEX,
+        data=b"x" * (lethe.part_size + 65 * 1024),
+        headers={"Content-Type": "application/octet-stream"},
+    )
     body = problem(too_big, 413, "payload_too_large")
     assert "at most" in body["detail"]
 
@@ -81,6 +96,10 @@ def test_a_managers_deletefile_of_anothers_file_is_recorded_as_the_managers(leth
 
 @pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 def test_the_installations_own_id_is_no_person_to_erase(lethe):
-    problem(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(uuid.UUID(int=0))}),
-            422, "invalid_request", "subject_reserved")
+    problem(
+        lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(uuid.UUID(int=0))}),
+        422,
+        "invalid_request",
+        "subject_reserved",
+    )
     assert lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(SAM.id)}).status_code == 202

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import uuid
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,13 +28,18 @@ from tests.support.lethe import ALEX, OWNER, SAM
 
 CANARY = "Canary-Lh27-settlement"
 FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-RETENTION = json.dumps([{"name": "chat-files", "purpose": "attachment", "max_age": "30d", "grace": "0s",
-                         "schedule": "0 3 * * *"}])
+RETENTION = json.dumps(
+    [{"name": "chat-files", "purpose": "attachment", "max_age": "30d", "grace": "0s", "schedule": "0 3 * * *"}]
+)
 
 
 def place(lethe, case_ref="CASE-2026-0117", **target):
-    response = lethe.call("POST", "/api/v1/holds", OWNER,
-                          json={"case_ref": case_ref, **{name: str(value) for name, value in target.items()}})
+    response = lethe.call(
+        "POST",
+        "/api/v1/holds",
+        OWNER,
+        json={"case_ref": case_ref, **{name: str(value) for name, value in target.items()}},
+    )
     assert response.status_code == 201, response.json
     return response.json
 
@@ -81,16 +86,20 @@ def every_deletion_path(lethe) -> dict[str, str]:
     files["slot"] = lethe.upload(ALEX, name=f"{CANARY}-face.png", purpose="avatar")
     replacement = lethe.upload(ALEX, purpose="avatar")
     for avatar in (files["slot"], replacement):
-        assert lethe.call("PUT", f"/api/v1/principals/{ALEX.id}/avatar", ALEX, json={"file_id": avatar}).status_code == 200
+        assert (
+            lethe.call("PUT", f"/api/v1/principals/{ALEX.id}/avatar", ALEX, json={"file_id": avatar}).status_code == 200
+        )
     two_parts = b"x" * (lethe.part_size + 10)
     files["aborted"] = lethe.start_upload(ALEX, two_parts, name=f"{CANARY}-3.pdf")["file"]["id"]
-    lethe.send_parts(ALEX, files["aborted"], two_parts[:lethe.part_size], lethe.part_size)
+    lethe.send_parts(ALEX, files["aborted"], two_parts[: lethe.part_size], lethe.part_size)
     assert lethe.call("DELETE", f"/api/v1/uploads/{files['aborted']}", ALEX).status_code == 204
     files["unattached"] = lethe.upload(ALEX, name=f"{CANARY}-4.pdf")
     files["retention"] = lethe.upload(ALEX, name=f"{CANARY}-5.pdf")
     # Alex's own draft spares it from cleanup b; the retention policy does not ask.
-    assert lethe.call("PUT", "/api/v1/drafts/d-1", ALEX, json={"text": "x", "file_ids": [files["retention"]]}
-                      ).status_code == 200
+    assert (
+        lethe.call("PUT", "/api/v1/drafts/d-1", ALEX, json={"text": "x", "file_ids": [files["retention"]]}).status_code
+        == 200
+    )
     lethe.run_jobs()
     # Past every age: cleanup b takes the never attached file, c the failed row, the policy the drafted one.
     lethe.clock.advance(max(lethe.cfg.file.unattached_ttl, lethe.cfg.file.failed_row_ttl) + timedelta(days=31))
@@ -110,8 +119,13 @@ def test_a_hold_on_a_person_defers_every_deletion_path_until_its_release(make_le
     # Users see no difference: every file is deleted for every reader, its events redacted.
     vias = {row.id: row.deleted_via for row in rows(lethe, "files") if row.deleted_at is not None}
     assert {name: vias.get(uuid.UUID(file_id)) for name, file_id in files.items()} == {
-        "deletefile": "file", "message": "message", "slot": "slot", "aborted": "cleanup_failed",
-        "retention": "retention", "unattached": "cleanup_unattached"}
+        "deletefile": "file",
+        "message": "message",
+        "slot": "slot",
+        "aborted": "cleanup_failed",
+        "retention": "retention",
+        "unattached": "cleanup_unattached",
+    }
     for file_id in files.values():
         problem(lethe.call("GET", f"/api/v1/files/{file_id}", ALEX), 404, "not_found")
     assert CANARY not in json.dumps([row.payload for row in rows(lethe, "events")])
@@ -125,8 +139,12 @@ def test_a_hold_on_a_person_defers_every_deletion_path_until_its_release(make_le
     assert lethe.call("GET", f"/api/v1/holds/{hold['id']}", OWNER).json["files_deferred"] == len(files)
     assert gauge("lethe_files_held") == len(files) and gauge("lethe_holds_active") == 1
     assert gauge("lethe_file_purge_backlog") == 0 and gauge("lethe_file_purge_backlog_oldest_seconds") == 0
-    problem(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}), 409, "conflict",
-            "subject_on_hold")
+    problem(
+        lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}),
+        409,
+        "conflict",
+        "subject_on_hold",
+    )
 
     released_at = lethe.clock.now()
     release(lethe, hold["id"])
@@ -244,16 +262,24 @@ def test_a_running_erasure_meeting_a_new_hold_fails_with_its_reason(lethe):
 def test_a_hold_on_one_file_of_a_person_refuses_their_erasure(lethe):
     file_id = lethe.upload(ALEX)
     place(lethe, file_id=file_id)
-    problem(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}), 409, "conflict",
-            "subject_on_hold")
+    problem(
+        lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}),
+        409,
+        "conflict",
+        "subject_on_hold",
+    )
     assert lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(SAM.id)}).status_code == 202
 
 
 @FS_ONLY
 def test_holds_are_for_manage_only(lethe):
     hold = place(lethe, subject_id=SAM.id)
-    for method, path in (("POST", "/api/v1/holds"), ("GET", "/api/v1/holds"), ("GET", f"/api/v1/holds/{hold['id']}"),
-                         ("DELETE", f"/api/v1/holds/{hold['id']}")):
+    for method, path in (
+        ("POST", "/api/v1/holds"),
+        ("GET", "/api/v1/holds"),
+        ("GET", f"/api/v1/holds/{hold['id']}"),
+        ("DELETE", f"/api/v1/holds/{hold['id']}"),
+    ):
         kwargs = {"json": {"subject_id": str(SAM.id), "case_ref": "X"}} if method == "POST" else {}
         problem(lethe.call(method, path, ALEX, **kwargs), 403, "forbidden")
         problem(lethe.call(method, path, None, **kwargs), 401, "unauthorized")
@@ -262,21 +288,33 @@ def test_holds_are_for_manage_only(lethe):
 
 @FS_ONLY
 def test_the_target_is_exactly_one_and_a_file_must_exist(lethe):
-    for body in ({"case_ref": "T-1"}, {"case_ref": "T-1", "subject_id": str(ALEX.id), "file_id": str(uuid.uuid4())},
-                 {"subject_id": str(ALEX.id)}, {"case_ref": "T-1", "subject_id": "not-a-uuid"},
-                 {"case_ref": "T-1", "subject_id": str(ALEX.id), "note": "free text"}):
+    for body in (
+        {"case_ref": "T-1"},
+        {"case_ref": "T-1", "subject_id": str(ALEX.id), "file_id": str(uuid.uuid4())},
+        {"subject_id": str(ALEX.id)},
+        {"case_ref": "T-1", "subject_id": "not-a-uuid"},
+        {"case_ref": "T-1", "subject_id": str(ALEX.id), "note": "free text"},
+    ):
         problem(lethe.call("POST", "/api/v1/holds", OWNER, json=body), 422, "invalid_request")
-    problem(lethe.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "T-1", "file_id": str(uuid.uuid4())}),
-            404, "not_found")
+    problem(
+        lethe.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "T-1", "file_id": str(uuid.uuid4())}),
+        404,
+        "not_found",
+    )
     problem(lethe.call("GET", f"/api/v1/holds/{uuid.uuid4()}", OWNER), 404, "not_found")
     problem(lethe.call("DELETE", f"/api/v1/holds/{uuid.uuid4()}", OWNER), 404, "not_found")
 
 
 @FS_ONLY
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(case_ref=st.one_of(st.text(max_size=80), st.from_regex(r"[A-Za-z0-9._-]{1,64}", fullmatch=True),
-                          st.from_regex(r"[A-Za-z0-9._-]{60,70}\n?", fullmatch=True),
-                          st.from_regex(DEFAULT_CASE_REF_PATTERN.strip("^$"), fullmatch=True)))
+@given(
+    case_ref=st.one_of(
+        st.text(max_size=80),
+        st.from_regex(r"[A-Za-z0-9._-]{1,64}", fullmatch=True),
+        st.from_regex(r"[A-Za-z0-9._-]{60,70}\n?", fullmatch=True),
+        st.from_regex(DEFAULT_CASE_REF_PATTERN.strip("^$"), fullmatch=True),
+    )
+)
 def test_a_case_reference_is_a_token_and_anything_else_is_422(lethe, case_ref):
     response = lethe.call("POST", "/api/v1/holds", OWNER, json={"case_ref": case_ref, "subject_id": str(SAM.id)})
     if valid_case_ref(case_ref):
@@ -303,7 +341,9 @@ def test_the_list_pages_and_a_released_record_is_kept_for_the_receipt_ttl(make_l
         lethe.clock.advance(1)
     seen, after = [], None
     while True:
-        page = lethe.call("GET", "/api/v1/holds", OWNER, query_string={"limit": 2, **({"after": after} if after else {})}).json
+        page = lethe.call(
+            "GET", "/api/v1/holds", OWNER, query_string={"limit": 2, **({"after": after} if after else {})}
+        ).json
         seen += [hold["id"] for hold in page["holds"]]
         if "next_after" not in page:
             break
@@ -319,20 +359,21 @@ def test_the_list_pages_and_a_released_record_is_kept_for_the_receipt_ttl(make_l
 
 @FS_ONLY
 def test_the_audit_delete_leaves_what_a_hold_covers(lethe):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from app.lifecycle.audit import run_audit
     from tests.support.aging import age_object
 
-    lethe.clock.set(datetime.now(timezone.utc))  # the audit's grace reads the objects' real times
+    lethe.clock.set(datetime.now(UTC))  # the audit's grace reads the objects' real times
     held, loose = lethe.upload(ALEX), lethe.upload(ALEX)
     place(lethe, file_id=held)
     # Rows gone by hand (what the purge's settle re-check exists for): the audit sees two old orphans, deletes
     # the one no hold covers and keeps the held one.
     for file_id in (held, loose):
         age_object(lethe.raw_store, keys_of(file_id)[0], lethe.clock.now() - timedelta(days=2))
-        lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute("DELETE FROM files WHERE id = %s", (file_id,)),
-                                 name="test")
+        lethe.rt.db.unit_of_work(
+            lambda uow: uow.conn.execute("DELETE FROM files WHERE id = %s", (file_id,)), name="test"
+        )
     lethe.clock.advance(1)
     report = run_audit(lethe.rt, delete=True, grace=timedelta(days=1))
     assert report.orphans.count == 2 and report.orphans_deleted == 1
@@ -341,12 +382,16 @@ def test_the_audit_delete_leaves_what_a_hold_covers(lethe):
 
 @FS_ONLY
 def test_lethe_hold_commands(lethe, database_url, tmp_path):
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects")}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
+    }
 
     def lethe_cli(*args):
-        return subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env,
-                              timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=60
+        )
 
     placed = lethe_cli("hold", "place", "--subject", str(ALEX.id), "--case-ref", "INC-7", "--json")
     assert placed.returncode == 0, placed.stderr

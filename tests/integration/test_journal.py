@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import uuid
+from datetime import UTC
 from urllib.parse import urlsplit
 
 import psycopg
@@ -20,9 +20,9 @@ from app.db import journal as journal_sql
 from app.domain.journal import JOURNAL_PREFIX, parse_segment, subject_hash
 from app.lifecycle import journal, restore
 from app.lifecycle.erasure import erase_round, request_erasure
-from tests.support.pgtools import run_tool
 from tests.support.helpers import problem, residue
 from tests.support.lethe import ALEX, OWNER, ROBIN, SAM
+from tests.support.pgtools import run_tool
 
 STORES = pytest.mark.parametrize("raw_store", ["fs", "seaweed-versioned"], indirect=True)
 CANARY = "Restore-Canary-7Qx"
@@ -37,8 +37,10 @@ def restore_dump(url: str, path) -> None:
     """Restore the dump over the database, as an operator restores last night's backup."""
     name = urlsplit(url).path.lstrip("/")
     with psycopg.connect(url.replace(f"/{name}", "/postgres"), autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND "
-                      "pid <> pg_backend_pid()", (name,))
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        )
     run_tool(url, "pg_restore", "--clean", "--if-exists", "--no-owner", "-d", url, str(path))
 
 
@@ -72,8 +74,9 @@ def journal_read(lethe) -> tuple[str, list]:
 
 
 def place(lethe, **target) -> str:
-    answer = lethe.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042",
-                                                               **{k: str(v) for k, v in target.items()}})
+    answer = lethe.call(
+        "POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042", **{k: str(v) for k, v in target.items()}}
+    )
     assert answer.status_code == 201, answer.json
     return answer.json["id"]
 
@@ -97,9 +100,13 @@ def settle(lethe) -> None:
 def everywhere(database_url: str) -> str:
     """Every value of every column of every table, as text: what a name could hide in."""
     with psycopg.connect(database_url) as conn:
-        tables = [row[0] for row in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
-            "AND table_type = 'BASE TABLE'")]
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
+                "AND table_type = 'BASE TABLE'"
+            )
+        ]
         return "\n".join(str(row) for table in tables for row in conn.execute(f'SELECT t::text FROM "{table}" t'))
 
 
@@ -107,8 +114,13 @@ def everywhere(database_url: str) -> str:
 def test_a_restored_database_serves_no_deleted_file_and_applies_its_journal_again(make_lethe, database_url, tmp_path):
     lethe = make_lethe()
     # Given 20 files: Alex 10, Sam 3, Robin 7 (names carry a canary), written out to the journal
-    files = {person.name: [lethe.upload(person, f"{person.name} {n}".encode() * 40, name=f"{CANARY}-{person.name}-{n}.txt")
-                           for n in range(count)] for person, count in ((ALEX, 10), (SAM, 3), (ROBIN, 7))}
+    files = {
+        person.name: [
+            lethe.upload(person, f"{person.name} {n}".encode() * 40, name=f"{CANARY}-{person.name}-{n}.txt")
+            for n in range(count)
+        ]
+        for person, count in ((ALEX, 10), (SAM, 3), (ROBIN, 7))
+    }
     link = lethe.call("POST", f"/api/v1/files/{files['Alex'][0]}/links", ALEX, json={}).json["url"]
     settle(lethe)
     backup = tmp_path / "lethe.dump"
@@ -131,8 +143,14 @@ def test_a_restored_database_serves_no_deleted_file_and_applies_its_journal_agai
     assert all(lethe.row(file_id) is None and residue(lethe.raw_store, file_id) == [] for file_id in gone)
     # The journal names nobody: ids, kinds and times; a person as a keyed hash
     text, entries = journal_read(lethe)
-    assert {entry.kind for entry in entries} >= {"file.marked", "file.objects_gone", "file.row_removed",
-                                                  "erasure.completed", "hold.placed", "hold.released"}
+    assert {entry.kind for entry in entries} >= {
+        "file.marked",
+        "file.objects_gone",
+        "file.row_removed",
+        "erasure.completed",
+        "hold.placed",
+        "hold.released",
+    }
     assert CANARY not in text and str(SAM.id) not in text and SAM.id.hex not in text
     key = lethe.rt.db.read(journal_sql.state).hash_key
     assert any(entry.subject == subject_hash(key, SAM.id) for entry in entries if entry.kind == "erasure.completed")
@@ -159,8 +177,12 @@ def test_a_restored_database_serves_no_deleted_file_and_applies_its_journal_agai
     assert report.files_marked == len(gone) and report.erasures == 1 and report.holds_placed >= 1
     settle(after)
     for _ in range(3):
-        for erasure_id in [row[0] for row in after.rt.db.read(lambda c: c.execute(
-                "SELECT id FROM erasures WHERE state = 'running'").fetchall())]:
+        for erasure_id in [
+            row[0]
+            for row in after.rt.db.read(
+                lambda c: c.execute("SELECT id FROM erasures WHERE state = 'running'").fetchall()
+            )
+        ]:
             while erase_round(after.rt, erasure_id) == "running":
                 after.run_jobs()
         settle(after)
@@ -258,17 +280,30 @@ def test_the_command_says_where_the_database_stands(make_lethe, database_url, tm
     lethe = make_lethe()
     file_id = lethe.upload(ALEX)
     assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204  # one entry waits
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+    }
     import sys
 
-    shown = subprocess.run([sys.executable, "-m", "app.entry", "restore", "status", "--json"], capture_output=True,
-                           text=True, env=env, timeout=60)
+    shown = subprocess.run(
+        [sys.executable, "-m", "app.entry", "restore", "status", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert shown.returncode == 0, shown.stderr
     status = json.loads(shown.stdout)
     assert status["behind"] is False and status["pending"] >= 1
-    dry = subprocess.run([sys.executable, "-m", "app.entry", "restore", "reconcile", "--dry-run", "--json"],
-                         capture_output=True, text=True, env=env, timeout=60)
+    dry = subprocess.run(
+        [sys.executable, "-m", "app.entry", "restore", "reconcile", "--dry-run", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert dry.returncode == 0 and json.loads(dry.stdout)["entries"] == 0
 
 
@@ -295,9 +330,10 @@ def test_a_flush_that_dies_after_its_write_is_never_taken_for_a_restore(make_let
 
 
 @pytest.mark.one_store
-def test_objects_gone_alone_deletes_nothing_and_a_file_hold_comes_back_without_its_row(make_lethe, database_url,
-                                                                                        tmp_path):
-    from datetime import datetime, timezone
+def test_objects_gone_alone_deletes_nothing_and_a_file_hold_comes_back_without_its_row(
+    make_lethe, database_url, tmp_path
+):
+    from datetime import datetime
 
     from app.domain.journal import Entry, render_segment, segment_key
     from app.storage.journal import JournalSink
@@ -306,19 +342,26 @@ def test_objects_gone_alone_deletes_nothing_and_a_file_hold_comes_back_without_i
     failed_live = uuid.UUID(lethe.upload(ALEX, name="kept.txt"))
     unknown = uuid.uuid4()  # a file uploaded after the backup: no row in the restored database
     state = lethe.rt.db.read(journal_sql.state)
-    now = datetime.now(timezone.utc)
-    entries = [Entry("file.objects_gone", now, files=(failed_live,), seq=state.position + 1),
-               Entry("hold.placed", now, files=(unknown,), hold=uuid.uuid4(), case_ref="CASE-2026-0007",
-                     seq=state.position + 2)]
+    now = datetime.now(UTC)
+    entries = [
+        Entry("file.objects_gone", now, files=(failed_live,), seq=state.position + 1),
+        Entry(
+            "hold.placed", now, files=(unknown,), hold=uuid.uuid4(), case_ref="CASE-2026-0007", seq=state.position + 2
+        ),
+    ]
     JournalSink(lethe.rt.store, state.installation_id).write(
         segment_key(state.installation_id, entries[0].seq),
-        render_segment(entries[0].seq, entries[-1].seq, None, entries))
+        render_segment(entries[0].seq, entries[-1].seq, None, entries),
+    )
     assert journal.check(lethe.rt).behind
     report = restore.reconcile(lethe.rt)
     assert report.files_marked == 0 and report.holds_placed == 1
     assert lethe.row(failed_live).deleted_at is None  # a failed file's objects went; nobody deleted it
-    held = lethe.rt.db.read(lambda conn: conn.execute(
-        "SELECT count(*) FROM legal_holds WHERE file_id = %s AND released_at IS NULL", (unknown,)).fetchone()[0])
+    held = lethe.rt.db.read(
+        lambda conn: conn.execute(
+            "SELECT count(*) FROM legal_holds WHERE file_id = %s AND released_at IS NULL", (unknown,)
+        ).fetchone()[0]
+    )
     assert held == 1
 
 
@@ -357,8 +400,7 @@ def test_requests_arriving_during_the_first_journal_check_wait_for_its_answer(ma
 
 
 @pytest.mark.one_store
-def test_the_leader_says_how_long_the_oldest_entry_has_waited_while_the_store_refuses_it(make_lethe, swap_store,
-                                                                                          clock):
+def test_the_leader_says_how_long_the_oldest_entry_has_waited_while_the_store_refuses_it(make_lethe, swap_store, clock):
     """The gauges behind the alert LetheJournalBehind are set by the leader's tick even when the tick cannot write
     (the store refuses): that is when they matter."""
     from prometheus_client import REGISTRY

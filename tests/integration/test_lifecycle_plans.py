@@ -13,13 +13,12 @@ import dataclasses
 import json
 import os
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 from psycopg.rows import namedtuple_row
 
-from app.db import variants as variants_sql
 from app.db import aborts as aborts_sql
 from app.db import cleanup as cleanup_sql
 from app.db import erasures as erasures_sql
@@ -33,6 +32,7 @@ from app.db import receipts as receipts_sql
 from app.db import retention as retention_sql
 from app.db import sessions as sessions_sql
 from app.db import slots as slots_sql
+from app.db import variants as variants_sql
 from app.db import webhooks as webhooks_sql
 from app.db.migrate import migrate
 from app.db.uow import UnitOfWork
@@ -40,7 +40,7 @@ from app.domain.ends import Scope
 from app.lifecycle import deletion
 from tests.conftest import _with_database, create_test_database
 
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 WATCHED = {"files", "events", "attachments", "upload_sessions", "messages"}
 SUBJECT = uuid.UUID("00000000-0000-4000-8000-000000000123")  # one uploader among thousands
 ERASURE = uuid.UUID("00000000-0000-4000-8000-0000000e7a5e")
@@ -82,11 +82,13 @@ def _seed(url: str) -> str:
                    i % 4 <> 0, CASE i % 4 WHEN 1 THEN 'k-old' WHEN 2 THEN 'k-new' WHEN 3 THEN 'k-new' END,
                    CASE WHEN i % 4 <> 0 THEN '\\x01'::bytea END, CASE WHEN i % 4 <> 0 THEN 1024 END
             FROM generate_series(1, 80000) AS i
-            """)
+            """
+        )
         conn.execute(
             "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
             "SELECT id, CASE WHEN upload_state = 'uploading' THEN 'open' ELSE 'completed' END, 1024, 1, created_at, "
-            "created_at + interval '1 day', created_at FROM files")
+            "created_at + interval '1 day', created_at FROM files"
+        )
         conn.execute(
             """
             INSERT INTO events (resource_kind, resource_id, type, schema_version, audience_principal_id, actor_id,
@@ -97,27 +99,36 @@ def _seed(url: str) -> str:
                        'size_bytes', f.size_bytes, 'upload_state', f.upload_state, 'scan_status', f.scan_status,
                        'created_at', f.created_at, 'thumbnails', '[]'::jsonb)), f.created_at
             FROM files f, generate_series(1, 4) AS n
-            """)
+            """
+        )
         conn.execute(
             "INSERT INTO messages (author_id, id, created_at, deleted_at) "
             "SELECT uploaded_by, 'm-' || id, created_at, CASE WHEN purpose = 'gdpr_export' THEN created_at END "
-            "FROM files WHERE purpose = 'attachment' AND upload_state = 'complete' LIMIT 30000")
+            "FROM files WHERE purpose = 'attachment' AND upload_state = 'complete' LIMIT 30000"
+        )
         conn.execute(
             "INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
-            "SELECT author_id, id, substring(id from 3)::uuid, created_at FROM messages")
+            "SELECT author_id, id, substring(id from 3)::uuid, created_at FROM messages"
+        )
         conn.execute(
             "INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted) "
             "SELECT gen_random_uuid(), 'file', timestamptz '2026-01-01', timestamptz '2026-01-01' + i * interval '5 minutes', 6 "
-            "FROM generate_series(1, 30000) AS i")
-        conn.execute("INSERT INTO erasures (id, subject_id, state, created_at) VALUES (%s, %s, 'running', now())",
-                     (ERASURE, SUBJECT))
+            "FROM generate_series(1, 30000) AS i"
+        )
+        conn.execute(
+            "INSERT INTO erasures (id, subject_id, state, created_at) VALUES (%s, %s, 'running', now())",
+            (ERASURE, SUBJECT),
+        )
         conn.execute(
             "INSERT INTO erasure_files (erasure_id, file_id, object_key, part_count) "
-            "SELECT %s, id, object_key, 1 FROM files WHERE uploaded_by = %s", (ERASURE, SUBJECT))
+            "SELECT %s, id, object_key, 1 FROM files WHERE uploaded_by = %s",
+            (ERASURE, SUBJECT),
+        )
         conn.execute(
             "INSERT INTO slots (kind, holder_id, file_id, set_at) "
             "SELECT 'avatar', uploaded_by, min(id::text)::uuid, now() FROM files WHERE purpose = 'avatar' "
-            "AND deleted_at IS NULL AND upload_state = 'complete' GROUP BY uploaded_by")
+            "AND deleted_at IS NULL AND upload_state = 'complete' GROUP BY uploaded_by"
+        )
         # Legal holds (issue 27): a few hundred on files and on uploaders, half of them released, and one on the
         # subject.
         conn.execute(
@@ -125,9 +136,13 @@ def _seed(url: str) -> str:
             "SELECT gen_random_uuid(), CASE WHEN mod(n, 4) = 0 THEN uploaded_by END, CASE WHEN mod(n, 4) <> 0 THEN id END, "
             "'T-' || n, timestamptz '2026-01-01', CASE WHEN mod(n, 2) = 0 THEN timestamptz '2026-02-01' END, "
             "CASE WHEN mod(n, 2) = 0 THEN 0 END FROM (SELECT id, uploaded_by, row_number() OVER (ORDER BY id) AS n "
-            "FROM files WHERE uploaded_by <> %s LIMIT 400) AS picked", (SUBJECT,))
-        conn.execute("INSERT INTO legal_holds (id, subject_id, case_ref, created_at) VALUES (%s, %s, 'T-s', now())",
-                     (HOLD, SUBJECT))
+            "FROM files WHERE uploaded_by <> %s LIMIT 400) AS picked",
+            (SUBJECT,),
+        )
+        conn.execute(
+            "INSERT INTO legal_holds (id, subject_id, case_ref, created_at) VALUES (%s, %s, 'T-s', now())",
+            (HOLD, SUBJECT),
+        )
         conn.execute("ANALYZE")
     return url
 
@@ -164,25 +179,29 @@ def nodes(node):
 
 def subject_file_ids(url: str, limit: int = 50) -> list[uuid.UUID]:
     with psycopg.connect(url) as conn:
-        return [row[0] for row in conn.execute("SELECT id FROM files WHERE uploaded_by = %s ORDER BY id LIMIT %s",
-                                               (SUBJECT, limit))]
+        return [
+            row[0]
+            for row in conn.execute(
+                "SELECT id FROM files WHERE uploaded_by = %s ORDER BY id LIMIT %s", (SUBJECT, limit)
+            )
+        ]
 
 
 # Every query function of the lifecycle wing (retention, slots h, erasure, receipts, sweeps' bookkeeping,
 # audit pages, purge failures), called as the services call it.
 QUERIES = {
     "retention retire": lambda c, ids: retention_sql.retire_candidates(c, "attachment", NOW, False, None, 500),
-    "retention retire+cursor": lambda c, ids: retention_sql.retire_candidates(c, "attachment", NOW, False, CURSOR,
-                                                                             500),
-    "retention retire attached": lambda c, ids: retention_sql.retire_candidates(c, "gdpr_export", NOW, True, None,
-                                                                               500),
+    "retention retire+cursor": lambda c, ids: retention_sql.retire_candidates(c, "attachment", NOW, False, CURSOR, 500),
+    "retention retire attached": lambda c, ids: retention_sql.retire_candidates(c, "gdpr_export", NOW, True, None, 500),
     "retention retired": lambda c, ids: retention_sql.retired_candidates(c, "attachment", NOW, None, 500),
     "retention retired+cursor": lambda c, ids: retention_sql.retired_candidates(c, "attachment", NOW, CURSOR, 500),
     "retention facts": lambda c, ids: retention_sql.retention_facts(c, ids),
     "retention set": lambda c, ids: retention_sql.set_retired(c, ids, NOW),
     "retention restore": lambda c, ids: retention_sql.restore(c, ids[0], NOW),
-    "retention runs": lambda c, ids: (retention_sql.record_run(c, "retention:x", NOW),
-                                      retention_sql.last_run(c, "retention:x")),
+    "retention runs": lambda c, ids: (
+        retention_sql.record_run(c, "retention:x", NOW),
+        retention_sql.last_run(c, "retention:x"),
+    ),
     "untyped p": lambda c, ids: files_sql.untyped(c, None, 500),
     "untyped p+after": lambda c, ids: files_sql.untyped(c, ids[0], 500),
     "untyped p set": lambda c, ids: files_sql.set_detected_type(c, ids[0], "image/png"),
@@ -207,10 +226,13 @@ QUERIES = {
     "receipts of": lambda c, ids: receipts_sql.receipts_of(c, ids),
     "receipts confirm": lambda c, ids: receipts_sql.set_confirmed_absent(c, {i: 6 for i in ids}),
     "receipts g": lambda c, ids: receipts_sql.delete_expired(c, NOW - timedelta(days=60), 500),
-    "purge failures": lambda c, ids: (failures_sql.attempts_of(c, ids),
-                                      failures_sql.record(c, [(i, 1, "S3Error", NOW) for i in ids], NOW),
-                                      failures_sql.set_warned(c, ids, NOW), failures_sql.clear(c, ids),
-                                      failures_sql.failing(c)),
+    "purge failures": lambda c, ids: (
+        failures_sql.attempts_of(c, ids),
+        failures_sql.record(c, [(i, 1, "S3Error", NOW) for i in ids], NOW),
+        failures_sql.set_warned(c, ids, NOW),
+        failures_sql.clear(c, ids),
+        failures_sql.failing(c),
+    ),
     "mark": lambda c, ids: deletion.mark_deleted(UnitOfWork(conn=c, name="plan", subscribers=()), ids, NOW, "erasure"),
     "mark sparing attached": lambda c, ids: files_sql.set_deleted(c, ids, NOW, "file", ("q", "a", NOW), ids),
     "purge facts": lambda c, ids: files_sql.purge_facts(c, ids),
@@ -238,8 +260,10 @@ QUERIES = {
     "keys in use": lambda c, ids: file_keys_sql.key_ids_in_use(c),
     "keys rotate batch": lambda c, ids: file_keys_sql.lock_wrapped_by(c, "k-old", uuid.UUID(int=0), 1000),
     "keys destroyed": lambda c, ids: file_keys_sql.destroy(c, ids),
-    "holds place": lambda c, ids: (holds_sql.insert(c, uuid.uuid4(), SUBJECT, None, "CASE-1", NOW),
-                                   holds_sql.insert(c, uuid.uuid4(), None, ids[0], "CASE-2", NOW)),
+    "holds place": lambda c, ids: (
+        holds_sql.insert(c, uuid.uuid4(), SUBJECT, None, "CASE-1", NOW),
+        holds_sql.insert(c, uuid.uuid4(), None, ids[0], "CASE-2", NOW),
+    ),
     "holds one": lambda c, ids: holds_sql.hold(c, HOLD),
     "holds page": lambda c, ids: (holds_sql.page(c, None, 100), holds_sql.page(c, HOLD, 100)),
     "holds subject on hold": lambda c, ids: holds_sql.subject_on_hold(c, SUBJECT),
@@ -249,11 +273,18 @@ QUERIES = {
     "holds g": lambda c, ids: (holds_sql.delete_released(c, NOW, 500), holds_sql.count_released(c, NOW)),
     "webhooks file.purged": lambda c, ids: webhooks_sql.insert_file_purged(c, ["app"], ids, NOW),
     "webhooks due": lambda c, ids: (webhooks_sql.lease_due(c, ids, NOW, NOW), webhooks_sql.next_due(c, ids)),
-    "webhooks n": lambda c, ids: (webhooks_sql.overdue(c, NOW, NOW, 500), webhooks_sql.oldest_undelivered(c),
-                                  webhooks_sql.delete_old(c, NOW, 500)),
-    "purge receipts": lambda c, ids: (messages_sql.detach_files(c, ids), slots_sql.clear_holder(c, SUBJECT),
-                                      receipts_sql.write(c, [dataclasses.replace(row, marked_at=NOW) for row in
-                                                             files_sql.delete_rows(c, ids, {})], NOW)),
+    "webhooks n": lambda c, ids: (
+        webhooks_sql.overdue(c, NOW, NOW, 500),
+        webhooks_sql.oldest_undelivered(c),
+        webhooks_sql.delete_old(c, NOW, 500),
+    ),
+    "purge receipts": lambda c, ids: (
+        messages_sql.detach_files(c, ids),
+        slots_sql.clear_holder(c, SUBJECT),
+        receipts_sql.write(
+            c, [dataclasses.replace(row, marked_at=NOW) for row in files_sql.delete_rows(c, ids, {})], NOW
+        ),
+    ),
     "holds forget subject": lambda c, ids: holds_sql.forget_subject(c, SUBJECT, NOW),
 }
 

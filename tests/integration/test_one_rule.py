@@ -23,6 +23,7 @@ import psycopg
 import pytest
 
 from app.domain.keys import original_key, part_key
+from app.errors import StorageError
 from app.lifecycle import purge as purge_module
 from app.lifecycle.audit import run_audit
 from app.lifecycle.cleanup import run_cleanup
@@ -38,8 +39,9 @@ STORES = pytest.mark.parametrize("raw_store", ["fs", "seaweed-versioned"], indir
 
 
 def place(lethe, **target) -> dict:
-    response = lethe.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042",
-                                                                 **{k: str(v) for k, v in target.items()}})
+    response = lethe.call(
+        "POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042", **{k: str(v) for k, v in target.items()}}
+    )
     assert response.status_code == 201, response.json
     return response.json
 
@@ -61,9 +63,11 @@ def parts_in_store(lethe, file_id: str, upload_id: str | None, count: int) -> li
     if lethe.driver == "fs":
         return [n for n in range(1, count + 1) if lethe.raw_store.head(part_key(file_id, n)) is not None]
     try:
-        return [part.part_number for part in lethe.raw_store.list_parts(
-            MultipartRef(file_id, original_key(file_id), upload_id))]
-    except Exception:  # noqa: BLE001 - the upload is gone (NoSuchUpload)
+        return [
+            part.part_number
+            for part in lethe.raw_store.list_parts(MultipartRef(file_id, original_key(file_id), upload_id))
+        ]
+    except Exception:
         return []
 
 
@@ -72,6 +76,7 @@ def session_of(lethe, file_id: str):
 
 
 # -- 1. the upload paths keep held bytes ------------------------------------------------------------------------
+
 
 @STORES
 def test_a_tus_patch_that_finds_its_session_terminated_keeps_every_held_byte(lethe, swap_store):
@@ -88,7 +93,7 @@ def test_a_tus_patch_that_finds_its_session_terminated_keeps_every_held_byte(let
         assert lethe.call("DELETE", f"/api/v1/tus/{file_id}", ALEX, headers=TUS).status_code == 204
 
     real = swap_store(lethe, Interleaved(lethe.rt.store, "put_part", terminate))
-    problem(patch(lethe, file_id, part, data[part:2 * part]), 410, "gone", "upload_terminated")
+    problem(patch(lethe, file_id, part, data[part : 2 * part]), 410, "gone", "upload_terminated")
     lethe.rt.store = real
 
     # Then both parts stay (on S3 the multipart upload was not aborted to drop the stray one), past the purge
@@ -115,8 +120,13 @@ def test_a_native_part_whose_record_finds_the_upload_aborted_keeps_every_held_by
         assert lethe.call("DELETE", f"/api/v1/uploads/{file_id}", ALEX).status_code == 204
 
     real = swap_store(lethe, Interleaved(lethe.rt.store, "put_part", abort))
-    response = lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/2", ALEX, data=data[part:2 * part],
-                          headers={"Content-Type": "application/octet-stream"})
+    response = lethe.call(
+        "PUT",
+        f"/api/v1/uploads/{file_id}/parts/2",
+        ALEX,
+        data=data[part : 2 * part],
+        headers={"Content-Type": "application/octet-stream"},
+    )
     problem(response, 409, "conflict", "upload_not_open")
     lethe.rt.store = real
     assert parts_in_store(lethe, file_id, upload_id, 3) == [1, 2]
@@ -156,6 +166,7 @@ def test_a_completion_that_races_a_delete_keeps_the_assembled_object_only_under_
 
 # -- 2. repeated deletes tell nothing of a hold -----------------------------------------------------------------
 
+
 @STORES
 def test_repeated_deletes_answer_alike_for_a_held_and_a_free_file(lethe):
     place(lethe, subject_id=ALEX.id)
@@ -179,6 +190,7 @@ def test_repeated_deletes_answer_alike_for_a_held_and_a_free_file(lethe):
 
 # -- 7. a hold placed while a purge of 1,000 files runs ---------------------------------------------------------
 
+
 def seed_deleted(lethe, uploader, count: int) -> list[uuid.UUID]:
     """`count` files of `uploader`, deleted, each with its original in the store (seeded, not uploaded: the
     purge is what is under test)."""
@@ -189,7 +201,8 @@ def seed_deleted(lethe, uploader, count: int) -> list[uuid.UUID]:
             "INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, "
             "upload_state, scan_status, created_at, last_change_at, deleted_at, deleted_via) VALUES "
             "(%s, %s, 'attachment', 'seeded.txt', 'text/plain', 5, %s, 'complete', 'clean', %s, %s, %s, 'file')",
-            [(file_id, uploader.id, original_key(file_id), now, now, now) for file_id in ids])
+            [(file_id, uploader.id, original_key(file_id), now, now, now) for file_id in ids],
+        )
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda file_id: lethe.raw_store.put(original_key(file_id), b"bytes", 5), ids))
     return ids
@@ -199,12 +212,19 @@ def stored(lethe, ids) -> set[uuid.UUID]:
     return {file_id for file_id in ids if lethe.raw_store.head(original_key(file_id)) is not None}
 
 
-@pytest.mark.parametrize("raw_store, chunks_begun", [
-    ("fs", 0), ("fs", 3), ("fs", 10),
-    ("seaweed-versioned", 3),  # a real server once, in the middle: the edges are the same calls on fs
-], indirect=["raw_store"])
-def test_a_hold_placed_during_a_purge_of_1000_files_loses_only_what_had_begun_and_says_so(lethe, swap_store,
-                                                                                         chunks_begun):
+@pytest.mark.parametrize(
+    "raw_store, chunks_begun",
+    [
+        ("fs", 0),
+        ("fs", 3),
+        ("fs", 10),
+        ("seaweed-versioned", 3),  # a real server once, in the middle: the edges are the same calls on fs
+    ],
+    indirect=["raw_store"],
+)
+def test_a_hold_placed_during_a_purge_of_1000_files_loses_only_what_had_begun_and_says_so(
+    lethe, swap_store, chunks_begun
+):
     # Given 1,000 deleted files of Alex in one purge job (the purge clears 100 at a time)
     ids = seed_deleted(lethe, ALEX, 1000)
     placed: dict = {}
@@ -221,7 +241,7 @@ def test_a_hold_placed_during_a_purge_of_1000_files_loses_only_what_had_begun_an
     report = purge_files(lethe.rt, ids)
 
     # Then exactly the files of the begun chunks are lost, counted in the hold's answer, and nothing else went
-    lost = ids[:chunks_begun * purge_module.PURGE_CHUNK]
+    lost = ids[: chunks_begun * purge_module.PURGE_CHUNK]
     assert placed["files_lost"] == len(lost) and placed["files_deferred"] == len(ids) - len(lost)
     assert stored(lethe, ids) == set(ids) - set(lost)
     assert report.results["row"] == 0 and len(rows(lethe, "files")) == 1000  # every row waits for the release
@@ -249,8 +269,16 @@ def test_a_hold_racing_a_purge_at_a_moment_nobody_chose_keeps_exact_accounts(let
     ids = seed_deleted(lethe, ALEX, 1000)
     placed: dict = {}
     started = threading.Event()
-    swap_store(lethe, Interleaved(lethe.rt.store, "delete_many", started.set, when="before",
-                                  call=int.from_bytes(os.urandom(1), "big") % 10 + 1))
+    swap_store(
+        lethe,
+        Interleaved(
+            lethe.rt.store,
+            "delete_many",
+            started.set,
+            when="before",
+            call=int.from_bytes(os.urandom(1), "big") % 10 + 1,
+        ),
+    )
     purging = threading.Thread(target=purge_files, args=(lethe.rt, ids))
     purging.start()
     assert started.wait(60)
@@ -263,6 +291,7 @@ def test_a_hold_racing_a_purge_at_a_moment_nobody_chose_keeps_exact_accounts(let
 
 # -- 8. an erasure's counts, whatever interrupts its round -------------------------------------------------------
 
+
 @STORES
 def test_an_erasure_stopped_by_a_hold_counts_exactly_what_went_before(lethe, swap_store):
     # Given Alex's 12 files, and an erasure whose first round marks them and then meets a store outage
@@ -270,7 +299,7 @@ def test_an_erasure_stopped_by_a_hold_counts_exactly_what_went_before(lethe, swa
     erasure = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json
     lethe.broker.take("erase_subject")
     real = swap_store(lethe, Failing(lethe.rt.store, "delete_many"))
-    with pytest.raises(Exception):
+    with pytest.raises(StorageError):
         erase_round(lethe.rt, uuid.UUID(erasure["id"]))
     lethe.rt.store = real
     # When the purge jobs the marks committed run (every file purged, each with its receipt), a hold is placed
@@ -289,8 +318,9 @@ def test_an_erasure_stopped_by_a_hold_counts_exactly_what_went_before(lethe, swa
 
 
 @STORES
-def test_a_hold_landing_in_an_erasures_purge_keeps_what_had_not_begun_and_counts_the_rest(lethe, swap_store,
-                                                                                        monkeypatch):
+def test_a_hold_landing_in_an_erasures_purge_keeps_what_had_not_begun_and_counts_the_rest(
+    lethe, swap_store, monkeypatch
+):
     monkeypatch.setattr(purge_module, "PURGE_CHUNK", 4)
     files = sorted(lethe.upload(ALEX, f"file {n}".encode()) for n in range(12))
     erasure = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json
@@ -315,6 +345,7 @@ def stored_originals(lethe, files) -> set[str]:
 
 
 # -- 4. an erased person leaves released holds ------------------------------------------------------------------
+
 
 @STORES
 def test_a_completed_erasure_makes_released_holds_forget_the_person(lethe):
@@ -343,12 +374,13 @@ def hold_released(lethe, hold) -> str:
 
 # -- 9. the audit calls a held upload held ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("raw_store", ["seaweed-versioned"], indirect=True)
 def test_the_audit_reports_a_held_files_kept_upload_as_held_not_orphaned(lethe):
     place(lethe, subject_id=ALEX.id)
     data = os.urandom(lethe.part_size * 2)
     file_id = lethe.start_upload(ALEX, data)["file"]["id"]
-    lethe.send_parts(ALEX, file_id, data[:lethe.part_size], lethe.part_size)
+    lethe.send_parts(ALEX, file_id, data[: lethe.part_size], lethe.part_size)
     assert lethe.call("DELETE", f"/api/v1/uploads/{file_id}", ALEX).status_code == 204
     lethe.run_jobs()
     report = run_audit(lethe.rt, delete=True, grace=timedelta(0)).as_dict()
@@ -358,6 +390,7 @@ def test_the_audit_reports_a_held_files_kept_upload_as_held_not_orphaned(lethe):
 
 
 # -- 6. tus creation-with-upload past Upload-Length -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 def test_a_creation_with_a_body_longer_than_its_upload_length_creates_nothing(lethe):
@@ -372,10 +405,20 @@ def test_a_creation_whose_body_of_no_length_runs_past_it_names_what_it_created(l
 
     from app.domain.tus import encode_metadata
 
-    headers = {**TUS, **ALEX.headers, "Upload-Length": "10", "Content-Type": "application/offset+octet-stream",
-               "Upload-Metadata": encode_metadata({"filename": "a.txt"}), "Transfer-Encoding": "chunked"}
-    response = lethe.client.post("/api/v1/tus", headers=headers, input_stream=io.BytesIO(b"y" * 16),
-                                 environ_overrides={"wsgi.input_terminated": True})
+    headers = {
+        **TUS,
+        **ALEX.headers,
+        "Upload-Length": "10",
+        "Content-Type": "application/offset+octet-stream",
+        "Upload-Metadata": encode_metadata({"filename": "a.txt"}),
+        "Transfer-Encoding": "chunked",
+    }
+    response = lethe.client.post(
+        "/api/v1/tus",
+        headers=headers,
+        input_stream=io.BytesIO(b"y" * 16),
+        environ_overrides={"wsgi.input_terminated": True},
+    )
     problem(response, 413, "payload_too_large", "past_upload_length")
     location = response.headers["Location"]
     assert lethe.call("DELETE", location, ALEX, headers=TUS).status_code == 204  # the client can end it
@@ -383,30 +426,49 @@ def test_a_creation_whose_body_of_no_length_runs_past_it_names_what_it_created(l
 
 # -- 5. case references are ticket numbers of the installation's form --------------------------------------------
 
+
 @pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 def test_the_case_reference_follows_the_configured_ticket_pattern(make_lethe):
     default = make_lethe()
-    for case_ref, status in (("CASE-2026-0042", 201), ("LIT-17", 201), ("Jane.Doe", 422), ("scan.pdf", 422),
-                             ("JANE-DOE", 422)):
+    for case_ref, status in (
+        ("CASE-2026-0042", 201),
+        ("LIT-17", 201),
+        ("Jane.Doe", 422),
+        ("scan.pdf", 422),
+        ("JANE-DOE", 422),
+    ):
         response = default.call("POST", "/api/v1/holds", OWNER, json={"case_ref": case_ref, "subject_id": str(SAM.id)})
         assert response.status_code == status, case_ref
         if status == 422:
             assert response.json["reason"] == "case_ref_invalid" and case_ref not in response.get_data(as_text=True)
     dotted = make_lethe(**{"holds.case_ref_pattern": r"^INC\.[0-9]+$"})
-    assert dotted.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "INC.2041", "subject_id": str(SAM.id)}
-                       ).status_code == 201
-    assert dotted.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042", "subject_id": str(SAM.id)}
-                       ).status_code == 422
+    assert (
+        dotted.call(
+            "POST", "/api/v1/holds", OWNER, json={"case_ref": "INC.2041", "subject_id": str(SAM.id)}
+        ).status_code
+        == 201
+    )
+    assert (
+        dotted.call(
+            "POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042", "subject_id": str(SAM.id)}
+        ).status_code
+        == 422
+    )
 
 
 def test_a_case_reference_pattern_that_is_no_regular_expression_is_a_configuration_error(database_url):
     import subprocess
     import sys
 
-    env = {**os.environ, "LETHE_DATABASE_URL": database_url, "LETHE_AUTH_JWT_SECRET": "x" * 32,
-           "LETHE_HOLDS_CASE_REF_PATTERN": "^(CANARY-[0-9]+$"}
-    result = subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], env=env, capture_output=True,
-                            text=True, timeout=60)
+    env = {
+        **os.environ,
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_AUTH_JWT_SECRET": "x" * 32,
+        "LETHE_HOLDS_CASE_REF_PATTERN": "^(CANARY-[0-9]+$",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "app.entry", "config", "check"], env=env, capture_output=True, text=True, timeout=60
+    )
     said = result.stdout + result.stderr  # `config check` prints its report on stdout
     assert result.returncode == 2 and "holds.case_ref_pattern" in said
     assert "CANARY" not in said and "Traceback" not in said

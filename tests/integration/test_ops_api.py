@@ -7,9 +7,9 @@ import json
 import pytest
 from dramatiq.brokers.stub import StubBroker
 
-from app.platform import config
 from app.api.app import create_app
 from app.entry.wiring import build_runtime
+from app.platform import config
 from app.storage.s3 import S3Store
 
 

@@ -49,8 +49,9 @@ def rabbit(broker_url):
     queue = f"test-outbox-{uuid.uuid4().hex[:10]}"
     broker = RabbitmqBroker(url=broker_url, confirm_delivery=True)
     recorder = Recorder()
-    dramatiq.Actor(recorder.record, broker=broker, actor_name="record", queue_name=queue, priority=0,
-                   options={"max_retries": 0})
+    dramatiq.Actor(
+        recorder.record, broker=broker, actor_name="record", queue_name=queue, priority=0, options={"max_retries": 0}
+    )
     worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=100)
     worker.start()
     yield broker, queue, recorder
@@ -61,7 +62,9 @@ def rabbit(broker_url):
 
 
 def outbox_rows(db):
-    return db.read(lambda conn: conn.execute("SELECT id, actor_name, args, created_at FROM outbox ORDER BY id").fetchall())
+    return db.read(
+        lambda conn: conn.execute("SELECT id, actor_name, args, created_at FROM outbox ORDER BY id").fetchall()
+    )
 
 
 def test_a_job_of_a_committed_transaction_runs_and_leaves_no_row(db, rabbit):
@@ -231,8 +234,9 @@ def test_the_publisher_gathers_the_purges_of_commits_within_its_linger_into_one_
     db.after_commit = outbox.publish_committed
     try:
         for n in range(5):
-            db.unit_of_work(lambda uow, n=n: uow.enqueue("maintenance", "purge_objects", [f"file-{n}"]),
-                            name="test.commit")
+            db.unit_of_work(
+                lambda uow, n=n: uow.enqueue("maintenance", "purge_objects", [f"file-{n}"]), name="test.commit"
+            )
         assert outbox.flush(10)
         assert [sorted(message.args[0]) for message in broker.messages] == [[f"file-{n}" for n in range(5)]]
         assert outbox_rows(db) == []

@@ -4,10 +4,10 @@ a remaining event payload or a Sentry event, through every path a file can take,
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
 import json
 import logging
 import uuid
+from datetime import timedelta
 from urllib.parse import quote
 
 import pytest
@@ -74,8 +74,11 @@ def test_no_name_key_digest_or_token_leaves_the_service(make_lethe, clamd, every
     lethe.clock.advance(lethe.cfg.file.failed_row_ttl + timedelta(seconds=1))
     run_cleanup(lethe.rt)
     lethe.run_jobs()
-    bodies.append(lethe.call("POST", "/api/v1/uploads", ALEX, json={"name": CANARY + "\x00", "size_bytes": 1,
-                                                                      "mime_type": "text/plain"}).get_data(as_text=True))
+    bodies.append(
+        lethe.call(
+            "POST", "/api/v1/uploads", ALEX, json={"name": CANARY + "\x00", "size_bytes": 1, "mime_type": "text/plain"}
+        ).get_data(as_text=True)
+    )
     token = ALEX.headers["Authorization"].split()[1]
     secrets.update({CANARY, token})
     for text in link_texts:
@@ -93,7 +96,9 @@ def test_no_name_key_digest_or_token_leaves_the_service(make_lethe, clamd, every
         assert secret not in metrics
         assert all(secret not in body for body in bodies)
     # Every file is gone or failed: what remains of their events holds no name and no digest.
-    stored = lethe.rt.db.read(lambda conn: conn.execute("SELECT payload::text AS p, redacted_at FROM events").fetchall())
+    stored = lethe.rt.db.read(
+        lambda conn: conn.execute("SELECT payload::text AS p, redacted_at FROM events").fetchall()
+    )
     remaining = lethe.rt.db.read(lambda conn: conn.execute("SELECT count(*) AS n FROM files").fetchone().n)
     assert remaining == 0
     assert stored and all(row.redacted_at is not None for row in stored)
@@ -141,9 +146,13 @@ def a_check_violation(lethe, text: str):
     import psycopg
 
     try:
-        lethe.rt.db.unit_of_work(lambda uow: uow.execute(
-            "INSERT INTO drafts (user_id, draft_key, body, updated_at) VALUES (%s, %s, %s, now())",
-            (ALEX.id, "bad key\n", text)), name="test.violation")
+        lethe.rt.db.unit_of_work(
+            lambda uow: uow.execute(
+                "INSERT INTO drafts (user_id, draft_key, body, updated_at) VALUES (%s, %s, %s, now())",
+                (ALEX.id, "bad key\n", text),
+            ),
+            name="test.violation",
+        )
     except psycopg.errors.CheckViolation as exc:
         assert text in str(exc), "the DETAIL no longer quotes the row: the test would prove nothing"
         return exc
@@ -157,12 +166,13 @@ def test_sentry_events_carry_no_canary(lethe):
     try:
         file_id = lethe.upload(ALEX, b"bytes", name=f"{CANARY}.pdf")
         key = lethe.row(file_id).object_key
-        logging.getLogger("lethe.test").error("failure near a file", extra={"file_id": file_id,
-                                                                             "original_name": CANARY})
+        logging.getLogger("lethe.test").error(
+            "failure near a file", extra={"file_id": file_id, "original_name": CANARY}
+        )
         for error in (RuntimeError(f"boom {CANARY} {key}"), a_check_violation(lethe, CANARY)):
             try:
                 raise error
-            except Exception:  # noqa: BLE001 - what an unhandled error would send
+            except Exception:
                 sentry_sdk.capture_exception()
     finally:
         text = capture.close()
@@ -201,9 +211,14 @@ SECRETS = (C, DIGEST, DIGEST.upper())
 def requests_with_the_canary(real_file: str, real_upload: str):
     """(method, path, keyword arguments) for every route, with the canary in every field, good and bad."""
     upload = {"name": C, "size_bytes": 5, "mime_type": "text/plain"}
-    for field, values in {"name": VARIANTS, "mime_type": [f"text/{v}" for v in VARIANTS] + VARIANTS,
-                          "sha256": [DIGEST, DIGEST + "\n", DIGEST.upper() + "\n", C], "purpose": VARIANTS,
-                          "scope_id": [C, FILE_ID, FILE_ID + "\n"], "size_bytes": [C, DIGEST]}.items():
+    for field, values in {
+        "name": VARIANTS,
+        "mime_type": [f"text/{v}" for v in VARIANTS] + VARIANTS,
+        "sha256": [DIGEST, DIGEST + "\n", DIGEST.upper() + "\n", C],
+        "purpose": VARIANTS,
+        "scope_id": [C, FILE_ID, FILE_ID + "\n"],
+        "size_bytes": [C, DIGEST],
+    }.items():
         for value in values:
             yield "POST", "/api/v1/uploads", {"json": {**upload, field: value}}
     yield "POST", "/api/v1/uploads", {"json": {**upload, C: C}}
@@ -277,8 +292,9 @@ def test_tus_keeps_the_canary_inside(lethe, everything_logged):
         return response
 
     def create(length, extra=""):
-        response = call("POST", "/api/v1/tus", headers={**tus, "Upload-Length": str(length),
-                                                         "Upload-Metadata": metadata + extra})
+        response = call(
+            "POST", "/api/v1/tus", headers={**tus, "Upload-Length": str(length), "Upload-Metadata": metadata + extra}
+        )
         return response.headers.get("Location", "")
 
     url = create(10)
@@ -292,7 +308,9 @@ def test_tus_keeps_the_canary_inside(lethe, everything_logged):
     bad = encode_metadata({"filename": f"{CANARY}\x01.pdf", "sha256": "0" * 64})
     call("POST", "/api/v1/tus", headers={**tus, "Upload-Length": "5", "Upload-Metadata": bad})
     digest = encode_metadata({"filename": f"{CANARY}.pdf", "sha256": "0" * 64})
-    failing = call("POST", "/api/v1/tus", headers={**tus, "Upload-Length": "5", "Upload-Metadata": digest}).headers["Location"]
+    failing = call("POST", "/api/v1/tus", headers={**tus, "Upload-Length": "5", "Upload-Metadata": digest}).headers[
+        "Location"
+    ]
     call("PATCH", failing, headers={**octets, "Upload-Offset": "0"}, data=b"12345")
     expiring = create(10)
     call("PATCH", expiring, headers={**octets, "Upload-Offset": "0"}, data=b"123")
@@ -350,9 +368,20 @@ def test_webhook_bodies_keep_the_canary_inside(make_lethe):
     receiver = Receiver()
     try:
         secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
-        lethe = make_lethe(**{"webhooks.endpoints": json.dumps([{
-            "name": "app", "url": receiver.url, "secret": secret,
-            "events": ["file.purged", "erasure.completed", "hold.placed", "hold.released"]}])})
+        lethe = make_lethe(
+            **{
+                "webhooks.endpoints": json.dumps(
+                    [
+                        {
+                            "name": "app",
+                            "url": receiver.url,
+                            "secret": secret,
+                            "events": ["file.purged", "erasure.completed", "hold.placed", "hold.released"],
+                        }
+                    ]
+                )
+            }
+        )
         data = b"webhook " + CANARY.encode()
         file_id = lethe.upload(ALEX, data, name=f"{CANARY}.pdf")
         secrets = {CANARY, lethe.row(file_id).object_key, sha256(data), str(ALEX.id), "CANARYCASE-9"}

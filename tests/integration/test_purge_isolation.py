@@ -14,8 +14,8 @@ from prometheus_client import REGISTRY
 
 from app.lifecycle.cleanup import run_cleanup
 from tests.conftest import versions_of
-from tests.support.helpers import keys_of, rows
 from tests.support.faults import RefusingS3
+from tests.support.helpers import keys_of, rows
 from tests.support.lethe import ALEX
 
 HEALTHY, POISONED = 36, 4
@@ -66,8 +66,15 @@ def failures(lethe):
 
 
 def test_poisoned_files_never_hold_back_the_catch_up(make_lethe, caplog):
-    lethe = make_lethe(**{"file.gc_batch_size": 15, "file.purge_retry_base": "1m", "file.purge_retry_max": "10m",
-                          "privacy.object_delete_delay": "1h", "file.gc_interval": "15m"})
+    lethe = make_lethe(
+        **{
+            "file.gc_batch_size": 15,
+            "file.purge_retry_base": "1m",
+            "file.purge_retry_max": "10m",
+            "privacy.object_delete_delay": "1h",
+            "file.gc_interval": "15m",
+        }
+    )
     ids = deleted_files(lethe, POISONED + HEALTHY)
     poisoned, healthy = ids[:POISONED], ids[POISONED:]  # the oldest marks: first in the catch-up's order
     poison = Poison(lethe, poisoned)

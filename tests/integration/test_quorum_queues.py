@@ -14,14 +14,23 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from app.entry.embedded_pg import free_port
 from app.platform.jobs.broker import LetheRabbitmqBroker, build_broker
 from tests.conftest import service_missing
-from app.entry.embedded_pg import free_port
 from tests.support.lethe import ALEX
 
 FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-LETHE_QUEUES = {"maintenance", "maintenance.DQ", "maintenance.XQ", "scan", "scan.DQ", "scan.XQ", "webhooks",
-                "webhooks.DQ", "webhooks.XQ"}
+LETHE_QUEUES = {
+    "maintenance",
+    "maintenance.DQ",
+    "maintenance.XQ",
+    "scan",
+    "scan.DQ",
+    "scan.XQ",
+    "webhooks",
+    "webhooks.DQ",
+    "webhooks.XQ",
+}
 
 
 @pytest.fixture
@@ -32,15 +41,24 @@ def fresh_vhost(broker_url):
         service_missing("rabbitmqctl (a local RabbitMQ)", "needed to make a vhost of the test's own")
     name = f"lethe_q_{uuid.uuid4().hex[:8]}"
     subprocess.run(["rabbitmqctl", "add_vhost", name], check=True, capture_output=True, timeout=60)
-    subprocess.run(["rabbitmqctl", "set_permissions", "-p", name, parts.username or "guest", ".*", ".*", ".*"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["rabbitmqctl", "set_permissions", "-p", name, parts.username or "guest", ".*", ".*", ".*"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     yield name, urlunsplit(parts._replace(path="/" + name))
     subprocess.run(["rabbitmqctl", "delete_vhost", name], capture_output=True, timeout=60)
 
 
 def queue_types(vhost: str) -> dict[str, str]:
-    out = subprocess.run(["rabbitmqctl", "list_queues", "-p", vhost, "name", "type", "-q"], check=True,
-                         capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        ["rabbitmqctl", "list_queues", "-p", vhost, "name", "type", "-q"],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
     rows = [line.split() for line in out.splitlines()]
     return {row[0]: row[1] for row in rows if len(row) == 2 and row[0] != "name"}
 
@@ -54,8 +72,9 @@ def test_quorum_queues_are_declared_and_a_purge_runs_through_them(fresh_vhost, m
     vhost, url = fresh_vhost
     broker = build_broker(url, "quorum")
     assert isinstance(broker, LetheRabbitmqBroker) and broker.mismatched_queues() == []
-    assert {name: kind for name, kind in queue_types(vhost).items() if name in LETHE_QUEUES} == \
-        {name: "quorum" for name in LETHE_QUEUES}
+    assert {name: kind for name, kind in queue_types(vhost).items() if name in LETHE_QUEUES} == {
+        name: "quorum" for name in LETHE_QUEUES
+    }
     # A purge through the quorum queues: the job a delete commits, consumed by a dramatiq worker
     lethe = make_lethe()
     file_id = lethe.upload(ALEX)
@@ -80,11 +99,18 @@ def test_a_worker_meeting_queues_of_the_other_type_exits_2_naming_the_key(fresh_
     classic = build_broker(url, "classic")
     classic.mismatched_queues()  # declares Lethe's queues as classic ones, as a worker of before did
     classic.close()
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url, "LETHE_BROKER_URL": url,
-           "LETHE_BROKER_QUEUE_TYPE": "quorum", "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
-           "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"), "LETHE_METRICS_PORT": str(free_port())}
-    result = subprocess.run([sys.executable, "-m", "app.entry", "worker"], capture_output=True, text=True, env=env,
-                            timeout=120)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_BROKER_URL": url,
+        "LETHE_BROKER_QUEUE_TYPE": "quorum",
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        "LETHE_METRICS_PORT": str(free_port()),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "app.entry", "worker"], capture_output=True, text=True, env=env, timeout=120
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert "broker.queue_type" in output and "maintenance" in output and "Traceback" not in output

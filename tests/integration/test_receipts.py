@@ -17,8 +17,18 @@ from tests.support.helpers import problem, rows
 from tests.support.lethe import ALEX, OWNER
 
 FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-RECEIPT_FIELDS = {"file_id", "via", "marked_at", "purged_at", "keys_deleted", "keys_confirmed_absent",
-                  "removal_began_at", "hold_too_late", "variants_deleted", "keys_locked"}
+RECEIPT_FIELDS = {
+    "file_id",
+    "via",
+    "marked_at",
+    "purged_at",
+    "keys_deleted",
+    "keys_confirmed_absent",
+    "removal_began_at",
+    "hold_too_late",
+    "variants_deleted",
+    "keys_locked",
+}
 CANARY = "Canary-Rc71-payslip"
 
 
@@ -49,8 +59,22 @@ def test_deletefile_leaves_a_receipt_once_purged(lethe):
 
 @FS_ONLY
 def test_every_deletion_path_names_itself(make_lethe, clamd):
-    lethe = make_lethe(**{"scan.clamd_address": clamd.address, "retention.policies": json.dumps(
-        [{"name": "exports", "purpose": "gdpr_export", "max_age": "30d", "grace": "0s", "schedule": "0 0 * * *"}])})
+    lethe = make_lethe(
+        **{
+            "scan.clamd_address": clamd.address,
+            "retention.policies": json.dumps(
+                [
+                    {
+                        "name": "exports",
+                        "purpose": "gdpr_export",
+                        "max_age": "30d",
+                        "grace": "0s",
+                        "schedule": "0 0 * * *",
+                    }
+                ]
+            ),
+        }
+    )
     by_message = lethe.upload(ALEX)
     assert lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [by_message]}).status_code in (200, 201)
     assert lethe.call("DELETE", "/api/v1/messages/m-1", ALEX).status_code == 204
@@ -64,8 +88,12 @@ def test_every_deletion_path_names_itself(make_lethe, clamd):
     run_policy(lethe.rt, lethe.cfg.retention.policies[0])
     lethe.run_jobs("purge_objects")
     vias = {file_id: receipt(lethe, file_id)["via"] for file_id in (by_message, unattached, infected, export)}
-    assert vias == {by_message: "message", unattached: "cleanup_unattached", infected: "cleanup_failed",
-                    export: "retention"}
+    assert vias == {
+        by_message: "message",
+        unattached: "cleanup_unattached",
+        infected: "cleanup_failed",
+        export: "retention",
+    }
 
 
 @FS_ONLY
@@ -88,12 +116,25 @@ def test_lethe_receipt_prints_it(lethe, database_url, tmp_path):
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
     lethe.run_jobs("purge_objects")
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects")}
-    result = subprocess.run([sys.executable, "-m", "app.entry", "receipt", file_id, "--json"], capture_output=True,
-                            text=True, env=env, timeout=60)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "app.entry", "receipt", file_id, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["via"] == "file" and set(json.loads(result.stdout)) == RECEIPT_FIELDS
-    missing = subprocess.run([sys.executable, "-m", "app.entry", "receipt", "00000000-0000-0000-0000-000000000001"],
-                             capture_output=True, text=True, env=env, timeout=60)
+    missing = subprocess.run(
+        [sys.executable, "-m", "app.entry", "receipt", "00000000-0000-0000-0000-000000000001"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert missing.returncode == 1

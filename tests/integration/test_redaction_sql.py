@@ -17,16 +17,24 @@ from app.db import redaction
 from app.domain.redaction import RedactionError, redact_file_event
 from tests.unit.test_redaction import files
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=12),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                       max_size=3), max_leaves=6)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
 
 payloads = st.one_of(
     files.map(lambda file: {"file": file}),  # what is stored
-    files.flatmap(lambda file: st.sampled_from(sorted(file)).map(  # a kept member missing or null
-        lambda name: {"file": {k: (None if k == name else v) for k, v in file.items()}})),
-    files.flatmap(lambda file: st.sampled_from(sorted(file)).map(
-        lambda name: {"file": {k: v for k, v in file.items() if k != name}})),
+    files.flatmap(
+        lambda file: st.sampled_from(sorted(file)).map(  # a kept member missing or null
+            lambda name: {"file": {k: (None if k == name else v) for k, v in file.items()}}
+        )
+    ),
+    files.flatmap(
+        lambda file: st.sampled_from(sorted(file)).map(
+            lambda name: {"file": {k: v for k, v in file.items() if k != name}}
+        )
+    ),
     json_values,  # anything else
     st.dictionaries(st.text(max_size=8), json_values, max_size=3).map(lambda d: {**d, "file": d.get("x", 1)}),
 )
@@ -36,11 +44,14 @@ kinds = st.sampled_from([("file.updated", 1), ("file.updated", 2), ("file.create
 
 
 def by_sql(conn, event_type, version, payload):
-    sql = (f"SELECT {redaction.redactable('e')} AS ok, "
-           f"CASE WHEN {redaction.redactable('e')} THEN {redaction.redacted_payload('e', 'blanked')} END AS out "
-           "FROM (SELECT %(type)s::text AS type, %(version)s::int AS schema_version, %(payload)s::jsonb AS payload) e")
-    return conn.execute(sql, {"type": event_type, "version": version, "payload": Jsonb(payload),
-                              "blanked": Jsonb(redaction.BLANKED)}).fetchone()
+    sql = (
+        f"SELECT {redaction.redactable('e')} AS ok, "
+        f"CASE WHEN {redaction.redactable('e')} THEN {redaction.redacted_payload('e', 'blanked')} END AS out "
+        "FROM (SELECT %(type)s::text AS type, %(version)s::int AS schema_version, %(payload)s::jsonb AS payload) e"
+    )
+    return conn.execute(
+        sql, {"type": event_type, "version": version, "payload": Jsonb(payload), "blanked": Jsonb(redaction.BLANKED)}
+    ).fetchone()
 
 
 @pytest.fixture

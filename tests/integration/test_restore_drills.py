@@ -58,8 +58,12 @@ def served(lethe, person, file_ids) -> list[int]:
 
 def cli_env(lethe, database_url: str) -> dict:
     """The environment an operator's command gets: the same database and store."""
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url, "LETHE_AUTH_JWT_SECRET": SECRET,
-           "LETHE_FILE_KEYRING": os.environ.get("LETHE_FILE_KEYRING", "")}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        "LETHE_FILE_KEYRING": os.environ.get("LETHE_FILE_KEYRING", ""),
+    }
     from tests.support.keyring import SEALED_ENV
 
     env.update(SEALED_ENV)
@@ -67,16 +71,24 @@ def cli_env(lethe, database_url: str) -> dict:
         env["LETHE_FILE_FS_ROOT"] = lethe.raw_store.root
     else:
         s3 = lethe.cfg.file.s3
-        env.update({"LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": lethe.raw_store.endpoint,
-                    "LETHE_FILE_S3_BUCKET": lethe.raw_store.bucket, "LETHE_FILE_S3_ACCESS_KEY": "testing",
-                    "LETHE_FILE_S3_SECRET_KEY": "testing", "LETHE_FILE_S3_REGION": s3.region or "us-east-1",
-                    "LETHE_FILE_S3_SECURE": "false"})
+        env.update(
+            {
+                "LETHE_FILE_STORAGE_DRIVER": "s3",
+                "LETHE_FILE_S3_ENDPOINT": lethe.raw_store.endpoint,
+                "LETHE_FILE_S3_BUCKET": lethe.raw_store.bucket,
+                "LETHE_FILE_S3_ACCESS_KEY": "testing",
+                "LETHE_FILE_S3_SECRET_KEY": "testing",
+                "LETHE_FILE_S3_REGION": s3.region or "us-east-1",
+                "LETHE_FILE_S3_SECURE": "false",
+            }
+        )
     return env
 
 
 def lethe_command(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd
+    )
 
 
 def deleted_after_a_backup(make_lethe, database_url, tmp_path):
@@ -112,8 +124,9 @@ def damage(kind: str, text: str) -> str:
 
 @STORES
 @pytest.mark.parametrize("kind", ["lines_removed", "truncated", "garbled", "missing"])
-def test_a_damaged_journal_keeps_every_request_waiting_names_the_segment_and_is_mended(make_lethe, database_url,
-                                                                                      tmp_path, kind):
+def test_a_damaged_journal_keeps_every_request_waiting_names_the_segment_and_is_mended(
+    make_lethe, database_url, tmp_path, kind
+):
     deleted, live, past = deleted_after_a_backup(make_lethe, database_url, tmp_path)
     restore_dump(database_url, tmp_path / "before.dump")
     broken, original = past[1]
@@ -136,8 +149,9 @@ def test_a_damaged_journal_keeps_every_request_waiting_names_the_segment_and_is_
         assert info.value.damage.line is not None or "digest" in info.value.damage.what
     guard.refresh()
     for file_id in deleted:
-        problem(after.call("GET", f"/api/v1/files/{file_id}/content", ALEX), 503, "service_unavailable",
-                "journal_damaged")
+        problem(
+            after.call("GET", f"/api/v1/files/{file_id}/content", ALEX), 503, "service_unavailable", "journal_damaged"
+        )
     ready = after.client.get("/readyz")
     assert ready.status_code == 503 and ready.json["reason"] == "journal_damaged"
     # The operator's commands name the segment (and the line), exit 2, and print no traceback
@@ -186,13 +200,15 @@ def make_pre_journal(database_url: str) -> None:
 
 
 @STORES
-def test_a_backup_from_before_the_journal_adopts_the_journal_and_serves_nothing_it_ended(make_lethe, database_url,
-                                                                                        tmp_path):
+def test_a_backup_from_before_the_journal_adopts_the_journal_and_serves_nothing_it_ended(
+    make_lethe, database_url, tmp_path
+):
     lethe = make_lethe()
     alex = [lethe.upload(ALEX, b"alex " * 30, name=f"{CANARY}-alex-{n}.txt") for n in range(4)]
     sams = lethe.upload(SAM, b"sam " * 30, name=f"{CANARY}-sam.txt")
-    assert lethe.call("PUT", "/api/v1/drafts/note", SAM, json={"text": f"{CANARY} Sam's words",
-                                                              "file_ids": [sams]}).status_code in (200, 204)
+    assert lethe.call(
+        "PUT", "/api/v1/drafts/note", SAM, json={"text": f"{CANARY} Sam's words", "file_ids": [sams]}
+    ).status_code in (200, 204)
     settle(lethe)
     old_installation = lethe.rt.db.read(journal_sql.state).installation_id
     dump(database_url, tmp_path / "before.dump")
@@ -213,8 +229,12 @@ def test_a_backup_from_before_the_journal_adopts_the_journal_and_serves_nothing_
     guard = after.app.extensions["lethe.guard"]
     guard.refresh()
     for file_id in alex[:2] + [sams]:
-        problem(after.call("GET", f"/api/v1/files/{file_id}/content", ALEX if file_id != sams else SAM), 503,
-                "service_unavailable", "journal_adoption_pending")
+        problem(
+            after.call("GET", f"/api/v1/files/{file_id}/content", ALEX if file_id != sams else SAM),
+            503,
+            "service_unavailable",
+            "journal_adoption_pending",
+        )
     problem(after.call("GET", "/api/v1/drafts", SAM), 503, "service_unavailable", "journal_adoption_pending")
     # When the leader's tick runs: the only other installation's journal is adopted and applied
     journal_tick(after.rt, Leader(), guard)
@@ -235,8 +255,9 @@ def test_a_backup_from_before_the_journal_adopts_the_journal_and_serves_nothing_
 
 
 @pytest.mark.one_store
-def test_several_other_journals_wait_for_the_operator_who_adopts_one_and_refuses_another(make_lethe, database_url,
-                                                                                         tmp_path):
+def test_several_other_journals_wait_for_the_operator_who_adopts_one_and_refuses_another(
+    make_lethe, database_url, tmp_path
+):
     lethe = make_lethe()
     file_id = lethe.upload(ALEX)
     assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
@@ -246,9 +267,12 @@ def test_several_other_journals_wait_for_the_operator_who_adopts_one_and_refuses
     stranger = uuid.uuid4()
     lethe.raw_store.put(f"journal/{stranger}/0000000000000001.jsonl", b"x\n", 2)
     lethe.upload(ALEX, name="kept.txt")
-    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(
-        "UPDATE journal_state SET installation_id = gen_random_uuid(), position = 0, reconciled_at = NULL"),
-        name="test.pre_journal")
+    lethe.rt.db.unit_of_work(
+        lambda uow: uow.conn.execute(
+            "UPDATE journal_state SET installation_id = gen_random_uuid(), position = 0, reconciled_at = NULL"
+        ),
+        name="test.pre_journal",
+    )
     guard = lethe.app.extensions["lethe.guard"]
     guard.refresh()
     assert set(guard.state.adoptable) == {str(mine), str(stranger)}
@@ -271,8 +295,9 @@ def test_several_other_journals_wait_for_the_operator_who_adopts_one_and_refuses
 def test_a_replayed_erasure_has_run_before_the_guard_lifts(make_lethe, database_url, tmp_path):
     lethe = make_lethe()
     sams = [lethe.upload(SAM, b"sam " * 30, name=f"{CANARY}-sam-{n}.txt") for n in range(2)]
-    assert lethe.call("PUT", "/api/v1/drafts/note", SAM, json={"text": f"{CANARY} draft",
-                                                              "file_ids": sams}).status_code in (200, 204)
+    assert lethe.call(
+        "PUT", "/api/v1/drafts/note", SAM, json={"text": f"{CANARY} draft", "file_ids": sams}
+    ).status_code in (200, 204)
     settle(lethe)
     dump(database_url, tmp_path / "before.dump")
     erase(lethe, SAM)
@@ -292,6 +317,7 @@ def test_a_replayed_erasure_has_run_before_the_guard_lifts(make_lethe, database_
 
 # -- the journal written at commit ----------------------------------------------------------------------------
 
+
 def wait_until(condition, timeout_s: float = 15.0) -> None:
     """Poll a condition the product reaches by itself (bounded; never a window slept)."""
     deadline = time.monotonic() + timeout_s
@@ -301,8 +327,12 @@ def wait_until(condition, timeout_s: float = 15.0) -> None:
 
 
 def journaled_files(lethe) -> set[str]:
-    return {str(file_id) for segment, text in segments(lethe) for entry in read_segment(segment, text).entries
-            for file_id in entry.files}
+    return {
+        str(file_id)
+        for segment, text in segments(lethe)
+        for entry in read_segment(segment, text).entries
+        for file_id in entry.files
+    }
 
 
 @STORES
@@ -334,8 +364,9 @@ def test_a_steady_trickle_of_deletions_shares_segments_instead_of_making_one_eac
 
 
 @pytest.mark.one_store
-def test_an_entry_committed_to_a_database_then_lost_is_spooled_and_found_after_the_restore(make_lethe, database_url,
-                                                                                          tmp_path, monkeypatch):
+def test_an_entry_committed_to_a_database_then_lost_is_spooled_and_found_after_the_restore(
+    make_lethe, database_url, tmp_path, monkeypatch
+):
     lethe = make_lethe(journal_writes="background")
     ids = [lethe.upload(ALEX, name=f"{CANARY}-{n}.txt") for n in range(2)]
     settle(lethe)
@@ -350,7 +381,9 @@ def test_an_entry_committed_to_a_database_then_lost_is_spooled_and_found_after_t
     installation = lethe.rt.db.read(journal_sql.state).installation_id
 
     def spooled() -> list[str]:
-        return [obj.key for obj in lethe.rt.maintenance.list_prefix(JOURNAL_PREFIX) if is_spooled(obj.key, installation)]
+        return [
+            obj.key for obj in lethe.rt.maintenance.list_prefix(JOURNAL_PREFIX) if is_spooled(obj.key, installation)
+        ]
 
     wait_until(lambda: len(spooled()) == 1)  # from the process's memory, into the journal's spool
     assert CANARY not in lethe.raw_store.get(spooled()[0]).decode()
@@ -375,8 +408,7 @@ def test_an_entry_committed_to_a_database_then_lost_is_spooled_and_found_after_t
 
 
 @pytest.mark.one_store
-def test_a_database_restored_under_a_running_writer_stops_it_and_keeps_its_entries(make_lethe, database_url,
-                                                                                  tmp_path):
+def test_a_database_restored_under_a_running_writer_stops_it_and_keeps_its_entries(make_lethe, database_url, tmp_path):
     lethe = make_lethe()
     ids = [lethe.upload(ALEX) for _ in range(3)]
     settle(lethe)
@@ -388,8 +420,13 @@ def test_a_database_restored_under_a_running_writer_stops_it_and_keeps_its_entri
     restore_dump(database_url, tmp_path / "before.dump")
     from app.db.pool import Database
 
-    lethe.rt.db = Database(database_url, pool_size=4, clock=lethe.clock, subscribers=lethe.rt.db.subscribers,
-                           on_journal=lethe.rt.journal.committed)
+    lethe.rt.db = Database(
+        database_url,
+        pool_size=4,
+        clock=lethe.clock,
+        subscribers=lethe.rt.db.subscribers,
+        on_journal=lethe.rt.journal.committed,
+    )
     # Then the writer numbers nothing over the journal's numbers, and the guard sees the restore
     assert journal.flush(lethe.rt) == 0
     assert journal.check(lethe.rt).behind
@@ -417,8 +454,13 @@ def test_two_writers_share_one_journal_without_a_number_lost_or_given_twice(make
     wait_until(lambda: set(ids) <= journaled_files(first))
     numbers = [entry.seq for segment, text in segments(first) for entry in read_segment(segment, text).entries]
     assert numbers == list(range(1, len(numbers) + 1))  # contiguous, each once
-    marked = [file_id for segment, text in segments(first) for entry in read_segment(segment, text).entries
-              if entry.kind == "file.marked" for file_id in entry.files]
+    marked = [
+        file_id
+        for segment, text in segments(first)
+        for entry in read_segment(segment, text).entries
+        if entry.kind == "file.marked"
+        for file_id in entry.files
+    ]
     assert sorted(map(str, marked)) == sorted(ids)  # every deletion once
 
 
@@ -428,11 +470,12 @@ def test_a_writer_that_died_holding_the_claim_is_taken_over_with_the_same_segmen
     file_id = lethe.upload(ALEX)
     assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
     # Given another process claimed the segment and died before writing it (its lease ran out)
-    claimed = lethe.rt.db.unit_of_work(lambda uow: journal_sql.claim(uow.conn, 10, 0.0, uuid.uuid4()),
-                                       name="test.claim")
+    claimed = lethe.rt.db.unit_of_work(
+        lambda uow: journal_sql.claim(uow.conn, 10, 0.0, uuid.uuid4()), name="test.claim"
+    )
     assert claimed is not None and claimed.rows
     # When this process flushes: it takes the claim over, with the same numbers
     assert journal.flush(lethe.rt) == len(claimed.rows)
-    (segment, text), = segments(lethe)
+    ((segment, text),) = segments(lethe)
     assert (segment.first, read_segment(segment, text).last) == (claimed.first, claimed.last)
     assert not journal.check(lethe.rt).behind

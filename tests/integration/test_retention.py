@@ -22,10 +22,15 @@ def policies(*entries: dict) -> str:
     return json.dumps(list(entries))
 
 
-EXPORTS = {"name": "exports", "purpose": "gdpr_export", "max_age": "7d", "grace": "14d",
-           "schedule": "0 23 * * sat", "min_interval": "13d"}
-ATTACHMENTS = {"name": "chat-files", "purpose": "attachment", "max_age": "30d", "grace": "0s",
-               "schedule": "0 3 * * *"}
+EXPORTS = {
+    "name": "exports",
+    "purpose": "gdpr_export",
+    "max_age": "7d",
+    "grace": "14d",
+    "schedule": "0 23 * * sat",
+    "min_interval": "13d",
+}
+ATTACHMENTS = {"name": "chat-files", "purpose": "attachment", "max_age": "30d", "grace": "0s", "schedule": "0 3 * * *"}
 
 
 @pytest.fixture
@@ -110,8 +115,12 @@ def test_a_retired_file_cannot_be_attached(make_lethe):
     file_id = lethe.upload(ALEX)
     lethe.clock.advance(31 * DAY)
     assert run(lethe, "chat-files").count("retired") == 1
-    problem(lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [file_id]}), 409, "conflict",
-            "file_not_attachable")
+    problem(
+        lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [file_id]}),
+        409,
+        "conflict",
+        "file_not_attachable",
+    )
 
 
 def test_restore_brings_a_retired_file_back_and_restarts_its_age(exports):
@@ -137,8 +146,9 @@ def test_restore_brings_a_retired_file_back_and_restarts_its_age(exports):
 
 
 @FS_ONLY
-def test_the_cadence_gate_holds_across_a_restart_and_force_and_dev_fast_bypass_it(database_url, raw_store, clock,
-                                                                                 make_lethe):
+def test_the_cadence_gate_holds_across_a_restart_and_force_and_dev_fast_bypass_it(
+    database_url, raw_store, clock, make_lethe
+):
     settings = {"retention.policies": policies(EXPORTS)}
     first = make_lethe(**settings)
     assert run(first).ran
@@ -195,8 +205,11 @@ def test_metrics_count_retired_deleted_and_skipped_runs_per_policy(make_lethe):
         return REGISTRY.get_sample_value(name, {"policy": "exports", **labels}) or 0
 
     lethe = make_lethe(**{"retention.policies": policies({**EXPORTS, "grace": "0s"})})
-    before = (sample("lethe_retention_files_total", action="retired"),
-              sample("lethe_retention_files_total", action="deleted"), sample("lethe_retention_skipped_runs_total"))
+    before = (
+        sample("lethe_retention_files_total", action="retired"),
+        sample("lethe_retention_files_total", action="deleted"),
+        sample("lethe_retention_skipped_runs_total"),
+    )
     lethe.upload(OWNER, purpose="gdpr_export")
     lethe.clock.advance(8 * DAY)
     run(lethe)

@@ -21,11 +21,20 @@ from tests.support.lethe import ALEX, OWNER
 
 pytestmark = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)  # the store is not the point here
 
-POLICY = {"name": "exports", "purpose": "gdpr_export", "max_age": "7d", "grace": "14d",
-          "schedule": "0 23 * * sat", "min_interval": "13d"}
+POLICY = {
+    "name": "exports",
+    "purpose": "gdpr_export",
+    "max_age": "7d",
+    "grace": "14d",
+    "schedule": "0 23 * * sat",
+    "min_interval": "13d",
+}
 PREFIX = {"prefix": "issues/", "schedule": "0 23 1 1,4,7,10 *"}
-SETTINGS = {"retention.policies": json.dumps([POLICY]), "storage.unmanaged_prefixes": json.dumps([PREFIX]),
-            "schedule.timezone": "Asia/Kolkata"}
+SETTINGS = {
+    "retention.policies": json.dumps([POLICY]),
+    "storage.unmanaged_prefixes": json.dumps([PREFIX]),
+    "schedule.timezone": "Asia/Kolkata",
+}
 
 
 def jobs_of(lethe):
@@ -56,8 +65,9 @@ def test_two_scheduler_replicas_send_a_policy_run_once(make_lethe, database_url)
     lethe = make_lethe(**SETTINGS)
     first, second = Leadership(lethe.rt.db), Leadership(Database(database_url, pool_size=2))
     try:
-        sent = [send_job(lethe.rt, leadership, "maintenance", "retention_run", "exports")
-                for leadership in (first, second)]
+        sent = [
+            send_job(lethe.rt, leadership, "maintenance", "retention_run", "exports") for leadership in (first, second)
+        ]
         assert sent == [True, False]
         messages = lethe.broker.take("retention_run")
         assert [m.args for m in messages] == [("exports",)]
@@ -78,15 +88,20 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
     lethe = make_lethe(**SETTINGS)
     export = lethe.upload(OWNER, purpose="gdpr_export")
     lethe.upload(ALEX)
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0",
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
-           "LETHE_RETENTION_POLICIES": json.dumps([{**POLICY, "max_age": "1s"}]),
-           "LETHE_STORAGE_UNMANAGED_PREFIXES": json.dumps([PREFIX]), **SEALED_ENV}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-0",
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
+        "LETHE_RETENTION_POLICIES": json.dumps([{**POLICY, "max_age": "1s"}]),
+        "LETHE_STORAGE_UNMANAGED_PREFIXES": json.dumps([PREFIX]),
+        **SEALED_ENV,
+    }
 
     def lethe_cli(*args):
-        return subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env,
-                              timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=60
+        )
 
     dry = lethe_cli("retention", "run", "--dry-run")
     assert dry.returncode == 0, dry.stderr
@@ -107,10 +122,19 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
     audit = lethe_cli("audit", "--json")
     assert audit.returncode == 0, audit.stderr
     assert json.loads(audit.stdout)["orphans"]["count"] == 0
-    check = subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
-                           env={**env, "LETHE_SCHEDULE_DEV_FAST": "true"}, timeout=60)
+    check = subprocess.run(
+        [sys.executable, "-m", "app.entry", "config", "check"],
+        capture_output=True,
+        text=True,
+        env={**env, "LETHE_SCHEDULE_DEV_FAST": "true"},
+        timeout=60,
+    )
     assert check.returncode == 0 and "schedule.dev_fast is on" in check.stdout
-    bad = subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
-                         env={**env, "LETHE_RETENTION_POLICIES": '[{"name": "x", "purpose": "secret-value"}]'},
-                         timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "app.entry", "config", "check"],
+        capture_output=True,
+        text=True,
+        env={**env, "LETHE_RETENTION_POLICIES": '[{"name": "x", "purpose": "secret-value"}]'},
+        timeout=60,
+    )
     assert bad.returncode == 2 and "policy x: purpose" in bad.stdout and "secret-value" not in bad.stdout

@@ -18,7 +18,9 @@ from tests.support.helpers import problem
 from tests.support.lethe import ALEX, OWNER, SAM
 
 # A 1x1 PNG: a raster image a browser shows without running anything.
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 HTML = b"<!DOCTYPE html><html><body><script>document.title='ran'</script></body></html>"
 SVG = b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'
 DATA = bytes(range(256)) * 40  # 10,240 bytes, every offset distinguishable
@@ -42,11 +44,16 @@ def test_a_file_answers_whole_with_its_validators_and_any_one_range(served):
     assert whole.status_code == 200 and whole.data == DATA
     assert whole.headers["Accept-Ranges"] == "bytes" and whole.headers["Content-Length"] == str(len(DATA))
     etag = whole.headers["ETag"]
-    assert etag.startswith('"') and not etag.startswith('W/') and whole.headers["Last-Modified"].endswith("GMT")
+    assert etag.startswith('"') and not etag.startswith("W/") and whole.headers["Last-Modified"].endswith("GMT")
     assert served.row(file_id).sha256 not in etag  # a tag, never a digest of the content
     assert whole.headers["Cache-Control"] == "private, no-cache"
-    for header, expected in [("bytes=0-9", DATA[:10]), ("bytes=100-", DATA[100:]), ("bytes=-5", DATA[-5:]),
-                             ("bytes=10239-99999", DATA[-1:]), ("bytes=-99999", DATA)]:
+    for header, expected in [
+        ("bytes=0-9", DATA[:10]),
+        ("bytes=100-", DATA[100:]),
+        ("bytes=-5", DATA[-5:]),
+        ("bytes=10239-99999", DATA[-1:]),
+        ("bytes=-99999", DATA),
+    ]:
         part = content(served, file_id, Range=header)
         assert part.status_code == 206, header
         assert part.data == expected, header
@@ -89,14 +96,17 @@ def test_head_answers_the_headers_without_the_bytes(served):
     assert head.headers["Content-Length"] == "100" and head.headers["Content-Range"] == f"bytes 0-99/{len(DATA)}"
 
 
-@pytest.mark.parametrize("data, declared, shown", [
-    (PNG, "image/png", "image/png"),
-    (PNG, "image/jpeg", None),  # declared and detected differ: never shown
-    (HTML, "image/png", None),  # an HTML file uploaded as an image is never rendered
-    (HTML, "text/html", None),
-    (SVG, "image/svg+xml", None),  # scriptable: never inline
-    (b"plain words", "text/plain", None),
-])
+@pytest.mark.parametrize(
+    "data, declared, shown",
+    [
+        (PNG, "image/png", "image/png"),
+        (PNG, "image/jpeg", None),  # declared and detected differ: never shown
+        (HTML, "image/png", None),  # an HTML file uploaded as an image is never rendered
+        (HTML, "text/html", None),
+        (SVG, "image/svg+xml", None),  # scriptable: never inline
+        (b"plain words", "text/plain", None),
+    ],
+)
 def test_inline_only_for_a_safe_type_that_the_bytes_show_and_the_uploader_declared(served, data, declared, shown):
     file_id = served.upload(ALEX, data, name="picture.png", mime_type=declared)
     answer = served.call("GET", f"/api/v1/files/{file_id}/content?disposition=inline", ALEX)
@@ -146,8 +156,13 @@ def test_a_tampered_or_expired_link_is_403_and_a_deleted_files_link_404_at_once(
     path = link_path(make_link(served, file_id, ttl="2m"))
     token = path.rsplit("/", 1)[1]
     flipped = token[:-3] + ("A" if token[-3] != "A" else "B") + token[-2:]
-    respelled = (token + "=", token[:9] + "." + token[9:], token[:9] + "%20" + token[9:], token[:9] + "~" + token[9:],
-                 token.replace("-", "+") if "-" in token else token + "==")
+    respelled = (
+        token + "=",
+        token[:9] + "." + token[9:],
+        token[:9] + "%20" + token[9:],
+        token[:9] + "~" + token[9:],
+        token.replace("-", "+") if "-" in token else token + "==",
+    )
     for bad in (flipped, token[:-10], "x", "A" * 80, *respelled):
         answer = served.client.get(f"/api/v1/links/{bad}")
         assert answer.status_code == 403 and answer.json["reason"] == "link_invalid", bad
@@ -186,8 +201,12 @@ def test_without_a_link_secret_links_answer_501(make_lethe):
 
 @pytest.mark.s3_only
 def test_on_s3_a_redirect_sends_the_reader_to_a_short_presigned_get(make_lethe, raw_store):
-    settings = {"file.link_secret": LINK_SECRET, "file.s3.download": "redirect", "file.s3.presign_ttl": "30s",
-                "image.strip_original": "false"}
+    settings = {
+        "file.link_secret": LINK_SECRET,
+        "file.s3.download": "redirect",
+        "file.s3.presign_ttl": "30s",
+        "image.strip_original": "false",
+    }
     lethe = make_lethe(**settings, **{"file.encryption": "off"})  # a file stored as it is
     file_id = lethe.upload(ALEX, PNG, mime_type="image/png", name="Redirect-Canary-4Kz.png")
     # No URL Lethe hands out names the file: not the attachment's redirect, not its query string
@@ -231,15 +250,21 @@ def test_presigned_urls_name_the_public_endpoint(moto_server):
     from app.platform import config
     from app.storage.base import MultipartRef
 
-    cfg = config.load({"LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": moto_server,
-                       "LETHE_FILE_S3_SECURE": "false", "LETHE_FILE_S3_ACCESS_KEY": "testing",
-                       "LETHE_FILE_S3_SECRET_KEY": "testing", "LETHE_FILE_S3_CREATE_BUCKET": "true",
-                       "LETHE_FILE_S3_BUCKET": f"public-{uuid.uuid4().hex[:8]}",
-                       "LETHE_FILE_S3_PUBLIC_ENDPOINT": "https://files.example.com"})
+    cfg = config.load(
+        {
+            "LETHE_FILE_STORAGE_DRIVER": "s3",
+            "LETHE_FILE_S3_ENDPOINT": moto_server,
+            "LETHE_FILE_S3_SECURE": "false",
+            "LETHE_FILE_S3_ACCESS_KEY": "testing",
+            "LETHE_FILE_S3_SECRET_KEY": "testing",
+            "LETHE_FILE_S3_CREATE_BUCKET": "true",
+            "LETHE_FILE_S3_BUCKET": f"public-{uuid.uuid4().hex[:8]}",
+            "LETHE_FILE_S3_PUBLIC_ENDPOINT": "https://files.example.com",
+        }
+    )
     store = build_store(cfg)
     key = f"f/00/00/{uuid.UUID(int=1)}/orig-1"
-    assert store.presign_get(key, timedelta(seconds=30), "image/png", "inline").startswith(
-        "https://files.example.com/")
+    assert store.presign_get(key, timedelta(seconds=30), "image/png", "inline").startswith("https://files.example.com/")
     ref = MultipartRef(file_id=str(uuid.UUID(int=1)), key=key, upload_id="u1")
     assert store.presign_part(ref, 1, timedelta(seconds=30)).startswith("https://files.example.com/")
     store.check()  # and the store itself is still reached at its own address
@@ -295,13 +320,23 @@ def test_no_generated_header_query_or_token_gets_a_5xx(served):
     link = link_path(make_link(served, file_id))
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(headers=st.dictionaries(st.sampled_from(["Range", "If-Range", "If-Match", "If-None-Match",
-                                                    "If-Modified-Since", "If-Unmodified-Since"]), HEADER_TEXT),
-           disposition=HEADER_TEXT, token=HEADER_TEXT.filter(lambda t: "/" not in t and "?" not in t))
+    @given(
+        headers=st.dictionaries(
+            st.sampled_from(
+                ["Range", "If-Range", "If-Match", "If-None-Match", "If-Modified-Since", "If-Unmodified-Since"]
+            ),
+            HEADER_TEXT,
+        ),
+        disposition=HEADER_TEXT,
+        token=HEADER_TEXT.filter(lambda t: "/" not in t and "?" not in t),
+    )
     def check(headers, disposition, token):
         answers = [
-            served.client.get(f"/api/v1/files/{file_id}/content", query_string={"disposition": disposition},
-                              headers={**ALEX.headers, **headers}),
+            served.client.get(
+                f"/api/v1/files/{file_id}/content",
+                query_string={"disposition": disposition},
+                headers={**ALEX.headers, **headers},
+            ),
             served.client.get(f"/api/v1/files/{file_id}/content", headers={**ALEX.headers, **headers}),
             served.client.get(link, headers=headers),
             served.client.get(f"/api/v1/links/{token}", headers=headers),
@@ -320,11 +355,17 @@ def test_ranges_of_thousands_of_digits_on_every_path_are_ranges(lethe):
 
     file_id = lethe.upload(ALEX, images.photo(), "photo.jpg", mime_type="image/jpeg")
     lethe.run_jobs()
-    paths = {"content": (f"/api/v1/files/{file_id}/content", ALEX.headers),
-             "variant": (f"/api/v1/files/{file_id}/variants/thumb-small", ALEX.headers),
-             "link": (link_path(make_link(lethe, file_id)), {})}
+    paths = {
+        "content": (f"/api/v1/files/{file_id}/content", ALEX.headers),
+        "variant": (f"/api/v1/files/{file_id}/variants/thumb-small", ALEX.headers),
+        "link": (link_path(make_link(lethe, file_id)), {}),
+    }
     for name, (path, headers) in paths.items():
-        for value, status in (("bytes=0-" + "9" * 5000, 206), ("bytes=" + "9" * 5000 + "-", 416),
-                              ("bytes=-" + "9" * 5000, 206), ("bytes=" + "0" * 4400 + "1-2", 206)):
+        for value, status in (
+            ("bytes=0-" + "9" * 5000, 206),
+            ("bytes=" + "9" * 5000 + "-", 416),
+            ("bytes=-" + "9" * 5000, 206),
+            ("bytes=" + "0" * 4400 + "1-2", 206),
+        ):
             answer = lethe.client.get(path, headers={**headers, "Range": value})
             assert answer.status_code == status, (name, value[:12], answer.status_code)

@@ -50,8 +50,9 @@ def test_who_may_set_which_file(lethe, clamd):
     # The file must be the holder's own, of purpose avatar, deliverable
     problem(put_avatar(lethe, OWNER, ALEX, owner_avatar), 409, "conflict", "file_not_available")
     problem(put_avatar(lethe, ALEX, ALEX, owner_avatar), 409, "conflict", "file_not_available")
-    problem(put_avatar(lethe, ALEX, ALEX, "00000000-0000-4000-8000-000000000000"), 409, "conflict",
-            "file_not_available")
+    problem(
+        put_avatar(lethe, ALEX, ALEX, "00000000-0000-4000-8000-000000000000"), 409, "conflict", "file_not_available"
+    )
     problem(put_avatar(lethe, ALEX, ALEX, attachment), 409, "conflict", "wrong_purpose")
     pending = lethe.upload(ALEX, purpose="avatar", scan=False)
     lethe.rt.db.read(lambda conn: conn.execute("UPDATE files SET scan_status = 'infected' WHERE id = %s", (pending,)))
@@ -67,8 +68,16 @@ def test_who_may_set_which_file(lethe, clamd):
 @FS_ONLY
 def test_the_logo_is_managed_by_manage_and_read_by_everyone(lethe):
     logo, other = lethe.upload(OWNER, purpose="branding"), lethe.upload(OWNER, purpose="branding")
-    problem(lethe.call("POST", "/api/v1/uploads", ALEX, json={"name": "l.png", "size_bytes": 3, "mime_type": "image/png",
-                                                              "purpose": "branding"}), 403, "forbidden")
+    problem(
+        lethe.call(
+            "POST",
+            "/api/v1/uploads",
+            ALEX,
+            json={"name": "l.png", "size_bytes": 3, "mime_type": "image/png", "purpose": "branding"},
+        ),
+        403,
+        "forbidden",
+    )
     problem(lethe.call("PUT", "/api/v1/branding/logo", ALEX, json={"file_id": logo}), 403, "forbidden")
     problem(lethe.call("GET", "/api/v1/branding/logo", ALEX), 404, "not_found")
     assert lethe.call("PUT", "/api/v1/branding/logo", OWNER, json={"file_id": logo}).status_code == 200
@@ -98,7 +107,7 @@ def test_concurrent_replaces_release_every_file_that_left_exactly_once(lethe):
                 barrier.wait(timeout=30)
                 response = put_avatar(lethe, ALEX, ALEX, file_id)
                 assert response.status_code == 200, response.json
-            except Exception as exc:  # noqa: BLE001 - reported below
+            except Exception as exc:
                 failures.append(exc)
 
     threads = [threading.Thread(target=replace, args=(name,)) for name in files]

@@ -6,16 +6,16 @@ from __future__ import annotations
 import io
 import os
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from app.domain.ends import Clearance, Keep, Scope
 from app.domain.keys import original_key, part_key, variant_key
 from app.domain.objects import FileObjects
+from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, StoreCallInTransaction
 from app.storage.base import MultipartRef
 from app.storage.files import FileStore
-from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, StoreCallInTransaction
 from tests.conftest import make_s3_store, uploads_left, versions_of
 from tests.support.faults import RefusingS3
 
@@ -77,8 +77,9 @@ def test_delete_many_crosses_the_batch_limit(store, raw_store):
     batches: list[int] = []
     if raw_store.driver == "s3":  # record every DeleteObjects request the driver sends
         original = raw_store.client._delete_objects
-        raw_store.client._delete_objects = lambda bucket, objects, **kw: batches.append(len(objects)) or \
-            original(bucket, objects, **kw)
+        raw_store.client._delete_objects = lambda bucket, objects, **kw: (
+            batches.append(len(objects)) or original(bucket, objects, **kw)
+        )
     try:
         assert store.delete_many(iter(keys)) == []  # a generator, as callers pass them
     finally:
@@ -90,20 +91,28 @@ def test_delete_many_crosses_the_batch_limit(store, raw_store):
             assert batches == [1000, 5]  # every key sent, none twice
 
 
-@pytest.mark.parametrize("bad", [
-    "",
-    "/etc/passwd",
-    "f/../../etc/passwd",
-    "f/./x",
-    "f//x",
-    "f/x/",
-    "..",
-    "f/x\\..\\y",
-    "f/x\x00y",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "/etc/passwd",
+        "f/../../etc/passwd",
+        "f/./x",
+        "f//x",
+        "f/x/",
+        "..",
+        "f/x\\..\\y",
+        "f/x\x00y",
+    ],
+)
 def test_malformed_keys_are_rejected_before_any_io(store, bad):
-    for call in (lambda: store.put(bad, b"x", 1), lambda: store.get(bad), lambda: store.head(bad),
-                 lambda: store.delete(bad), lambda: store.delete_many([a_key(), bad])):
+    for call in (
+        lambda: store.put(bad, b"x", 1),
+        lambda: store.get(bad),
+        lambda: store.head(bad),
+        lambda: store.delete(bad),
+        lambda: store.delete_many([a_key(), bad]),
+    ):
         with pytest.raises(InvalidKey):
             call()
 
@@ -238,6 +247,7 @@ def test_check_passes_on_a_reachable_store(store):
 
 # -- fs only: links, directories, the temporary area ---------------------------------------------------------
 
+
 @pytest.fixture
 def fs_store(tmp_path):
     from app.storage.fs import FsStore
@@ -319,16 +329,17 @@ def test_fs_sweep_tmp_removes_old_entries_and_never_follows_links(fs_store, outs
     with open(new_file, "wb") as handle:
         handle.write(b"in progress")
     os.symlink(outside, link)
-    long_ago = datetime(2020, 1, 1, tzinfo=timezone.utc).timestamp()
+    long_ago = datetime(2020, 1, 1, tzinfo=UTC).timestamp()
     os.utime(old_file, (long_ago, long_ago))
     os.utime(link, (long_ago, long_ago), follow_symlinks=False)
-    removed = fs_store.sweep_tmp(older_than=datetime.now(timezone.utc) - timedelta(hours=1))
+    removed = fs_store.sweep_tmp(older_than=datetime.now(UTC) - timedelta(hours=1))
     assert removed == 2
     assert sorted(os.listdir(tmp)) == ["put-new"]
     assert sorted(os.listdir(outside)) == ["canary"]
 
 
 # -- deletes leave nothing, on plain and versioned buckets (issue 9 finding 1) ----------------------------------
+
 
 def file_keys(file_id) -> list[str]:
     return [original_key(file_id, 1), original_key(file_id, 2), variant_key(file_id, "preview")]
@@ -401,6 +412,7 @@ def test_describe_reads_versioning_and_object_lock(moto_server, versioning):
 
 
 # -- one refused object fails only its keys (issue 9 finding 2) --------------------------------------------------
+
 
 def test_fs_a_file_whose_directory_is_a_plain_file_fails_alone(fs_store):
     poisoned, healthy = uuid.uuid4(), uuid.uuid4()

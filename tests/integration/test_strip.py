@@ -11,9 +11,12 @@ import pytest
 import requests
 
 from app.domain.keys import original_key
+from app.errors import StorageError
 from tests.conftest import versions_of
 from tests.integration import test_direct_uploads as direct
-from tests.integration.test_tus import create as tus_create, created_id, patch as tus_patch
+from tests.integration.test_tus import create as tus_create
+from tests.integration.test_tus import created_id
+from tests.integration.test_tus import patch as tus_patch
 from tests.support import images
 from tests.support.lethe import ALEX
 from tests.unit.test_image_metadata import EXIFTOOL, exiftool
@@ -65,8 +68,9 @@ def assert_stripped(lethe, file_id: str, kind: str, sent: bytes) -> bytes:
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_an_image_sent_through_the_api_is_stored_and_served_without_its_location(lethe, kind):
     sent = images.tagged(kind)
-    file_id = lethe.upload(ALEX, sent, KINDS[kind], mime_type=f"image/{kind}",
-                           sha256=hashlib.sha256(sent).hexdigest())  # declared for the bytes as sent
+    file_id = lethe.upload(
+        ALEX, sent, KINDS[kind], mime_type=f"image/{kind}", sha256=hashlib.sha256(sent).hexdigest()
+    )  # declared for the bytes as sent
     assert_stripped(lethe, file_id, kind, sent)
     lethe.run_jobs()
     for name in ("thumb-small", "preview"):
@@ -86,8 +90,9 @@ def test_an_image_sent_through_tus_is_stored_without_its_location(lethe):
 def test_an_image_sent_straight_to_the_store_is_stored_without_its_location(make_lethe):
     lethe = make_lethe(**{"file.encryption": "off"})
     sent = images.tagged("jpeg")
-    created = direct.create(lethe, sent, name="holiday.jpg", mime_type="image/jpeg",
-                            sha256=hashlib.sha256(sent).hexdigest()).json
+    created = direct.create(
+        lethe, sent, name="holiday.jpg", mime_type="image/jpeg", sha256=hashlib.sha256(sent).hexdigest()
+    ).json
     direct.send_all(created, sent)
     file_id = created["file"]["id"]
     assert lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX).status_code == 200
@@ -179,7 +184,7 @@ def test_an_old_original_the_store_would_not_remove_is_removed_when_the_scan_job
 
     lethe.rt.files.store.delete_many = refuse
     try:
-        with pytest.raises(Exception):
+        with pytest.raises(StorageError):
             lethe.run_jobs("scan_file")
     finally:
         lethe.rt.files.store.delete_many = failing
@@ -241,7 +246,7 @@ def test_a_version_an_object_lock_keeps_does_not_hold_the_file_back(lethe):
 @pytest.mark.one_store
 def test_an_image_its_reader_cannot_follow_is_left_as_sent_and_shown_inline_only_through_its_preview(lethe):
     cut = images.tagged("png")
-    cut = cut[:len(cut) // 2]
+    cut = cut[: len(cut) // 2]
     file_id = lethe.upload(ALEX, cut, "map.png", mime_type="image/png")
     row = lethe.file_row(file_id)
     assert row.metadata_stripped is None and lethe.stored(file_id) == cut and row.object_key.endswith("orig-1")
@@ -274,9 +279,11 @@ def test_a_row_restored_from_before_the_strip_takes_up_the_stripped_original(let
     assert strip_original(lethe.rt, before).object_key == original_key(file_id, 2)
 
     def restore(conn):  # the row as the backup holds it
-        conn.execute("UPDATE files SET object_key = %s, size_bytes = %s, sha256 = %s, metadata_stripped = NULL, "
-                     "size_as_sent = NULL WHERE id = %s", (before.object_key, before.size_bytes, before.sha256,
-                                                             file_id))
+        conn.execute(
+            "UPDATE files SET object_key = %s, size_bytes = %s, sha256 = %s, metadata_stripped = NULL, "
+            "size_as_sent = NULL WHERE id = %s",
+            (before.object_key, before.size_bytes, before.sha256, file_id),
+        )
 
     lethe.rt.db.unit_of_work(lambda uow: restore(uow.conn), name="test.restore")
     from workers.actors import ACTORS

@@ -22,8 +22,14 @@ def run_suite(database_url: str, ci: bool) -> subprocess.CompletedProcess:
     env["DATABASE_URL"] = database_url
     if ci:
         env["CI"] = "true"
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", PROBE], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", PROBE],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -31,8 +37,12 @@ def server_url(postgres_server):
     return postgres_server
 
 
-BARE = ["tests/integration/test_lifecycle_plans.py", "tests/integration/test_db.py", "tests/integration/test_broker.py",
-        "tests/unit/test_one_rule.py"]
+BARE = [
+    "tests/integration/test_lifecycle_plans.py",
+    "tests/integration/test_db.py",
+    "tests/integration/test_broker.py",
+    "tests/unit/test_one_rule.py",
+]
 
 
 def test_a_machine_with_nothing_but_python_passes_with_its_missing_services_named():
@@ -41,8 +51,14 @@ def test_a_machine_with_nothing_but_python_passes_with_its_missing_services_name
     skipped with a SERVICE MISSING line; nothing errors."""
     env = {key: value for key, value in os.environ.items() if key not in ("CI", "DATABASE_URL", "BROKER_URL")}
     env["BROKER_URL"] = f"amqp://guest:guest@127.0.0.1:{free_port()}/"
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *BARE], cwd=ROOT,
-                            env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *BARE],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tail = result.stdout[-3000:] + result.stderr[-2000:]
     assert result.returncode == 0, tail
     assert " error" not in result.stdout.splitlines()[-1] and "passed" in result.stdout.splitlines()[-1], tail

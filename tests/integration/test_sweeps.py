@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.errors import ObjectFailed
 from app.lifecycle.sweeps import run_sweep
 from app.lifecycle.waves import delete_in_waves
 from tests.support.aging import age_object
@@ -30,8 +31,10 @@ def swept(make_lethe):
     """A Lethe with issues/ declared, its clock on the store's own time (objects are aged explicitly)."""
 
     def make(concurrency: int = 4, **entry):
-        lethe = make_lethe(**{"storage.unmanaged_prefixes": declared(**entry), "storage.sweep_concurrency": concurrency})
-        lethe.clock.set(datetime.now(timezone.utc))
+        lethe = make_lethe(
+            **{"storage.unmanaged_prefixes": declared(**entry), "storage.sweep_concurrency": concurrency}
+        )
+        lethe.clock.set(datetime.now(UTC))
         return lethe
 
     return make
@@ -193,7 +196,7 @@ def test_a_prefix_that_is_a_link_is_never_entered(swept, tmp_path):
     outside.mkdir()
     (outside / "precious").write_text("x")
     os.symlink(outside, os.path.join(lethe.raw_store.root, "issues"))
-    with pytest.raises(Exception):
+    with pytest.raises(ObjectFailed):
         sweep(lethe)
     assert (outside / "precious").exists()
 

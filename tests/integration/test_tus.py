@@ -8,14 +8,12 @@ import base64
 import hashlib
 import os
 import uuid
-from datetime import timedelta
 
 import pytest
 from hypothesis import strategies as st
 
 from app.domain.keys import tail_key
 from app.domain.tus import encode_metadata, parse_metadata
-from tests.conftest import all_versions
 from tests.support.helpers import problem, rows
 from tests.support.helpers import residue as stored_residue
 from tests.support.lethe import ALEX, OWNER, SAM, Person, sha256
@@ -24,10 +22,14 @@ TUS = {"Tus-Resumable": "1.0.0"}
 OCTETS = "application/offset+octet-stream"
 
 
-def create(lethe, length: int, person: Person = ALEX, name: str = "Holiday plan.txt", body: bytes | None = None,
-           **metadata):
-    headers = {**TUS, "Upload-Length": str(length),
-               "Upload-Metadata": encode_metadata({"filename": name, "filetype": "text/plain", **metadata})}
+def create(
+    lethe, length: int, person: Person = ALEX, name: str = "Holiday plan.txt", body: bytes | None = None, **metadata
+):
+    headers = {
+        **TUS,
+        "Upload-Length": str(length),
+        "Upload-Metadata": encode_metadata({"filename": name, "filetype": "text/plain", **metadata}),
+    }
     if body is not None:
         headers["Content-Type"] = OCTETS
     return lethe.call("POST", "/api/v1/tus", person, headers=headers, data=body)
@@ -44,8 +46,15 @@ def head(lethe, file_id: str, person: Person = ALEX):
     return lethe.call("HEAD", f"/api/v1/tus/{file_id}", person, headers=TUS)
 
 
-def patch(lethe, file_id: str, offset: int, data: bytes, person: Person = ALEX, checksum: str | None = None,
-          content_type: str = OCTETS):
+def patch(
+    lethe,
+    file_id: str,
+    offset: int,
+    data: bytes,
+    person: Person = ALEX,
+    checksum: str | None = None,
+    content_type: str = OCTETS,
+):
     headers = {**TUS, "Upload-Offset": str(offset), "Content-Type": content_type}
     if checksum is not None:
         headers["Upload-Checksum"] = checksum
@@ -59,7 +68,7 @@ def checksum_of(algorithm: str, data: bytes) -> str:
 def send(lethe, file_id: str, data: bytes, chunk: int, start: int = 0) -> None:
     offset = start
     while offset < len(data):
-        response = patch(lethe, file_id, offset, data[offset:offset + chunk])
+        response = patch(lethe, file_id, offset, data[offset : offset + chunk])
         assert response.status_code == 204, response.get_data(as_text=True)
         offset = int(response.headers["Upload-Offset"])
         assert offset == min(start + ((offset - start + chunk - 1) // chunk) * chunk, len(data))
@@ -77,6 +86,7 @@ def chunk_sizes(lethe) -> tuple[int, int]:
 
 
 # -- discovery and the version -------------------------------------------------------------------------------
+
 
 @pytest.mark.one_store
 def test_options_needs_no_token_and_says_what_the_server_speaks(lethe):
@@ -108,6 +118,7 @@ def test_every_tus_request_needs_a_token(lethe):
 
 
 # -- creation ------------------------------------------------------------------------------------------------
+
 
 def test_creation_makes_a_lethe_file_at_once_and_head_tells_its_uploader_everything(lethe):
     file_id = created_id(create(lethe, 10, purpose="attachment"))
@@ -148,18 +159,21 @@ def test_head_needs_files_read_and_patch_files_write(lethe):
 
 
 @pytest.mark.one_store
-@pytest.mark.parametrize("headers, reason", [
-    ({"Upload-Defer-Length": "1"}, "defer_length_unsupported"),
-    ({}, "upload_length_required"),
-    ({"Upload-Length": "-1"}, "upload_length_invalid"),
-    ({"Upload-Length": "ten"}, "upload_length_invalid"),
-    ({"Upload-Length": "5", "Upload-Metadata": "filename"}, None),  # a key without value: 422 below
-    ({"Upload-Length": "5", "Upload-Metadata": "filename ***"}, "metadata_invalid"),
-    ({"Upload-Length": "5", "Upload-Metadata": "a b c"}, "metadata_invalid"),
-    ({"Upload-Length": "5", "Upload-Metadata": "filename eA==,filename eA=="}, "metadata_invalid"),
-    ({"Upload-Length": "5", "Upload-Metadata": "filename eA==,sha256 eA=="}, "sha256_invalid"),
-    ({"Upload-Length": "5", "Upload-Concat": "partial"}, "concatenation_unsupported"),
-])
+@pytest.mark.parametrize(
+    "headers, reason",
+    [
+        ({"Upload-Defer-Length": "1"}, "defer_length_unsupported"),
+        ({}, "upload_length_required"),
+        ({"Upload-Length": "-1"}, "upload_length_invalid"),
+        ({"Upload-Length": "ten"}, "upload_length_invalid"),
+        ({"Upload-Length": "5", "Upload-Metadata": "filename"}, None),  # a key without value: 422 below
+        ({"Upload-Length": "5", "Upload-Metadata": "filename ***"}, "metadata_invalid"),
+        ({"Upload-Length": "5", "Upload-Metadata": "a b c"}, "metadata_invalid"),
+        ({"Upload-Length": "5", "Upload-Metadata": "filename eA==,filename eA=="}, "metadata_invalid"),
+        ({"Upload-Length": "5", "Upload-Metadata": "filename eA==,sha256 eA=="}, "sha256_invalid"),
+        ({"Upload-Length": "5", "Upload-Concat": "partial"}, "concatenation_unsupported"),
+    ],
+)
 def test_a_creation_the_protocol_cannot_read_is_400(lethe, headers, reason):
     response = lethe.call("POST", "/api/v1/tus", ALEX, headers={**TUS, **headers})
     if reason is None:
@@ -177,8 +191,12 @@ def test_a_creation_is_checked_as_create_upload_is_and_names_nothing_back(lethe)
     assert list(body["errors"]) == ["filename"] and "Secret" not in response.get_data(as_text=True)
     problem(create(lethe, 5, purpose="nonsense"), 422, "invalid_request", "metadata_invalid")
     problem(create(lethe, -1), 400, "bad_request", "upload_length_invalid")  # (an empty file, 0, is a file)
-    problem(lethe.call("POST", "/api/v1/tus", ALEX, headers={**TUS, "Upload-Length": "5"}), 422,
-            "invalid_request", "metadata_invalid")  # no filename
+    problem(
+        lethe.call("POST", "/api/v1/tus", ALEX, headers={**TUS, "Upload-Length": "5"}),
+        422,
+        "invalid_request",
+        "metadata_invalid",
+    )  # no filename
     problem(create(lethe, lethe.cfg.file.max_size + 1), 413, "payload_too_large")
     assert rows(lethe, "files") == []
 
@@ -192,6 +210,7 @@ def test_uppy_s_metadata_names_are_understood(lethe):
 
 
 # -- PATCH: any size, cut into parts and a tail --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("which", [0, 1])
 def test_bodies_of_any_size_make_the_file_and_it_reads_back_equal(lethe, which):
@@ -219,9 +238,9 @@ def test_the_bytes_past_the_last_whole_part_wait_in_the_tail_and_count(lethe):
     assert rows(lethe, "upload_parts", file_id=file_id) == []
     assert head(lethe, file_id).headers["Upload-Offset"] == str(small)
     rest = lethe.part_size + 10 - small
-    assert patch(lethe, file_id, small, data[small:small + rest]).headers["Upload-Offset"] == str(small + rest)
+    assert patch(lethe, file_id, small, data[small : small + rest]).headers["Upload-Offset"] == str(small + rest)
     assert [p.part_number for p in rows(lethe, "upload_parts", file_id=file_id)] == [1]
-    assert lethe.tail(file_id) == data[lethe.part_size:lethe.part_size + 10]
+    assert lethe.tail(file_id) == data[lethe.part_size : lethe.part_size + 10]
 
 
 def test_creation_with_upload_takes_the_first_bytes(lethe):
@@ -248,11 +267,14 @@ def test_a_wrong_offset_is_409_a_wrong_type_415_and_bytes_past_the_length_413(le
     assert patch(lethe, file_id, 0, b"12345").status_code == 204
     problem(patch(lethe, file_id, 0, b"12345"), 409, "conflict", "offset_mismatch")
     problem(patch(lethe, file_id, 7, b"12345"), 409, "conflict", "offset_mismatch")
-    problem(patch(lethe, file_id, 5, b"12345", content_type="application/octet-stream"), 415,
-            "unsupported_media_type", "offset_octet_stream_expected")
+    problem(
+        patch(lethe, file_id, 5, b"12345", content_type="application/octet-stream"),
+        415,
+        "unsupported_media_type",
+        "offset_octet_stream_expected",
+    )
     problem(patch(lethe, file_id, 5, b"123456"), 413, "payload_too_large", "past_upload_length")
-    response = lethe.call("PATCH", f"/api/v1/tus/{file_id}", ALEX, data=b"1",
-                          headers={**TUS, "Content-Type": OCTETS})
+    response = lethe.call("PATCH", f"/api/v1/tus/{file_id}", ALEX, data=b"1", headers={**TUS, "Content-Type": OCTETS})
     problem(response, 400, "bad_request", "upload_offset_required")
     assert head(lethe, file_id).headers["Upload-Offset"] == "5"
 
@@ -298,8 +320,12 @@ def test_a_digest_mismatch_at_the_end_fails_the_file_as_complete_does(lethe):
 def test_a_second_patch_while_one_writes_is_409_busy_until_the_hold_lapses(make_lethe, clock):
     lethe = make_lethe(**{"file.write_wait": "0s"})
     file_id = created_id(create(lethe, 10))
-    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(
-        "UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (clock.now(), file_id)), name="test")
+    lethe.rt.db.unit_of_work(
+        lambda uow: uow.conn.execute(
+            "UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (clock.now(), file_id)
+        ),
+        name="test",
+    )
     problem(patch(lethe, file_id, 0, b"12345"), 409, "conflict", "upload_busy")
     clock.advance(lethe.cfg.file.write_timeout)
     assert patch(lethe, file_id, 0, b"12345").status_code == 204
@@ -316,8 +342,12 @@ def test_a_patch_waits_for_the_lease_of_a_patch_about_to_end(lethe, clock, monke
     from app.errors import Conflict
 
     file_id = created_id(create(lethe, 10))
-    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(
-        "UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (clock.now(), file_id)), name="test")
+    lethe.rt.db.unit_of_work(
+        lambda uow: uow.conn.execute(
+            "UPDATE upload_sessions SET writing_since = %s WHERE file_id = %s", (clock.now(), file_id)
+        ),
+        name="test",
+    )
     refused = threading.Event()
     take_lease = tus_content._take_lease
 
@@ -335,8 +365,12 @@ def test_a_patch_waits_for_the_lease_of_a_patch_about_to_end(lethe, clock, monke
     sender.start()
     assert refused.wait(10), "the PATCH never met the lease"
     assert not answers  # it waits
-    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute(  # the old request ends: its lease ends
-        "UPDATE upload_sessions SET writing_since = NULL WHERE file_id = %s", (file_id,)), name="test")
+    lethe.rt.db.unit_of_work(
+        lambda uow: uow.conn.execute(  # the old request ends: its lease ends
+            "UPDATE upload_sessions SET writing_since = NULL WHERE file_id = %s", (file_id,)
+        ),
+        name="test",
+    )
     sender.join(10)
     assert answers and answers[0].status_code == 204, answers and answers[0].get_data(as_text=True)
     assert answers[0].headers["Upload-Offset"] == "5"
@@ -357,8 +391,9 @@ def test_a_tail_lost_with_its_store_sends_the_client_back_to_the_last_whole_part
 @pytest.mark.one_store
 def test_a_native_part_of_a_tus_upload_is_refused(lethe):
     file_id = created_id(create(lethe, 10))
-    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"0123456789"), 409, "conflict",
-            "tus_upload")
+    problem(
+        lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=b"0123456789"), 409, "conflict", "tus_upload"
+    )
 
 
 @pytest.mark.one_store
@@ -368,6 +403,7 @@ def test_a_native_upload_is_not_a_tus_upload(lethe):
 
 
 # -- termination and expiry leave nothing --------------------------------------------------------------------
+
 
 def test_termination_removes_every_byte_at_once(lethe):
     data = os.urandom(lethe.part_size * 2 + 7)
@@ -413,7 +449,7 @@ def test_an_expired_upload_is_gone_and_the_cleanup_leaves_no_byte(lethe, clock):
 def test_a_deleted_upload_takes_its_tail_with_it(lethe):
     data = os.urandom(lethe.part_size * 2)
     file_id = created_id(create(lethe, len(data)))
-    assert patch(lethe, file_id, 0, data[:lethe.part_size + 3]).status_code == 204
+    assert patch(lethe, file_id, 0, data[: lethe.part_size + 3]).status_code == 204
     assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
     lethe.run_jobs("purge_objects")
     assert residue(lethe, file_id) == [] and lethe.row(file_id) is None
@@ -457,16 +493,39 @@ def test_generated_tus_requests_get_a_problem_answer_never_a_500(lethe):
 
     file_id = created_id(create(lethe, 64))
 
-    @given(method=st.sampled_from(["POST", "PATCH", "HEAD", "DELETE"]),
-           headers=st.dictionaries(st.sampled_from(["Upload-Length", "Upload-Offset", "Upload-Metadata",
-                                                    "Upload-Checksum", "Upload-Defer-Length", "Content-Type"]),
-                                   st.one_of(_HEADER_TEXT, st.integers(-5, 100).map(str),
-                                             st.sampled_from([OCTETS, "sha1 " + "A" * 28, "filename eA=="]))),
-           body=st.binary(max_size=80), target=st.sampled_from(["own", "unknown", "bad"]))
+    @given(
+        method=st.sampled_from(["POST", "PATCH", "HEAD", "DELETE"]),
+        headers=st.dictionaries(
+            st.sampled_from(
+                [
+                    "Upload-Length",
+                    "Upload-Offset",
+                    "Upload-Metadata",
+                    "Upload-Checksum",
+                    "Upload-Defer-Length",
+                    "Content-Type",
+                ]
+            ),
+            st.one_of(
+                _HEADER_TEXT,
+                st.integers(-5, 100).map(str),
+                st.sampled_from([OCTETS, "sha1 " + "A" * 28, "filename eA=="]),
+            ),
+        ),
+        body=st.binary(max_size=80),
+        target=st.sampled_from(["own", "unknown", "bad"]),
+    )
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     def check(method, headers, body, target):
-        path = "/api/v1/tus" if method == "POST" else {
-            "own": f"/api/v1/tus/{file_id}", "unknown": f"/api/v1/tus/{uuid.uuid4()}", "bad": "/api/v1/tus/x%00y"}[target]
+        path = (
+            "/api/v1/tus"
+            if method == "POST"
+            else {
+                "own": f"/api/v1/tus/{file_id}",
+                "unknown": f"/api/v1/tus/{uuid.uuid4()}",
+                "bad": "/api/v1/tus/x%00y",
+            }[target]
+        )
         response = lethe.call(method, path, ALEX, headers={**TUS, **headers}, data=body)
         assert response.status_code < 500, (method, headers, response.get_data(as_text=True))
         if response.status_code >= 400 and method != "HEAD":
@@ -481,10 +540,12 @@ def test_generated_tus_requests_get_a_problem_answer_never_a_500(lethe):
 
 # -- CORS (api.cors_origins) ---------------------------------------------------------------------------------
 
+
 @pytest.mark.one_store
 def test_cors_is_off_by_default(lethe):
-    response = lethe.client.options("/api/v1/tus", headers={"Origin": "https://app.example.com",
-                                                             "Access-Control-Request-Method": "POST"})
+    response = lethe.client.options(
+        "/api/v1/tus", headers={"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"}
+    )
     assert response.status_code == 204 and "Access-Control-Allow-Origin" not in response.headers
 
 
@@ -492,9 +553,14 @@ def test_cors_is_off_by_default(lethe):
 def test_cors_lets_a_listed_origin_preflight_and_read_the_tus_headers(make_lethe):
     lethe = make_lethe(**{"api.cors_origins": "https://app.example.com"})
     file_id = created_id(create(lethe, 10))
-    preflight = lethe.client.options(f"/api/v1/tus/{file_id}", headers={
-        "Origin": "https://app.example.com", "Access-Control-Request-Method": "PATCH",
-        "Access-Control-Request-Headers": "authorization,content-type,tus-resumable,upload-offset,upload-checksum"})
+    preflight = lethe.client.options(
+        f"/api/v1/tus/{file_id}",
+        headers={
+            "Origin": "https://app.example.com",
+            "Access-Control-Request-Method": "PATCH",
+            "Access-Control-Request-Headers": "authorization,content-type,tus-resumable,upload-offset,upload-checksum",
+        },
+    )
     assert preflight.status_code == 204  # no token: a browser sends none with a preflight
     assert preflight.headers["Access-Control-Allow-Origin"] == "https://app.example.com"
     allowed = preflight.headers["Access-Control-Allow-Headers"].lower()
@@ -502,7 +568,9 @@ def test_cors_lets_a_listed_origin_preflight_and_read_the_tus_headers(make_lethe
     assert "PATCH" in preflight.headers["Access-Control-Allow-Methods"]
     response = lethe.call("HEAD", f"/api/v1/tus/{file_id}", ALEX, headers={**TUS, "Origin": "https://app.example.com"})
     exposed = response.headers["Access-Control-Expose-Headers"].lower()
-    assert all(name.lower() in exposed for name in ("Location", "Upload-Offset", "Upload-Length", "Upload-Expires",
-                                                     "Tus-Resumable"))
+    assert all(
+        name.lower() in exposed
+        for name in ("Location", "Upload-Offset", "Upload-Length", "Upload-Expires", "Tus-Resumable")
+    )
     other = lethe.call("HEAD", f"/api/v1/tus/{file_id}", ALEX, headers={**TUS, "Origin": "https://evil.example"})
     assert "Access-Control-Allow-Origin" not in other.headers

@@ -34,8 +34,10 @@ def newer_database(postgres_server):
     url = make_conninfo(**{**conninfo_to_dict(postgres_server), "dbname": name})
     migrate(url)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) "
-                     "VALUES (%s, %s, now())", (uuid.uuid4().hex, FUTURE))
+        conn.execute(
+            "INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) VALUES (%s, %s, now())",
+            (uuid.uuid4().hex, FUTURE),
+        )
         before = conn.execute("SELECT count(*) FROM _yoyo_migration").fetchone()[0]
     yield url
     with psycopg.connect(url, autocommit=True) as conn:  # nothing was applied or changed by any of them
@@ -45,24 +47,51 @@ def newer_database(postgres_server):
 
 
 COMMANDS = [
-    ["migrate"], ["config", "check"], ["api"], ["worker"], ["scheduler"], ["dev"],
-    ["cleanup", "--dry-run"], ["retention", "run", "--dry-run"], ["sweep", "run", "--dry-run"], ["audit"],
-    ["hold", "list"], ["webhooks", "list"], ["restore", "status"], ["keys", "status"],
-    ["receipt", "5f0e6a8e-4c59-4d0e-9c0b-3c1f4b7d2a10"], ["erase", "--subject", "1b7c9e52-7d3a-4a45-8f0e-2d6c5b9a8e31"],
+    ["migrate"],
+    ["config", "check"],
+    ["api"],
+    ["worker"],
+    ["scheduler"],
+    ["dev"],
+    ["cleanup", "--dry-run"],
+    ["retention", "run", "--dry-run"],
+    ["sweep", "run", "--dry-run"],
+    ["audit"],
+    ["hold", "list"],
+    ["webhooks", "list"],
+    ["restore", "status"],
+    ["keys", "status"],
+    ["receipt", "5f0e6a8e-4c59-4d0e-9c0b-3c1f4b7d2a10"],
+    ["erase", "--subject", "1b7c9e52-7d3a-4a45-8f0e-2d6c5b9a8e31"],
 ]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda command: " ".join(command[:2]))
-def test_every_role_and_command_refuses_a_database_a_newer_release_migrated(command, newer_database, broker_url,
-                                                                             tmp_path):
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "LETHE_DATABASE_URL": newer_database,
-           "LETHE_BROKER_URL": broker_url, "LETHE_AUTH_JWT_SECRET": SECRET,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"), "LETHE_API_PORT": str(free_port()),
-           "LETHE_METRICS_PORT": str(free_port()), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
-           "PYTHONPATH": str(ROOT), **SEALED_ENV}
+def test_every_role_and_command_refuses_a_database_a_newer_release_migrated(
+    command, newer_database, broker_url, tmp_path
+):
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "LETHE_DATABASE_URL": newer_database,
+        "LETHE_BROKER_URL": broker_url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+        "LETHE_API_PORT": str(free_port()),
+        "LETHE_METRICS_PORT": str(free_port()),
+        "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
+        "PYTHONPATH": str(ROOT),
+        **SEALED_ENV,
+    }
     (tmp_path / "metrics").mkdir()
-    done = subprocess.run([sys.executable, "-m", "app.entry", *command], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.entry", *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     said = done.stdout + done.stderr
     assert done.returncode == 2, said[-3000:]
     assert FUTURE in said and latest_migration() in said, said[-3000:]
@@ -73,11 +102,11 @@ def test_every_role_and_command_refuses_a_database_a_newer_release_migrated(comm
 def test_a_role_that_started_while_the_database_was_away_refuses_it_at_its_first_connection(newer_database):
     """The start-up check could not ask the database; the pool's first connection asks before it is used:
     requests answer 503 schema_too_new and /readyz never turns ready."""
+    import tempfile
+
     from app.platform.clock import FakeClock
     from app.storage.fs import FsStore
     from tests.support.lethe import ALEX, Lethe
-
-    import tempfile
 
     lethe = Lethe(newer_database, FsStore(tempfile.mkdtemp()), FakeClock())
     try:
@@ -104,8 +133,9 @@ def own_database(postgres_server):
 
 def lethe_migrate(url: str, *args: str) -> subprocess.CompletedProcess:
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "app.entry", "migrate", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "app.entry", "migrate", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def applied(url: str) -> set[str]:

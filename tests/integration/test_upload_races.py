@@ -11,8 +11,8 @@ import uuid
 
 from app.domain.keys import original_key, part_key
 from tests.conftest import uploads_left, versions_of
-from tests.support.helpers import keys_of, problem
 from tests.support.faults import PausingStore
+from tests.support.helpers import keys_of, problem
 from tests.support.lethe import ALEX
 
 ROUNDS = 12
@@ -34,15 +34,22 @@ def test_a_completion_holds_its_upload_and_a_retry_gets_the_same_file(lethe):
     paused = PausingStore(real, "complete_upload")
     lethe.rt.store = paused
     answers = {}
-    first = threading.Thread(target=lambda: answers.setdefault(
-        "first", lethe.app.test_client().post(f"/api/v1/uploads/{file_id}/complete", headers=ALEX.headers)))
+    first = threading.Thread(
+        target=lambda: answers.setdefault(
+            "first", lethe.app.test_client().post(f"/api/v1/uploads/{file_id}/complete", headers=ALEX.headers)
+        )
+    )
     first.start()
     assert paused.entered.wait(10)
     # When a second complete, an abort and a part arrive meanwhile, each is refused with 409
     problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 409, "conflict", "upload_completing")
     problem(lethe.call("DELETE", f"/api/v1/uploads/{file_id}", ALEX), 409, "conflict", "upload_completing")
-    problem(lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[:lethe.part_size]),
-            409, "conflict", "upload_completing")
+    problem(
+        lethe.call("PUT", f"/api/v1/uploads/{file_id}/parts/1", ALEX, data=data[: lethe.part_size]),
+        409,
+        "conflict",
+        "upload_completing",
+    )
     paused.release()
     first.join(10)
     lethe.rt.store = real
@@ -59,9 +66,12 @@ def test_a_stale_claim_is_taken_over(lethe):
     take the upload over."""
     data = b"stale claim"
     file_id = started_upload(lethe, data)
-    lethe.rt.db.unit_of_work(lambda uow: uow.execute(
-        "UPDATE upload_sessions SET completing_since = %s WHERE file_id = %s", (lethe.clock.now(), file_id)),
-        name="test.claim")
+    lethe.rt.db.unit_of_work(
+        lambda uow: uow.execute(
+            "UPDATE upload_sessions SET completing_since = %s WHERE file_id = %s", (lethe.clock.now(), file_id)
+        ),
+        name="test.claim",
+    )
     problem(lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX), 409, "conflict", "upload_completing")
     lethe.clock.advance(lethe.cfg.file.complete_timeout)
     assert lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX).status_code == 200
@@ -87,8 +97,9 @@ def test_completes_aborts_and_parts_at_once_never_lose_a_referenced_object(lethe
             elif action == "abort":
                 response = client.delete(f"/api/v1/uploads/{file_id}", headers=ALEX.headers)
             else:
-                response = client.put(f"/api/v1/uploads/{file_id}/parts/1", headers=ALEX.headers,
-                                      data=data[:lethe.part_size])
+                response = client.put(
+                    f"/api/v1/uploads/{file_id}/parts/1", headers=ALEX.headers, data=data[: lethe.part_size]
+                )
             statuses.append((action, response.status_code))
 
         threads = [threading.Thread(target=act, args=(action,)) for action in actions]
@@ -100,10 +111,15 @@ def test_completes_aborts_and_parts_at_once_never_lose_a_referenced_object(lethe
         # the part's buffer under the reader), and the completion then answers 503 as it must for a store
         # failure: allowed there, and the client's retry below finishes the upload. Anything else must not
         # happen, and the invariants after the round hold in every case.
-        store_failed = [(action, status) for action, status in statuses
-                        if (action, status) == ("complete", 503) and "part" in actions and on_moto]
-        assert all(status in allowed for action, status in statuses if (action, status) not in store_failed), \
-            (round_number, statuses)
+        store_failed = [
+            (action, status)
+            for action, status in statuses
+            if (action, status) == ("complete", 503) and "part" in actions and on_moto
+        ]
+        assert all(status in allowed for action, status in statuses if (action, status) not in store_failed), (
+            round_number,
+            statuses,
+        )
         if store_failed and lethe.row(file_id).upload_state == "uploading":
             assert lethe.call("POST", f"/api/v1/uploads/{file_id}/complete", ALEX).status_code == 200
         lethe.run_jobs()
@@ -159,14 +175,24 @@ def test_a_part_that_lands_while_a_completion_holds_the_upload_leaves_nothing(le
     lethe.rt.store = paused
     answers = {}
     # Given a resent part 1 that passed its checks and waits to write
-    part = threading.Thread(target=lambda: answers.setdefault("part", lethe.app.test_client().put(
-        f"/api/v1/uploads/{file_id}/parts/1", data=data[:lethe.part_size],
-        headers={**ALEX.headers, "Content-Type": "application/octet-stream"})))
+    part = threading.Thread(
+        target=lambda: answers.setdefault(
+            "part",
+            lethe.app.test_client().put(
+                f"/api/v1/uploads/{file_id}/parts/1",
+                data=data[: lethe.part_size],
+                headers={**ALEX.headers, "Content-Type": "application/octet-stream"},
+            ),
+        )
+    )
     part.start()
     assert gate.entered.wait(10)
     # And a completion that claimed the upload and assembled it (its parts dropped)
-    complete = threading.Thread(target=lambda: answers.setdefault("complete", lethe.app.test_client().post(
-        f"/api/v1/uploads/{file_id}/complete", headers=ALEX.headers)))
+    complete = threading.Thread(
+        target=lambda: answers.setdefault(
+            "complete", lethe.app.test_client().post(f"/api/v1/uploads/{file_id}/complete", headers=ALEX.headers)
+        )
+    )
     complete.start()
     assert paused.entered.wait(10)
     # When the part is written now, and its record meets the claim

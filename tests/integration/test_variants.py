@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 import subprocess
-import uuid
 import sys
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,8 +27,9 @@ from tests.support.lethe import ALEX, OWNER, SAM
 STORES = pytest.mark.parametrize("raw_store", ["fs", "s3-versioned", "seaweed-versioned"], indirect=True)
 
 
-def upload_image(lethe, data: bytes, mime_type: str = "image/jpeg", name: str = "IMG_0001.jpg",
-                 make: bool = True) -> str:
+def upload_image(
+    lethe, data: bytes, mime_type: str = "image/jpeg", name: str = "IMG_0001.jpg", make: bool = True
+) -> str:
     file_id = lethe.upload(ALEX, data, name=name, mime_type=mime_type)
     if make:
         lethe.run_jobs("make_variants")
@@ -46,11 +47,15 @@ def variant(lethe, file_id, name, person=ALEX, query: str = "", **headers):
 
 
 def variant_rows(lethe, file_id) -> list:
-    return lethe.rt.db.read(lambda conn: conn.execute(
-        "SELECT name, state FROM file_variants WHERE file_id = %s ORDER BY name", (file_id,)).fetchall())
+    return lethe.rt.db.read(
+        lambda conn: conn.execute(
+            "SELECT name, state FROM file_variants WHERE file_id = %s ORDER BY name", (file_id,)
+        ).fetchall()
+    )
 
 
 # -- what is made -----------------------------------------------------------------------------------------------
+
 
 @STORES
 def test_a_photo_gets_three_variants_without_metadata_turned_upright(lethe):
@@ -59,9 +64,11 @@ def test_a_photo_gets_three_variants_without_metadata_turned_upright(lethe):
     file_id = upload_image(lethe, original)
     shown = thumbnails(lethe, file_id)
     # orientation 6: the stored 600 x 400 is shown 400 x 600; each fitted in its box, never enlarged
-    assert shown == [{"name": "thumb-small", "width": 107, "height": 160, "type": "image/webp"},
-                     {"name": "thumb-large", "width": 320, "height": 480, "type": "image/webp"},
-                     {"name": "preview", "width": 400, "height": 600, "type": "image/webp"}]
+    assert shown == [
+        {"name": "thumb-small", "width": 107, "height": 160, "type": "image/webp"},
+        {"name": "thumb-large", "width": 320, "height": 480, "type": "image/webp"},
+        {"name": "preview", "width": 400, "height": 600, "type": "image/webp"},
+    ]
     for thumb in shown:
         answer = variant(lethe, file_id, thumb["name"])
         assert answer.status_code == 200 and answer.headers["Content-Type"] == "application/octet-stream"
@@ -72,8 +79,10 @@ def test_a_photo_gets_three_variants_without_metadata_turned_upright(lethe):
         assert lethe.stored(file_id, thumb["name"]) == answer.data
         assert answer.data not in lethe.raw_store.get(variant_key(file_id, thumb["name"]))  # sealed in the store
         # turned upright: the red half (the stored left) is now on top
-        top, bottom = picture.convert("RGB").getpixel((thumb["width"] // 2, 2)), \
-            picture.convert("RGB").getpixel((thumb["width"] // 2, thumb["height"] - 3))
+        top, bottom = (
+            picture.convert("RGB").getpixel((thumb["width"] // 2, 2)),
+            picture.convert("RGB").getpixel((thumb["width"] // 2, thumb["height"] - 3)),
+        )
         assert top[0] > 150 > top[2] and bottom[2] > 150 > bottom[0]
     assert lethe.row(file_id).variants_state == "ready"
     assert [row.name for row in variant_rows(lethe, file_id)] == ["preview", "thumb-large", "thumb-small"]
@@ -98,10 +107,13 @@ def test_alpha_animation_and_a_single_pixel(lethe):
 
 
 @pytest.mark.one_store
-@pytest.mark.parametrize("data, mime_type, reason", [
-    (images.truncated_jpeg(), "image/jpeg", "undecodable"),
-    (images.png_bomb(), "image/png", "too_many_pixels"),
-])
+@pytest.mark.parametrize(
+    "data, mime_type, reason",
+    [
+        (images.truncated_jpeg(), "image/jpeg", "undecodable"),
+        (images.png_bomb(), "image/png", "too_many_pixels"),
+    ],
+)
 def test_what_cannot_or_must_not_be_decoded_gets_no_variants_and_a_reason(lethe, data, mime_type, reason):
     if reason == "too_many_pixels":
         assert len(data) < 20_000  # a few KB that declare 10 gigapixels
@@ -144,9 +156,17 @@ def test_the_imaging_port_refuses_a_bomb_from_its_header_without_swelling():
         "for _ in range(20):\n"
         "    assert make_variants(png_bomb(), Sizes(160, 480, 1600), 1 << 26, 90_000_000, 30) == "
         "Refused('too_many_pixels')\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n")
-    grown_kib = int(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
-                                   cwd=str(Path(__file__).parents[2])).stdout.strip())
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)\n"
+    )
+    grown_kib = int(
+        subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=str(Path(__file__).parents[2]),
+        ).stdout.strip()
+    )
     assert grown_kib < 50 * 1024  # 10 gigapixels would be >1 GiB at one bit each
 
 
@@ -165,6 +185,7 @@ def test_a_decode_past_its_time_limit_is_refused(lethe, make_lethe, monkeypatch)
 
 
 # -- served like the original -----------------------------------------------------------------------------------
+
 
 @pytest.mark.one_store
 def test_a_variant_answers_ranges_validators_head_and_links(lethe, clock):
@@ -189,8 +210,9 @@ def test_a_variant_answers_ranges_validators_head_and_links(lethe, clock):
     for name in ("poster", "orig-1", "..", "v-thumb-small", "x" * 40):
         assert variant(lethe, file_id, name).status_code == 404, name
     # a link to a variant, loaded without a bearer header
-    made = lethe.call("POST", f"/api/v1/files/{file_id}/links", ALEX,
-                      json={"disposition": "inline", "variant": "thumb-small"})
+    made = lethe.call(
+        "POST", f"/api/v1/files/{file_id}/links", ALEX, json={"disposition": "inline", "variant": "thumb-small"}
+    )
     assert made.status_code == 201, made.json
     shown = lethe.client.get(urlsplit(made.json["url"]).path)
     assert shown.status_code == 200 and shown.headers["Content-Type"] == "image/webp"
@@ -233,8 +255,11 @@ def test_the_ready_event_carries_thumbnails_and_deletion_redacts_them(lethe):
     file_id = upload_image(lethe, images.photo())
     events = lethe.call("GET", "/api/v1/events", ALEX).json["events"]
     last = [event for event in events if event["payload"]["file"]["id"] == file_id][-1]
-    assert [thumb["name"] for thumb in last["payload"]["file"]["thumbnails"]] == ["thumb-small", "thumb-large",
-                                                                                  "preview"]
+    assert [thumb["name"] for thumb in last["payload"]["file"]["thumbnails"]] == [
+        "thumb-small",
+        "thumb-large",
+        "preview",
+    ]
     assert lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX).status_code == 204
     events = lethe.call("GET", "/api/v1/events", ALEX).json["events"]
     for event in (event for event in events if event["payload"]["file"]["id"] == file_id):
@@ -242,6 +267,7 @@ def test_the_ready_event_carries_thumbnails_and_deletion_redacts_them(lethe):
 
 
 # -- the guarantee ----------------------------------------------------------------------------------------------
+
 
 def everything_of(lethe, file_id) -> list:
     keys = [original_key(file_id, 1), original_key(file_id, 2)] + [variant_key(file_id, name) for name in VARIANTS]
@@ -257,8 +283,16 @@ def purge(lethe):
 
 
 @STORES
-@pytest.mark.parametrize("moment", ["before_the_job", "purged_before_the_job", "between_record_and_write",
-                                    "purged_between_record_and_write", "purged_between_write_and_ready"])
+@pytest.mark.parametrize(
+    "moment",
+    [
+        "before_the_job",
+        "purged_before_the_job",
+        "between_record_and_write",
+        "purged_between_record_and_write",
+        "purged_between_write_and_ready",
+    ],
+)
 def test_a_variants_job_racing_a_delete_or_a_purge_leaves_nothing(lethe, swap_store, moment):
     file_id = upload_image(lethe, images.photo(), make=False)
     if moment == "before_the_job":
@@ -267,6 +301,7 @@ def test_a_variants_job_racing_a_delete_or_a_purge_leaves_nothing(lethe, swap_st
         delete(lethe, file_id)
         purge(lethe)
     else:
+
         def action():
             delete(lethe, file_id)
             if moment.startswith("purged"):
@@ -372,8 +407,9 @@ def test_names_never_reach_a_log_line(lethe, caplog):
     upload_image(lethe, images.truncated_jpeg(), name="Jane-broken.jpg")
     delete(lethe, file_id)
     purge(lethe)
-    text = "\n".join(f"{record.getMessage()} {record.__dict__}" for record in caplog.records
-                     if record.name.startswith("lethe"))
+    text = "\n".join(
+        f"{record.getMessage()} {record.__dict__}" for record in caplog.records if record.name.startswith("lethe")
+    )
     assert "variants.ready" in text and "variants.refused" in text  # the lines are there
     assert "Jane" not in text and "LetheCam" not in text and not re.search(r"f/[0-9a-f]{2}/", text)
 
@@ -394,13 +430,15 @@ def test_removing_late_variants_is_no_point_of_no_return_for_a_hold(lethe, swap_
 
 def forget_type(lethe, file_id) -> None:
     """The file as a release before type detection left it: no type read, no variants offered."""
-    lethe.rt.db.read(lambda conn: conn.execute(
-        "UPDATE files SET detected_type = NULL, variants_state = NULL WHERE id = %s", (file_id,)))
+    lethe.rt.db.read(
+        lambda conn: conn.execute(
+            "UPDATE files SET detected_type = NULL, variants_state = NULL WHERE id = %s", (file_id,)
+        )
+    )
 
 
 @STORES
 def test_files_completed_before_type_detection_are_read_once_and_their_images_get_variants(lethe, swap_store):
-    from tests.support.faults import Down
 
     photo = upload_image(lethe, images.photo(), make=False)
     text = lethe.upload(ALEX, b"just some words, no known signature" * 3, name="notes.txt")
@@ -409,8 +447,9 @@ def test_files_completed_before_type_detection_are_read_once_and_their_images_ge
     for file_id in (photo, text, unreadable):
         forget_type(lethe, file_id)
     # Given old files: an attachment of octet-stream, no thumbnails
-    assert lethe.call("GET", f"/api/v1/files/{photo}/content", ALEX).headers["Content-Type"] == \
-        "application/octet-stream"
+    assert (
+        lethe.call("GET", f"/api/v1/files/{photo}/content", ALEX).headers["Content-Type"] == "application/octet-stream"
+    )
     original = lethe.rt.store
     fails_for = {unreadable}
 

@@ -14,18 +14,18 @@ import sys
 import threading
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
 from prometheus_client import REGISTRY
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from app.db.publisher import Outbox
 from app.lifecycle import webhooks as webhooks_module
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.erasure import erase_round
 from app.lifecycle.purge import purge_files
-from app.db.publisher import Outbox
 from tests.support.helpers import rows
 from tests.support.lethe import ALEX, OWNER, sha256
 from tests.support.webhook_receiver import Receiver
@@ -38,8 +38,9 @@ def secret() -> str:
     return "whsec_" + base64.b64encode(os.urandom(32)).decode()
 
 
-def endpoint(receiver: Receiver, secrets, events=("file.purged", "erasure.completed", "hold.placed",
-                                                    "hold.released"), name="app") -> str:
+def endpoint(
+    receiver: Receiver, secrets, events=("file.purged", "erasure.completed", "hold.placed", "hold.released"), name="app"
+) -> str:
     return json.dumps([{"name": name, "url": receiver.url, "secret": secrets, "events": list(events)}])
 
 
@@ -185,8 +186,9 @@ def test_one_attempt_of_a_delivery_at_a_time_whoever_sends_it(make_lethe, receiv
     from app.lifecycle import webhooks
 
     hooks = receiver(default="trickle")
-    lethe = make_lethe(**{"webhooks.endpoints": endpoint(hooks, secret()), "webhooks.timeout": "2s",
-                          "file.gc_interval": "2s"})
+    lethe = make_lethe(
+        **{"webhooks.endpoints": endpoint(hooks, secret()), "webhooks.timeout": "2s", "file.gc_interval": "2s"}
+    )
     deleted_and_purged(lethe)
     (job,) = lethe.broker.take("deliver_webhooks")
     ids = [uuid.UUID(i) for i in job.args[0]]
@@ -211,9 +213,17 @@ def test_a_healthy_endpoint_is_served_on_time_beside_a_trickling_one(make_lethe,
     from workers.actors import ACTORS
 
     slow, fast = receiver(default="trickle"), receiver()
-    lethe = make_lethe(**{"webhooks.timeout": "2s", "webhooks.endpoints": json.dumps([
-        {"name": "slow", "url": slow.url, "secret": secret(), "events": ["file.purged"]},
-        {"name": "fast", "url": fast.url, "secret": secret(), "events": ["file.purged"]}])})
+    lethe = make_lethe(
+        **{
+            "webhooks.timeout": "2s",
+            "webhooks.endpoints": json.dumps(
+                [
+                    {"name": "slow", "url": slow.url, "secret": secret(), "events": ["file.purged"]},
+                    {"name": "fast", "url": fast.url, "secret": secret(), "events": ["file.purged"]},
+                ]
+            ),
+        }
+    )
     deleted_and_purged(lethe)
     jobs = lethe.broker.take("deliver_webhooks")
     assert len(jobs) == 2  # one job per endpoint: neither waits behind the other
@@ -242,8 +252,8 @@ def run_job(lethe, actors, job):
 def test_webhook_attempts_never_take_the_threads_of_purges(make_lethe, receiver):
     # The worker's own threads (here one) keep purging while every webhook thread (here one) waits on a receiver
     import dramatiq
-    from dramatiq.brokers.stub import StubBroker
     from dramatiq import Worker
+    from dramatiq.brokers.stub import StubBroker
 
     from app.platform.jobs.broker import QUEUES
     from workers.actors import register
@@ -317,10 +327,21 @@ def test_a_rolled_back_purge_sends_nothing(make_lethe, receiver, monkeypatch):
 def test_endpoints_take_only_their_events_and_hold_and_erasure_events_name_no_one(make_lethe, receiver):
     purged_only, everything = receiver(), receiver()
     keys = secret(), secret()
-    lethe = make_lethe(**{"webhooks.endpoints": json.dumps([
-        {"name": "cdn", "url": purged_only.url, "secret": keys[0], "events": ["file.purged"]},
-        {"name": "audit", "url": everything.url, "secret": keys[1],
-         "events": ["file.purged", "erasure.completed", "hold.placed", "hold.released"]}])})
+    lethe = make_lethe(
+        **{
+            "webhooks.endpoints": json.dumps(
+                [
+                    {"name": "cdn", "url": purged_only.url, "secret": keys[0], "events": ["file.purged"]},
+                    {
+                        "name": "audit",
+                        "url": everything.url,
+                        "secret": keys[1],
+                        "events": ["file.purged", "erasure.completed", "hold.placed", "hold.released"],
+                    },
+                ]
+            )
+        }
+    )
     data = f"bytes of {CANARY}".encode()
     file_id = lethe.upload(ALEX, data, name=f"{CANARY}.pdf")
     secrets = {CANARY, lethe.row(file_id).object_key, sha256(data), str(ALEX.id), "CASE-WH28-7"}
@@ -331,8 +352,10 @@ def test_endpoints_take_only_their_events_and_hold_and_erasure_events_name_no_on
     lethe.run_jobs()
     erasure = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json
     lethe.run_jobs()
-    assert erase_round(lethe.rt, uuid.UUID(erasure["id"])) == "complete" or \
-        lethe.call("GET", f"/api/v1/erasures/{erasure['id']}", OWNER).json["state"] == "complete"
+    assert (
+        erase_round(lethe.rt, uuid.UUID(erasure["id"])) == "complete"
+        or lethe.call("GET", f"/api/v1/erasures/{erasure['id']}", OWNER).json["state"] == "complete"
+    )
     lethe.run_jobs()
     types = [Webhook(keys[1]).verify(got.body, got.headers)["type"] for got in everything.received]
     assert types == ["hold.placed", "hold.released", "file.purged", "erasure.completed"]
@@ -370,17 +393,21 @@ def test_lethe_webhooks_list_and_redeliver(make_lethe, receiver, database_url, t
     lethe = make_lethe(**{"webhooks.endpoints": endpoint(hooks, secret())})
     deleted_and_purged(lethe)
     lethe.run_jobs()
-    env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": database_url,
-           "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects")}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
+    }
 
     def cli(*args):
-        return subprocess.run([sys.executable, "-m", "app.entry", "webhooks", *args], capture_output=True, text=True,
-                              env=env, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "app.entry", "webhooks", *args], capture_output=True, text=True, env=env, timeout=60
+        )
 
     listed = json.loads(cli("list", "--failed", "--json").stdout)["deliveries"]
     assert [(d["state"], d["last_status"], d["event_type"]) for d in listed] == [("failed", 400, "file.purged")]
     assert "data" not in listed[0] and CANARY not in cli("list").stdout
-    lethe.clock.set(datetime.now(timezone.utc) + timedelta(minutes=1))  # past the command's own clock
+    lethe.clock.set(datetime.now(UTC) + timedelta(minutes=1))  # past the command's own clock
     # Without the endpoint's configuration the command only makes it pending again: its job waits in the
     # outbox for the relay (the scheduler's), which sends it.
     again = cli("redeliver", "msg_" + listed[0]["id"].replace("-", ""), "--json")

@@ -26,30 +26,36 @@ ROOT = Path(__file__).resolve().parents[2]
 def lethe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """An operator command run beside `make run`, in its folder, with nothing configured (as README says)."""
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(cwd)}
-    return subprocess.run([sys.executable, "-m", "app.entry", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "app.entry", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_make_run_the_api_doc_the_commands_beside_it_ctrl_c_and_make_run_again(database_url, tmp_path):
     here = tmp_path / "checkout"
     here.mkdir()
     port = free_port()
-    env = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", "PYTHONPATH": str(ROOT),
-           "HOME": str(tmp_path), "LETHE_DATABASE_URL": database_url}
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(tmp_path),
+        "LETHE_DATABASE_URL": database_url,
+    }
     outputs: list[str] = []
     first = Role(["dev", "--port", str(port)], env, tmp_path / "dev-1.log", cwd=here)
     second = None
     try:
         wait_for_http(f"http://127.0.0.1:{port}/readyz", first)
         # The api doc, block after block, in a second terminal in the checkout
-        blocks = [block for block in shell_blocks((ROOT / "docs" / "api.md").read_text())
-                  if not block.startswith(S3_ONLY)]
+        blocks = [
+            block for block in shell_blocks((ROOT / "docs" / "api.md").read_text()) if not block.startswith(S3_ONLY)
+        ]
         (tmp_path / "reader_pause.py").write_text(READER_PAUSE)
-        script = "set -euo pipefail\n" + "\n".join(block + f"\npython3 {tmp_path / 'reader_pause.py'}\n"
-                                                    for block in blocks)
+        script = "set -euo pipefail\n" + "\n".join(
+            block + f"\npython3 {tmp_path / 'reader_pause.py'}\n" for block in blocks
+        )
         script = script.replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
-        walked = subprocess.run(["bash", "-c", script], cwd=here, env=env, capture_output=True, text=True,
-                                timeout=240)
+        walked = subprocess.run(["bash", "-c", script], cwd=here, env=env, capture_output=True, text=True, timeout=240)
         assert walked.returncode == 0, walked.stdout[-3000:] + walked.stderr[-3000:]
         outputs.append(walked.stderr)
         # (the doc ends by erasing the person it acted as) a file of another newcomer's, to find after a restart
@@ -57,9 +63,13 @@ def test_make_run_the_api_doc_the_commands_beside_it_ctrl_c_and_make_run_again(d
         token = mint_token((here / ".lethe" / "jwt_secret").read_text().strip(), me, ("files:read", "files:write"))
         kept = upload(f"http://127.0.0.1:{port}/api/v1", token, "notes.txt", b"my first file", worker=first)
         # The operator commands beside it find it, with nothing configured
-        for command, said in ((["config", "check"], "OK"), (["cleanup", "--dry-run"], "dry run"),
-                              (["restore", "status"], "behind: False"), (["keys", "status"], ""),
-                              (["audit"], "")):
+        for command, said in (
+            (["config", "check"], "OK"),
+            (["cleanup", "--dry-run"], "dry run"),
+            (["restore", "status"], "behind: False"),
+            (["keys", "status"], ""),
+            (["audit"], ""),
+        ):
             done = lethe(command, here)
             assert done.returncode == 0 and said in done.stdout, (command, done.stdout, done.stderr)
             outputs.append(done.stdout + done.stderr)

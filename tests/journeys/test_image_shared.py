@@ -48,8 +48,11 @@ def test_a_photo_shared_by_link_then_deleted(driver, role_env, start_role, tmp_p
     try:
         # Given a photo sent with a tus client, with its name and type in the tus metadata
         uploader = tus_client.TusClient(f"{base}/api/v1/tus", headers={**auth})
-        url = uploader.uploader(file_stream=io.BytesIO(sent), chunk_size=len(sent),
-                                metadata={"filename": f"{CANARY}.jpg", "filetype": "image/jpeg"}).create_url()
+        url = uploader.uploader(
+            file_stream=io.BytesIO(sent),
+            chunk_size=len(sent),
+            metadata={"filename": f"{CANARY}.jpg", "filetype": "image/jpeg"},
+        ).create_url()
         upload = uploader.uploader(file_stream=io.BytesIO(sent), chunk_size=len(sent), url=url)
         upload.upload()
         file_id = url.rstrip("/").rsplit("/", 1)[1]
@@ -61,18 +64,22 @@ def test_a_photo_shared_by_link_then_deleted(driver, role_env, start_role, tmp_p
         shown = document()
 
         def link(disposition: str, variant: str | None = None) -> str:
-            made = requests.post(f"{base}/api/v1/files/{file_id}/links", headers=auth, timeout=10,
-                                 json={"disposition": disposition, **({"variant": variant} if variant else {})})
+            made = requests.post(
+                f"{base}/api/v1/files/{file_id}/links",
+                headers=auth,
+                timeout=10,
+                json={"disposition": disposition, **({"variant": variant} if variant else {})},
+            )
             assert made.status_code == 201, made.text
             assert CANARY not in made.text
             return made.json()["url"]
 
-        links = {"inline": link("inline"), "attachment": link("attachment"),
-                 "thumbnail": link("inline", "thumb-small")}
+        links = {"inline": link("inline"), "attachment": link("attachment"), "thumbnail": link("inline", "thumb-small")}
         # When a reader opens each of them, and the uploader downloads the file
         answers = {name: requests.get(url, timeout=10) for name, url in links.items()}
-        download = requests.get(f"{base}/api/v1/files/{file_id}/content", headers=auth, timeout=10,
-                                allow_redirects=False)
+        download = requests.get(
+            f"{base}/api/v1/files/{file_id}/content", headers=auth, timeout=10, allow_redirects=False
+        )
         if driver == "seaweed":
             assert download.status_code == 302 and CANARY not in download.headers["Location"]
             redirect = download.headers["Location"]
@@ -93,11 +100,16 @@ def test_a_photo_shared_by_link_then_deleted(driver, role_env, start_role, tmp_p
         for name, url in links.items():
             again = requests.get(url, timeout=10)
             assert again.status_code == 404, (name, again.status_code)
-        assert requests.get(f"{base}/api/v1/files/{file_id}/content", headers=auth, timeout=10,
-                            allow_redirects=False).status_code == 404
-        keys = [original_key(file_id, 1), original_key(file_id, 2)] + \
-            [f"{original_key(file_id, 1).rsplit('/', 1)[0]}/v-{name}" for name in ("thumb-small", "thumb-large",
-                                                                                  "preview", "poster")]
+        assert (
+            requests.get(
+                f"{base}/api/v1/files/{file_id}/content", headers=auth, timeout=10, allow_redirects=False
+            ).status_code
+            == 404
+        )
+        keys = [original_key(file_id, 1), original_key(file_id, 2)] + [
+            f"{original_key(file_id, 1).rsplit('/', 1)[0]}/v-{name}"
+            for name in ("thumb-small", "thumb-large", "preview", "poster")
+        ]
         wait_until(lambda: versions_of(store, keys) == [], worker)
         if driver == "seaweed":
             assert requests.get(redirect, timeout=10).status_code in (403, 404)  # the handed-out URL, too

@@ -39,16 +39,22 @@ def store_env(driver: str, request, tmp_path: Path) -> tuple[dict, object]:
 
     endpoint = request.getfixturevalue("seaweed_server")
     store = make_s3_store(endpoint, versioned=True, server="seaweed")
-    return {"LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": endpoint, "LETHE_FILE_S3_BUCKET": store.bucket,
-            "LETHE_FILE_S3_ACCESS_KEY": "testing", "LETHE_FILE_S3_SECRET_KEY": "testing",
-            "LETHE_FILE_S3_REGION": "us-east-1", "LETHE_FILE_S3_SECURE": "false"}, store
+    return {
+        "LETHE_FILE_STORAGE_DRIVER": "s3",
+        "LETHE_FILE_S3_ENDPOINT": endpoint,
+        "LETHE_FILE_S3_BUCKET": store.bucket,
+        "LETHE_FILE_S3_ACCESS_KEY": "testing",
+        "LETHE_FILE_S3_SECRET_KEY": "testing",
+        "LETHE_FILE_S3_REGION": "us-east-1",
+        "LETHE_FILE_S3_SECURE": "false",
+    }, store
 
 
 def journaled(store) -> dict[str, set[str]]:
     """Every file id the journal names, by entry kind (every segment verified)."""
     found: dict[str, set[str]] = {}
     for listed in store.list_prefix(JOURNAL_PREFIX):
-        installation = listed.key[len(JOURNAL_PREFIX):].split("/", 1)[0]
+        installation = listed.key[len(JOURNAL_PREFIX) :].split("/", 1)[0]
         segment = parse_segment(listed.key, uuid.UUID(installation))
         if segment is None:
             continue
@@ -77,8 +83,15 @@ def test_ctrl_c_right_after_deletions_then_a_restore_serves_no_deleted_file(driv
     port = free_port()
     here = tmp_path / "project"
     here.mkdir()
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "LETHE_DATABASE_URL": database_url,
-           "LETHE_AUTH_JWT_SECRET": SECRET, "LETHE_JOURNAL_WRITE_LINGER": "1s", **SEALED_ENV, **settings}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(ROOT),
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        "LETHE_JOURNAL_WRITE_LINGER": "1s",
+        **SEALED_ENV,
+        **settings,
+    }
     api_v1 = f"http://127.0.0.1:{port}/api/v1"
     token = mint_token(SECRET, uuid.uuid4(), ("files:read", "files:write"))
     dev = Role(["dev", "--port", str(port)], env, tmp_path / "dev-1.log", cwd=here)
@@ -94,8 +107,9 @@ def test_ctrl_c_right_after_deletions_then_a_restore_serves_no_deleted_file(driv
         # Given one deletion purged (its row gone), then two more, and Ctrl-C right after their 204s
         assert call("DELETE", f"{api_v1}/files/{deleted[0]}", token)[0] == 204
         deadline = time.monotonic() + 30
-        while call("GET", f"{api_v1}/files/{deleted[0]}", token)[0] != 404 or \
-                deleted[0] not in journaled(store).get("file.row_removed", set()):
+        while call("GET", f"{api_v1}/files/{deleted[0]}", token)[0] != 404 or deleted[0] not in journaled(store).get(
+            "file.row_removed", set()
+        ):
             assert time.monotonic() < deadline, dev.tail()
             time.sleep(0.1)
         for file_id in deleted[1:]:

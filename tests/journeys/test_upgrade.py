@@ -51,14 +51,14 @@ PART = 5 * 1024 * 1024  # the S3 minimum part size; fs takes the same
 
 
 def token(who: uuid.UUID, manage: bool = False) -> str:
-    return mint_token(SECRET, who, ("files:read", "files:write", "manage") if manage else ("files:read",
-                                                                                           "files:write"))
+    return mint_token(SECRET, who, ("files:read", "files:write", "manage") if manage else ("files:read", "files:write"))
 
 
 def raw(method: str, url: str, bearer: str, data: bytes | None = None, headers: dict | None = None):
     """A request whose answer is read as bytes (a file's content, a tus answer)."""
-    request = urllib.request.Request(url, data=data, method=method, headers={"Authorization": f"Bearer {bearer}",
-                                                                             **(headers or {})})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Authorization": f"Bearer {bearer}", **(headers or {})}
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, dict(response.headers), response.read()
@@ -70,11 +70,17 @@ def raw(method: str, url: str, bearer: str, data: bytes | None = None, headers: 
 def release_tree(ref: str, workdir: Path):
     """The release's code, checked out from this repository's history."""
     tree = workdir / f"release-{ref}"
-    made = subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--force", str(tree), ref],
-                          capture_output=True, text=True)
+    made = subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--force", str(tree), ref],
+        capture_output=True,
+        text=True,
+    )
     if made.returncode != 0:
-        pytest.fail(f"the release {ref} is not in this repository's history (a clone without it? `git fetch "
-                    f"--unshallow`): {made.stderr[-500:]}", pytrace=False)
+        pytest.fail(
+            f"the release {ref} is not in this repository's history (a clone without it? `git fetch "
+            f"--unshallow`): {made.stderr[-500:]}",
+            pytrace=False,
+        )
     try:
         yield tree
     finally:
@@ -91,13 +97,25 @@ class Installation:
         self.outputs: list[str] = []
 
     def env(self, tree: Path) -> dict:
-        return {"PATH": os.environ.get("PATH", ""), "HOME": str(self.project), "PYTHONPATH": str(tree),
-                "LETHE_DATABASE_URL": self.url, "LETHE_AUTH_JWT_SECRET": SECRET, "LETHE_FILE_PART_SIZE": str(PART),
-                **self.store_env}
+        return {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(self.project),
+            "PYTHONPATH": str(tree),
+            "LETHE_DATABASE_URL": self.url,
+            "LETHE_AUTH_JWT_SECRET": SECRET,
+            "LETHE_FILE_PART_SIZE": str(PART),
+            **self.store_env,
+        }
 
     def command(self, tree: Path, *args: str) -> subprocess.CompletedProcess:
-        done = subprocess.run([sys.executable, "-m", "app.entry", *args], env=self.env(tree), cwd=self.project,
-                              capture_output=True, text=True, timeout=180)
+        done = subprocess.run(
+            [sys.executable, "-m", "app.entry", *args],
+            env=self.env(tree),
+            cwd=self.project,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         self.outputs.append(done.stdout + done.stderr)
         return done
 
@@ -124,15 +142,27 @@ class Installation:
             time.sleep(0.1)
 
 
-def upload(inst: Installation, who: uuid.UUID, name: str, data: bytes, purpose: str = "attachment",
-           mime_type: str = "text/plain") -> str:
-    status, created = call("POST", f"{inst.api}/uploads", token(who), {"name": name, "size_bytes": len(data),
-                                                                        "mime_type": mime_type, "purpose": purpose})
+def upload(
+    inst: Installation,
+    who: uuid.UUID,
+    name: str,
+    data: bytes,
+    purpose: str = "attachment",
+    mime_type: str = "text/plain",
+) -> str:
+    status, created = call(
+        "POST",
+        f"{inst.api}/uploads",
+        token(who),
+        {"name": name, "size_bytes": len(data), "mime_type": mime_type, "purpose": purpose},
+    )
     assert status == 201, created
     file_id = created["file"]["id"]
     for number, start in enumerate(range(0, len(data), PART), start=1):
-        assert call("PUT", f"{inst.api}/uploads/{file_id}/parts/{number}", token(who),
-                    raw=data[start:start + PART])[0] == 200
+        assert (
+            call("PUT", f"{inst.api}/uploads/{file_id}/parts/{number}", token(who), raw=data[start : start + PART])[0]
+            == 200
+        )
     assert call("POST", f"{inst.api}/uploads/{file_id}/complete", token(who))[0] == 200
     inst.settled(file_id, who)
     return file_id
@@ -156,43 +186,58 @@ def make_everything(inst: Installation) -> dict:
     attached = keep("attached.txt", f"{CANARY} attached ".encode() * 300)
     assert call("PUT", f"{inst.api}/messages/msg-upgrade-1", token(ALEX), {"file_ids": [attached]})[0] == 200
     drafted = keep("drafted.txt", f"{CANARY} drafted ".encode() * 50)
-    assert call("PUT", f"{inst.api}/drafts/note", token(ALEX), {"text": f"{CANARY} draft text",
-                                                                "file_ids": [drafted]})[0] in (200, 204)
+    assert call("PUT", f"{inst.api}/drafts/note", token(ALEX), {"text": f"{CANARY} draft text", "file_ids": [drafted]})[
+        0
+    ] in (200, 204)
     avatar = keep("avatar.png", png(), purpose="avatar", mime_type="image/png")
     assert call("PUT", f"{inst.api}/principals/{ALEX}/avatar", token(ALEX), {"file_id": avatar})[0] == 200
     keep("image.png", png(), mime_type="image/png")
     held = keep("held.txt", f"{CANARY} held ".encode() * 40)
-    status, hold = call("POST", f"{inst.api}/holds", token(OWNER, manage=True),
-                        {"file_id": held, "case_ref": "CASE-2026-0042"})
+    status, hold = call(
+        "POST", f"{inst.api}/holds", token(OWNER, manage=True), {"file_id": held, "case_ref": "CASE-2026-0042"}
+    )
     assert status == 201, hold
     made["hold"] = hold["id"]
     assert call("DELETE", f"{inst.api}/files/{held}", token(ALEX))[0] == 204
     deleted = keep("deleted.txt", f"{CANARY} deleted ".encode() * 40)
     assert call("DELETE", f"{inst.api}/files/{deleted}", token(ALEX))[0] == 204
     # a native upload with its first part sent
-    half = (f"{CANARY} half native ".encode() * (PART // 20 + 10))[:PART + 4000]
-    status, created = call("POST", f"{inst.api}/uploads", token(ALEX), {"name": f"{CANARY}-half.bin",
-                                                                        "size_bytes": len(half),
-                                                                        "mime_type": "application/octet-stream"})
+    half = (f"{CANARY} half native ".encode() * (PART // 20 + 10))[: PART + 4000]
+    status, created = call(
+        "POST",
+        f"{inst.api}/uploads",
+        token(ALEX),
+        {"name": f"{CANARY}-half.bin", "size_bytes": len(half), "mime_type": "application/octet-stream"},
+    )
     assert status == 201, created
     made["native"], made["bytes"]["native"] = created["file"]["id"], half
     assert call("PUT", f"{inst.api}/uploads/{made['native']}/parts/1", token(ALEX), raw=half[:PART])[0] == 200
     # a tus upload with its first part sent
-    tus = (f"{CANARY} half tus ".encode() * (PART // 17 + 10))[:PART + 3000]
+    tus = (f"{CANARY} half tus ".encode() * (PART // 17 + 10))[: PART + 3000]
     name = base64.b64encode(f"{CANARY}-tus.bin".encode()).decode()
-    status, headers, _ = raw("POST", f"{inst.api}/tus", token(ALEX), headers={
-        "Tus-Resumable": "1.0.0", "Upload-Length": str(len(tus)), "Upload-Metadata": f"filename {name}"})
+    status, headers, _ = raw(
+        "POST",
+        f"{inst.api}/tus",
+        token(ALEX),
+        headers={"Tus-Resumable": "1.0.0", "Upload-Length": str(len(tus)), "Upload-Metadata": f"filename {name}"},
+    )
     assert status == 201, headers
     location = headers["Location"]
     made["tus"], made["bytes"]["tus"] = location.rstrip("/").rsplit("/", 1)[-1], tus
     made["tus_location"] = location if location.startswith("http") else f"http://127.0.0.1:{inst.port}{location}"
-    status, _, body = raw("PATCH", made["tus_location"], token(ALEX), data=tus[:PART], headers={
-        "Tus-Resumable": "1.0.0", "Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"})
+    status, _, body = raw(
+        "PATCH",
+        made["tus_location"],
+        token(ALEX),
+        data=tus[:PART],
+        headers={"Tus-Resumable": "1.0.0", "Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"},
+    )
     assert status == 204, body
     # an erased person
     made["sam"] = [upload(inst, SAM, f"{CANARY}-sam-{n}.txt", f"{CANARY} sam {n} ".encode() * 30) for n in range(2)]
-    assert call("PUT", f"{inst.api}/drafts/sam-note", token(SAM), {"text": f"{CANARY} sam's draft",
-                                                                   "file_ids": made["sam"]})[0] in (200, 204)
+    assert call(
+        "PUT", f"{inst.api}/drafts/sam-note", token(SAM), {"text": f"{CANARY} sam's draft", "file_ids": made["sam"]}
+    )[0] in (200, 204)
     status, erasure = call("POST", f"{inst.api}/erasures", token(OWNER, manage=True), {"subject_id": str(SAM)})
     assert status in (201, 202), erasure
     deadline = time.monotonic() + 60
@@ -227,8 +272,9 @@ def check_everything(inst: Installation, made: dict, last: bool) -> None:
     assert call("GET", f"{inst.api}/drafts", token(SAM))[1]["drafts"] == []
     if not last:
         status, session = call("GET", f"{inst.api}/uploads/{made['native']}", alex)
-        assert status == 200 and session["upload"]["state"] == "open" and session["upload"]["parts_received"] == [1], \
+        assert status == 200 and session["upload"]["state"] == "open" and session["upload"]["parts_received"] == [1], (
             session
+        )
         status, headers, _ = raw("HEAD", made["tus_location"], alex, headers={"Tus-Resumable": "1.0.0"})
         assert status == 200 and headers["Upload-Offset"] == str(PART), headers
         return
@@ -249,8 +295,17 @@ def finish_half_sent(inst: Installation, made: dict) -> None:
     data = made["bytes"]["tus"]
     status, headers, _ = raw("HEAD", made["tus_location"], alex, headers={"Tus-Resumable": "1.0.0"})
     assert status == 200 and headers["Upload-Offset"] == str(PART), headers
-    status, _, body = raw("PATCH", made["tus_location"], alex, data=data[PART:], headers={
-        "Tus-Resumable": "1.0.0", "Upload-Offset": str(PART), "Content-Type": "application/offset+octet-stream"})
+    status, _, body = raw(
+        "PATCH",
+        made["tus_location"],
+        alex,
+        data=data[PART:],
+        headers={
+            "Tus-Resumable": "1.0.0",
+            "Upload-Offset": str(PART),
+            "Content-Type": "application/offset+octet-stream",
+        },
+    )
     assert status == 204, body
     inst.settled(made["tus"], ALEX)
 
@@ -271,15 +326,16 @@ def own_database(postgres_server):
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     # a URL: the oldest releases take no other form
-    yield (f"postgresql://{params.get('user', 'postgres')}@{params.get('host', '127.0.0.1')}:"
-           f"{params.get('port', '5432')}/{name}")
+    yield (
+        f"postgresql://{params.get('user', 'postgres')}@{params.get('host', '127.0.0.1')}:"
+        f"{params.get('port', '5432')}/{name}"
+    )
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.mark.parametrize("driver", ["fs", "seaweed-versioned"])
-def test_every_release_upgrades_to_this_one_and_everything_it_held_is_there(driver, own_database, request,
-                                                                            tmp_path):
+def test_every_release_upgrades_to_this_one_and_everything_it_held_is_there(driver, own_database, request, tmp_path):
     if driver == "fs":
         store_env = {"LETHE_FILE_FS_ROOT": str(tmp_path / "objects")}
     else:
@@ -287,10 +343,15 @@ def test_every_release_upgrades_to_this_one_and_everything_it_held_is_there(driv
 
         endpoint = request.getfixturevalue("seaweed_server")
         store = make_s3_store(endpoint, versioned=True, server="seaweed")
-        store_env = {"LETHE_FILE_STORAGE_DRIVER": "s3", "LETHE_FILE_S3_ENDPOINT": endpoint,
-                     "LETHE_FILE_S3_BUCKET": store.bucket, "LETHE_FILE_S3_ACCESS_KEY": "testing",
-                     "LETHE_FILE_S3_SECRET_KEY": "testing", "LETHE_FILE_S3_REGION": "us-east-1",
-                     "LETHE_FILE_S3_SECURE": "false"}
+        store_env = {
+            "LETHE_FILE_STORAGE_DRIVER": "s3",
+            "LETHE_FILE_S3_ENDPOINT": endpoint,
+            "LETHE_FILE_S3_BUCKET": store.bucket,
+            "LETHE_FILE_S3_ACCESS_KEY": "testing",
+            "LETHE_FILE_S3_SECRET_KEY": "testing",
+            "LETHE_FILE_S3_REGION": "us-east-1",
+            "LETHE_FILE_S3_SECURE": "false",
+        }
     project = tmp_path / "project"
     project.mkdir()
     inst = Installation(own_database, store_env, project, tmp_path)

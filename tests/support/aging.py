@@ -7,7 +7,7 @@ the stored last-modified time of every version of the key (S3 itself offers no w
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def age_object(raw_store, key: str, when: datetime) -> None:
@@ -22,4 +22,4 @@ def age_object(raw_store, key: str, when: datetime) -> None:
     versions = bucket.keys.getlist(key)
     assert versions, "no such key in the test bucket"
     for version in versions:
-        version.last_modified = when.astimezone(timezone.utc).replace(tzinfo=None)  # moto keeps naive UTC
+        version.last_modified = when.astimezone(UTC).replace(tzinfo=None)  # moto keeps naive UTC

@@ -44,20 +44,32 @@ class RealClamd:
         self.address = f"127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = 120) -> "RealClamd":
+    def start(self, timeout_s: float = 120) -> RealClamd:
         assert self.binary is not None
         database = self.base / "db"
         database.mkdir(parents=True, exist_ok=True)
         digest = hashlib.md5(EICAR, usedforsecurity=False).hexdigest()
         (database / "lethe-test.hdb").write_text(f"{digest}:{len(EICAR)}:Lethe-Test-EICAR\n")
         config = self.base / "clamd.conf"
-        config.write_text("\n".join([
-            "Foreground yes", f"TCPSocket {self.port}", "TCPAddr 127.0.0.1", f"DatabaseDirectory {database}",
-            f"StreamMaxLength {STREAM_MAX}", f"LogFile {self.base / 'clamd.log'}", "Bytecode no",
-            f"PidFile {self.base / 'clamd.pid'}", f"TemporaryDirectory {self.base}",
-        ]) + "\n")
-        self.process = subprocess.Popen([self.binary, "-c", str(config)], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE)
+        config.write_text(
+            "\n".join(
+                [
+                    "Foreground yes",
+                    f"TCPSocket {self.port}",
+                    "TCPAddr 127.0.0.1",
+                    f"DatabaseDirectory {database}",
+                    f"StreamMaxLength {STREAM_MAX}",
+                    f"LogFile {self.base / 'clamd.log'}",
+                    "Bytecode no",
+                    f"PidFile {self.base / 'clamd.pid'}",
+                    f"TemporaryDirectory {self.base}",
+                ]
+            )
+            + "\n"
+        )
+        self.process = subprocess.Popen(
+            [self.binary, "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

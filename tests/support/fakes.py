@@ -55,8 +55,13 @@ class FakeClamd:
                 fake.started_event.set()
                 if fake.mode == "hold":
                     fake.release_event.wait(30)
-                reply = {"ok": b"stream: OK\0", "hold": b"stream: OK\0", "eicar": EICAR_REPLY,
-                         "garbage": b"\x07\x01 what?\0", "limit": b"stream: OK\0"}[fake.mode]
+                reply = {
+                    "ok": b"stream: OK\0",
+                    "hold": b"stream: OK\0",
+                    "eicar": EICAR_REPLY,
+                    "garbage": b"\x07\x01 what?\0",
+                    "limit": b"stream: OK\0",
+                }[fake.mode]
                 self.request.sendall(reply)
 
             def _read(self, size):

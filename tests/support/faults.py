@@ -87,12 +87,12 @@ class Failing:
         return failing
 
 
-def FailOnce(store, method):  # noqa: N802 - reads as the fault it makes
+def FailOnce(store, method):
     """The named call fails once (a transient outage), then passes through."""
     return Failing(store, method, times=1)
 
 
-def Down(store, method):  # noqa: N802 - reads as the fault it makes
+def Down(store, method):
     """The named call always fails (the store is down for it)."""
     return Failing(store, method)
 

@@ -21,14 +21,16 @@ def problem(response, status: int, code: str, reason: str | None = None):
 
 def rows(lethe, table, **where):
     clause = " AND ".join(f"{name} = %s" for name in where) or "true"
-    return lethe.rt.db.read(lambda conn: conn.execute(f"SELECT * FROM {table} WHERE {clause}",
-                                                      tuple(where.values())).fetchall())
+    return lethe.rt.db.read(
+        lambda conn: conn.execute(f"SELECT * FROM {table} WHERE {clause}", tuple(where.values())).fetchall()
+    )
 
 
 def keys_of(file_id, revision=1):
     """Every key purge deletes for a file whose stored original is orig-<revision>."""
-    return [original_key(file_id, r) for r in range(1, revision + 2)] + \
-        [variant_key(file_id, v) for v in ("thumb-small", "thumb-large", "preview", "poster")]
+    return [original_key(file_id, r) for r in range(1, revision + 2)] + [
+        variant_key(file_id, v) for v in ("thumb-small", "thumb-large", "preview", "poster")
+    ]
 
 
 def wait_for_a_lock_waiter(db, timeout_s: float = 10.0) -> None:
@@ -38,9 +40,16 @@ def wait_for_a_lock_waiter(db, timeout_s: float = 10.0) -> None:
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        waiting = db.read(lambda conn: conn.execute(
-            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock'").fetchone().n)
+        waiting = db.read(
+            lambda conn: (
+                conn.execute(
+                    "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock'"
+                )
+                .fetchone()
+                .n
+            )
+        )
         if waiting:
             return
         time.sleep(0.005)
@@ -60,8 +69,10 @@ def attach_while_a_request_waits(lethe, author, file_id, request) -> dict:
         thread.start()
         wait_for_a_lock_waiter(lethe.rt.db)
         conn.execute("INSERT INTO messages (author_id, id, created_at) VALUES (%s, 'forced', now())", (author.id,))
-        conn.execute("INSERT INTO attachments (author_id, message_id, file_id, attached_at) "
-                     "VALUES (%s, 'forced', %s, now())", (author.id, file_id))
+        conn.execute(
+            "INSERT INTO attachments (author_id, message_id, file_id, attached_at) VALUES (%s, 'forced', %s, now())",
+            (author.id, file_id),
+        )
     thread.join(10)
     return answer
 
@@ -71,9 +82,16 @@ def residue(raw_store, file_id) -> list:
     multipart uploads of its keys (a test may list; the service never does, K2)."""
     file_id = str(file_id)
     if raw_store.driver == "fs":
-        return [listed.key for prefix in ("uploads/", "f/") for listed in raw_store.list_prefix(prefix)
-                if file_id in listed.key]
-    found = [(item.object_name, item.version_id) for item in raw_store.client.list_objects(
-        raw_store.bucket, recursive=True, include_version=True) if file_id in item.object_name]
+        return [
+            listed.key
+            for prefix in ("uploads/", "f/")
+            for listed in raw_store.list_prefix(prefix)
+            if file_id in listed.key
+        ]
+    found = [
+        (item.object_name, item.version_id)
+        for item in raw_store.client.list_objects(raw_store.bucket, recursive=True, include_version=True)
+        if file_id in item.object_name
+    ]
     uploads = raw_store.client._list_multipart_uploads(raw_store.bucket).uploads
     return found + [("multipart", upload.object_name) for upload in uploads if file_id in upload.object_name]

@@ -11,8 +11,10 @@ from PIL import Image
 
 # The GPS position of the photo: degrees, minutes, seconds of latitude 52 deg 31' 12" N.
 GPS_LATITUDE = (52.0, 31.0, 12.0)
-SVG = b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"><rect width="64" ' \
-      b'height="64" fill="red"/><script>alert(1)</script></svg>'
+SVG = (
+    b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"><rect width="64" '
+    b'height="64" fill="red"/><script>alert(1)</script></svg>'
+)
 
 
 def photo(width: int = 600, height: int = 400, orientation: int = 6) -> bytes:
@@ -69,8 +71,12 @@ def png_bomb(width: int = 100_000, height: int = 100_000) -> bytes:
     row = b"\x00" + b"\x00" * ((width + 7) // 8)
     compressor = zlib.compressobj(9)
     idat = b"".join(compressor.compress(row) for _ in range(64)) + compressor.flush()
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0))
-            + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0))
+        + chunk(b"IDAT", idat)
+        + chunk(b"IEND", b"")
+    )
 
 
 def opened(data: bytes) -> Image.Image:
@@ -96,11 +102,13 @@ def metadata_of(data: bytes) -> dict:
 
 CANARY_PLACE = b"Canaryville"  # a place named in XMP, IPTC, a comment and a trailer: no stripped image holds it
 CANARY_SERIAL = "SN-CANARY-0042"
-XMP = (b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
-       b'<rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/"'
-       b' xmlns:photoshop="http://ns.adobe.com/photoshop/1.0/"'
-       b' exif:GPSLatitude="52,31.2N" exif:GPSLongitude="13,24.6E" photoshop:City="' + CANARY_PLACE + b'"/>'
-       b'</rdf:RDF></x:xmpmeta>')
+XMP = (
+    b'<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+    b'<rdf:Description xmlns:exif="http://ns.adobe.com/exif/1.0/"'
+    b' xmlns:photoshop="http://ns.adobe.com/photoshop/1.0/"'
+    b' exif:GPSLatitude="52,31.2N" exif:GPSLongitude="13,24.6E" photoshop:City="' + CANARY_PLACE + b'"/>'
+    b"</rdf:RDF></x:xmpmeta>"
+)
 
 
 def _exif_with_everything(orientation: int) -> bytes:
@@ -112,9 +120,15 @@ def _exif_with_everything(orientation: int) -> bytes:
     exif[0x0112] = orientation
     exif[0x013B] = "Alex the photographer"  # Artist
     exif[0x8825] = {1: "N", 2: GPS_LATITUDE, 3: "E", 4: (13.0, 24.0, 36.0)}
-    exif[0x8769] = {0x9003: "2026:11:30 10:00:00", 0x829A: (1, 250), 0x927C: b"MAKERNOTE " + CANARY_PLACE,
-                    0xA430: "Alex Owner", 0xA431: CANARY_SERIAL, 0xA435: "LENS-" + CANARY_SERIAL,
-                    0xA420: "UNIQUE-ID-0123456789"}
+    exif[0x8769] = {
+        0x9003: "2026:11:30 10:00:00",
+        0x829A: (1, 250),
+        0x927C: b"MAKERNOTE " + CANARY_PLACE,
+        0xA430: "Alex Owner",
+        0xA431: CANARY_SERIAL,
+        0xA435: "LENS-" + CANARY_SERIAL,
+        0xA420: "UNIQUE-ID-0123456789",
+    }
     tiff = bytearray(exif.tobytes()[6:])  # after b"Exif\0\0"
     order = "<" if tiff[:2] == b"II" else ">"
     ifd0 = struct.unpack_from(order + "I", tiff, 4)[0]
@@ -126,8 +140,9 @@ def _exif_with_everything(orientation: int) -> bytes:
     tiff += b"\0" * (ifd1 - len(tiff))
     data_at = ifd1 + 2 + 12 * 2 + 4
     tiff += struct.pack(order + "H", 2)
-    tiff += struct.pack(order + "HHII", 0x0201, 4, 1, data_at) + struct.pack(order + "HHII", 0x0202, 4, 1,
-                                                                                 len(thumb.getvalue()))
+    tiff += struct.pack(order + "HHII", 0x0201, 4, 1, data_at) + struct.pack(
+        order + "HHII", 0x0202, 4, 1, len(thumb.getvalue())
+    )
     tiff += b"\0\0\0\0" + thumb.getvalue()
     struct.pack_into(order + "I", tiff, next_slot, ifd1)
     return b"Exif\0\0" + bytes(tiff)
@@ -155,9 +170,12 @@ def tagged(kind: str, orientation: int = 6) -> bytes:
     if kind == "jpeg":
         image.save(out, "JPEG", quality=90, icc_profile=_srgb_profile())
         data = out.getvalue()
-        extra = (_segment(0xE1, exif) + _segment(0xE1, b"http://ns.adobe.com/xap/1.0/\0" + XMP)
-                 + _segment(0xED, b"Photoshop 3.0\08BIM\x04\x04\0\0\0\0\0\x10\x1c\x02\x5a\0\x0b" + CANARY_PLACE)
-                 + _segment(0xFE, b"taken at " + CANARY_PLACE))
+        extra = (
+            _segment(0xE1, exif)
+            + _segment(0xE1, b"http://ns.adobe.com/xap/1.0/\0" + XMP)
+            + _segment(0xED, b"Photoshop 3.0\08BIM\x04\x04\0\0\0\0\0\x10\x1c\x02\x5a\0\x0b" + CANARY_PLACE)
+            + _segment(0xFE, b"taken at " + CANARY_PLACE)
+        )
         return data[:2] + extra + data[2:] + trailer
     if kind == "png":
         from PIL import PngImagePlugin
@@ -173,17 +191,29 @@ def tagged(kind: str, orientation: int = 6) -> bytes:
     if kind == "gif":
         image.save(out, "GIF", comment=b"taken at " + CANARY_PLACE)
         data = out.getvalue()
-        xmp_extension = b"\x21\xff\x0bXMP DataXMP" + b"".join(
-            bytes([len(XMP[i:i + 255])]) + XMP[i:i + 255] for i in range(0, len(XMP), 255)) + b"\0"
+        xmp_extension = (
+            b"\x21\xff\x0bXMP DataXMP"
+            + b"".join(bytes([len(XMP[i : i + 255])]) + XMP[i : i + 255] for i in range(0, len(XMP), 255))
+            + b"\0"
+        )
         return data[:-1] + xmp_extension + b"\x3b" + trailer
     raise ValueError(kind)
 
 
 def leaked(data: bytes) -> list[str]:
     """What of the metadata `tagged` writes is still in these bytes (by searching them, and by Pillow)."""
-    found = [name for name, needle in (("place", CANARY_PLACE), ("serial", CANARY_SERIAL.encode()),
-                                       ("xmp", b"xmpmeta"), ("maker note", b"MAKERNOTE"), ("owner", b"Alex"),
-                                       ("unique id", b"UNIQUE-ID")) if needle in data]
+    found = [
+        name
+        for name, needle in (
+            ("place", CANARY_PLACE),
+            ("serial", CANARY_SERIAL.encode()),
+            ("xmp", b"xmpmeta"),
+            ("maker note", b"MAKERNOTE"),
+            ("owner", b"Alex"),
+            ("unique id", b"UNIQUE-ID"),
+        )
+        if needle in data
+    ]
     exif = Image.open(io.BytesIO(data)).getexif()
     if exif.get_ifd(0x8825):
         found.append("gps")

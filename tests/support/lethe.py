@@ -6,11 +6,11 @@ import hashlib
 import uuid
 from dataclasses import dataclass
 
-from app.platform import config
 from app.api.app import create_app
-from app.entry.token import mint_token
 from app.db.context import in_transaction
+from app.entry.token import mint_token
 from app.entry.wiring import build_runtime
+from app.platform import config
 from app.storage.guard import GuardedStore
 from tests.support.fakes import RecordingBroker
 from tests.support.keyring import SEALED_ENV
@@ -59,7 +59,8 @@ class Lethe:
             "LETHE_FILE_PART_SIZE": str(self.part_size),
             "LETHE_FILE_MAX_SIZE": str(64 * 1024 * 1024),
             "LETHE_FILE_STORAGE_DRIVER": self.driver,
-            "LETHE_FILE_S3_ENDPOINT": "unused:1", "LETHE_DATABASE_POOL_SIZE": "8",
+            "LETHE_FILE_S3_ENDPOINT": "unused:1",
+            "LETHE_DATABASE_POOL_SIZE": "8",
             **SEALED_ENV,  # files are sealed under their own keys, as in a new installation
         }
         env.update({config.KEYS_BY_NAME[name].env: str(value) for name, value in settings.items()})
@@ -69,8 +70,9 @@ class Lethe:
         self.raw_store = raw_store
         self.store = GuardedStore(raw_store, in_transaction)
         self.clock = clock
-        self.rt = build_runtime(self.cfg, self.broker, role="api", clock=clock, store=self.store,
-                                journal_writes=journal_writes)
+        self.rt = build_runtime(
+            self.cfg, self.broker, role="api", clock=clock, store=self.store, journal_writes=journal_writes
+        )
         self.app = create_app(self.rt)
         self.client = self.app.test_client()
 
@@ -93,13 +95,18 @@ class Lethe:
 
     def send_parts(self, person: Person, file_id: str, data: bytes, part_size: int):
         for index, start in enumerate(range(0, max(len(data), 1), part_size), start=1):
-            response = self.call("PUT", f"/api/v1/uploads/{file_id}/parts/{index}", person,
-                                 data=data[start:start + part_size],
-                                 headers={"Content-Type": "application/octet-stream"})
+            response = self.call(
+                "PUT",
+                f"/api/v1/uploads/{file_id}/parts/{index}",
+                person,
+                data=data[start : start + part_size],
+                headers={"Content-Type": "application/octet-stream"},
+            )
             assert response.status_code == 200, response.json
 
-    def upload(self, person: Person, data: bytes = b"hello lethe", name: str = "notes.txt", scan: bool = True,
-               **fields) -> str:
+    def upload(
+        self, person: Person, data: bytes = b"hello lethe", name: str = "notes.txt", scan: bool = True, **fields
+    ) -> str:
         """Upload, complete and (by default) scan a file; returns its id."""
         created = self.start_upload(person, data, name, **fields)
         file_id = created["file"]["id"]
@@ -160,9 +167,14 @@ class Lethe:
         row = self.file_row(file_id)
         size = 0
         if variant is not None:
-            size = next(thumb for thumb in self.rt.db.read(
-                lambda conn: conn.execute("SELECT size_bytes FROM file_variants WHERE file_id = %s AND name = %s",
-                                          (row.id, variant)).fetchall()))[0]
+            size = next(
+                thumb
+                for thumb in self.rt.db.read(
+                    lambda conn: conn.execute(
+                        "SELECT size_bytes FROM file_variants WHERE file_id = %s AND name = %s", (row.id, variant)
+                    ).fetchall()
+                )
+            )[0]
         chunks = self.rt.files.read(row, variant=variant, variant_size=size)
         try:
             return b"".join(chunks)
@@ -172,9 +184,13 @@ class Lethe:
     def tail(self, file_id) -> bytes:
         """The bytes a tus upload's tail holds, opened (b"" when missing)."""
         row = self.file_row(file_id)
-        session = self.rt.db.read(lambda conn: conn.execute(
-            "SELECT (SELECT count(*) FROM upload_parts p WHERE p.file_id = s.file_id) AS parts FROM upload_sessions s "
-            "WHERE s.file_id = %s", (row.id,)).fetchone())
+        session = self.rt.db.read(
+            lambda conn: conn.execute(
+                "SELECT (SELECT count(*) FROM upload_parts p WHERE p.file_id = s.file_id) AS parts FROM upload_sessions s "
+                "WHERE s.file_id = %s",
+                (row.id,),
+            ).fetchone()
+        )
         return self.rt.files.read_tail(row, session.parts + 1)
 
 

@@ -10,15 +10,16 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tests.support.processes import stop_process
-from urllib.parse import urlsplit
 
 
 class PgBouncer:
     def __init__(self, base: Path, server_url: str):
-        self.binary = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if os.path.exists("/usr/sbin/pgbouncer")
-                                                    else None)
+        self.binary = shutil.which("pgbouncer") or (
+            "/usr/sbin/pgbouncer" if os.path.exists("/usr/sbin/pgbouncer") else None
+        )
         self.base = base
         self.server = urlsplit(server_url)
         self.process: subprocess.Popen | None = None
@@ -31,18 +32,32 @@ class PgBouncer:
         parts = urlsplit(database_url)
         return parts._replace(netloc=f"{parts.username or 'postgres'}@127.0.0.1:{self.port}").geturl()
 
-    def start(self, timeout_s: float = 30) -> "PgBouncer":
+    def start(self, timeout_s: float = 30) -> PgBouncer:
         assert self.binary is not None
         os.chmod(self.base, 0o777)
         user = self.server.username or "postgres"
         (self.base / "users.txt").write_text(f'"{user}" ""\n')
-        (self.base / "pgbouncer.ini").write_text("\n".join([
-            "[databases]", f"* = host={self.server.hostname or '127.0.0.1'} port={self.server.port or 5432}",
-            "[pgbouncer]", "listen_addr = 127.0.0.1", f"listen_port = {self.port}", "unix_socket_dir =",
-            "auth_type = trust", f"auth_file = {self.base / 'users.txt'}", "pool_mode = transaction",
-            "max_client_conn = 500", "default_pool_size = 20", f"logfile = {self.base / 'pgbouncer.log'}",
-            f"pidfile = {self.base / 'pgbouncer.pid'}", "ignore_startup_parameters = extra_float_digits",
-        ]) + "\n")
+        (self.base / "pgbouncer.ini").write_text(
+            "\n".join(
+                [
+                    "[databases]",
+                    f"* = host={self.server.hostname or '127.0.0.1'} port={self.server.port or 5432}",
+                    "[pgbouncer]",
+                    "listen_addr = 127.0.0.1",
+                    f"listen_port = {self.port}",
+                    "unix_socket_dir =",
+                    "auth_type = trust",
+                    f"auth_file = {self.base / 'users.txt'}",
+                    "pool_mode = transaction",
+                    "max_client_conn = 500",
+                    "default_pool_size = 20",
+                    f"logfile = {self.base / 'pgbouncer.log'}",
+                    f"pidfile = {self.base / 'pgbouncer.pid'}",
+                    "ignore_startup_parameters = extra_float_digits",
+                ]
+            )
+            + "\n"
+        )
         for name in ("users.txt", "pgbouncer.ini"):
             os.chmod(self.base / name, 0o644)
         argv = [self.binary, *(["-u", "postgres"] if os.geteuid() == 0 else []), str(self.base / "pgbouncer.ini")]

@@ -55,25 +55,77 @@ class PgCluster:
         kwargs: dict = {}
         if self.user is not None:
             kwargs = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
-        return subprocess.run([str(self.bin / args[0]), *args[1:]], check=check, capture_output=True, text=True,
-                              cwd="/", timeout=timeout, **kwargs)
+        return subprocess.run(
+            [str(self.bin / args[0]), *args[1:]],
+            check=check,
+            capture_output=True,
+            text=True,
+            cwd="/",
+            timeout=timeout,
+            **kwargs,
+        )
 
     def _options(self, port: int, extra: str = "") -> str:
-        return (f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off "
-                f"-c wal_level=replica -c max_wal_senders=5 -c hot_standby=on {extra}")
+        return (
+            f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c fsync=off "
+            f"-c wal_level=replica -c max_wal_senders=5 -c hot_standby=on {extra}"
+        )
 
-    def start(self) -> "PgCluster":
-        self._run("initdb", "-D", str(self.primary), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync",
-                  "--no-instructions")
+    def start(self) -> PgCluster:
+        self._run(
+            "initdb",
+            "-D",
+            str(self.primary),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-sync",
+            "--no-instructions",
+        )
         # Every commit waits for the standby's flush: what the primary acknowledged survives its loss.
-        self._run("pg_ctl", "-D", str(self.primary), "-l", str(self.base / "primary.log"), "-w", "-t", "60", "-o",
-                  self._options(self.primary_port, "-c synchronous_standby_names='*' -c synchronous_commit=on"),
-                  "start")
-        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary_port), "-U", "postgres", "-D",
-                  str(self.standby), "-R", "-X", "stream")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.primary),
+            "-l",
+            str(self.base / "primary.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            self._options(self.primary_port, "-c synchronous_standby_names='*' -c synchronous_commit=on"),
+            "start",
+        )
+        self._run(
+            "pg_basebackup",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.primary_port),
+            "-U",
+            "postgres",
+            "-D",
+            str(self.standby),
+            "-R",
+            "-X",
+            "stream",
+        )
         # The standby, once promoted, has no standby of its own: it must not wait for one.
-        self._run("pg_ctl", "-D", str(self.standby), "-l", str(self.base / "standby.log"), "-w", "-t", "60", "-o",
-                  self._options(self.standby_port, "-c synchronous_standby_names=''"), "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.standby),
+            "-l",
+            str(self.base / "standby.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            self._options(self.standby_port, "-c synchronous_standby_names=''"),
+            "start",
+        )
         deadline = time.monotonic() + 30
         while True:
             with psycopg.connect(self.admin(self.primary_port), autocommit=True) as conn:
@@ -88,8 +140,10 @@ class PgCluster:
 
     def url(self, database: str) -> str:
         """Both servers; libpq connects to the one that takes writes."""
-        return (f"postgresql://postgres@127.0.0.1:{self.primary_port},127.0.0.1:{self.standby_port}/{database}"
-                "?target_session_attrs=read-write")
+        return (
+            f"postgresql://postgres@127.0.0.1:{self.primary_port},127.0.0.1:{self.standby_port}/{database}"
+            "?target_session_attrs=read-write"
+        )
 
     def create_database(self, name: str) -> None:
         with psycopg.connect(self.admin(self.primary_port), autocommit=True) as conn:
@@ -136,13 +190,23 @@ class PgServer:
             options += f" -c archive_mode=on -c archive_command='cp %p {self.archive}/%f'"
         return options
 
-    def start(self, fresh: bool = True) -> "PgServer":
+    def start(self, fresh: bool = True) -> PgServer:
         """Initialise (fresh) and start the server."""
         if self.archive is not None:
             self._mkdir(self.archive)
         if fresh:
-            self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync",
-                      "--no-instructions")
+            self._run(
+                "initdb",
+                "-D",
+                str(self.data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-instructions",
+            )
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", self._options(), "start")
         return self
 
@@ -167,8 +231,21 @@ class PgServer:
     def base_backup(self) -> Path:
         """A base backup of the running server (pg_basebackup), for a point-in-time recovery."""
         target = self.base / f"base-{time.monotonic_ns()}"
-        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-D", str(target),
-                  "-X", "stream", "--no-sync", "--checkpoint=fast")
+        self._run(
+            "pg_basebackup",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "-D",
+            str(target),
+            "-X",
+            "stream",
+            "--no-sync",
+            "--checkpoint=fast",
+        )
         return target
 
     def archive_now(self) -> None:
@@ -181,7 +258,7 @@ class PgServer:
                     raise RuntimeError("the archiver did not copy the WAL in time")
                 time.sleep(0.05)
 
-    def recover_to(self, backup: Path, target_time: str) -> "PgServer":
+    def recover_to(self, backup: Path, target_time: str) -> PgServer:
         """The server stopped hard, then recovered from `backup` and the archived WAL to `target_time` (a
         timestamp with its zone) and promoted: what an operator's point-in-time restore gives."""
         assert self.archive is not None
@@ -192,8 +269,10 @@ class PgServer:
             for path in [self.data, *self.data.rglob("*")]:
                 os.chown(path, self.cluster.user.pw_uid, self.cluster.user.pw_gid)
         with open(self.data / "postgresql.auto.conf", "a") as conf:
-            conf.write(f"restore_command = 'cp {self.archive}/%f %p'\nrecovery_target_time = '{target_time}'\n"
-                       "recovery_target_action = 'promote'\n")
+            conf.write(
+                f"restore_command = 'cp {self.archive}/%f %p'\nrecovery_target_time = '{target_time}'\n"
+                "recovery_target_action = 'promote'\n"
+            )
         (self.data / "recovery.signal").touch()
         if self.cluster.user is not None:
             os.chown(self.data / "recovery.signal", self.cluster.user.pw_uid, self.cluster.user.pw_gid)

@@ -65,8 +65,10 @@ def tool_for(url: str, name: str) -> str:
     newer = [d for m, d in dirs if m > major]
     chosen = same[0] if same else newer[0] if newer else None
     if chosen is None:
-        service_missing(f"{name} for PostgreSQL {major}", "neither Debian's postgresql-client-" + str(major) +
-                        " nor the embedded server's wheel has it")
+        service_missing(
+            f"{name} for PostgreSQL {major}",
+            "neither Debian's postgresql-client-" + str(major) + " nor the embedded server's wheel has it",
+        )
     return str(chosen / name)
 
 

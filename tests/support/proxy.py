@@ -32,7 +32,7 @@ class TcpProxy:
 
     # -- the test's side -------------------------------------------------------------------------------------
 
-    def start(self) -> "TcpProxy":
+    def start(self) -> TcpProxy:
         self._thread.start()
         self._call(self._start())
         return self

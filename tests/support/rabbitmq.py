@@ -43,15 +43,22 @@ class RabbitNode:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/"
 
     def _env(self) -> dict[str, str]:
-        return dict(os.environ, RABBITMQ_NODENAME=self.node, RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
-                    RABBITMQ_NODE_PORT=str(self.port), RABBITMQ_DIST_PORT=str(self.dist_port),
-                    RABBITMQ_MNESIA_BASE=str(self.base / "mnesia"), RABBITMQ_LOG_BASE=str(self.base / "log"),
-                    RABBITMQ_ENABLED_PLUGINS_FILE=str(self.base / "enabled_plugins"),
-                    RABBITMQ_FEATURE_FLAGS_FILE=str(self.base / "feature_flags"),
-                    RABBITMQ_PID_FILE=str(self.base / "pid"), RABBITMQ_CONFIG_FILE=str(self.base / "rabbitmq"),
-                    RABBITMQ_ADVANCED_CONFIG_FILE=str(self.base / "advanced.config"))
+        return dict(
+            os.environ,
+            RABBITMQ_NODENAME=self.node,
+            RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(self.dist_port),
+            RABBITMQ_MNESIA_BASE=str(self.base / "mnesia"),
+            RABBITMQ_LOG_BASE=str(self.base / "log"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(self.base / "enabled_plugins"),
+            RABBITMQ_FEATURE_FLAGS_FILE=str(self.base / "feature_flags"),
+            RABBITMQ_PID_FILE=str(self.base / "pid"),
+            RABBITMQ_CONFIG_FILE=str(self.base / "rabbitmq"),
+            RABBITMQ_ADVANCED_CONFIG_FILE=str(self.base / "advanced.config"),
+        )
 
-    def start(self, timeout_s: float = 60) -> "RabbitNode":
+    def start(self, timeout_s: float = 60) -> RabbitNode:
         assert self.binary is not None
         # A folder of its own under the system's temporary directory: pytest's are private to the user running
         # the tests, and the server runs as the rabbitmq user.
@@ -61,8 +68,9 @@ class RabbitNode:
             shutil.chown(self.base, "rabbitmq", "rabbitmq")
             shutil.chown(self.base / "enabled_plugins", "rabbitmq", "rabbitmq")
         self.log = open(self.base / "server.out", "wb")
-        self.process = subprocess.Popen([self.binary], env=self._env(), stdout=self.log, stderr=subprocess.STDOUT,
-                                        cwd=self.base)
+        self.process = subprocess.Popen(
+            [self.binary], env=self._env(), stdout=self.log, stderr=subprocess.STDOUT, cwd=self.base
+        )
         try:
             self.wait_for_amqp(timeout_s)
         except RuntimeError:
@@ -74,8 +82,9 @@ class RabbitNode:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError("rabbitmq-server exited at start: "
-                                   + (self.base / "server.out").read_text(errors="replace")[-400:])
+                raise RuntimeError(
+                    "rabbitmq-server exited at start: " + (self.base / "server.out").read_text(errors="replace")[-400:]
+                )
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 return
@@ -84,8 +93,9 @@ class RabbitNode:
         raise RuntimeError("the RabbitMQ node's AMQP port did not answer in time")
 
     def ctl(self, *args: str, timeout_s: float = 120) -> str:
-        done = subprocess.run(["rabbitmqctl", "-n", self.node, *args], check=True, capture_output=True,
-                              text=True, timeout=timeout_s)
+        done = subprocess.run(
+            ["rabbitmqctl", "-n", self.node, *args], check=True, capture_output=True, text=True, timeout=timeout_s
+        )
         return done.stdout
 
     def stop(self) -> None:

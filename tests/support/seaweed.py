@@ -16,8 +16,18 @@ from pathlib import Path
 
 from tests.support.processes import stop_process
 
-PORT_FLAGS = ("-s3.port", "-master.port", "-master.port.grpc", "-volume.port", "-volume.port.grpc", "-filer.port",
-              "-filer.port.grpc", "-admin.port", "-admin.port.grpc", "-webdav.port")
+PORT_FLAGS = (
+    "-s3.port",
+    "-master.port",
+    "-master.port.grpc",
+    "-volume.port",
+    "-volume.port.grpc",
+    "-filer.port",
+    "-filer.port.grpc",
+    "-admin.port",
+    "-admin.port.grpc",
+    "-webdav.port",
+)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -39,17 +49,28 @@ class Seaweed:
         self.process: subprocess.Popen | None = None
         self.endpoint = ""
 
-    def start(self, timeout_s: float = 60) -> "Seaweed":
+    def start(self, timeout_s: float = 60) -> Seaweed:
         assert self.binary is not None
         ports = _free_ports(len(PORT_FLAGS))
         data = self.base / "data"
         data.mkdir(parents=True, exist_ok=True)
-        argv = [self.binary, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-                "-master.telemetry=false", "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0",
-                # every test makes a bucket, and each bucket is a collection with volumes of its own: small,
-                # sparse volumes and a high count, or the server runs out of writable volumes mid-suite
-                "-volume.max=10000", "-master.volumeSizeLimitMB=16",
-                "-s3.port.lance=0", *(f"{flag}={port}" for flag, port in zip(PORT_FLAGS, ports))]
+        argv = [
+            self.binary,
+            "mini",
+            f"-dir={data}",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            "-master.telemetry=false",
+            "-webdav=false",
+            "-admin.ui=false",
+            "-s3.port.iceberg=0",
+            # every test makes a bucket, and each bucket is a collection with volumes of its own: small,
+            # sparse volumes and a high count, or the server runs out of writable volumes mid-suite
+            "-volume.max=10000",
+            "-master.volumeSizeLimitMB=16",
+            "-s3.port.lance=0",
+            *(f"{flag}={port}" for flag, port in zip(PORT_FLAGS, ports, strict=True)),
+        ]
         env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
         self.log = open(self.base / "weed.log", "wb")
         self.process = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=self.base)

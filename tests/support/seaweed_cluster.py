@@ -21,8 +21,9 @@ class SeaweedCluster:
         self.base = Path(tempfile.mkdtemp(prefix="lethe-seaweed-cluster-"))
         self.processes: dict[str, subprocess.Popen] = {}
         self.logs: list = []
-        (self.master_port, self.master_grpc, self.filer_port, self.filer_grpc, self.s3_port,
-         self.s3_grpc) = _free_ports(6)
+        (self.master_port, self.master_grpc, self.filer_port, self.filer_grpc, self.s3_port, self.s3_grpc) = (
+            _free_ports(6)
+        )
         self.volume_ports = [_free_ports(2) for _ in range(3)]
         self.endpoint = f"127.0.0.1:{self.s3_port}"
         self.master = f"127.0.0.1:{self.master_port}.{self.master_grpc}"
@@ -32,35 +33,72 @@ class SeaweedCluster:
         log = open(self.base / f"{name}.log", "ab")
         self.logs.append(log)
         env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
-        self.processes[name] = subprocess.Popen([self.binary, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                                cwd=self.base)
+        self.processes[name] = subprocess.Popen(
+            [self.binary, *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.base
+        )
 
     def _volume(self, index: int) -> None:
         port, grpc = self.volume_ports[index]
         data = self.base / f"volume-{index}"
         data.mkdir(exist_ok=True)
-        self._spawn(f"volume-{index}", "volume", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={port}",
-                    f"-port.grpc={grpc}", f"-dir={data}", f"-mserver={self.master}", "-max=200",
-                    f"-dataCenter=dc1", f"-rack=rack{index}")
+        self._spawn(
+            f"volume-{index}",
+            "volume",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-port={port}",
+            f"-port.grpc={grpc}",
+            f"-dir={data}",
+            f"-mserver={self.master}",
+            "-max=200",
+            "-dataCenter=dc1",
+            f"-rack=rack{index}",
+        )
 
-    def start(self, timeout_s: float = 90) -> "SeaweedCluster":
-        self._spawn("master", "master", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={self.master_port}",
-                    f"-port.grpc={self.master_grpc}", f"-mdir={self.base / 'master'}", "-defaultReplication=010",
-                    "-volumeSizeLimitMB=16", "-telemetry=false")
+    def start(self, timeout_s: float = 90) -> SeaweedCluster:
+        self._spawn(
+            "master",
+            "master",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-port={self.master_port}",
+            f"-port.grpc={self.master_grpc}",
+            f"-mdir={self.base / 'master'}",
+            "-defaultReplication=010",
+            "-volumeSizeLimitMB=16",
+            "-telemetry=false",
+        )
         (self.base / "master").mkdir(exist_ok=True)
         for index in range(3):
             self._volume(index)
-        self._spawn("filer", "filer", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-port={self.filer_port}",
-                    f"-port.grpc={self.filer_grpc}", f"-master={self.master}", "-defaultReplicaPlacement=010")
-        self._spawn("s3", "s3", "-ip.bind=127.0.0.1", f"-port={self.s3_port}", f"-port.grpc={self.s3_grpc}",
-                    "-port.iceberg=0", "-port.lance=0",
-                    f"-filer=127.0.0.1:{self.filer_port}.{self.filer_grpc}")
+        self._spawn(
+            "filer",
+            "filer",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-port={self.filer_port}",
+            f"-port.grpc={self.filer_grpc}",
+            f"-master={self.master}",
+            "-defaultReplicaPlacement=010",
+        )
+        self._spawn(
+            "s3",
+            "s3",
+            "-ip.bind=127.0.0.1",
+            f"-port={self.s3_port}",
+            f"-port.grpc={self.s3_grpc}",
+            "-port.iceberg=0",
+            "-port.lance=0",
+            f"-filer=127.0.0.1:{self.filer_port}.{self.filer_grpc}",
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for name, process in self.processes.items():
                 if process.poll() is not None:
-                    raise RuntimeError(f"weed {name} exited at start: "
-                                       + (self.base / f"{name}.log").read_text(errors="replace")[-600:])
+                    raise RuntimeError(
+                        f"weed {name} exited at start: "
+                        + (self.base / f"{name}.log").read_text(errors="replace")[-600:]
+                    )
             try:
                 urllib.request.urlopen(f"http://{self.endpoint}/", timeout=2)
             except urllib.error.HTTPError:
@@ -84,9 +122,14 @@ class SeaweedCluster:
         """Run `weed shell` commands against the cluster (under the shell's cluster lock), as an operator does."""
         assert self.binary is not None
         script = "\n".join(("lock", *commands, "unlock", "exit")) + "\n"
-        done = subprocess.run([self.binary, "shell", f"-master={self.master}",
-                               f"-filer=127.0.0.1:{self.filer_port}.{self.filer_grpc}"], input=script,
-                              capture_output=True, text=True, timeout=timeout_s, cwd=self.base)
+        done = subprocess.run(
+            [self.binary, "shell", f"-master={self.master}", f"-filer=127.0.0.1:{self.filer_port}.{self.filer_grpc}"],
+            input=script,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=self.base,
+        )
         if done.returncode != 0:
             raise RuntimeError("weed shell failed: " + (done.stdout + done.stderr)[-1000:])
         return done.stdout + done.stderr

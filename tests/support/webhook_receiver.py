@@ -32,7 +32,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's name)
+            def do_POST(self):
                 import time
 
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -42,8 +42,13 @@ class Receiver:
                     receiver.open[message] = receiver.open.get(message, 0) + 1
                     receiver.most[message] = max(receiver.most.get(message, 0), receiver.open[message])
                     receiver.arrived.append(time.monotonic())
-                receiver.received.append(Received({k.lower(): v for k, v in self.headers.items()}, body,
-                                                  int(answer) if str(answer).isdigit() else None))
+                receiver.received.append(
+                    Received(
+                        {k.lower(): v for k, v in self.headers.items()},
+                        body,
+                        int(answer) if str(answer).isdigit() else None,
+                    )
+                )
                 try:
                     if answer == "hang":
                         receiver.stopping.wait(60)  # never answers while the test runs

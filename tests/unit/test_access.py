@@ -24,15 +24,22 @@ MANAGER = Who(OTHER_ID, frozenset({access.READ, access.WRITE, access.MANAGE}))
 READER = Who(OWNER_ID, frozenset({access.READ}))
 
 
-@pytest.mark.parametrize("rule, uploader, stranger, manager", [
-    (access.sees_file, True, False, True),
-    (access.sees_retired_file, True, False, False),
-    (access.drives_upload, True, False, False),
-    (access.may_attach, True, False, False),
-    (access.sees_message, True, False, True),
-])
+@pytest.mark.parametrize(
+    "rule, uploader, stranger, manager",
+    [
+        (access.sees_file, True, False, True),
+        (access.sees_retired_file, True, False, False),
+        (access.drives_upload, True, False, False),
+        (access.may_attach, True, False, False),
+        (access.sees_message, True, False, True),
+    ],
+)
 def test_who_sees_and_acts_on_a_thing_of_OWNER(rule, uploader, stranger, manager):
-    assert (rule(UPLOADER, OWNER_ID), rule(STRANGER, OWNER_ID), rule(MANAGER, OWNER_ID)) == (uploader, stranger, manager)
+    assert (rule(UPLOADER, OWNER_ID), rule(STRANGER, OWNER_ID), rule(MANAGER, OWNER_ID)) == (
+        uploader,
+        stranger,
+        manager,
+    )
 
 
 def test_scopes():
@@ -40,10 +47,15 @@ def test_scopes():
     assert access.may_write(STRANGER) and access.is_manager(MANAGER)
 
 
-@pytest.mark.parametrize("purpose, user, manager", [
-    ("attachment", True, True), ("avatar", True, True), ("branding", False, True), ("gdpr_export", False, True)])
+@pytest.mark.parametrize(
+    "purpose, user, manager",
+    [("attachment", True, True), ("avatar", True, True), ("branding", False, True), ("gdpr_export", False, True)],
+)
 def test_who_may_upload_which_purpose(purpose, user, manager):
-    assert (access.may_upload_purpose(UPLOADER, purpose), access.may_upload_purpose(MANAGER, purpose)) == (user, manager)
+    assert (access.may_upload_purpose(UPLOADER, purpose), access.may_upload_purpose(MANAGER, purpose)) == (
+        user,
+        manager,
+    )
 
 
 def test_who_may_use_which_slot():
@@ -67,16 +79,19 @@ def test_an_operators_command_on_the_host_may_erase_and_read_receipts():
     assert access.may_erase(None) and access.may_read_receipt(None)
 
 
-@pytest.mark.parametrize("caller, deleted, attached, purpose, answer", [
-    (UPLOADER, False, False, "attachment", "delete"),
-    (UPLOADER, True, False, "attachment", "not_found"),  # deleted before: the same 404 for everyone, held or not
-    (MANAGER, True, False, "attachment", "not_found"),  # a deleted file looks purged to everyone else
-    (STRANGER, False, False, "attachment", "not_found"),
-    (STRANGER, True, True, "avatar", "not_found"),
-    (READER, False, True, "avatar", "forbidden"),  # visible, then the scope
-    (UPLOADER, False, True, "avatar", "file_attached"),  # the attachment before the purpose (D12's order)
-    (UPLOADER, False, False, "avatar", "purpose_not_deletable"),
-    (MANAGER, False, False, "attachment", "delete"),
-])
+@pytest.mark.parametrize(
+    "caller, deleted, attached, purpose, answer",
+    [
+        (UPLOADER, False, False, "attachment", "delete"),
+        (UPLOADER, True, False, "attachment", "not_found"),  # deleted before: the same 404 for everyone, held or not
+        (MANAGER, True, False, "attachment", "not_found"),  # a deleted file looks purged to everyone else
+        (STRANGER, False, False, "attachment", "not_found"),
+        (STRANGER, True, True, "avatar", "not_found"),
+        (READER, False, True, "avatar", "forbidden"),  # visible, then the scope
+        (UPLOADER, False, True, "avatar", "file_attached"),  # the attachment before the purpose (D12's order)
+        (UPLOADER, False, False, "avatar", "purpose_not_deletable"),
+        (MANAGER, False, False, "attachment", "delete"),
+    ],
+)
 def test_delete_answer_follows_the_table_in_its_order(caller, deleted, attached, purpose, answer):
     assert access.delete_answer(caller, OWNER_ID, deleted, attached, purpose) == answer

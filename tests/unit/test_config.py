@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import subprocess
-from datetime import timedelta
 import sys
+from datetime import UTC, timedelta
 
 import pytest
 
-from app.platform import config
 from app.errors import ConfigError
+from app.platform import config
 
 CANARY = "s3cr3t-Canary-7f1e"
 
@@ -25,11 +25,30 @@ def test_defaults_load_and_are_typed():
 
 def test_every_key_of_d14_exists():
     required = {
-        "file.upload_session_ttl", "file.unattached_ttl", "file.failed_row_ttl", "file.gc_interval",
-        "file.gc_batch_size", "file.part_size", "file.max_size", "file.storage.driver", "file.fs.root",
-        "file.max_attachments", "privacy.object_delete_delay", "database.url", "database.tx_retry_max",
-        "database.pool_size", "broker.url", "api.host", "api.port", "api.workers", "metrics.port",
-        "scan.clamd_address", "scan.timeout", "sentry.dsn", "log.format", "schedule.timezone",
+        "file.upload_session_ttl",
+        "file.unattached_ttl",
+        "file.failed_row_ttl",
+        "file.gc_interval",
+        "file.gc_batch_size",
+        "file.part_size",
+        "file.max_size",
+        "file.storage.driver",
+        "file.fs.root",
+        "file.max_attachments",
+        "privacy.object_delete_delay",
+        "database.url",
+        "database.tx_retry_max",
+        "database.pool_size",
+        "broker.url",
+        "api.host",
+        "api.port",
+        "api.workers",
+        "metrics.port",
+        "scan.clamd_address",
+        "scan.timeout",
+        "sentry.dsn",
+        "log.format",
+        "schedule.timezone",
     }
     assert required <= set(config.KEYS_BY_NAME)
     assert any(name.startswith("file.s3.") for name in config.KEYS_BY_NAME)
@@ -43,8 +62,9 @@ def test_environment_variable_names():
     assert config.KEYS_BY_NAME["file.s3.access_key"].env == "LETHE_FILE_S3_ACCESS_KEY"
 
 
-@pytest.mark.parametrize("text, seconds", [("90s", 90), ("15m", 900), ("24h", 86400), ("7d", 604800),
-                                           ("250ms", 0.25), (" 2h ", 7200)])
+@pytest.mark.parametrize(
+    "text, seconds", [("90s", 90), ("15m", 900), ("24h", 86400), ("7d", 604800), ("250ms", 0.25), (" 2h ", 7200)]
+)
 def test_durations(text, seconds):
     assert config.parse_duration(text) == seconds
     assert config.load({"LETHE_SCAN_TIMEOUT": text}).scan.timeout == timedelta(seconds=seconds)
@@ -66,15 +86,23 @@ def test_sizes():
     assert config.load({"LETHE_FILE_MAX_SIZE": "1048576"}).file.max_size == 1048576
 
 
-@pytest.mark.parametrize("text, origins", [("", ()), ("*", ("*",)), ("https://app.example.com", ("https://app.example.com",)),
-                                           (" http://127.0.0.1:8081 , https://a.example/ ",
-                                            ("http://127.0.0.1:8081", "https://a.example"))])
+@pytest.mark.parametrize(
+    "text, origins",
+    [
+        ("", ()),
+        ("*", ("*",)),
+        ("https://app.example.com", ("https://app.example.com",)),
+        (" http://127.0.0.1:8081 , https://a.example/ ", ("http://127.0.0.1:8081", "https://a.example")),
+    ],
+)
 def test_cors_origins(text, origins):
     assert config.load({"LETHE_API_CORS_ORIGINS": text}).api.cors_origins == origins
 
 
-@pytest.mark.parametrize("text", ["app.example.com", "ftp://a.example", "https://a.example/path", "https://a b",
-                                  "https://secret-host.example?x"])
+@pytest.mark.parametrize(
+    "text",
+    ["app.example.com", "ftp://a.example", "https://a.example/path", "https://a b", "https://secret-host.example?x"],
+)
 def test_bad_cors_origins_exit_2_naming_the_key_never_the_value(text):
     result = run_lethe("config", "check", env={"LETHE_API_CORS_ORIGINS": text})
     output = result.stdout + result.stderr
@@ -92,7 +120,7 @@ def test_environment_overrides_the_file(tmp_path):
 
 def test_unknown_key_in_the_file_is_an_error(tmp_path):
     path = tmp_path / "lethe.toml"
-    path.write_text('[file]\ngc_batch_sise = 7\n')
+    path.write_text("[file]\ngc_batch_sise = 7\n")
     with pytest.raises(ConfigError) as info:
         config.load({"LETHE_CONFIG": str(path)})
     assert list(info.value.errors) == ["file.gc_batch_sise"]
@@ -109,21 +137,24 @@ def test_unreadable_or_broken_file(tmp_path):
     assert CANARY not in str(info.value)
 
 
-@pytest.mark.parametrize("env, key", [
-    ({"LETHE_FILE_GC_BATCH_SIZE": "0"}, "file.gc_batch_size"),
-    ({"LETHE_FILE_GC_BATCH_SIZE": CANARY}, "file.gc_batch_size"),
-    ({"LETHE_FILE_STORAGE_DRIVER": CANARY}, "file.storage.driver"),
-    ({"LETHE_FILE_UNATTACHED_TTL": CANARY}, "file.unattached_ttl"),
-    ({"LETHE_API_PORT": CANARY}, "api.port"),
-    ({"LETHE_FILE_S3_SECURE": CANARY}, "file.s3.secure"),
-    ({"LETHE_SCHEDULE_TIMEZONE": CANARY}, "schedule.timezone"),
-    ({"LETHE_LOG_FORMAT": CANARY}, "log.format"),
-    ({"LETHE_FILE_STORAGE_DRIVER": "s3"}, "file.s3.endpoint"),
-    ({"LETHE_DATABASE_URL": "mysql://root:" + CANARY + "@db/x"}, "database.url"),
-    ({"LETHE_BROKER_URL": CANARY}, "broker.url"),
-    ({"LETHE_JOURNAL_WRITE_LINGER": "2s"}, "journal.write_linger"),
-    ({"LETHE_JOURNAL_WRITE_INTERVAL": "2s"}, "journal.write_interval"),
-])
+@pytest.mark.parametrize(
+    "env, key",
+    [
+        ({"LETHE_FILE_GC_BATCH_SIZE": "0"}, "file.gc_batch_size"),
+        ({"LETHE_FILE_GC_BATCH_SIZE": CANARY}, "file.gc_batch_size"),
+        ({"LETHE_FILE_STORAGE_DRIVER": CANARY}, "file.storage.driver"),
+        ({"LETHE_FILE_UNATTACHED_TTL": CANARY}, "file.unattached_ttl"),
+        ({"LETHE_API_PORT": CANARY}, "api.port"),
+        ({"LETHE_FILE_S3_SECURE": CANARY}, "file.s3.secure"),
+        ({"LETHE_SCHEDULE_TIMEZONE": CANARY}, "schedule.timezone"),
+        ({"LETHE_LOG_FORMAT": CANARY}, "log.format"),
+        ({"LETHE_FILE_STORAGE_DRIVER": "s3"}, "file.s3.endpoint"),
+        ({"LETHE_DATABASE_URL": "mysql://root:" + CANARY + "@db/x"}, "database.url"),
+        ({"LETHE_BROKER_URL": CANARY}, "broker.url"),
+        ({"LETHE_JOURNAL_WRITE_LINGER": "2s"}, "journal.write_linger"),
+        ({"LETHE_JOURNAL_WRITE_INTERVAL": "2s"}, "journal.write_interval"),
+    ],
+)
 def test_errors_name_the_key_and_never_the_value(env, key):
     with pytest.raises(ConfigError) as info:
         config.load(env)
@@ -156,10 +187,17 @@ def test_a_presigned_download_never_outlives_the_delete_delay_and_a_proxy_needs_
 
 def test_every_error_is_reported_at_once():
     with pytest.raises(ConfigError) as info:
-        config.load({"LETHE_FILE_GC_BATCH_SIZE": "x", "LETHE_API_PORT": "0", "LETHE_FILE_GC_INTERVAL": "2d",
-                     "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d"})
-    assert {"file.gc_batch_size", "api.port", "file.gc_interval", "privacy.object_delete_delay"} \
-        <= set(info.value.errors)
+        config.load(
+            {
+                "LETHE_FILE_GC_BATCH_SIZE": "x",
+                "LETHE_API_PORT": "0",
+                "LETHE_FILE_GC_INTERVAL": "2d",
+                "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d",
+            }
+        )
+    assert {"file.gc_batch_size", "api.port", "file.gc_interval", "privacy.object_delete_delay"} <= set(
+        info.value.errors
+    )
 
 
 def test_replace_revalidates():
@@ -170,8 +208,13 @@ def test_replace_revalidates():
 
 
 def run_lethe(*args, env):
-    return subprocess.run([sys.executable, "-m", "app.entry", *args], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", **env}, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "app.entry", *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env},
+        timeout=60,
+    )
 
 
 def test_config_check_prints_ok():
@@ -182,8 +225,13 @@ def test_config_check_prints_ok():
 def test_no_signing_key_exits_2_naming_both_keys():
     """Issue 21, point 5: the api started without a key, reported ready and answered 401 to everyone."""
     for args in (("config", "check"), ("api",)):
-        result = run_lethe(*args, env={"LETHE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
-                                       "LETHE_BROKER_URL": "amqp://guest:guest@127.0.0.1:1/"})
+        result = run_lethe(
+            *args,
+            env={
+                "LETHE_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+                "LETHE_BROKER_URL": "amqp://guest:guest@127.0.0.1:1/",
+            },
+        )
         output = result.stdout + result.stderr
         assert result.returncode == 2, output
         assert "auth.jwt_secret" in output and "auth.jwt_public_key" in output
@@ -192,8 +240,9 @@ def test_no_signing_key_exits_2_naming_both_keys():
 
 def test_config_check_exits_2_naming_both_keys_and_neither_value():
     """The 'done when' of the foundation issue, as an operator would run it."""
-    result = run_lethe("config", "check", env={"LETHE_FILE_GC_INTERVAL": "2d",
-                                               "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d"})
+    result = run_lethe(
+        "config", "check", env={"LETHE_FILE_GC_INTERVAL": "2d", "LETHE_PRIVACY_OBJECT_DELETE_DELAY": "1d"}
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 2
     assert "file.gc_interval" in output and "privacy.object_delete_delay" in output
@@ -202,8 +251,14 @@ def test_config_check_exits_2_naming_both_keys_and_neither_value():
 
 @pytest.mark.parametrize("role", [["api"], ["worker"], ["scheduler"], ["migrate"], ["dev"]])
 def test_every_role_exits_2_on_a_bad_configuration_before_doing_anything(role, tmp_path):
-    result = run_lethe(*role, env={"LETHE_FILE_GC_BATCH_SIZE": CANARY, "LETHE_DATABASE_URL": CANARY,
-                                   "LETHE_FILE_FS_ROOT": str(tmp_path / "objects")})
+    result = run_lethe(
+        *role,
+        env={
+            "LETHE_FILE_GC_BATCH_SIZE": CANARY,
+            "LETHE_DATABASE_URL": CANARY,
+            "LETHE_FILE_FS_ROOT": str(tmp_path / "objects"),
+        },
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     assert "file.gc_batch_size" in output
@@ -224,8 +279,17 @@ def test_token_command_mints_a_verifiable_token():
     from app.api.auth import Authenticator
 
     sub = uuid.uuid4()
-    result = run_lethe("token", "--sub", str(sub), "--scope", "files:read", "manage", "--ttl", "2h",
-                       env={"LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-000"})
+    result = run_lethe(
+        "token",
+        "--sub",
+        str(sub),
+        "--scope",
+        "files:read",
+        "manage",
+        "--ttl",
+        "2h",
+        env={"LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-000"},
+    )
     assert result.returncode == 0, result.stderr
     principal = Authenticator("a-secret-of-sufficient-length-000").principal("Bearer " + result.stdout.strip())
     assert principal.id == sub and principal.scopes == {"files:read", "manage"}
@@ -234,9 +298,15 @@ def test_token_command_mints_a_verifiable_token():
 def test_token_command_refuses_bad_input():
     env = {"LETHE_AUTH_JWT_SECRET": "a-secret-of-sufficient-length-000"}
     assert run_lethe("token", "--sub", "nope", env=env).returncode == 2
-    assert run_lethe("token", "--sub", "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11", "--scope", "root", env=env).returncode == 2
-    assert run_lethe("token", "--sub", "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11", "--state-dir", "/nonexistent",
-                     env={}).returncode == 2
+    assert (
+        run_lethe("token", "--sub", "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11", "--scope", "root", env=env).returncode == 2
+    )
+    assert (
+        run_lethe(
+            "token", "--sub", "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11", "--state-dir", "/nonexistent", env={}
+        ).returncode
+        == 2
+    )
 
 
 @pytest.mark.parametrize("role", [["api"], ["worker"], ["scheduler"]])
@@ -247,8 +317,8 @@ def test_production_roles_need_a_broker_url(role):
 
 
 def test_the_purge_retry_base_may_not_exceed_its_max():
-    from app.platform import config
     from app.errors import ConfigError
+    from app.platform import config
 
     with pytest.raises(ConfigError) as raised:
         config.load({"LETHE_FILE_PURGE_RETRY_BASE": "2h", "LETHE_FILE_PURGE_RETRY_MAX": "1h"})
@@ -271,9 +341,16 @@ def test_the_config_tree_names_exactly_the_keys_with_their_types():
             else:
                 yield prefix + field.name, hint
 
-    expected = {config.Duration: timedelta, config.Size: int, config.Flag: bool, config.Number: int,
-                config.EntryList: tuple, config.Origins: tuple, config.Durations: tuple,
-                config.KeyringField: tuple}
+    expected = {
+        config.Duration: timedelta,
+        config.Size: int,
+        config.Flag: bool,
+        config.Number: int,
+        config.EntryList: tuple,
+        config.Origins: tuple,
+        config.Durations: tuple,
+        config.KeyringField: tuple,
+    }
     tree = dict(leaves(config.Config))
     assert set(tree) == set(config.KEYS_BY_NAME)
     for name, hint in tree.items():
@@ -283,14 +360,17 @@ def test_the_config_tree_names_exactly_the_keys_with_their_types():
         cfg.file.gc_batch_size = 1
 
 
-@pytest.mark.parametrize("name, too_small, least", [
-    ("database.connect_timeout", "1s", "2s"),  # libpq's smallest
-    ("database.pool_timeout", "50ms", "100ms"),
-    ("database.statement_timeout", "50ms", "100ms"),
-    ("database.keepalive", "500ms", "1s"),
-    ("schedule.leader_timeout", "2s", "3s"),
-    ("file.s3.timeout", "500ms", "1s"),
-])
+@pytest.mark.parametrize(
+    "name, too_small, least",
+    [
+        ("database.connect_timeout", "1s", "2s"),  # libpq's smallest
+        ("database.pool_timeout", "50ms", "100ms"),
+        ("database.statement_timeout", "50ms", "100ms"),
+        ("database.keepalive", "500ms", "1s"),
+        ("schedule.leader_timeout", "2s", "3s"),
+        ("file.s3.timeout", "500ms", "1s"),
+    ],
+)
 def test_outage_bounds_have_a_floor(name, too_small, least):
     env = config.KEYS_BY_NAME[name].env
     with pytest.raises(ConfigError) as info:
@@ -312,7 +392,7 @@ def test_the_database_timeouts_reach_libpq_and_the_server():
 
 def test_the_token_leeway_is_a_key_with_a_ceiling():
     import uuid
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from app.api.auth import Authenticator
     from app.entry.token import mint_token
@@ -323,8 +403,9 @@ def test_the_token_leeway_is_a_key_with_a_ceiling():
     with pytest.raises(ConfigError) as info:
         config.load({"LETHE_AUTH_LEEWAY": "1h"})
     assert "auth.leeway" in info.value.errors
-    expired_10s_ago = mint_token("s" * 32, uuid.uuid4(), ttl=timedelta(seconds=60),
-                                 now=datetime.now(timezone.utc) - timedelta(seconds=70))
+    expired_10s_ago = mint_token(
+        "s" * 32, uuid.uuid4(), ttl=timedelta(seconds=60), now=datetime.now(UTC) - timedelta(seconds=70)
+    )
     with pytest.raises(Unauthorized):
         Authenticator.from_config(cfg).principal("Bearer " + expired_10s_ago)
     lenient = config.load({"LETHE_AUTH_JWT_SECRET": "s" * 32, "LETHE_AUTH_LEEWAY": "30s"})

@@ -24,8 +24,11 @@ def test_every_public_function_of_the_inner_wings_has_a_docstring():
             for node in ast.parse(path.read_text()).body:
                 members = node.body if isinstance(node, ast.ClassDef) else []
                 for fn in [node, *members]:
-                    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and not fn.name.startswith("_") \
-                            and ast.get_docstring(fn) is None:
+                    if (
+                        isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        and not fn.name.startswith("_")
+                        and ast.get_docstring(fn) is None
+                    ):
                         missing.append(f"{path.relative_to(root)}:{fn.lineno} {fn.name}")
     assert missing == []
 
@@ -36,8 +39,13 @@ import re  # noqa: E402
 
 import yaml  # noqa: E402
 
-DOCS = [ROOT / "README.md", ROOT / "bench" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-        ROOT / "helm" / "lethe" / "values.yaml", ROOT / "helm" / "lethe" / "templates" / "NOTES.txt"]
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "bench" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "helm" / "lethe" / "values.yaml",
+    ROOT / "helm" / "lethe" / "templates" / "NOTES.txt",
+]
 
 
 def test_the_docs_point_at_nothing_a_reader_of_the_repository_lacks():
@@ -51,8 +59,11 @@ def test_the_docs_point_at_nothing_a_reader_of_the_repository_lacks():
         text = path.read_text()
         for pattern in (r"\.\./shared|shared/(DESIGN|STYLE|tools|seeds)", r"\b[Ii]ssues? \d+", r"\bseeds? 00\d"):
             found += [f"{path.relative_to(ROOT)}: {match.group(0)}" for match in re.finditer(pattern, text)]
-        found += [f"{path.relative_to(ROOT)}: {cited} (not in docs/design.md)"
-                  for cited in set(re.findall(r"\bD(\d{1,2})\b", text)) if f"D{cited}" not in sections]
+        found += [
+            f"{path.relative_to(ROOT)}: {cited} (not in docs/design.md)"
+            for cited in set(re.findall(r"\bD(\d{1,2})\b", text))
+            if f"D{cited}" not in sections
+        ]
     assert found == []
 
 
@@ -67,12 +78,12 @@ def test_the_operator_docs_list_what_the_code_has():
     alerts = set(re.findall(r"- alert: (\w+)", rules))
     assert len(alerts) >= 8 and alerts == set(re.findall(r"^\| `(Lethe\w+)`", deploy, re.M))
     # every secret key's variable is in the existingSecret list
-    secret_list = deploy[deploy.index("To keep secrets out of Helm"):][:800]
+    secret_list = deploy[deploy.index("To keep secrets out of Helm") :][:800]
     assert {key.env for key in KEYS if key.secret} <= set(re.findall(r"`(LETHE_\w+)`", secret_list))
     # every queue: the chart's default worker.queues, the worker.queues line of deploy.md, the quorum migration
     values = yaml.safe_load((ROOT / "helm" / "lethe" / "values.yaml").read_text())
     assert set(values["worker"]["queues"]) == set(QUEUES)
-    scaling = deploy[deploy.index("`worker.queues`"):][:500]
+    scaling = deploy[deploy.index("`worker.queues`") :][:500]
     assert all(f"`{queue}`" in scaling for queue in QUEUES)
-    migration = operations[operations.index("## Moving to quorum queues"):]
+    migration = operations[operations.index("## Moving to quorum queues") :]
     assert re.search(r"for q in " + " ".join(QUEUES) + ";", migration)

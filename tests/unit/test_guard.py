@@ -11,8 +11,12 @@ from app.errors import StoreCallInTransaction
 from app.storage.base import ObjectStore, StoreMaintenance
 from app.storage.guard import GuardedStore
 
-PORT_METHODS = sorted(name for port in (ObjectStore, StoreMaintenance) for name, member in vars(port).items()
-                      if inspect.isfunction(member) and not name.startswith("_"))
+PORT_METHODS = sorted(
+    name
+    for port in (ObjectStore, StoreMaintenance)
+    for name, member in vars(port).items()
+    if inspect.isfunction(member) and not name.startswith("_")
+)
 
 
 class Recording:

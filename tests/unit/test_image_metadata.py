@@ -20,8 +20,7 @@ TAGGED = {kind: images.tagged(kind) for kind in KINDS}  # made once: an ICC prof
 
 def exiftool(data: bytes) -> dict:
     """Every tag exiftool reads in these bytes (the trusted outside reader GitLab strips with)."""
-    shown = subprocess.run([EXIFTOOL, "-j", "-a", "-G1", "-"], input=data, capture_output=True, check=True,
-                           timeout=30)
+    shown = subprocess.run([EXIFTOOL, "-j", "-a", "-G1", "-"], input=data, capture_output=True, check=True, timeout=30)
     return json.loads(shown.stdout)[0]
 
 
@@ -52,8 +51,19 @@ def test_exiftool_finds_no_position_serial_thumbnail_or_xmp(kind):
     for mode in ("location", "all"):
         after = exiftool(strip(images.tagged(kind), f"image/{kind}", mode))
         named = " ".join(after)
-        for gone in ("GPS", "XMP", "MakerNote", "SerialNumber", "OwnerName", "ImageUniqueID", "ThumbnailImage",
-                     "IPTC", "Comment", "Artist", "Trailer"):
+        for gone in (
+            "GPS",
+            "XMP",
+            "MakerNote",
+            "SerialNumber",
+            "OwnerName",
+            "ImageUniqueID",
+            "ThumbnailImage",
+            "IPTC",
+            "Comment",
+            "Artist",
+            "Trailer",
+        ):
             assert gone not in named, (kind, mode, gone, named)
         assert images.CANARY_PLACE.decode() not in json.dumps(after)
         if kind != "gif":
@@ -79,7 +89,7 @@ def test_what_decoders_tolerate_is_stripped_too_and_what_they_cannot_read_is_lef
     the caller keeps it off inline display."""
     tagged = images.tagged("jpeg")
     sos = tagged.rindex(b"\xff\xda")  # the picture's own scan (the EXIF thumbnail, a JPEG too, comes first)
-    cut = tagged[:sos + (tagged.rindex(b"\xff\xd9") - sos) // 2]  # half its scan
+    cut = tagged[: sos + (tagged.rindex(b"\xff\xd9") - sos) // 2]  # half its scan
     stripped = strip(cut, "image/jpeg", "location")
     assert stripped is not None and images.leaked(stripped) == []
     stray = tagged[:sos] + b"\x00\x17" + tagged[sos:]
@@ -87,7 +97,7 @@ def test_what_decoders_tolerate_is_stripped_too_and_what_they_cannot_read_is_lef
     assert stripped is not None and images.leaked(stripped) == []
     assert images.opened(stripped).tobytes() == images.opened(tagged).tobytes()
     png = images.tagged("png")
-    assert strip(png[:len(png) // 2], "image/png", "location") is None
+    assert strip(png[: len(png) // 2], "image/png", "location") is None
     at = png.index(b"IDAT") - 4
     foreign = png[:at] + b"\x00\x00\x00\x04CgBI\x00\x00\x00\x00" + b"\x00" * 4 + png[at:]
     assert strip(foreign, "image/png", "location") is None
@@ -96,7 +106,7 @@ def test_what_decoders_tolerate_is_stripped_too_and_what_they_cannot_read_is_lef
 def test_an_entry_pointing_past_the_exif_is_dropped_and_the_rest_is_still_read():
     tagged = bytearray(images.tagged("jpeg"))
     at = tagged.index(b"Exif\0\0") + 6
-    order = "<" if tagged[at:at + 2] == b"II" else ">"
+    order = "<" if tagged[at : at + 2] == b"II" else ">"
     import struct
 
     ifd0 = at + struct.unpack_from(order + "I", tagged, at + 4)[0]
@@ -120,12 +130,16 @@ def test_an_animation_keeps_its_frames_and_loop():
 def test_exif_of_the_other_byte_order_is_kept_in_it():
     tagged = images.tagged("jpeg")
     at = tagged.index(b"Exif\0\0") + 6
-    little = filter_exif(tagged[at:tagged.index(b"\xff", at + 100)], "all")
+    little = filter_exif(tagged[at : tagged.index(b"\xff", at + 100)], "all")
     assert little is not None and little[:2] in (b"II", b"MM")
-    big = b"MM\x00*\x00\x00\x00\x08\x00\x02\x01\x12\x00\x03\x00\x00\x00\x01\x00\x03\x00\x00\x88%\x00\x04\x00\x00" \
-          b"\x00\x01\x00\x00\x00\x26\x00\x00\x00\x00" + b"\x00\x01\x00\x01\x00\x02\x00\x00\x00\x02N\x00\x00\x00\x00\x00"
-    assert filter_exif(big, "location") == b"MM\x00*\x00\x00\x00\x08\x00\x01\x01\x12\x00\x03\x00\x00\x00\x01" \
-                                           b"\x00\x03\x00\x00\x00\x00\x00\x00"
+    big = (
+        b"MM\x00*\x00\x00\x00\x08\x00\x02\x01\x12\x00\x03\x00\x00\x00\x01\x00\x03\x00\x00\x88%\x00\x04\x00\x00"
+        b"\x00\x01\x00\x00\x00\x26\x00\x00\x00\x00" + b"\x00\x01\x00\x01\x00\x02\x00\x00\x00\x02N\x00\x00\x00\x00\x00"
+    )
+    assert (
+        filter_exif(big, "location") == b"MM\x00*\x00\x00\x00\x08\x00\x01\x01\x12\x00\x03\x00\x00\x00\x01"
+        b"\x00\x03\x00\x00\x00\x00\x00\x00"
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -134,8 +148,12 @@ def test_a_cut_or_changed_image_never_raises(kind, data):
     """Whatever an uploader sends as an image: the bytes stripped, or None (left as they are), never an error."""
     tagged = bytearray(TAGGED[kind])
     cut = data.draw(st.integers(min_value=0, max_value=len(tagged)))
-    flips = data.draw(st.lists(st.tuples(st.integers(min_value=0, max_value=len(tagged) - 1),
-                                         st.integers(min_value=1, max_value=255)), max_size=4))
+    flips = data.draw(
+        st.lists(
+            st.tuples(st.integers(min_value=0, max_value=len(tagged) - 1), st.integers(min_value=1, max_value=255)),
+            max_size=4,
+        )
+    )
     for at, value in flips:
         tagged[at] ^= value
     for mode in ("location", "all"):

@@ -5,25 +5,49 @@ the one before it) and names the line of any damage, a person is a keyed hash, a
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.journal import (KINDS, Damage, Entry, GuardState, SegmentDamaged, after_position, chain, digest,
-                                installations, legacy_segment_key, line, parse_line, parse_segment, read_segment,
-                                read_spool, render_segment, render_spool, segment_key, spool_key, subject_hash)
-from app.platform import config
+from app.domain.journal import (
+    KINDS,
+    Damage,
+    Entry,
+    GuardState,
+    SegmentDamaged,
+    after_position,
+    chain,
+    digest,
+    installations,
+    legacy_segment_key,
+    line,
+    parse_line,
+    parse_segment,
+    read_segment,
+    read_spool,
+    render_segment,
+    render_spool,
+    segment_key,
+    spool_key,
+    subject_hash,
+)
 from app.errors import ConfigError
+from app.platform import config
 
 INSTALLATION = uuid.UUID("6a0b6f4e-2b8d-4c55-9d43-0d1c3b7e9a10")
-AT = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 
 
-@given(st.sampled_from(KINDS), st.lists(st.uuids(), max_size=5), st.none() | st.sampled_from(["file", "restore"]),
-       st.none() | st.text("0123456789abcdef", min_size=64, max_size=64), st.none() | st.uuids(),
-       st.integers(1, 10**12))
+@given(
+    st.sampled_from(KINDS),
+    st.lists(st.uuids(), max_size=5),
+    st.none() | st.sampled_from(["file", "restore"]),
+    st.none() | st.text("0123456789abcdef", min_size=64, max_size=64),
+    st.none() | st.uuids(),
+    st.integers(1, 10**12),
+)
 def test_an_entry_survives_its_line(kind, files, via, subject, hold, seq):
     entry = Entry(kind, AT, files=tuple(files), via=via, subject=subject, hold=hold, seq=seq)
     assert parse_line(line(entry)) == entry
@@ -31,16 +55,20 @@ def test_an_entry_survives_its_line(kind, files, via, subject, hold, seq):
 
 
 def test_a_line_that_is_no_entry_is_refused():
-    for text in ('{"kind": "file.renamed", "seq": 1, "at": "2026-01-01T00:00:00+00:00"}', '{"kind": "file.marked"}',
-                 "not json"):
+    for text in (
+        '{"kind": "file.renamed", "seq": 1, "at": "2026-01-01T00:00:00+00:00"}',
+        '{"kind": "file.marked"}',
+        "not json",
+    ):
         with pytest.raises(ValueError):
             parse_line(text)
 
 
 def test_segment_keys_sort_in_journal_order_and_are_found_past_a_position():
     # segments of the release before headers (numbers in the key), then today's (the first number only)
-    keys = [legacy_segment_key(INSTALLATION, first, last, AT) for first, last in ((1, 9), (10, 10))] + \
-        [segment_key(INSTALLATION, first) for first in (11, 5001)]
+    keys = [legacy_segment_key(INSTALLATION, first, last, AT) for first, last in ((1, 9), (10, 10))] + [
+        segment_key(INSTALLATION, first) for first in (11, 5001)
+    ]
     assert keys == sorted(keys)
     spool = spool_key(INSTALLATION, uuid.uuid4())
     for position, expected in ((0, 4), (9, 3), (10, 2), (11, 1), (5000, 1), (5001, 0)):
@@ -112,13 +140,13 @@ def test_lines_removed_from_a_segment_are_found_and_named():
     assert "digest" in damage.what
     # The same with a header made to agree with what is left: the numbers still say so, at the line
     body = "".join(lines[1:5] + lines[8:])
-    forged = '{"entries":"%s","first":6,"journal":1,"last":24,"prev":null}\n' % digest(body)
+    forged = f'{{"entries":"{digest(body)}","first":6,"journal":1,"last":24,"prev":null}}\n'
     damage = damaged(segment, forged + body)
     assert damage.line == 6 and "entry 10 was expected" in damage.what  # the header is line 1
     # Its last lines cut off (a truncated write), header untouched
     damage = damaged(segment, "".join(lines[:-3]))
     assert "digest" in damage.what
-    forged = '{"entries":"%s","first":6,"journal":1,"last":24,"prev":null}\n' % digest("".join(lines[1:-3]))
+    forged = f'{{"entries":"{digest("".join(lines[1:-3]))}","first":6,"journal":1,"last":24,"prev":null}}\n'
     assert "21" in damaged(segment, forged + "".join(lines[1:-3])).what
     # Cut in the middle of a line
     assert "whole line" in damaged(segment, text[:-10]).what

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.domain.sealing import Wrapped
 from app.errors import ConfigError, ContentCorrupt, KeyMismatch, KeyUnavailable, WrappedKeyCorrupt
 from app.lifecycle.keys import missing_key_ids
 from app.platform import config
-from app.domain.sealing import Wrapped
 from app.platform.keys import Keyring, KeyringError, generate_entry, parse_keyring
 
 FILE = uuid.UUID("0b7e52f1-0000-4000-8000-000000000001")
@@ -47,8 +47,10 @@ def test_bad_entries_are_named_by_position_never_by_key():
 
 def test_an_entry_written_the_wrong_way_round_does_not_show_its_key():
     # URL-safe base64 without padding is a valid id: key:id puts the key where the id goes
-    for secret in (base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("="),
-                   base64.b64encode(os.urandom(32)).decode()):
+    for secret in (
+        base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip("="),
+        base64.b64encode(os.urandom(32)).decode(),
+    ):
         with pytest.raises(KeyringError) as caught:
             parse_keyring(f"{secret}:2027-01")
         assert secret not in " ".join(caught.value.messages) and secret[:12] not in " ".join(caught.value.messages)
@@ -112,8 +114,12 @@ def test_a_wrapped_key_its_proven_key_does_not_open_is_that_rows_corruption():
     ring = Keyring(parse_keyring(entry))
     data_key, wrapped = ring.new_data_key(FILE)
     assert ring.unwrap(FILE, wrapped) == data_key
-    for altered in (wrapped.wrapped[:-1] + bytes([wrapped.wrapped[-1] ^ 1]), wrapped.wrapped[:-1],
-                    bytes([9]) + wrapped.wrapped[1:], b""):
+    for altered in (
+        wrapped.wrapped[:-1] + bytes([wrapped.wrapped[-1] ^ 1]),
+        wrapped.wrapped[:-1],
+        bytes([9]) + wrapped.wrapped[1:],
+        b"",
+    ):
         with pytest.raises(WrappedKeyCorrupt) as caught:
             ring.unwrap(FILE, Wrapped("k1", altered))
         assert caught.value.status == 502 and caught.value.reason == "content_corrupt"

@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.keys import (VARIANTS, KeyError_, original_key, part_key, tail_key, validate_key,
-                             validate_segment, variant_key)
+from app.domain.keys import (
+    VARIANTS,
+    KeyError_,
+    original_key,
+    part_key,
+    tail_key,
+    validate_key,
+    validate_segment,
+    variant_key,
+)
 
 
 @given(st.uuids(), st.integers(min_value=1, max_value=10_000))

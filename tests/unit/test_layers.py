@@ -26,12 +26,27 @@ def imports_of(folder: str) -> dict[str, set[str]]:
 
 
 def offenders(folder: str, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
-    return {path: sorted(n for n in names if n.startswith(forbidden))
-            for path, names in imports_of(folder).items() if any(n.startswith(forbidden) for n in names)}
+    return {
+        path: sorted(n for n in names if n.startswith(forbidden))
+        for path, names in imports_of(folder).items()
+        if any(n.startswith(forbidden) for n in names)
+    }
 
 
-FRAMEWORKS = ("flask", "werkzeug", "psycopg", "apscheduler", "dramatiq", "marshmallow", "minio", "jwt",
-              "prometheus_client", "sentry_sdk", "yoyo", "gunicorn")
+FRAMEWORKS = (
+    "flask",
+    "werkzeug",
+    "psycopg",
+    "apscheduler",
+    "dramatiq",
+    "marshmallow",
+    "minio",
+    "jwt",
+    "prometheus_client",
+    "sentry_sdk",
+    "yoyo",
+    "gunicorn",
+)
 ENTRY_POINTS = ("app.api", "app.entry", "workers", "scheduler")
 
 # The arrows of the layout: entry, api, workers, scheduler -> content, lifecycle -> runtime -> domain, storage,
@@ -59,26 +74,48 @@ def test_each_wing_imports_only_what_its_layer_may(folder):
 
 
 def test_no_flask_outside_the_api():
-    for folder in ("app/domain", "app/storage", "app/db", "app/content", "app/lifecycle", "app/platform", "workers",
-                   "scheduler"):
+    for folder in (
+        "app/domain",
+        "app/storage",
+        "app/db",
+        "app/content",
+        "app/lifecycle",
+        "app/platform",
+        "workers",
+        "scheduler",
+    ):
         assert offenders(folder, ("flask", "werkzeug")) == {}, folder
 
 
 def test_app_root_holds_only_the_wings_and_errors():
     """STYLE.md "When app/ grows": a path says what lives there."""
     root = {path.name for path in (ROOT / "app").iterdir() if not path.name.startswith((".", "__pycache__"))}
-    assert root == {"__init__.py", "errors.py", "runtime.py", "api", "content", "lifecycle", "domain", "db", "storage",
-                    "platform", "entry"}
+    assert root == {
+        "__init__.py",
+        "errors.py",
+        "runtime.py",
+        "api",
+        "content",
+        "lifecycle",
+        "domain",
+        "db",
+        "storage",
+        "platform",
+        "entry",
+    }
 
 
 def test_no_service_branches_on_the_storage_driver():
     """Issue 22: what differs between drivers is asked of the port (part_keys, sweep_tmp, ...), never by name."""
     import re
 
-    found = [f"{path.relative_to(ROOT)}:{number}" for path in (ROOT / "app").rglob("*.py")
-             if "storage" not in path.relative_to(ROOT).parts
-             for number, line in enumerate(path.read_text().splitlines(), 1)
-             if re.search(r"store\.driver\s*[!=]=", line)]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in (ROOT / "app").rglob("*.py")
+        if "storage" not in path.relative_to(ROOT).parts
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"store\.driver\s*[!=]=", line)
+    ]
     assert found == []
 
 

@@ -6,11 +6,11 @@ import io
 import json
 import logging
 
+import pytest
+
 from app.platform.observability.log_setup import ConsoleFormatter, RoleFilter, setup_logging
 from app.platform.observability.logs import SensitiveFieldFilter
 from app.platform.observability.sentry import scrub_event
-
-import pytest
 
 CANARY = "holiday-Canary-91.pdf"
 
@@ -42,8 +42,10 @@ def test_json_lines_carry_event_role_and_fields():
 
 def test_sensitive_fields_are_blanked_whatever_a_caller_passes():
     stream = capture("json")
-    logging.getLogger("lethe.test").warning("oops", extra={"original_name": CANARY, "object_key": CANARY,
-                                                           "sha256": CANARY, "token": CANARY, "file_id": "id-1"})
+    logging.getLogger("lethe.test").warning(
+        "oops",
+        extra={"original_name": CANARY, "object_key": CANARY, "sha256": CANARY, "token": CANARY, "file_id": "id-1"},
+    )
     text = stream.getvalue()
     assert CANARY not in text
     assert json.loads(text)["file_id"] == "id-1"
@@ -57,12 +59,27 @@ def test_console_format_is_one_readable_line():
 
 def test_sentry_events_keep_only_the_allow_list():
     event = {
-        "event_id": "e1", "level": "error",
-        "request": {"method": "POST", "url": f"http://x/api/v1/uploads?name={CANARY}", "data": CANARY,
-                    "headers": {"Authorization": f"Bearer {CANARY}"}, "cookies": CANARY},
-        "extra": {"name": CANARY}, "breadcrumbs": {"values": [{"message": CANARY}]}, "user": {"email": CANARY},
-        "exception": {"values": [{"type": "StorageError", "value": "s3 get failed",
-                                  "stacktrace": {"frames": [{"function": "f", "vars": {"key": CANARY}}]}}]},
+        "event_id": "e1",
+        "level": "error",
+        "request": {
+            "method": "POST",
+            "url": f"http://x/api/v1/uploads?name={CANARY}",
+            "data": CANARY,
+            "headers": {"Authorization": f"Bearer {CANARY}"},
+            "cookies": CANARY,
+        },
+        "extra": {"name": CANARY},
+        "breadcrumbs": {"values": [{"message": CANARY}]},
+        "user": {"email": CANARY},
+        "exception": {
+            "values": [
+                {
+                    "type": "StorageError",
+                    "value": "s3 get failed",
+                    "stacktrace": {"frames": [{"function": "f", "vars": {"key": CANARY}}]},
+                }
+            ]
+        },
     }
     clean = scrub_event(event)
     assert CANARY not in json.dumps(clean)
@@ -87,9 +104,17 @@ def test_log_event_keeps_counted_fields_and_withholds_the_rest(caplog):
 
     canary = "Canary-logs-7731.pdf"
     with caplog.at_level(logging.INFO, logger="lethe.test"):
-        log_event(logging.getLogger("lethe.test"), "info", "test.event", "something happened", files=3,
-                  original_name=canary, error=ObjectFailed(f"refused {canary}", "AccessDenied"),
-                  payload={"name": canary}, ids=["a", "b"])
+        log_event(
+            logging.getLogger("lethe.test"),
+            "info",
+            "test.event",
+            "something happened",
+            files=3,
+            original_name=canary,
+            error=ObjectFailed(f"refused {canary}", "AccessDenied"),
+            payload={"name": canary},
+            ids=["a", "b"],
+        )
     (record,) = caplog.records
     assert (record.event, record.files, record.ids) == ("test.event", 3, ["a", "b"])
     assert record.error == "ObjectFailed:AccessDenied"
@@ -103,9 +128,12 @@ def test_every_event_goes_through_log_event():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    offenders = [str(path.relative_to(root)) for folder in ("app", "workers", "scheduler")
-                 for path in (root / folder).rglob("*.py")
-                 if path.name != "logs.py" and re.search(r"extra\s*=", path.read_text())]
+    offenders = [
+        str(path.relative_to(root))
+        for folder in ("app", "workers", "scheduler")
+        for path in (root / folder).rglob("*.py")
+        if path.name != "logs.py" and re.search(r"extra\s*=", path.read_text())
+    ]
     assert offenders == []
 
 
@@ -115,9 +143,21 @@ def test_counts_under_a_listed_name_pass_and_secrets_are_caught_by_their_shape()
     stream = capture("json")
     object_key = "f/3c/1a/3c1a0d4e-0000-4000-8000-000000000000/orig-1"
     token = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
-    logging.getLogger("lethe.test").info("done", extra={
-        "event": "purge.done", "keys": 6, "key": 2, "digest": 0, "note": object_key, "part": "uploads/x/part-1",
-        "hash": "a" * 64, "auth": token, "file_id": "3c1a0d4e-0000-4000-8000-000000000000", "prefix": "issues/"})
+    logging.getLogger("lethe.test").info(
+        "done",
+        extra={
+            "event": "purge.done",
+            "keys": 6,
+            "key": 2,
+            "digest": 0,
+            "note": object_key,
+            "part": "uploads/x/part-1",
+            "hash": "a" * 64,
+            "auth": token,
+            "file_id": "3c1a0d4e-0000-4000-8000-000000000000",
+            "prefix": "issues/",
+        },
+    )
     line = json.loads(stream.getvalue())
     assert (line["keys"], line["key"], line["digest"]) == (6, 2, 0)
     assert line["note"] == line["part"] == line["hash"] == line["auth"] == "[redacted]"
@@ -131,7 +171,8 @@ def test_libvips_chatter_and_dramatiqs_expected_warning_stay_out_of_the_log():
     logging.getLogger("pyvips").info("VIPS: shrinkh by 3")
     logging.getLogger("dramatiq.broker.StubBroker").warning(
         "You're adding a middleware of the same type twice: %s. It may have unexpected results.",
-        "<dramatiq.worker._WorkerMiddleware object at 0x7f>")
+        "<dramatiq.worker._WorkerMiddleware object at 0x7f>",
+    )
     logging.getLogger("dramatiq.broker.StubBroker").warning("Consumer encountered a connection error")
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [line["message"] for line in lines] == ["Consumer encountered a connection error"]
@@ -148,9 +189,17 @@ def test_the_deploy_docs_jq_filter_reads_lines_without_an_event(tmp_path):
         pytest.skip("jq is not installed")
     doc = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
     program = re.search(r"`jq -c '([^']+)'`", doc).group(1)
-    lines = [{"message": "Booting worker", "logger": "gunicorn.error"},
-             {"event": "purge.done", "count": 3}, {"event": "cleanup.step"}]
-    done = subprocess.run(["jq", "-c", program], input="\n".join(json.dumps(line) for line in lines), text=True,
-                          capture_output=True, timeout=30)
+    lines = [
+        {"message": "Booting worker", "logger": "gunicorn.error"},
+        {"event": "purge.done", "count": 3},
+        {"event": "cleanup.step"},
+    ]
+    done = subprocess.run(
+        ["jq", "-c", program],
+        input="\n".join(json.dumps(line) for line in lines),
+        text=True,
+        capture_output=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["event"] for line in done.stdout.splitlines()] == ["purge.done"]

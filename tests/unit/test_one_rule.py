@@ -42,7 +42,8 @@ def test_no_removal_reaches_a_store_but_through_the_file_facade():
                 continue
             receiver = ast.unparse(node.func.value)
             if node.func.attr in {"discard_part", "clear_parts"} or (
-                    node.func.attr in REMOVALS and receiver.split(".")[-1].endswith("store")):
+                node.func.attr in REMOVALS and receiver.split(".")[-1].endswith("store")
+            ):
                 offenders.append(f"{path}:{node.lineno} {receiver}.{node.func.attr}")
     assert offenders == []
 
@@ -59,8 +60,10 @@ def test_every_removal_of_the_facade_takes_the_rules_clearance():
     for method in facade.body:
         if not isinstance(method, ast.FunctionDef) or method.name.startswith("_"):
             continue
-        removes = any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                      and node.func.attr in REMOVALS for node in ast.walk(method))
+        removes = any(
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in REMOVALS
+            for node in ast.walk(method)
+        )
         if removes and method.name != "remove_unmanaged":  # never a file's key: it refuses them
             annotations = {arg.arg: ast.unparse(arg.annotation) for arg in method.args.args if arg.annotation}
             assert annotations.get("clearance") == "Clearance", method.name
@@ -82,29 +85,46 @@ def test_a_clearance_is_built_by_the_rule_alone():
 ID = uuid.UUID("00000000-0000-4000-8000-000000000001")
 
 
-@pytest.mark.parametrize("facts, file_scope, stray_scope", [
-    (ByteFacts(ID, exists=False), None, None),
-    (ByteFacts(ID, exists=False, held=True), Keep.HELD, Keep.HELD),  # a hold on an id without a row
-    (ByteFacts(ID, exists=True, deleted=True), None, None),
-    (ByteFacts(ID, exists=True, deleted=True, held=True), Keep.HELD, Keep.HELD),
-    (ByteFacts(ID, exists=True, ended=True), None, None),
-    (ByteFacts(ID, exists=True, ended=True, held=True), Keep.HELD, Keep.HELD),
-    (ByteFacts(ID, exists=True), Keep.LIVE, None),
-    (ByteFacts(ID, exists=True, in_own_draft=True), Keep.DRAFT, None),
-    (ByteFacts(ID, exists=True, attached=True), Keep.ATTACHED, None),
-    (ByteFacts(ID, exists=True, deleted=True, attached=True), Keep.ATTACHED, None),  # an internal error keeps too
-    (ByteFacts(ID, exists=True, deleted=True, in_slot=True), Keep.SLOT, None),
-    (ByteFacts(ID, exists=True, deleted=True, in_own_draft=True), None, None),  # a draft keeps no deleted file
-])
+@pytest.mark.parametrize(
+    "facts, file_scope, stray_scope",
+    [
+        (ByteFacts(ID, exists=False), None, None),
+        (ByteFacts(ID, exists=False, held=True), Keep.HELD, Keep.HELD),  # a hold on an id without a row
+        (ByteFacts(ID, exists=True, deleted=True), None, None),
+        (ByteFacts(ID, exists=True, deleted=True, held=True), Keep.HELD, Keep.HELD),
+        (ByteFacts(ID, exists=True, ended=True), None, None),
+        (ByteFacts(ID, exists=True, ended=True, held=True), Keep.HELD, Keep.HELD),
+        (ByteFacts(ID, exists=True), Keep.LIVE, None),
+        (ByteFacts(ID, exists=True, in_own_draft=True), Keep.DRAFT, None),
+        (ByteFacts(ID, exists=True, attached=True), Keep.ATTACHED, None),
+        (ByteFacts(ID, exists=True, deleted=True, attached=True), Keep.ATTACHED, None),  # an internal error keeps too
+        (ByteFacts(ID, exists=True, deleted=True, in_slot=True), Keep.SLOT, None),
+        (ByteFacts(ID, exists=True, deleted=True, in_own_draft=True), None, None),  # a draft keeps no deleted file
+    ],
+)
 def test_the_rule(facts, file_scope, stray_scope):
     assert keep(facts, Scope.FILE) is file_scope
     assert keep(facts, Scope.STRAY) is stray_scope
 
 
-@given(st.lists(st.builds(ByteFacts, file_id=st.uuids(), exists=st.booleans(), held=st.booleans(),
-                          attached=st.booleans(), in_slot=st.booleans(), in_own_draft=st.booleans(),
-                          deleted=st.booleans(), ended=st.booleans()), max_size=20, unique_by=lambda f: f.file_id),
-       st.sampled_from(list(Scope)))
+@given(
+    st.lists(
+        st.builds(
+            ByteFacts,
+            file_id=st.uuids(),
+            exists=st.booleans(),
+            held=st.booleans(),
+            attached=st.booleans(),
+            in_slot=st.booleans(),
+            in_own_draft=st.booleans(),
+            deleted=st.booleans(),
+            ended=st.booleans(),
+        ),
+        max_size=20,
+        unique_by=lambda f: f.file_id,
+    ),
+    st.sampled_from(list(Scope)),
+)
 def test_a_held_file_is_never_freed_and_every_file_is_judged_once(facts, scope):
     cleared = clearance_of(facts, scope)
     assert cleared.freed.isdisjoint(cleared.kept)

@@ -47,13 +47,20 @@ def key_formulas(path: str, tree: ast.AST) -> list[str]:
     docstrings = _docstrings(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "app.domain.keys":
-            found += [f"{path}:{node.lineno} imports {a.name}" for a in node.names
-                      if a.name in BUILDERS - allowed]
-        elif isinstance(node, ast.Attribute) and node.attr in BUILDERS - allowed \
-                and ast.unparse(node.value).split(".")[-1] == "keys":
+            found += [f"{path}:{node.lineno} imports {a.name}" for a in node.names if a.name in BUILDERS - allowed]
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in BUILDERS - allowed
+            and ast.unparse(node.value).split(".")[-1] == "keys"
+        ):
             found.append(f"{path}:{node.lineno} calls keys.{node.attr}")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
-                and " " not in node.value and KEY_PIECES.search(node.value):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and " " not in node.value
+            and KEY_PIECES.search(node.value)
+        ):
             found.append(f"{path}:{node.lineno} spells {node.value!r}")
     return found
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.db.uow import Job
 from app.db.publisher import MERGE_LIMIT, merge_jobs
+from app.db.uow import Job
 
 
 def purge(outbox_id, *ids):

@@ -4,7 +4,7 @@ read back parses to its file and kind."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given
@@ -22,22 +22,29 @@ def object_keys_of(file_id, stored):
 def tail_keys_of(facts):
     return [key for key in objects_of(facts).object_keys() if key.endswith("/tail")]
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ID = uuid.UUID("6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11")
 
 
-@pytest.mark.parametrize("facts, action", [
-    (PurgeFacts(ID, exists=False), PurgeAction.NOTHING),
-    (PurgeFacts(ID, True, deleted_at=NOW, upload_state="complete", scan_status="clean"), PurgeAction.OBJECTS_AND_ROW),
-    (PurgeFacts(ID, True, deleted_at=NOW, upload_state="uploading"), PurgeAction.OBJECTS_AND_ROW),
-    (PurgeFacts(ID, True, upload_state="failed"), PurgeAction.OBJECTS),
-    (PurgeFacts(ID, True, upload_state="complete", scan_status="infected"), PurgeAction.OBJECTS),
-    (PurgeFacts(ID, True, upload_state="complete", scan_status="error"), PurgeAction.OBJECTS),
-    (PurgeFacts(ID, True, upload_state="uploading"), PurgeAction.NOTHING),
-    (PurgeFacts(ID, True, upload_state="complete", scan_status="pending"), PurgeAction.NOTHING),
-    (PurgeFacts(ID, True, upload_state="complete", scan_status="clean"), PurgeAction.NOTHING),
-    (PurgeFacts(ID, True, upload_state="complete", scan_status="skipped"), PurgeAction.NOTHING),
-])
+@pytest.mark.parametrize(
+    "facts, action",
+    [
+        (PurgeFacts(ID, exists=False), PurgeAction.NOTHING),
+        (
+            PurgeFacts(ID, True, deleted_at=NOW, upload_state="complete", scan_status="clean"),
+            PurgeAction.OBJECTS_AND_ROW,
+        ),
+        (PurgeFacts(ID, True, deleted_at=NOW, upload_state="uploading"), PurgeAction.OBJECTS_AND_ROW),
+        (PurgeFacts(ID, True, upload_state="failed"), PurgeAction.OBJECTS),
+        (PurgeFacts(ID, True, upload_state="complete", scan_status="infected"), PurgeAction.OBJECTS),
+        (PurgeFacts(ID, True, upload_state="complete", scan_status="error"), PurgeAction.OBJECTS),
+        (PurgeFacts(ID, True, upload_state="uploading"), PurgeAction.NOTHING),
+        (PurgeFacts(ID, True, upload_state="complete", scan_status="pending"), PurgeAction.NOTHING),
+        (PurgeFacts(ID, True, upload_state="complete", scan_status="clean"), PurgeAction.NOTHING),
+        (PurgeFacts(ID, True, upload_state="complete", scan_status="skipped"), PurgeAction.NOTHING),
+    ],
+)
 def test_plan(facts, action):
     assert plan_purge(facts) is action
 
@@ -65,9 +72,15 @@ def test_a_native_upload_never_has_a_tail():
 
 def test_keys_of_a_file():
     keys = object_keys_of(ID, original_key(ID, 2))
-    assert keys == [original_key(ID, 1), original_key(ID, 2), original_key(ID, 3),
-                    variant_key(ID, "thumb-small"), variant_key(ID, "thumb-large"), variant_key(ID, "preview"),
-                    variant_key(ID, "poster")]
+    assert keys == [
+        original_key(ID, 1),
+        original_key(ID, 2),
+        original_key(ID, 3),
+        variant_key(ID, "thumb-small"),
+        variant_key(ID, "thumb-large"),
+        variant_key(ID, "preview"),
+        variant_key(ID, "poster"),
+    ]
 
 
 @given(st.uuids(), st.integers(min_value=1, max_value=50))
@@ -88,10 +101,19 @@ def test_another_files_key_is_refused(file_id, other):
         object_keys_of(file_id, original_key(other, 1))
 
 
-@pytest.mark.parametrize("stored", [
-    variant_key(ID, "preview"), part_key(ID, 1), "f/00/00/" + str(ID) + "/orig-1", original_key(ID) + "/x",
-    "f/6f/1c/" + str(ID) + "/orig-0", "../" + original_key(ID), "", "f/6f/1c/" + str(ID) + "/orig-a",
-])
+@pytest.mark.parametrize(
+    "stored",
+    [
+        variant_key(ID, "preview"),
+        part_key(ID, 1),
+        "f/00/00/" + str(ID) + "/orig-1",
+        original_key(ID) + "/x",
+        "f/6f/1c/" + str(ID) + "/orig-0",
+        "../" + original_key(ID),
+        "",
+        "f/6f/1c/" + str(ID) + "/orig-a",
+    ],
+)
 def test_malformed_or_foreign_stored_keys_are_refused(stored):
     with pytest.raises(KeyError_):
         object_keys_of(ID, stored)
@@ -106,9 +128,17 @@ def test_every_key_of_a_file_parses_back_to_it_and_its_kind(file_id, revision, p
     assert parse(part_key(file_id, part)) == (file_id, "part")
 
 
-@pytest.mark.parametrize("key", [
-    "f/00/00/" + str(ID) + "/orig-1", "f/zz/garbage", "issues/x", "uploads/not-a-uuid/part-1",
-    "uploads/" + str(ID).upper() + "/tail", "f/6f/1c/" + str(ID), "",
-])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "f/00/00/" + str(ID) + "/orig-1",
+        "f/zz/garbage",
+        "issues/x",
+        "uploads/not-a-uuid/part-1",
+        "uploads/" + str(ID).upper() + "/tail",
+        "f/6f/1c/" + str(ID),
+        "",
+    ],
+)
 def test_keys_outside_the_schema_have_no_owner(key):
     assert owner_of(key) is None

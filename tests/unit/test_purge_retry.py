@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -10,13 +10,21 @@ from hypothesis import strategies as st
 
 from app.domain.purge_retry import next_attempt_at, overdue, retry_wait
 
-NOW = datetime(2026, 11, 30, 12, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 MINUTE, HOUR = timedelta(minutes=1), timedelta(hours=1)
 
 
 def test_the_wait_doubles_from_the_base_and_stops_at_the_cap():
     assert [retry_wait(n, MINUTE, HOUR) for n in range(1, 9)] == [
-        MINUTE, 2 * MINUTE, 4 * MINUTE, 8 * MINUTE, 16 * MINUTE, 32 * MINUTE, HOUR, HOUR]
+        MINUTE,
+        2 * MINUTE,
+        4 * MINUTE,
+        8 * MINUTE,
+        16 * MINUTE,
+        32 * MINUTE,
+        HOUR,
+        HOUR,
+    ]
     assert next_attempt_at(3, NOW, MINUTE, HOUR) == NOW + 4 * MINUTE
 
 

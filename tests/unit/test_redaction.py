@@ -62,16 +62,35 @@ def test_kept_blanked_and_dropped_members(file):
         assert redacted[name] == file[name]
     assert redacted["original_name"] == "" and redacted["size_bytes"] == 0
     assert redacted["mime_type"] == "application/octet-stream" and redacted["thumbnails"] == []
-    assert set(redacted) == {"id", "uploaded_by", "purpose", "upload_state", "scan_status", "created_at",
-                             "original_name", "size_bytes", "mime_type", "thumbnails"}
+    assert set(redacted) == {
+        "id",
+        "uploaded_by",
+        "purpose",
+        "upload_state",
+        "scan_status",
+        "created_at",
+        "original_name",
+        "size_bytes",
+        "mime_type",
+        "thumbnails",
+    }
 
 
 def test_no_name_or_digest_survives():
-    file = {"id": "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11", "uploaded_by": "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a12",
-            "purpose": "attachment", "original_name": CANARY, "mime_type": "application/vnd.ms-excel",
-            "size_bytes": 1234, "upload_state": "complete", "scan_status": "clean",
-            "created_at": "2026-01-01T00:00:00+00:00", "thumbnails": [CANARY], "sha256": "ab" * 32,
-            "scope_id": "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a13"}
+    file = {
+        "id": "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a11",
+        "uploaded_by": "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a12",
+        "purpose": "attachment",
+        "original_name": CANARY,
+        "mime_type": "application/vnd.ms-excel",
+        "size_bytes": 1234,
+        "upload_state": "complete",
+        "scan_status": "clean",
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "thumbnails": [CANARY],
+        "sha256": "ab" * 32,
+        "scope_id": "6f1c1a52-3a57-4c7e-9d0e-7f1e0c4b8a13",
+    }
     text = json.dumps(redact_file_event("file.updated", 1, {"file": file}))
     assert CANARY not in text and "ab" * 32 not in text and "ms-excel" not in text and "1234" not in text
 

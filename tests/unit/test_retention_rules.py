@@ -3,7 +3,7 @@ decisions, the created-before bound, and cron firing times in a time zone across
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -11,14 +11,20 @@ import pytest
 from app.domain.retention import Policy, RetentionFacts, UnmanagedPrefix, delete_due, gate_open, retire_due, sweepable
 from app.platform.config.entries import EntryErrors, cron_trigger, parse_policies, parse_prefixes
 
-NOW = datetime(2026, 6, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
 POLICY = Policy("exports", "gdpr_export", max_age=7 * DAY, grace=14 * DAY, schedule="0 23 * * sat")
 
 
 def facts(**changes) -> RetentionFacts:
-    base = dict(purpose="gdpr_export", upload_state="complete", deleted=False, retired_at=None,
-                last_change_at=NOW - 7 * DAY, attached=False)
+    base = dict(
+        purpose="gdpr_export",
+        upload_state="complete",
+        deleted=False,
+        retired_at=None,
+        last_change_at=NOW - 7 * DAY,
+        attached=False,
+    )
     return RetentionFacts(**{**base, **changes})
 
 
@@ -46,11 +52,11 @@ def test_the_cadence_gate():
 
 
 def test_the_created_before_bound_is_whole_seconds_and_moves_back_by_max_age():
-    start = datetime(2026, 6, 1, 12, 0, 5, 700_000, tzinfo=timezone.utc)
+    start = datetime(2026, 6, 1, 12, 0, 5, 700_000, tzinfo=UTC)
     wipe = UnmanagedPrefix("issues/", "0 0 1 * *")
-    assert wipe.created_before(start) == datetime(2026, 6, 1, 12, 0, 5, tzinfo=timezone.utc)
+    assert wipe.created_before(start) == datetime(2026, 6, 1, 12, 0, 5, tzinfo=UTC)
     aged = UnmanagedPrefix("issues/", "0 0 1 * *", max_age=DAY)
-    assert aged.created_before(start) == datetime(2026, 5, 31, 12, 0, 5, tzinfo=timezone.utc)
+    assert aged.created_before(start) == datetime(2026, 5, 31, 12, 0, 5, tzinfo=UTC)
     bound = wipe.created_before(start)
     assert sweepable("issues/a", bound - timedelta(seconds=1), "issues/", bound)
     assert not sweepable("issues/a", bound, "issues/", bound)
@@ -61,10 +67,12 @@ def test_the_created_before_bound_is_whole_seconds_and_moves_back_by_max_age():
 def test_policy_errors_name_the_policy_and_field_never_the_value():
     secret = "hunter2-do-not-print"
     with pytest.raises(EntryErrors) as raised:
-        parse_policies([{"name": "exports", "purpose": "gdpr_export", "max_age": secret, "grace": "0s",
-                         "schedule": secret},
-                        {"name": secret.upper(), "purpose": secret, "max_age": "1d", "grace": "0s",
-                         "schedule": "0 0 * * *"}])
+        parse_policies(
+            [
+                {"name": "exports", "purpose": "gdpr_export", "max_age": secret, "grace": "0s", "schedule": secret},
+                {"name": secret.upper(), "purpose": secret, "max_age": "1d", "grace": "0s", "schedule": "0 0 * * *"},
+            ]
+        )
     text = " ".join(raised.value.messages)
     assert "policy exports: max_age" in text and "policy exports: schedule" in text
     assert "policy entry 2: name is required" in text and "policy entry 2: purpose" in text
@@ -101,20 +109,23 @@ def fires(expression: str, zone: str, start: datetime, count: int) -> list[datet
     found, previous, now = [], None, start.astimezone(ZoneInfo(zone))
     for _ in range(count):
         nxt = trigger.get_next_fire_time(previous, now)
-        found.append(nxt.astimezone(timezone.utc))
-        previous, now = nxt, (nxt.astimezone(timezone.utc) + timedelta(seconds=1)).astimezone(ZoneInfo(zone))
+        found.append(nxt.astimezone(UTC))
+        previous, now = nxt, (nxt.astimezone(UTC) + timedelta(seconds=1)).astimezone(ZoneInfo(zone))
     return found
 
 
 def test_seed_003_saturday_23_00_in_kolkata_is_17_30_utc():
     # Asia/Kolkata has no DST: every Saturday 23:00 IST is 17:30 UTC
-    found = fires("0 23 * * sat", "Asia/Kolkata", datetime(2026, 3, 1, tzinfo=timezone.utc), 3)
-    assert found == [datetime(2026, 3, 7, 17, 30, tzinfo=timezone.utc), datetime(2026, 3, 14, 17, 30, tzinfo=timezone.utc),
-                     datetime(2026, 3, 21, 17, 30, tzinfo=timezone.utc)]
+    found = fires("0 23 * * sat", "Asia/Kolkata", datetime(2026, 3, 1, tzinfo=UTC), 3)
+    assert found == [
+        datetime(2026, 3, 7, 17, 30, tzinfo=UTC),
+        datetime(2026, 3, 14, 17, 30, tzinfo=UTC),
+        datetime(2026, 3, 21, 17, 30, tzinfo=UTC),
+    ]
 
 
 def utc(*parts) -> datetime:
-    return datetime(*parts, tzinfo=timezone.utc)
+    return datetime(*parts, tzinfo=UTC)
 
 
 def test_a_daily_cron_keeps_its_local_time_across_both_dst_changes_in_berlin():

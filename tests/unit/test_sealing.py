@@ -4,6 +4,7 @@ moved, cut or foreign byte ever comes out as plaintext."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 
@@ -23,7 +24,7 @@ FILE = uuid.UUID("3f2b1c4d-0000-4000-8000-00000000a1e5")
 def sealed_original(key: Sealed, data: bytes, piece_size: int) -> bytes:
     """What the store holds of an original uploaded in parts of `piece_size`: each part sealed alone, then the
     parts concatenated (as fs and S3 assemble them)."""
-    pieces = [data[start:start + piece_size] for start in range(0, max(len(data), 1), piece_size)]
+    pieces = [data[start : start + piece_size] for start in range(0, max(len(data), 1), piece_size)]
     return b"".join(key.seal_bytes(ORIGINAL, number, piece) for number, piece in enumerate(pieces, start=1))
 
 
@@ -36,8 +37,8 @@ class Recording:
 
     def __call__(self, first: int, length: int):
         self.asked.append((first, length))
-        part = self.blob[first:first + length]
-        return iter([part[i:i + 7000] for i in range(0, len(part), 7000)] or [b""])
+        part = self.blob[first : first + length]
+        return iter([part[i : i + 7000] for i in range(0, len(part), 7000)] or [b""])
 
 
 def test_sizes_follow_the_segments():
@@ -49,8 +50,11 @@ def test_sizes_follow_the_segments():
 
 
 @settings(max_examples=300, deadline=None)
-@given(size=st.integers(0, 5 * SEG + 17), piece=st.sampled_from([1, 1000, SEG, SEG + 3, 2 * SEG, 3 * SEG - 1]),
-       data=st.data())
+@given(
+    size=st.integers(0, 5 * SEG + 17),
+    piece=st.sampled_from([1, 1000, SEG, SEG + 3, 2 * SEG, 3 * SEG - 1]),
+    data=st.data(),
+)
 def test_the_reads_of_a_range_cover_it_exactly(size, piece, data):
     first = data.draw(st.integers(0, size))
     length = data.draw(st.integers(0, size - first))
@@ -66,7 +70,7 @@ def test_the_reads_of_a_range_cover_it_exactly(size, piece, data):
         assert read.first_segment == (start - read.index * piece) // SEG
         assert read.last_segment == (start - read.index * piece + read.take - 1) // SEG
     assert covered == sorted(covered)
-    assert all(a[1] == b[0] for a, b in zip(covered, covered[1:]))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(covered))
     if reads:
         assert covered[0][0] == first and covered[-1][1] == first + length
 
@@ -87,11 +91,13 @@ def test_every_range_opens_to_the_plaintext_from_the_segments_it_touches(size, p
     assert len(store.blob) == sealed_object_size(size, piece)
     first = data.draw(st.integers(0, size))
     length = data.draw(st.integers(0, size - first))
-    assert b"".join(key.open(store, ORIGINAL, size, first, length, piece)) == plaintext[first:first + length]
+    assert b"".join(key.open(store, ORIGINAL, size, first, length, piece)) == plaintext[first : first + length]
     touched = sum(count for _, count in store.asked)
     segments = sum(read.last_segment - read.first_segment + 1 for read in reads_for(size, piece, first, length))
     # what was read is the segments needed (and, for a read near its piece's start, the gap since the header)
-    assert touched <= segments * (SEG + TAG_BYTES) + len(reads_for(size, piece, first, length)) * (HEADER_BYTES + 256 * 1024)
+    assert touched <= segments * (SEG + TAG_BYTES) + len(reads_for(size, piece, first, length)) * (
+        HEADER_BYTES + 256 * 1024
+    )
     assert b"".join(key.open_whole(store, ORIGINAL, size, piece)) == plaintext
 
 
@@ -100,7 +106,9 @@ def test_a_far_range_reads_the_header_and_its_segment_alone():
     key = Sealed(FILE, os.urandom(32), piece)
     plaintext = os.urandom(size)
     store = Recording(sealed_original(key, plaintext, piece))
-    assert b"".join(key.open(store, ORIGINAL, size, 15 * SEG + 10, 20, piece)) == plaintext[15 * SEG + 10:15 * SEG + 30]
+    assert (
+        b"".join(key.open(store, ORIGINAL, size, 15 * SEG + 10, 20, piece)) == plaintext[15 * SEG + 10 : 15 * SEG + 30]
+    )
     assert store.asked == [(0, HEADER_BYTES), (HEADER_BYTES + 15 * (SEG + TAG_BYTES), SEG + TAG_BYTES)]
 
 
@@ -120,7 +128,7 @@ def test_a_piece_sealed_twice_never_repeats_its_ciphertext():
 
 
 def _flip(blob: bytes, at: int) -> bytes:
-    return blob[:at] + bytes([blob[at] ^ 0x01]) + blob[at + 1:]
+    return blob[:at] + bytes([blob[at] ^ 0x01]) + blob[at + 1 :]
 
 
 @settings(max_examples=150, deadline=None)
@@ -145,17 +153,17 @@ def test_cut_moved_and_foreign_objects_do_not_open():
     blob = sealed_original(key, plaintext, piece)
     one = sealed_size(SEG)
     cut = blob[:-TAG_BYTES]
-    swapped = blob[one:2 * one] + blob[:one] + blob[2 * one:]
+    swapped = blob[one : 2 * one] + blob[:one] + blob[2 * one :]
     other_file = sealed_original(Sealed(uuid.uuid4(), key._data_key, piece), plaintext, piece)
     other_key = sealed_original(Sealed(FILE, os.urandom(32), piece), plaintext, piece)
     # a whole piece dropped from the end, with the last piece's final segment gone: the object is short
-    dropped = blob[:2 * one]
+    dropped = blob[: 2 * one]
     for bad in (cut, swapped, other_file, other_key, dropped):
         with pytest.raises(ContentCorrupt):
             b"".join(key.open_whole(Recording(bad), ORIGINAL, size, piece))
     # a piece's final segment cut off at a segment boundary is found by the missing final flag
     single = key.seal_bytes(ORIGINAL, 1, os.urandom(2 * SEG))
-    truncated = single[:HEADER_BYTES + SEG + TAG_BYTES] + single[HEADER_BYTES:HEADER_BYTES + SEG + TAG_BYTES]
+    truncated = single[: HEADER_BYTES + SEG + TAG_BYTES] + single[HEADER_BYTES : HEADER_BYTES + SEG + TAG_BYTES]
     with pytest.raises(ContentCorrupt):
         b"".join(key.open_whole(Recording(truncated), ORIGINAL, 2 * SEG, 2 * SEG))
 
@@ -196,7 +204,7 @@ def test_a_read_through_several_pieces_is_one_fetch():
     assert b"".join(key.open(store, ORIGINAL, size, 0, None, piece)) == plaintext
     assert store.asked == [(0, len(store.blob))]  # a whole download is one GET, not one per part
     store.asked.clear()
-    assert b"".join(key.open(store, ORIGINAL, size, 10, 3 * piece, piece)) == plaintext[10:10 + 3 * piece]
+    assert b"".join(key.open(store, ORIGINAL, size, 10, 3 * piece, piece)) == plaintext[10 : 10 + 3 * piece]
     assert len(store.asked) == 1
 
 
@@ -213,15 +221,19 @@ def test_reads_that_reuse_buffers_hand_on_only_their_own_bytes():
         for key, plaintext, store in files:
             size = len(plaintext)
             assert b"".join(key.open(store, ORIGINAL, size, 0, None, piece)) == plaintext
-            assert b"".join(key.open(store, ORIGINAL, size, 7, min(size - 7, 1024 * 1024), piece)) == \
-                plaintext[7:7 + min(size - 7, 1024 * 1024)]
+            assert (
+                b"".join(key.open(store, ORIGINAL, size, 7, min(size - 7, 1024 * 1024), piece))
+                == plaintext[7 : 7 + min(size - 7, 1024 * 1024)]
+            )
             abandoned = key.open(store, ORIGINAL, size, 0, None, piece)
             next(abandoned)
             abandoned.close()  # a reader gone half-way gives its buffer back too
     assert 0 < len(codec._POOL) <= codec._POOL_MAX
     # a segment that does not open ends the read, and its buffer goes back as well
     key, plaintext, store = files[0]
-    store.blob = store.blob[:HEADER_BYTES + 5] + bytes([store.blob[HEADER_BYTES + 5] ^ 1]) + store.blob[HEADER_BYTES + 6:]
+    store.blob = (
+        store.blob[: HEADER_BYTES + 5] + bytes([store.blob[HEADER_BYTES + 5] ^ 1]) + store.blob[HEADER_BYTES + 6 :]
+    )
     pooled = len(codec._POOL)
     with pytest.raises(ContentCorrupt):
         b"".join(key.open(store, ORIGINAL, len(plaintext), 0, None, piece))

@@ -4,17 +4,26 @@ conditional answers, inline display, and tokens that bind their facts."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.serving import (UNSATISFIABLE, ByteRange, Conditions, Validators, entity_tag, http_date,
-                                inline_type, precondition, requested_range)
+from app.domain.serving import (
+    UNSATISFIABLE,
+    ByteRange,
+    Conditions,
+    Validators,
+    entity_tag,
+    http_date,
+    inline_type,
+    precondition,
+    requested_range,
+)
 from app.platform.links import BadLink, Link, Sealer
 
-MODIFIED = datetime(2026, 11, 30, 12, 0, 0, 500_000, tzinfo=timezone.utc)
+MODIFIED = datetime(2026, 11, 30, 12, 0, 0, 500_000, tzinfo=UTC)
 TAG = entity_tag(uuid.UUID(int=7), "f/00/00/x/orig-1")
 VALIDATORS = Validators(TAG, MODIFIED)
 
@@ -28,8 +37,11 @@ def test_any_range_header_answers_within_the_file_or_whole_or_416(header, size):
         assert answer in (None, UNSATISFIABLE)
 
 
-@given(first=st.integers(min_value=0, max_value=10**6), length=st.integers(min_value=1, max_value=10**6),
-       size=st.integers(min_value=1, max_value=10**6))
+@given(
+    first=st.integers(min_value=0, max_value=10**6),
+    length=st.integers(min_value=1, max_value=10**6),
+    size=st.integers(min_value=1, max_value=10**6),
+)
 def test_a_range_is_the_bytes_it_names_cut_to_the_file(first, length, size):
     answer = requested_range(Conditions(range=f"bytes={first}-{first + length - 1}"), VALIDATORS, size)
     if first >= size:
@@ -51,8 +63,9 @@ def test_if_range_serves_the_range_only_for_the_same_object():
     assert requested_range(ranged, VALIDATORS, 10) == ByteRange(0, 1, 10)
     assert requested_range(Conditions(range="bytes=0-1", if_range='"other"'), VALIDATORS, 10) is None
     assert requested_range(Conditions(range="bytes=0-1", if_range="W/" + TAG), VALIDATORS, 10) is None  # weak
-    assert requested_range(Conditions(range="bytes=0-1", if_range=http_date(MODIFIED)), VALIDATORS, 10) \
-        == ByteRange(0, 1, 10)
+    assert requested_range(Conditions(range="bytes=0-1", if_range=http_date(MODIFIED)), VALIDATORS, 10) == ByteRange(
+        0, 1, 10
+    )
     earlier = http_date(MODIFIED - timedelta(seconds=1))
     assert requested_range(Conditions(range="bytes=0-1", if_range=earlier), VALIDATORS, 10) is None
 
@@ -80,24 +93,27 @@ def test_the_tag_names_the_object_not_its_content():
     assert entity_tag(file_id, "k/orig-1") != entity_tag(uuid.uuid4(), "k/orig-1")
 
 
-@pytest.mark.parametrize("declared, detected, shown", [
-    ("image/png", "image/png", "image/png"),
-    ("image/jpg", "image/jpeg", "image/jpeg"),  # an alias of the same type
-    ("IMAGE/PNG; charset=x", "image/png", "image/png"),
-    ("video/mp4", "video/mp4", "video/mp4"),
-    ("image/png", "text/html", None),
-    ("text/html", "text/html", None),
-    ("image/svg+xml", "image/svg+xml", None),
-    ("application/pdf", "application/pdf", None),
-    ("image/png", None, None),
-    ("image/jpeg", "image/png", None),
-])
+@pytest.mark.parametrize(
+    "declared, detected, shown",
+    [
+        ("image/png", "image/png", "image/png"),
+        ("image/jpg", "image/jpeg", "image/jpeg"),  # an alias of the same type
+        ("IMAGE/PNG; charset=x", "image/png", "image/png"),
+        ("video/mp4", "video/mp4", "video/mp4"),
+        ("image/png", "text/html", None),
+        ("text/html", "text/html", None),
+        ("image/svg+xml", "image/svg+xml", None),
+        ("application/pdf", "application/pdf", None),
+        ("image/png", None, None),
+        ("image/jpeg", "image/png", None),
+    ],
+)
 def test_inline_only_for_a_listed_type_declared_and_detected_alike(declared, detected, shown):
     assert inline_type(declared, detected) == shown
 
 
 SEALER = Sealer("a" * 40)
-LINK = Link(uuid.uuid4(), "inline", datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc), None)
+LINK = Link(uuid.uuid4(), "inline", datetime(2026, 12, 1, 12, 0, tzinfo=UTC), None)
 
 
 def test_a_link_opens_to_what_was_sealed_and_hides_it():

@@ -3,15 +3,22 @@ a header alone, and what the cleanup does with a job that never came back."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.variants import (Sizes, fitted, names_for, pending_action, refusal_before_decoding,
-                                 thumbnails_document, wants_variants)
+from app.domain.variants import (
+    Sizes,
+    fitted,
+    names_for,
+    pending_action,
+    refusal_before_decoding,
+    thumbnails_document,
+    wants_variants,
+)
 
-NOW = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 TTL = timedelta(hours=1)
 
 
@@ -61,7 +68,11 @@ def test_a_lost_job_is_sent_again_once_then_ended():
 
 
 def test_the_document_names_size_and_type_only_in_a_fixed_order():
-    rows = [{"name": "preview", "width": 3, "height": 4, "type": "image/webp", "size_bytes": 9},
-            {"name": "thumb-small", "width": 1, "height": 2, "type": "image/webp"}]
-    assert thumbnails_document(rows) == [{"name": "thumb-small", "width": 1, "height": 2, "type": "image/webp"},
-                                         {"name": "preview", "width": 3, "height": 4, "type": "image/webp"}]
+    rows = [
+        {"name": "preview", "width": 3, "height": 4, "type": "image/webp", "size_bytes": 9},
+        {"name": "thumb-small", "width": 1, "height": 2, "type": "image/webp"},
+    ]
+    assert thumbnails_document(rows) == [
+        {"name": "thumb-small", "width": 1, "height": 2, "type": "image/webp"},
+        {"name": "preview", "width": 3, "height": 4, "type": "image/webp"},
+    ]

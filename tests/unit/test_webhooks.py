@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
@@ -19,7 +19,7 @@ from standardwebhooks.webhooks import Webhook
 from app.domain.webhooks import body_of, decode_secret, headers_of, message_id, next_attempt_at, outcome_of
 from app.platform.config.entries import EntryErrors, parse_endpoints
 
-NOW = datetime(2026, 12, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def secret(size: int = 32) -> str:
@@ -30,9 +30,12 @@ def secret(size: int = 32) -> str:
 def test_the_signature_is_the_libraries(data):
     key = secret()
     body = body_of("file.purged", NOW, data)
-    headers = headers_of([decode_secret(key)], message_id("0" * 32), int(datetime.now(timezone.utc).timestamp()), body)
-    assert Webhook(key).verify(body, headers) == {"type": "file.purged", "timestamp": "2026-12-01T00:00:00Z",
-                                                  "data": data}
+    headers = headers_of([decode_secret(key)], message_id("0" * 32), int(datetime.now(UTC).timestamp()), body)
+    assert Webhook(key).verify(body, headers) == {
+        "type": "file.purged",
+        "timestamp": "2026-12-01T00:00:00Z",
+        "data": data,
+    }
 
 
 def test_secrets_are_whsec_base64_of_24_to_64_bytes():
@@ -44,9 +47,22 @@ def test_secrets_are_whsec_base64_of_24_to_64_bytes():
             assert bad[6:] not in str(caught.value)  # never the value
 
 
-@pytest.mark.parametrize("status, outcome", [(200, "delivered"), (204, "delivered"), (299, "delivered"),
-                                             (None, "retry"), (500, "retry"), (503, "retry"), (410, "disable"),
-                                             (400, "final"), (404, "final"), (429, "final"), (301, "final")])
+@pytest.mark.parametrize(
+    "status, outcome",
+    [
+        (200, "delivered"),
+        (204, "delivered"),
+        (299, "delivered"),
+        (None, "retry"),
+        (500, "retry"),
+        (503, "retry"),
+        (410, "disable"),
+        (400, "final"),
+        (404, "final"),
+        (429, "final"),
+        (301, "final"),
+    ],
+)
 def test_what_an_answer_means(status, outcome):
     assert outcome_of(status) == outcome
 
@@ -60,29 +76,59 @@ def test_the_schedule():
 
 def test_endpoints_parse_and_name_entry_and_field_only():
     key = secret()
-    (parsed,) = parse_endpoints(json.dumps([{"name": "app", "url": "https://h.example/x", "secret": [key, secret()],
-                                            "events": ["file.purged", "file.purged"]}]))
+    (parsed,) = parse_endpoints(
+        json.dumps(
+            [
+                {
+                    "name": "app",
+                    "url": "https://h.example/x",
+                    "secret": [key, secret()],
+                    "events": ["file.purged", "file.purged"],
+                }
+            ]
+        )
+    )
     assert parsed.events == ("file.purged",) and len(parsed.secrets) == 2 and key not in repr(parsed)
     with pytest.raises(EntryErrors) as caught:
-        parse_endpoints([{"name": "Bad", "url": "https://user:pw@h.example:99999/", "secret": "whsec_c2hvcnQ="},
-                         {"name": "x", "url": "https://h.example", "secret": key, "events": [], "extra": 1}])
+        parse_endpoints(
+            [
+                {"name": "Bad", "url": "https://user:pw@h.example:99999/", "secret": "whsec_c2hvcnQ="},
+                {"name": "x", "url": "https://h.example", "secret": key, "events": [], "extra": 1},
+            ]
+        )
     text = " ".join(caught.value.messages)
-    for expected in ("endpoint entry 1: name", "endpoint entry 1: url", "endpoint entry 1: secret",
-                     "endpoint entry 1: events is required", "endpoint x: events", "endpoint x: unknown field extra"):
+    for expected in (
+        "endpoint entry 1: name",
+        "endpoint entry 1: url",
+        "endpoint entry 1: secret",
+        "endpoint entry 1: events is required",
+        "endpoint x: events",
+        "endpoint x: unknown field extra",
+    ):
         assert expected in text, text
     assert key[6:20] not in text and "h.example" not in text and "pw" not in text
 
 
 def test_config_check_exits_2_naming_the_entry_and_field_never_the_secret():
     key = secret()
-    bad = json.dumps([{"name": "app", "url": "ftp://hooks.example/x", "secret": "whsec_c2hvcnQ=", "events": ["file.gone"]},
-                      {"name": "app", "url": "https://hooks.example/x", "secret": [key], "events": ["file.purged"]}])
+    bad = json.dumps(
+        [
+            {"name": "app", "url": "ftp://hooks.example/x", "secret": "whsec_c2hvcnQ=", "events": ["file.gone"]},
+            {"name": "app", "url": "https://hooks.example/x", "secret": [key], "events": ["file.purged"]},
+        ]
+    )
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_WEBHOOKS_ENDPOINTS": bad, "LETHE_AUTH_JWT_SECRET": "x" * 40}
-    result = subprocess.run([sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True,
-                            env=env, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True, env=env, timeout=60
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 2 and "Traceback" not in output
-    for expected in ("webhooks.endpoints", "endpoint app: url", "endpoint app: secret", "endpoint app: events",
-                     "endpoint app: name is used by another endpoint"):
+    for expected in (
+        "webhooks.endpoints",
+        "endpoint app: url",
+        "endpoint app: secret",
+        "endpoint app: events",
+        "endpoint app: name is used by another endpoint",
+    ):
         assert expected in output, output
     assert key[6:20] not in output and "hooks.example" not in output

@@ -6,9 +6,24 @@ To add a step: a module here with `step(run) -> CandidateStep | WholeStep`, and 
 
 from __future__ import annotations
 
-from app.lifecycle.steps import (backlog, catch_up, expired_sessions, failed_rows, gauges, message_tombstones,
-                                 multipart_aborts, never_attached, old_receipts, pending_scans, pending_variants,
-                                 running_erasures, temporary_files, unkept_slot_files, untyped_files, webhooks)
+from app.lifecycle.steps import (
+    backlog,
+    catch_up,
+    expired_sessions,
+    failed_rows,
+    gauges,
+    message_tombstones,
+    multipart_aborts,
+    never_attached,
+    old_receipts,
+    pending_scans,
+    pending_variants,
+    running_erasures,
+    temporary_files,
+    unkept_slot_files,
+    untyped_files,
+    webhooks,
+)
 from app.lifecycle.steps.base import CleanupPolicy, Run, Step, WholeStep
 
 STEPS = (

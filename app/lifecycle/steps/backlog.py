@@ -37,7 +37,13 @@ def step(run: Run) -> WholeStep:
             active_gauge.set(held.active)
             held_gauge.set(held.files_held)
         if row.oldest is not None and age > run.policy.object_delete_delay:
-            log_event(log, "warning", "cleanup.backlog_overdue", "purge backlog older than privacy.object_delete_delay",
-                      count=row.n, refused=refused.n)
+            log_event(
+                log,
+                "warning",
+                "cleanup.backlog_overdue",
+                "purge backlog older than privacy.object_delete_delay",
+                count=row.n,
+                refused=refused.n,
+            )
 
     return WholeStep("f", "backlog", measure)

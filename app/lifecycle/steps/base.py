@@ -4,9 +4,10 @@ the two shapes a step takes (app/lifecycle/batches.py): over candidates, or once
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Callable, Union
+from typing import TYPE_CHECKING
 
 from app.db.conn import Conn
 from app.db.uow import UnitOfWork
@@ -36,16 +37,23 @@ class CleanupPolicy:
     variants: bool = True
 
     @classmethod
-    def from_config(cls, cfg: Config) -> "CleanupPolicy":
+    def from_config(cls, cfg: Config) -> CleanupPolicy:
         """The policy of the configured keys."""
-        return cls(batch_size=cfg.file.gc_batch_size, unattached_ttl=cfg.file.unattached_ttl,
-                   failed_row_ttl=cfg.file.failed_row_ttl, tmp_ttl=cfg.file.upload_session_ttl,
-                   object_delete_delay=cfg.privacy.object_delete_delay, receipt_ttl=cfg.privacy.receipt_ttl,
-                   scan_pending_ttl=cfg.scan.pending_ttl,
-                   message_tombstone_ttl=cfg.privacy.message_tombstone_ttl,
-                   direct_abort_delay=cfg.file.direct_abort_delay, webhook_lost_after=cfg.file.gc_interval,
-                   webhook_ttl=cfg.webhooks.delivery_ttl, variants_pending_ttl=cfg.image.pending_ttl,
-                   variants=cfg.image.variants)
+        return cls(
+            batch_size=cfg.file.gc_batch_size,
+            unattached_ttl=cfg.file.unattached_ttl,
+            failed_row_ttl=cfg.file.failed_row_ttl,
+            tmp_ttl=cfg.file.upload_session_ttl,
+            object_delete_delay=cfg.privacy.object_delete_delay,
+            receipt_ttl=cfg.privacy.receipt_ttl,
+            scan_pending_ttl=cfg.scan.pending_ttl,
+            message_tombstone_ttl=cfg.privacy.message_tombstone_ttl,
+            direct_abort_delay=cfg.file.direct_abort_delay,
+            webhook_lost_after=cfg.file.gc_interval,
+            webhook_ttl=cfg.webhooks.delivery_ttl,
+            variants_pending_ttl=cfg.image.pending_ttl,
+            variants=cfg.image.variants,
+        )
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,7 @@ class WholeStep:
     run: Callable[[StepReport, bool], None]
 
 
-Step = Union[CandidateStep, WholeStep]
+Step = CandidateStep | WholeStep
 
 
 @dataclass(frozen=True)
@@ -68,13 +76,20 @@ class Run:
     policy: CleanupPolicy
     now: datetime
 
-    def in_unit_of_work(self, letter: str,
-                        work: Callable[[UnitOfWork, list[uuid.UUID]], int]) -> Callable[[list[uuid.UUID]], Outcome]:
+    def in_unit_of_work(
+        self, letter: str, work: Callable[[UnitOfWork, list[uuid.UUID]], int]
+    ) -> Callable[[list[uuid.UUID]], Outcome]:
         """`act` for a step that changes rows: a batch per unit of work, a failing candidate isolated."""
         return isolated(self.rt.db, f"cleanup.{letter}", work, event="cleanup.candidate_failed", step=letter)
 
-    def delete_in_batches(self, report: StepReport, dry_run: bool, name: str, count: Callable[[Conn], int],
-                          delete: Callable[[Conn, int], int]) -> None:
+    def delete_in_batches(
+        self,
+        report: StepReport,
+        dry_run: bool,
+        name: str,
+        count: Callable[[Conn], int],
+        delete: Callable[[Conn, int], int],
+    ) -> None:
         """Rows past a cutoff go in batches of file.gc_batch_size, one unit of work each, until a batch comes
         back smaller (STYLE.md); the dry run counts them."""
         if dry_run:

@@ -20,11 +20,20 @@ def step(run: Run) -> CandidateStep:
 
     def purge(ids: list[uuid.UUID]) -> Outcome:
         purged = purge_files(run.rt, ids)
-        return Outcome(acted=purged.results["row"] + purged.results["objects"],
-                       kept=sum(purged.results[why] for why in KEPT), failed=purged.results["refused"])
+        return Outcome(
+            acted=purged.results["row"] + purged.results["objects"],
+            kept=sum(purged.results[why] for why in KEPT),
+            failed=purged.results["refused"],
+        )
 
-    return CandidateStep("d", "catch_up",
-                         [lambda conn, cursor, limit: sql.deleted_rows(conn, run.now, cursor, limit),
-                          lambda conn, cursor, limit: sql.due_refused_live(conn, run.now, cursor, limit),
-                          lambda conn, cursor, limit: sql.objects_due_live(conn, cursor, limit)],
-                         lambda conn, ids: list(ids), purge)
+    return CandidateStep(
+        "d",
+        "catch_up",
+        [
+            lambda conn, cursor, limit: sql.deleted_rows(conn, run.now, cursor, limit),
+            lambda conn, cursor, limit: sql.due_refused_live(conn, run.now, cursor, limit),
+            lambda conn, cursor, limit: sql.objects_due_live(conn, cursor, limit),
+        ],
+        lambda conn, ids: list(ids),
+        purge,
+    )

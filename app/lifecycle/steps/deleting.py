@@ -4,7 +4,7 @@ app/domain/ages.py, and deleted through mark_deleted (D5)."""
 from __future__ import annotations
 
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from app.db import cleanup as sql
 from app.db.conn import Conn
@@ -15,15 +15,27 @@ from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.steps.base import Run
 
 
-def deleting(run: Run, letter: str, name: str, page: Page, rule: Callable[[CleanupFacts], bool],
-             own_drafts_protect: bool, via: str) -> CandidateStep:
+def deleting(
+    run: Run,
+    letter: str,
+    name: str,
+    page: Page,
+    rule: Callable[[CleanupFacts], bool],
+    own_drafts_protect: bool,
+    via: str,
+) -> CandidateStep:
     """A step that marks deleted what `rule` says is past its age (and, with own_drafts_protect, what no draft
     of its own uploader names)."""
 
     def decide(conn: Conn, ids: list[uuid.UUID]) -> list[uuid.UUID]:
         eligible = [row for row in sql.cleanup_facts(conn, ids) if rule(row) and row.id and row.uploaded_by]
-        protected = sql.protected_by_own_drafts(conn, [(row.id, row.uploaded_by) for row in eligible
-                                                       if row.id and row.uploaded_by]) if own_drafts_protect else set()
+        protected = (
+            sql.protected_by_own_drafts(
+                conn, [(row.id, row.uploaded_by) for row in eligible if row.id and row.uploaded_by]
+            )
+            if own_drafts_protect
+            else set()
+        )
         return [row.id for row in eligible if row.id and row.id not in protected]
 
     def act(uow: UnitOfWork, ids: list[uuid.UUID]) -> int:

@@ -13,7 +13,12 @@ from app.lifecycle.steps.deleting import deleting
 def step(run: Run) -> CandidateStep:
     """Candidates by their last change (index files_failed_candidates)."""
     cutoff = run.now - run.policy.failed_row_ttl
-    return deleting(run, "c", "failed_rows",
-                    lambda conn, cursor, limit: sql.failed_candidates(conn, cutoff, cursor, limit),
-                    lambda facts: failed_row_expired(facts, run.now, run.policy.failed_row_ttl),
-                    own_drafts_protect=False, via="cleanup_failed")
+    return deleting(
+        run,
+        "c",
+        "failed_rows",
+        lambda conn, cursor, limit: sql.failed_candidates(conn, cutoff, cursor, limit),
+        lambda facts: failed_row_expired(facts, run.now, run.policy.failed_row_ttl),
+        own_drafts_protect=False,
+        via="cleanup_failed",
+    )

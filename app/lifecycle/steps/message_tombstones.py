@@ -13,8 +13,12 @@ def step(run: Run) -> WholeStep:
     cutoff = run.now - run.policy.message_tombstone_ttl
 
     def prune(report: StepReport, dry_run: bool) -> None:
-        run.delete_in_batches(report, dry_run, "cleanup.l",
-                              lambda conn: messages_sql.count_old_tombstones(conn, cutoff),
-                              lambda conn, limit: messages_sql.delete_old_tombstones(conn, cutoff, limit))
+        run.delete_in_batches(
+            report,
+            dry_run,
+            "cleanup.l",
+            lambda conn: messages_sql.count_old_tombstones(conn, cutoff),
+            lambda conn, limit: messages_sql.delete_old_tombstones(conn, cutoff, limit),
+        )
 
     return WholeStep("l", "message_tombstones", prune)

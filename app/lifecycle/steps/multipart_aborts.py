@@ -30,11 +30,13 @@ def step(run: Run) -> WholeStep:
         rule kept it."""
         if row.file_id not in cleared:
             return True
-        run.rt.files.abort_uploads(cleared, {row.file_id: [MultipartRef(str(row.file_id), row.object_key,
-                                                                       row.upload_id)]})
+        run.rt.files.abort_uploads(
+            cleared, {row.file_id: [MultipartRef(str(row.file_id), row.object_key, row.upload_id)]}
+        )
         listed = run.rt.store.uploads_of(row.object_key)
-        run.rt.files.abort_uploads(cleared, {row.file_id: [MultipartRef(str(row.file_id), row.object_key, upload_id)
-                                                           for upload_id in listed]})
+        run.rt.files.abort_uploads(
+            cleared, {row.file_id: [MultipartRef(str(row.file_id), row.object_key, upload_id) for upload_id in listed]}
+        )
         return bool(listed)
 
     def confirm(report: StepReport, dry_run: bool) -> None:
@@ -48,8 +50,10 @@ def step(run: Run) -> WholeStep:
             if rows and not dry_run:
                 gone: list[str] = []
                 left: list[str] = []
-                cleared = db.unit_of_work(lambda uow: keeps_sql.clearance(
-                    uow, [row.file_id for row in rows], Scope.FILE, run.now), name="cleanup.m")
+                cleared = db.unit_of_work(
+                    lambda uow: keeps_sql.clearance(uow, [row.file_id for row in rows], Scope.FILE, run.now),
+                    name="cleanup.m",
+                )
                 for row in rows:
                     try:
                         (left if again(cleared, row) else gone).append(row.upload_id)
@@ -59,8 +63,13 @@ def step(run: Run) -> WholeStep:
                     db.unit_of_work(lambda uow: aborts_sql.confirmed(uow.conn, gone), name="cleanup.m")
                 if left:
                     db.unit_of_work(lambda uow: aborts_sql.again(uow.conn, left), name="cleanup.m")
-                    log_event(log, "warning", "cleanup.uploads_left", "aborted direct uploads were still listed; "
-                              "aborted again, confirmed at the next run", count=len(left))
+                    log_event(
+                        log,
+                        "warning",
+                        "cleanup.uploads_left",
+                        "aborted direct uploads were still listed; aborted again, confirmed at the next run",
+                        count=len(left),
+                    )
                 report.acted += len(gone)
                 report.kept += len(left)
             if len(rows) < batch:
@@ -68,4 +77,3 @@ def step(run: Run) -> WholeStep:
             cursor = (rows[-1].first_aborted_at, rows[-1].upload_id)
 
     return WholeStep("m", "multipart_aborts", confirm)
-

@@ -13,7 +13,12 @@ from app.lifecycle.steps.deleting import deleting
 def step(run: Run) -> CandidateStep:
     """Candidates by their last change (index files_unattached_candidates)."""
     cutoff = run.now - run.policy.unattached_ttl
-    return deleting(run, "b", "never_attached",
-                    lambda conn, cursor, limit: sql.unattached_candidates(conn, cutoff, cursor, limit),
-                    lambda facts: unattached_expired(facts, run.now, run.policy.unattached_ttl),
-                    own_drafts_protect=True, via="cleanup_unattached")
+    return deleting(
+        run,
+        "b",
+        "never_attached",
+        lambda conn, cursor, limit: sql.unattached_candidates(conn, cutoff, cursor, limit),
+        lambda facts: unattached_expired(facts, run.now, run.policy.unattached_ttl),
+        own_drafts_protect=True,
+        via="cleanup_unattached",
+    )

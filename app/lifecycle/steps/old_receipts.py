@@ -14,9 +14,19 @@ def step(run: Run) -> WholeStep:
     cutoff = run.now - run.policy.receipt_ttl
 
     def prune(report: StepReport, dry_run: bool) -> None:
-        run.delete_in_batches(report, dry_run, "cleanup.g", lambda conn: receipts_sql.count_expired(conn, cutoff),
-                              lambda conn, limit: receipts_sql.delete_expired(conn, cutoff, limit))
-        run.delete_in_batches(report, dry_run, "cleanup.g", lambda conn: holds_sql.count_released(conn, cutoff),
-                              lambda conn, limit: holds_sql.delete_released(conn, cutoff, limit))
+        run.delete_in_batches(
+            report,
+            dry_run,
+            "cleanup.g",
+            lambda conn: receipts_sql.count_expired(conn, cutoff),
+            lambda conn, limit: receipts_sql.delete_expired(conn, cutoff, limit),
+        )
+        run.delete_in_batches(
+            report,
+            dry_run,
+            "cleanup.g",
+            lambda conn: holds_sql.count_released(conn, cutoff),
+            lambda conn, limit: holds_sql.delete_released(conn, cutoff, limit),
+        )
 
     return WholeStep("g", "old_receipts", prune)

@@ -23,9 +23,18 @@ def step(run: Run) -> CandidateStep:
     """Candidates by their last change (index files_scan_pending); decided again under the row lock."""
 
     def actions(conn: Conn, file_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
-        decided = {row.id: pending_scan_action(row.upload_state, row.scan_status, row.deleted, row.last_change_at,
-                                               row.scan_resent_at, run.now, run.policy.scan_pending_ttl)
-                   for row in sql.pending_scan_facts(conn, file_ids)}
+        decided = {
+            row.id: pending_scan_action(
+                row.upload_state,
+                row.scan_status,
+                row.deleted,
+                row.last_change_at,
+                row.scan_resent_at,
+                run.now,
+                run.policy.scan_pending_ttl,
+            )
+            for row in sql.pending_scan_facts(conn, file_ids)
+        }
         return {file_id: action for file_id, action in decided.items() if action is not None}
 
     def drive(uow: UnitOfWork, file_ids: list[uuid.UUID]) -> int:
@@ -37,15 +46,30 @@ def step(run: Run) -> CandidateStep:
             sql.set_scan_resent(uow.conn, resend, run.now)
             for file_id in resend:
                 enqueue_scan(uow, file_id)
-            log_event(log, "warning", "scan.resent", "scans still pending past scan.pending_ttl were sent again",
-                      count=len(resend))
+            log_event(
+                log,
+                "warning",
+                "scan.resent",
+                "scans still pending past scan.pending_ttl were sent again",
+                count=len(resend),
+            )
         for file_id, action in due.items():
             if action == "end" and scans_sql.record_outcome(uow, file_id, "error", run.now) is not None:
-                log_event(log, "warning", "scan.abandoned", "a scan never came back; the file ends as error and "
-                          "is purged", file_id=str(file_id), reason="pending_ttl")
+                log_event(
+                    log,
+                    "warning",
+                    "scan.abandoned",
+                    "a scan never came back; the file ends as error and is purged",
+                    file_id=str(file_id),
+                    reason="pending_ttl",
+                )
         return len(due)
 
     cutoff = run.now - run.policy.scan_pending_ttl
-    return CandidateStep("j", "pending_scans",
-                         [lambda conn, cursor, limit: sql.pending_scans(conn, cutoff, cursor, limit)],
-                         lambda conn, ids: list(actions(conn, ids)), run.in_unit_of_work("j", drive))
+    return CandidateStep(
+        "j",
+        "pending_scans",
+        [lambda conn, cursor, limit: sql.pending_scans(conn, cutoff, cursor, limit)],
+        lambda conn, ids: list(actions(conn, ids)),
+        run.in_unit_of_work("j", drive),
+    )

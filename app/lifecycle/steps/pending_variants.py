@@ -27,9 +27,12 @@ def step(run: Run) -> CandidateStep:
     ttl = run.policy.variants_pending_ttl
 
     def actions(conn: Conn, file_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
-        decided = {row.id: pending_action(row.variants_state, row.deleted, row.variants_since,
-                                          row.variants_resent_at, run.now, ttl)
-                   for row in variants_sql.pending_facts(conn, file_ids)}
+        decided = {
+            row.id: pending_action(
+                row.variants_state, row.deleted, row.variants_since, row.variants_resent_at, run.now, ttl
+            )
+            for row in variants_sql.pending_facts(conn, file_ids)
+        }
         return {file_id: action for file_id, action in decided.items() if action is not None}
 
     def drive(uow: UnitOfWork, file_ids: list[uuid.UUID]) -> int:
@@ -40,18 +43,32 @@ def step(run: Run) -> CandidateStep:
             variants_sql.set_resent(uow.conn, resend, run.now)
             for file_id in resend:
                 enqueue_variants(uow, file_id)
-            log_event(log, "warning", "variants.resent", "variants jobs pending past image.pending_ttl were sent "
-                      "again", count=len(resend))
+            log_event(
+                log,
+                "warning",
+                "variants.resent",
+                "variants jobs pending past image.pending_ttl were sent again",
+                count=len(resend),
+            )
         ended = [file_id for file_id, action in due.items() if action == "end"]
         for file_id in ended:
             variants_sql.record_refused(uow.conn, file_id, "lost", run.now)
         if ended:
             uow.after_commit(lambda: metrics.VARIANTS.labels("lost").inc(len(ended)))
-            log_event(log, "warning", "variants.abandoned", "variants jobs never came back; those files get no "
-                      "variants", count=len(ended))
+            log_event(
+                log,
+                "warning",
+                "variants.abandoned",
+                "variants jobs never came back; those files get no variants",
+                count=len(ended),
+            )
         return len(due)
 
     cutoff = run.now - ttl
-    return CandidateStep("o", "pending_variants",
-                         [lambda conn, cursor, limit: variants_sql.pending(conn, cutoff, cursor, limit)],
-                         lambda conn, ids: list(actions(conn, ids)), run.in_unit_of_work("o", drive))
+    return CandidateStep(
+        "o",
+        "pending_variants",
+        [lambda conn, cursor, limit: variants_sql.pending(conn, cutoff, cursor, limit)],
+        lambda conn, ids: list(actions(conn, ids)),
+        run.in_unit_of_work("o", drive),
+    )

@@ -22,15 +22,29 @@ def step(run: Run) -> CandidateStep:
 
     def unkept(conn: Conn, file_ids: list[uuid.UUID]) -> list[uuid.UUID]:
         kept = slots_sql.kept(conn, file_ids)
-        return [row.id for row in files_sql.files_by_ids(conn, file_ids)
-                if unkept_expired(row.purpose, row.upload_state, row.deleted_at is not None, row.id in kept,
-                                  row.last_change_at, run.now, run.policy.unattached_ttl)]
+        return [
+            row.id
+            for row in files_sql.files_by_ids(conn, file_ids)
+            if unkept_expired(
+                row.purpose,
+                row.upload_state,
+                row.deleted_at is not None,
+                row.id in kept,
+                row.last_change_at,
+                run.now,
+                run.policy.unattached_ttl,
+            )
+        ]
 
     def delete(uow: UnitOfWork, file_ids: list[uuid.UUID]) -> int:
         # Lock the files first (skipping rows a slot change has locked), then read the slots afresh.
         doomed = unkept(uow.conn, sql.lock_skip_locked(uow.conn, file_ids))
         return len(mark_deleted(uow, doomed, run.now, "cleanup_unheld")) if doomed else 0
 
-    return CandidateStep("h", "unkept_slot_files",
-                         [lambda conn, cursor, limit: slots_sql.unkept_candidates(conn, cutoff, cursor, limit)],
-                         unkept, run.in_unit_of_work("h", delete))
+    return CandidateStep(
+        "h",
+        "unkept_slot_files",
+        [lambda conn, cursor, limit: slots_sql.unkept_candidates(conn, cutoff, cursor, limit)],
+        unkept,
+        run.in_unit_of_work("h", delete),
+    )

@@ -60,13 +60,22 @@ def step(run: Run) -> WholeStep:
             if row is None:
                 continue  # deleted, or read by another run meanwhile
             recorded += 1
-            if run.policy.variants and row.variants_state is None and wants_variants(row.detected_type) \
-                    and is_deliverable(row.upload_state, row.scan_status):
+            if (
+                run.policy.variants
+                and row.variants_state is None
+                and wants_variants(row.detected_type)
+                and is_deliverable(row.upload_state, row.scan_status)
+            ):
                 variants_sql.set_pending(uow.conn, file_id, run.now)
                 enqueue_variants(uow, file_id)
         if recorded:
-            log_event(log, "info", "cleanup.types_read", "the types of files completed before type detection "
-                      "were read", count=recorded)
+            log_event(
+                log,
+                "info",
+                "cleanup.types_read",
+                "the types of files completed before type detection were read",
+                count=recorded,
+            )
         return recorded
 
     return WholeStep("p", "untyped_files", read_types)

@@ -18,7 +18,12 @@ def step(run: Run) -> WholeStep:
         lost = webhooks.catch_up(run.rt, run.now, run.policy.webhook_lost_after, run.policy.batch_size, dry_run)
         report.candidates += lost
         report.acted += lost
-        run.delete_in_batches(report, dry_run, "cleanup.n", lambda conn: webhooks_sql.count_old(conn, cutoff),
-                              lambda conn, limit: webhooks_sql.delete_old(conn, cutoff, limit))
+        run.delete_in_batches(
+            report,
+            dry_run,
+            "cleanup.n",
+            lambda conn: webhooks_sql.count_old(conn, cutoff),
+            lambda conn, limit: webhooks_sql.delete_old(conn, cutoff, limit),
+        )
 
     return WholeStep("n", "webhooks", catch_up)

@@ -10,11 +10,50 @@ wrong variable) must not end up in a terminal, a CI log or a pod's events.
 from __future__ import annotations
 
 from app.domain.durations import format_duration, parse_duration
-from app.platform.config.keys import (CONFIG_FILE_ENV, ENV_PREFIX, S3_MIN_PART_SIZE, Duration, Durations, EntryList,
-                                      Flag, Key, KeyringField, Number, Origins, Size, Text, key, parse_size)
+from app.platform.config.keys import (
+    CONFIG_FILE_ENV,
+    ENV_PREFIX,
+    S3_MIN_PART_SIZE,
+    Duration,
+    Durations,
+    EntryList,
+    Flag,
+    Key,
+    KeyringField,
+    Number,
+    Origins,
+    Size,
+    Text,
+    key,
+    parse_size,
+)
 from app.platform.config.load import build, describe_default, explicitly_set, load, with_changes
 from app.platform.config.tree import KEYS, KEYS_BY_NAME, Config
 
-__all__ = ["CONFIG_FILE_ENV", "ENV_PREFIX", "S3_MIN_PART_SIZE", "Duration", "Durations", "EntryList", "Flag", "Key", "KeyringField",
-           "Number", "Origins", "Size", "Text", "format_duration", "key", "parse_duration", "parse_size", "build",
-           "describe_default", "explicitly_set", "load", "with_changes", "KEYS", "KEYS_BY_NAME", "Config"]
+__all__ = [
+    "CONFIG_FILE_ENV",
+    "ENV_PREFIX",
+    "S3_MIN_PART_SIZE",
+    "Duration",
+    "Durations",
+    "EntryList",
+    "Flag",
+    "Key",
+    "KeyringField",
+    "Number",
+    "Origins",
+    "Size",
+    "Text",
+    "format_duration",
+    "key",
+    "parse_duration",
+    "parse_size",
+    "build",
+    "describe_default",
+    "explicitly_set",
+    "load",
+    "with_changes",
+    "KEYS",
+    "KEYS_BY_NAME",
+    "Config",
+]

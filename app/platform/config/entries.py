@@ -5,8 +5,9 @@ expressions of their schedules (APScheduler's parser)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from apscheduler.triggers.cron import CronTrigger
 
@@ -16,6 +17,7 @@ from app.domain.retention import PURPOSES, RESERVED_PREFIXES, Policy, UnmanagedP
 from app.domain.webhooks import EVENTS, Endpoint, decode_secret
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+
 
 def cron_trigger(expression: str, timezone: Any) -> CronTrigger:
     """A 5-field cron expression (minute hour day month weekday) in a time zone.
@@ -61,8 +63,15 @@ def _read_entries(raw: Any, what: str) -> list[Any]:
     return list(raw)
 
 
-def _field(entry: Mapping[str, Any], name: str, label: str, errors: list[str], parse: Callable[[Any], Any],
-           required: bool = True, default: Any = None) -> Any:
+def _field(
+    entry: Mapping[str, Any],
+    name: str,
+    label: str,
+    errors: list[str],
+    parse: Callable[[Any], Any],
+    required: bool = True,
+    default: Any = None,
+) -> Any:
     if name not in entry or entry[name] is None:
         if required:
             errors.append(f"{label}: {name} is required.")
@@ -151,8 +160,7 @@ def parse_policies(raw: Any) -> tuple[Policy, ...]:
         grace = _field(entry, "grace", label, errors, _duration)
         schedule = _field(entry, "schedule", label, errors, _cron)
         min_interval = _field(entry, "min_interval", label, errors, _duration, required=False)
-        include_attached = _field(entry, "include_attached", label, errors, _boolean, required=False,
-                                  default=False)
+        include_attached = _field(entry, "include_attached", label, errors, _boolean, required=False, default=False)
         if max_age is not None and max_age <= timedelta(0):
             errors.append(f"{label}: max_age must be more than 0s.")
         if include_attached and purpose not in (None, "attachment"):
@@ -162,8 +170,17 @@ def parse_policies(raw: Any) -> tuple[Policy, ...]:
         if purpose is not None:
             purposes.add(purpose)
         if len(errors) == before:
-            policies.append(Policy(name=name, purpose=purpose, max_age=max_age, grace=grace, schedule=schedule,
-                                   min_interval=min_interval, include_attached=include_attached))
+            policies.append(
+                Policy(
+                    name=name,
+                    purpose=purpose,
+                    max_age=max_age,
+                    grace=grace,
+                    schedule=schedule,
+                    min_interval=min_interval,
+                    include_attached=include_attached,
+                )
+            )
     if errors:
         raise EntryErrors(errors)
     return tuple(policies)
@@ -175,8 +192,9 @@ def _prefix(value: Any) -> str:
     try:
         validate_key(value[:-1])
     except KeyError_:
-        raise ValueError("Must be a relative path of plain segments (no '.', '..', empty segment or "
-                         "backslash).") from None
+        raise ValueError(
+            "Must be a relative path of plain segments (no '.', '..', empty segment or backslash)."
+        ) from None
     return value
 
 
@@ -208,7 +226,7 @@ def parse_prefixes(raw: Any) -> tuple[UnmanagedPrefix, ...]:
         if prefix is not None:
             if any(overlaps(prefix, reserved) for reserved in RESERVED_PREFIXES):
                 errors.append(f"{label}: prefix overlaps Lethe's own f/, uploads/ or .tmp/.")
-            for other_index, other in zip(positions, found):
+            for other_index, other in zip(positions, found, strict=True):
                 if overlaps(prefix, other.prefix):
                     errors.append(f"{label}: prefix overlaps prefix {_ordinal(other_index)}.")
         if len(errors) == before:

@@ -3,14 +3,14 @@ validate values, and the validators; every error message names the key and never
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import dataclasses
 import re
 import typing
 import zoneinfo
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from datetime import timedelta
+from typing import Any
 
 from marshmallow import ValidationError, fields, validate
 
@@ -166,8 +166,11 @@ def _url_scheme(*schemes: str, several: bool = False) -> Callable[[str], None]:
         parts = value.split(";") if several and value else [value]
         if value and not all(part.startswith(tuple(f"{scheme}://" for scheme in schemes)) for part in parts):
             listed = " or ".join(s + "://" for s in schemes)
-            raise ValidationError(f"Must be empty or URLs separated by ';', each starting with {listed}." if several
-                                  else f"Must be empty or a URL starting with {listed}.")
+            raise ValidationError(
+                f"Must be empty or URLs separated by ';', each starting with {listed}."
+                if several
+                else f"Must be empty or a URL starting with {listed}."
+            )
 
     return check
 
@@ -186,9 +189,11 @@ def _conninfo(value: str) -> None:
         params = None
     ports = str((params or {}).get("port") or "5432").split(",")
     if params is None or not all(port.isdigit() and 0 < int(port) < 65536 for port in ports if port):
-        raise ValidationError("Must be empty or a PostgreSQL connection string libpq takes: a URL "
-                              "(postgresql://user@host:5432/db, several hosts as host-a:5432,host-b:5432) or "
-                              "key=value keywords (host=... dbname=..., service=...).")
+        raise ValidationError(
+            "Must be empty or a PostgreSQL connection string libpq takes: a URL "
+            "(postgresql://user@host:5432/db, several hosts as host-a:5432,host-b:5432) or "
+            "key=value keywords (host=... dbname=..., service=...)."
+        )
 
 
 def _no_value_range(min_value: int, max_value: int | None = None) -> validate.Range:
@@ -234,7 +239,7 @@ class Key:
         }.get(type(self.field), "string")
 
 
-def key(field: "fields.Field[Any]", default: Any, description: str, secret: bool = False) -> Any:
+def key(field: fields.Field[Any], default: Any, description: str, secret: bool = False) -> Any:
     """Declare a configuration key where it lives: on its section's dataclass, beside its Python type (issue
     22: a key is written once; KEYS is read from the tree). The arguments are Key's."""
     return dataclasses.field(metadata={"key": (field, default, description, secret)})

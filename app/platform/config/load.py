@@ -9,13 +9,14 @@ import dataclasses
 import os
 import tomllib
 import typing
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from marshmallow import Schema, ValidationError
 
-from app.errors import ConfigError
 from app.domain.durations import format_duration
+from app.errors import ConfigError
 from app.platform.config.keys import CONFIG_FILE_ENV, S3_MIN_PART_SIZE, Key
 from app.platform.config.tree import KEYS, KEYS_BY_NAME, Config
 
@@ -71,8 +72,10 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         return all(name in values for name in names)
 
     # D14: the catch-up (D8 d) must run inside the delay it guarantees.
-    if have("file.gc_interval", "privacy.object_delete_delay") and \
-            values["file.gc_interval"] >= values["privacy.object_delete_delay"]:
+    if (
+        have("file.gc_interval", "privacy.object_delete_delay")
+        and values["file.gc_interval"] >= values["privacy.object_delete_delay"]
+    ):
         message = "file.gc_interval must be shorter than privacy.object_delete_delay."
         add("file.gc_interval", message)
         add("privacy.object_delete_delay", message)
@@ -82,29 +85,39 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
                 add(name, "Required when file.storage.driver is s3.")
         if have("file.part_size") and values["file.part_size"] < S3_MIN_PART_SIZE:
             add("file.part_size", "Must be at least 5MiB with the s3 driver (the S3 minimum part size).")
-    if have("file.purge_retry_base", "file.purge_retry_max") and \
-            not 1 <= values["file.purge_retry_base"] <= values["file.purge_retry_max"]:
+    if (
+        have("file.purge_retry_base", "file.purge_retry_max")
+        and not 1 <= values["file.purge_retry_base"] <= values["file.purge_retry_max"]
+    ):
         add("file.purge_retry_base", "Must be at least 1s and at most file.purge_retry_max.")
     if have("outbox.relay_age") and values["outbox.relay_age"] < 1:
         add("outbox.relay_age", "Must be at least 1s.")
     if have("file.direct_url_ttl") and not 1 <= values["file.direct_url_ttl"] <= 7 * 86400:
         add("file.direct_url_ttl", "Must be at least 1s and at most 7d (the S3 limit of a presigned URL).")
     if values.get("file.encryption") and "file.keyring" in values and not values["file.keyring"]:
-        add("file.keyring", "Required when file.encryption is on (the keys that wrap every file's data key); "
-            "lethe keys generate ID makes one.")
+        add(
+            "file.keyring",
+            "Required when file.encryption is on (the keys that wrap every file's data key); "
+            "lethe keys generate ID makes one.",
+        )
     if values.get("file.link_secret") and len(values["file.link_secret"]) < 32:
         add("file.link_secret", "Must be at least 32 characters.")
     if have("file.link_ttl") and not 1 <= values["file.link_ttl"] <= 86400:
         add("file.link_ttl", "Must be at least 1s and at most 1d.")
     if have("file.s3.presign_ttl") and not 1 <= values["file.s3.presign_ttl"] <= 7 * 86400:
         add("file.s3.presign_ttl", "Must be at least 1s and at most 7d (the S3 limit of a presigned URL).")
-    elif values.get("file.s3.download") == "redirect" and have("file.s3.presign_ttl", "privacy.object_delete_delay") \
-            and values["file.s3.presign_ttl"] > values["privacy.object_delete_delay"]:
+    elif (
+        values.get("file.s3.download") == "redirect"
+        and have("file.s3.presign_ttl", "privacy.object_delete_delay")
+        and values["file.s3.presign_ttl"] > values["privacy.object_delete_delay"]
+    ):
         # A copy handed out before a delete must not outlive the delay the deletion promises. Proxied downloads
         # hand out no URL, so a short delay (a drill's, a test's) needs no presign_ttl of its own there.
         add("file.s3.presign_ttl", "Must be at most privacy.object_delete_delay with file.s3.download redirect.")
-    if have("journal.retention", "journal.backup_retention") and \
-            values["journal.retention"] <= values["journal.backup_retention"]:
+    if (
+        have("journal.retention", "journal.backup_retention")
+        and values["journal.retention"] <= values["journal.backup_retention"]
+    ):
         # A backup older than the journal cannot be replayed: what it restores stays restored.
         add("journal.retention", "Must be longer than journal.backup_retention (the longest database backup).")
     if have("journal.write_linger") and values["journal.write_linger"] > 1:
@@ -117,9 +130,14 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         add("api.public_url", "Must start with http:// or https://.")
     if have("auth.leeway") and values["auth.leeway"] > 300:
         add("auth.leeway", "Must be at most 5m (a longer leeway keeps expired tokens valid).")
-    for name, least in (("file.s3.timeout", 1), ("database.pool_timeout", 0.1), ("database.connect_timeout", 2),
-                        ("database.statement_timeout", 0.1), ("database.keepalive", 1),
-                        ("schedule.leader_timeout", 3)):
+    for name, least in (
+        ("file.s3.timeout", 1),
+        ("database.pool_timeout", 0.1),
+        ("database.connect_timeout", 2),
+        ("database.statement_timeout", 0.1),
+        ("database.keepalive", 1),
+        ("schedule.leader_timeout", 3),
+    ):
         if have(name) and values[name] < least:
             add(name, f"Must be at least {format_duration(least)}.")
     return errors

@@ -3,7 +3,8 @@ the names to functions. Arguments carry ids only."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol
+from collections.abc import Iterable
+from typing import Any, Protocol
 from uuid import UUID
 
 
@@ -12,6 +13,7 @@ class JobSink(Protocol):
 
     def enqueue(self, queue_name: str, actor_name: str, *args: Any) -> Any:
         """Commit a job with the transaction's change."""
+
 
 PURGE_QUEUE, PURGE_ACTOR = "maintenance", "purge_objects"
 SCAN_QUEUE, SCAN_ACTOR = "scan", "scan_file"

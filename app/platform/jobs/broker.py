@@ -7,8 +7,8 @@ from typing import Any
 import dramatiq
 import pika.exceptions
 from dramatiq.brokers.rabbitmq import DEAD_MESSAGE_TTL, RabbitmqBroker
-from dramatiq.common import dq_name, xq_name
 from dramatiq.brokers.stub import StubBroker
+from dramatiq.common import dq_name, xq_name
 from dramatiq.middleware import default_middleware
 
 QUEUES = ("maintenance", "scan", "webhooks", "variants")
@@ -30,16 +30,20 @@ class LetheRabbitmqBroker(RabbitmqBroker):
         return self._typed(super()._build_queue_arguments(queue_name))  # type: ignore[no-untyped-call]
 
     def _declare_xq_queue(self, queue_name: str) -> Any:
-        return self.channel.queue_declare(queue=xq_name(queue_name), durable=True,
-                                          arguments=self._typed({"x-message-ttl": DEAD_MESSAGE_TTL}))
+        return self.channel.queue_declare(
+            queue=xq_name(queue_name), durable=True, arguments=self._typed({"x-message-ttl": DEAD_MESSAGE_TTL})
+        )
 
     def mismatched_queues(self) -> list[str]:
         """The queues that exist with another type than broker.queue_type (RabbitMQ refuses to declare them
         again with other arguments: 406 PRECONDITION_FAILED), each tried on a channel of its own."""
         mismatched = []
         for queue in QUEUES:
-            for name, declare in ((queue, self._declare_queue), (dq_name(queue), self._declare_dq_queue),
-                                  (xq_name(queue), self._declare_xq_queue)):
+            for name, declare in (
+                (queue, self._declare_queue),
+                (dq_name(queue), self._declare_dq_queue),
+                (xq_name(queue), self._declare_xq_queue),
+            ):
                 try:
                     declare(queue)
                 except pika.exceptions.ChannelClosedByBroker as exc:
@@ -59,8 +63,9 @@ def build_broker(url: str, queue_type: str = "classic") -> dramatiq.Broker:
     """
     middleware = [m() for m in default_middleware]
     if url:
-        broker: dramatiq.Broker = LetheRabbitmqBroker(url=url, confirm_delivery=True, middleware=middleware,
-                                                      queue_type=queue_type)
+        broker: dramatiq.Broker = LetheRabbitmqBroker(
+            url=url, confirm_delivery=True, middleware=middleware, queue_type=queue_type
+        )
     else:
         broker = StubBroker(middleware=middleware)
     for queue in QUEUES:

@@ -29,7 +29,7 @@ class RoleFilter(logging.Filter):
 class SafeJsonFormatter(JsonFormatter):
     """JSON lines whose exceptions are formatted by format_exception_safely."""
 
-    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: Any) -> str:
         return format_exception_safely(ei)
 
     def format(self, record: logging.LogRecord) -> str:
@@ -40,7 +40,7 @@ class SafeJsonFormatter(JsonFormatter):
 class ConsoleFormatter(logging.Formatter):
     """`12:00:01 INFO  lethe.outbox outbox relayed count=3` - readable, for lethe dev."""
 
-    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei: Any) -> str:
         return format_exception_safely(ei)
 
     def format(self, record: logging.LogRecord) -> str:
@@ -72,11 +72,19 @@ def gunicorn_logconfig(role: str, fmt: str, level: str) -> dict[str, Any]:
         "disable_existing_loggers": False,
         "filters": {"role": {"()": RoleFilter, "role": role}, "sensitive": {"()": SensitiveFieldFilter}},
         "formatters": {"lethe": {"()": make_formatter, "fmt": fmt}},
-        "handlers": {"stdout": {"class": "logging.StreamHandler", "stream": "ext://sys.stdout",
-                                "formatter": "lethe", "filters": ["role", "sensitive"]}},
+        "handlers": {
+            "stdout": {
+                "class": "logging.StreamHandler",
+                "stream": "ext://sys.stdout",
+                "formatter": "lethe",
+                "filters": ["role", "sensitive"],
+            }
+        },
         "root": {"level": level, "handlers": ["stdout"]},
-        "loggers": {"gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
-                    "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": True}},
+        "loggers": {
+            "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
+            "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": True},
+        },
     }
 
 
@@ -86,9 +94,12 @@ class ExpectedWarnings(logging.Filter):
     the same broker (workers/pools.py)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.name.startswith("dramatiq.broker") and isinstance(record.msg, str)
-                    and record.msg.startswith("You're adding a middleware of the same type twice")
-                    and "_WorkerMiddleware" in record.getMessage())
+        return not (
+            record.name.startswith("dramatiq.broker")
+            and isinstance(record.msg, str)
+            and record.msg.startswith("You're adding a middleware of the same type twice")
+            and "_WorkerMiddleware" in record.getMessage()
+        )
 
 
 def setup_logging(role: str, fmt: str = "json", level: str = "INFO", stream: TextIO | None = None) -> None:

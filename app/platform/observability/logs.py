@@ -13,18 +13,34 @@ log_setup.py); SensitiveFieldFilter blanks a sensitive field whatever logger it 
 from __future__ import annotations
 
 import logging
-import uuid
-from datetime import datetime, timedelta
 import re
 import traceback
+import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
-
 # Extra fields that must never reach a log line, whatever a caller passes (D15).
-SENSITIVE_FIELDS = frozenset({
-    "original_name", "file_name", "filename_", "object_key", "key", "keys", "sha256", "digest", "token",
-    "authorization", "password", "secret", "dsn", "url", "database_url", "broker_url", "scope_name",
-})
+SENSITIVE_FIELDS = frozenset(
+    {
+        "original_name",
+        "file_name",
+        "filename_",
+        "object_key",
+        "key",
+        "keys",
+        "sha256",
+        "digest",
+        "token",
+        "authorization",
+        "password",
+        "secret",
+        "dsn",
+        "url",
+        "database_url",
+        "broker_url",
+        "scope_name",
+    }
+)
 STANDARD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
 REDACTED = "[redacted]"
 
@@ -71,13 +87,21 @@ def format_exception_safely(exc_info: Any) -> str:
         for frame in traceback.extract_tb(exc.__traceback__):
             lines.append(f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}')
         sqlstate = getattr(exc, "sqlstate", None)
-        lines.append(f"{type(exc).__module__}.{type(exc).__qualname__}"
-                     + (f" (sqlstate {sqlstate})" if isinstance(sqlstate, str) else "") + ": [message withheld]")
+        lines.append(
+            f"{type(exc).__module__}.{type(exc).__qualname__}"
+            + (f" (sqlstate {sqlstate})" if isinstance(sqlstate, str) else "")
+            + ": [message withheld]"
+        )
     return "\n".join(lines)
 
 
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR,
-          "exception": logging.ERROR}
+LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+}
 _SCALARS = (int, float, bool, str, type(None))
 
 

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
 
-def metrics_registry() -> "CollectorRegistry":
+def metrics_registry() -> CollectorRegistry:
     """The registry to expose: aggregated over processes when PROMETHEUS_MULTIPROC_DIR is set (gunicorn and
     dramatiq fork several processes, D15), else the default one."""
     from prometheus_client import REGISTRY, CollectorRegistry, multiprocess

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-
-_SENTRY_KEEP = {"event_id", "timestamp", "level", "logger", "platform", "release", "environment",
-                "server_name", "exception", "tags", "contexts", "transaction", "modules", "sdk", "type"}
+_SENTRY_KEEP = {
+    "event_id",
+    "timestamp",
+    "level",
+    "logger",
+    "platform",
+    "release",
+    "environment",
+    "server_name",
+    "exception",
+    "tags",
+    "contexts",
+    "transaction",
+    "modules",
+    "sdk",
+    "type",
+}
 
 
 def scrub_event(event: dict[str, Any], hint: Any = None) -> dict[str, Any]:
