@@ -13,7 +13,7 @@ from werkzeug.serving import make_server
 
 from tests.conftest import service_missing
 
-pytestmark = [pytest.mark.e2e, pytest.mark.parametrize("raw_store", ["fs"], indirect=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.one_store]
 
 
 @pytest.fixture

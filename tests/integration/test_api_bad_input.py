@@ -16,7 +16,6 @@ from app.api.json_body import nesting_depth
 from tests.support.helpers import problem
 from tests.support.lethe import OWNER
 
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 FIELDS = (
     "name",
     "size_bytes",
@@ -69,7 +68,7 @@ def send(lethe, method, path, data: bytes):
     return lethe.call(method, path, OWNER, data=data, headers={"Content-Type": "application/json"})
 
 
-@FS_ONLY
+@pytest.mark.one_store
 @SETTINGS
 @given(body=BODIES)
 def test_no_generated_json_body_gets_a_5xx(lethe, body):
@@ -79,7 +78,7 @@ def test_no_generated_json_body_gets_a_5xx(lethe, body):
         assert response.status_code < 500, (method, path, response.get_data(as_text=True))
 
 
-@FS_ONLY
+@pytest.mark.one_store
 @SETTINGS
 @given(
     raw=st.binary(max_size=200)
@@ -92,7 +91,7 @@ def test_no_raw_body_gets_a_5xx(lethe, raw):
         assert response.status_code < 500, (method, path, response.get_data(as_text=True))
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_deep_and_malformed_json_are_named(lethe):
     deep = b"[" * 1000 + b"]" * 1000
     for method, path in json_endpoints(lethe):

@@ -10,7 +10,7 @@ import pytest
 from tests.support.helpers import problem
 from tests.support.lethe import ALEX
 
-pytestmark = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+pytestmark = pytest.mark.one_store
 
 
 def test_a_json_body_with_another_content_type_is_415(lethe):

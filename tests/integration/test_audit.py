@@ -75,7 +75,7 @@ def test_delete_removes_only_orphans_older_than_the_grace(world):
     assert again.orphans.file_ids == [ids["young_orphan"]]
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_parts_without_a_row_are_orphans_and_a_row_appearing_keeps_them(make_lethe, monkeypatch):
     lethe = make_lethe()
     lethe.clock.set(datetime.now(UTC))

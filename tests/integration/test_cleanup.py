@@ -284,7 +284,7 @@ def test_the_temporary_sweep_on_s3_lists_nothing(lethe):
     assert listed == []
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_the_temporary_sweep_never_follows_a_link(lethe, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()

@@ -10,10 +10,8 @@ from app.lifecycle.cleanup import run_cleanup
 from tests.support.helpers import problem, rows
 from tests.support.lethe import ALEX, SAM
 
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 
-
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_deleted_message_id_answers_409_until_its_tombstone_goes(make_lethe):
     lethe = make_lethe(**{"privacy.message_tombstone_ttl": "30d"})
     file_id = lethe.upload(ALEX)
@@ -92,7 +90,7 @@ def test_an_authentication_failure_is_named():
     assert "cannot connect" in _connect_failure(None)
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_clamd_down_is_an_outage_warning_and_readyz_says_the_scanner_is_degraded(make_lethe, clamd, caplog):
     """Issue 21, point 8: every retry logged an ERROR with a traceback, and nothing said clamd was unreachable."""
     import logging

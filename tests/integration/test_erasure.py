@@ -18,7 +18,6 @@ from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
 
 CANARY = "Canary-Er42-divorce-papers"
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 
 
 def everything_of_alex(lethe) -> dict:
@@ -106,7 +105,7 @@ def test_an_erasure_removes_everything_and_proves_it(lethe):
     assert erase_round(lethe.rt, uuid.UUID(fresh["id"])) == "complete"
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_only_manage_erases_and_bad_input_is_refused(lethe):
     problem(lethe.call("POST", "/api/v1/erasures", ALEX, json={"subject_id": str(ALEX.id)}), 403, "forbidden")
     problem(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": "alex"}), 422, "invalid_request")
@@ -115,7 +114,7 @@ def test_only_manage_erases_and_bad_input_is_refused(lethe):
     problem(lethe.call("GET", f"/api/v1/erasures/{erasure_id}", SAM), 403, "forbidden")
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_crash_mid_way_continues_and_nothing_is_done_twice(lethe, monkeypatch):
     world = everything_of_alex(lethe)
     erasure_id = uuid.UUID(lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json["id"])
@@ -161,7 +160,7 @@ def test_a_refused_key_keeps_the_erasure_running_until_it_is_gone(lethe, swap_st
     assert erase_round(lethe.rt, erasure_id) == "complete"
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_delete_versus_erase_ends_with_every_file_gone_once(lethe):
     for _ in range(3):
         files = [lethe.upload(ALEX) for _ in range(6)]
@@ -212,7 +211,7 @@ def test_a_key_the_store_acknowledged_but_kept_is_found_by_the_read_and_deleted_
     assert lethe.raw_store.remains(keys_of(kept_file)) == []
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
     import os
     import subprocess
@@ -256,7 +255,7 @@ def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
     )
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_two_runners_of_one_erasure_count_every_file_once(lethe, swap_store):
     """Issue 20, B4: the actor, cleanup step i and `lethe erase --wait` run rounds of one erasure; the counts
     are its proof and must be exact."""
@@ -287,7 +286,7 @@ def test_two_runners_of_one_erasure_count_every_file_once(lethe, swap_store):
     assert all(lethe.row(file_id) is None for file_id in files)
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_completed_erasure_forgets_its_person_in_a_failed_one_and_reads_its_unconfirmed_keys(lethe, swap_store):
     """Issue 20: a failed erasure kept naming its person forever, and a later one never read the keys of the
     files the failed one had purged without confirming them absent."""
@@ -319,7 +318,7 @@ def test_a_completed_erasure_forgets_its_person_in_a_failed_one_and_reads_its_un
     assert other
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_the_persons_file_ids_leave_other_peoples_drafts(lethe):
     alexs, sams = lethe.upload(ALEX), lethe.upload(SAM)
     body = {"text": "see these", "file_ids": [sams, alexs]}  # a draft may name anyone's file (D3)
@@ -330,7 +329,7 @@ def test_the_persons_file_ids_leave_other_peoples_drafts(lethe):
     assert draft.user_id == SAM.id and [str(file_id) for file_id in draft.file_ids] == [sams]
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_two_lethe_erase_wait_at_once_report_exact_counts(lethe, database_url):
     """The issue's measurement, with real processes: two `lethe erase --wait` of one person at once once
     reported `files_marked 5, files_purged 10, keys_confirmed_absent 70`."""

@@ -20,8 +20,6 @@ from tests.conftest import uploads_left, versions_of
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER
 
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-
 
 def leftovers(lethe, file_id: str, part_count: int = 1) -> list:
     """What the store still holds of a file: its objects and parts (every version on a versioned bucket), and
@@ -69,7 +67,7 @@ def test_a_file_over_clamds_limit_ends_as_error_and_is_purged(make_lethe, clamd,
     assert lethe.row(file_id).objects_purged_at is not None  # the catch-up need not come back
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_an_upload_larger_than_the_scanner_takes_is_refused_up_front(make_lethe, clamd):
     scanning = make_lethe(**{"scan.clamd_address": clamd.address, "scan.max_size": "1KiB"})
     body = {"name": "big.bin", "size_bytes": 1025, "mime_type": "application/octet-stream"}
@@ -82,7 +80,7 @@ def test_an_upload_larger_than_the_scanner_takes_is_refused_up_front(make_lethe,
     assert not_scanning.call("POST", "/api/v1/uploads", ALEX, json=body).status_code == 201
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_pending_file_over_scan_max_size_is_not_streamed_and_ends_as_error(make_lethe, clamd):
     # Given a file completed while no size limit applied (scan.max_size lowered since)
     before = make_lethe()
@@ -178,7 +176,7 @@ def test_an_expired_session_loses_its_parts_within_one_cleanup_when_its_purge_jo
 # -- the purge and rows the database refuses (D7) --------------------------------------------------------------
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_deleted_file_still_held_by_a_slot_never_strands_its_batch(lethe):
     held = lethe.upload(ALEX, purpose="avatar")
     assert lethe.call("PUT", f"/api/v1/principals/{ALEX.id}/avatar", ALEX, json={"file_id": held}).status_code == 200
@@ -195,7 +193,7 @@ def test_a_deleted_file_still_held_by_a_slot_never_strands_its_batch(lethe):
     assert lethe.row(other) is None and lethe.row(held) is not None
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_row_the_database_refuses_is_isolated_and_the_others_go(lethe, database_url):
     refused, others = lethe.upload(ALEX), [lethe.upload(ALEX) for _ in range(3)]
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -214,7 +212,7 @@ def test_a_row_the_database_refuses_is_isolated_and_the_others_go(lethe, databas
 # -- cleanup h and avatars still uploading -------------------------------------------------------------------
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_an_avatar_still_uploading_is_not_released_whatever_the_ttls(make_lethe):
     lethe = make_lethe(**{"file.upload_session_ttl": "48h", "file.unattached_ttl": "24h"})
     uploading = lethe.start_upload(ALEX, b"face", purpose="avatar")["file"]["id"]
@@ -231,7 +229,7 @@ def test_an_avatar_still_uploading_is_not_released_whatever_the_ttls(make_lethe)
 # -- the candidate catch (review: it swallowed bugs) -----------------------------------------------------------
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_bug_in_a_candidate_fails_loudly_and_a_broken_constraint_is_isolated(lethe):
     from psycopg import errors as pg_errors
 
@@ -258,7 +256,7 @@ def test_a_bug_in_a_candidate_fails_loudly_and_a_broken_constraint_is_isolated(l
 # -- operator commands never publish to a broker nobody consumes ------------------------------------------------
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(lethe, database_url, tmp_path):
     import json
     import subprocess
@@ -311,7 +309,7 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
 # -- VACUUM is watched --------------------------------------------------------------------------------------------
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_autovacuum_off_is_said_and_dead_tuples_are_counted(lethe, database_url, tmp_path):
     import subprocess
     import sys

@@ -35,7 +35,7 @@ def test_an_empty_file_is_uploaded_scanned_served_and_purged_like_any(lethe, tra
     assert lethe.row(file_id) is None and residue(lethe.raw_store, file_id) == []
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_a_403_names_the_scope_the_token_lacks(lethe):
     body = problem(
         lethe.call("POST", "/api/v1/uploads", READER, json={"name": "a", "size_bytes": 1, "mime_type": "text/plain"}),
@@ -48,7 +48,7 @@ def test_a_403_names_the_scope_the_token_lacks(lethe):
     assert "manage" in body["detail"]
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_a_413_states_the_limit(make_lethe):
     lethe = make_lethe(**{"file.max_size": "1MiB"})
     body = problem(
@@ -75,7 +75,7 @@ def test_a_413_states_the_limit(make_lethe):
     assert "at most" in body["detail"]
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_metrics_say_their_charset_once_and_the_root_points_at_the_docs(lethe):
     metrics = lethe.client.get("/metrics")
     assert metrics.status_code == 200 and metrics.headers["Content-Type"].count("charset") == 1
@@ -83,7 +83,7 @@ def test_metrics_say_their_charset_once_and_the_root_points_at_the_docs(lethe):
     assert root.status_code == 200 and root.json["docs"] == "/docs" and root.json["openapi"] == "/openapi.json"
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_a_managers_deletefile_of_anothers_file_is_recorded_as_the_managers(lethe):
     theirs, mine = lethe.upload(ALEX), lethe.upload(OWNER)
     assert lethe.call("DELETE", f"/api/v1/files/{theirs}", OWNER).status_code == 204
@@ -94,7 +94,7 @@ def test_a_managers_deletefile_of_anothers_file_is_recorded_as_the_managers(leth
     assert str(OWNER.id) not in str(receipts) and str(ALEX.id) not in str(receipts)  # nobody is named
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_the_installations_own_id_is_no_person_to_erase(lethe):
     problem(
         lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(uuid.UUID(int=0))}),

@@ -27,7 +27,6 @@ from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
 
 CANARY = "Canary-Lh27-settlement"
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 RETENTION = json.dumps(
     [{"name": "chat-files", "purpose": "attachment", "max_age": "30d", "grace": "0s", "schedule": "0 3 * * *"}]
 )
@@ -229,7 +228,7 @@ class HoldingDuringDelete:
         return self.inner.delete_many(keys)
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_hold_placed_during_the_purge_keeps_the_row_until_its_release(lethe):
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
@@ -248,7 +247,7 @@ def test_a_hold_placed_during_the_purge_keeps_the_row_until_its_release(lethe):
     assert lethe.call("GET", f"/api/v1/receipts/{file_id}", OWNER).json["deferred_by_hold"] == holds[0]["id"]
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_running_erasure_meeting_a_new_hold_fails_with_its_reason(lethe):
     lethe.upload(ALEX)
     erasure = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json
@@ -258,7 +257,7 @@ def test_a_running_erasure_meeting_a_new_hold_fails_with_its_reason(lethe):
     assert (body["state"], body["reason"], body["files_marked"]) == ("failed", "subject_on_hold", 0)
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_hold_on_one_file_of_a_person_refuses_their_erasure(lethe):
     file_id = lethe.upload(ALEX)
     place(lethe, file_id=file_id)
@@ -271,7 +270,7 @@ def test_a_hold_on_one_file_of_a_person_refuses_their_erasure(lethe):
     assert lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(SAM.id)}).status_code == 202
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_holds_are_for_manage_only(lethe):
     hold = place(lethe, subject_id=SAM.id)
     for method, path in (
@@ -286,7 +285,7 @@ def test_holds_are_for_manage_only(lethe):
     assert lethe.call("GET", f"/api/v1/holds/{hold['id']}", OWNER).json.get("released_at") is None
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_the_target_is_exactly_one_and_a_file_must_exist(lethe):
     for body in (
         {"case_ref": "T-1"},
@@ -305,7 +304,7 @@ def test_the_target_is_exactly_one_and_a_file_must_exist(lethe):
     problem(lethe.call("DELETE", f"/api/v1/holds/{uuid.uuid4()}", OWNER), 404, "not_found")
 
 
-@FS_ONLY
+@pytest.mark.one_store
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     case_ref=st.one_of(
@@ -332,7 +331,7 @@ def test_a_case_reference_is_a_token_and_anything_else_is_422(lethe, case_ref):
         assert response.get_data() == baseline.get_data()
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_the_list_pages_and_a_released_record_is_kept_for_the_receipt_ttl(make_lethe):
     lethe = make_lethe(**{"privacy.receipt_ttl": "30d"})
     placed = []
@@ -357,7 +356,7 @@ def test_the_list_pages_and_a_released_record_is_kept_for_the_receipt_ttl(make_l
     assert len(lethe.call("GET", "/api/v1/holds", OWNER).json["holds"]) == 4
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_the_audit_delete_leaves_what_a_hold_covers(lethe):
     from datetime import datetime
 
@@ -380,7 +379,7 @@ def test_the_audit_delete_leaves_what_a_hold_covers(lethe):
     assert stored(lethe, held) and not stored(lethe, loose)
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_lethe_hold_commands(lethe, database_url, tmp_path):
     env = {
         "PATH": os.environ.get("PATH", ""),

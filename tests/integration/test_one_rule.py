@@ -392,14 +392,14 @@ def test_the_audit_reports_a_held_files_kept_upload_as_held_not_orphaned(lethe):
 # -- 6. tus creation-with-upload past Upload-Length -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_a_creation_with_a_body_longer_than_its_upload_length_creates_nothing(lethe):
     response = create(lethe, 10, body=b"x" * 11)
     problem(response, 413, "payload_too_large", "past_upload_length")
     assert "Location" not in response.headers and rows(lethe, "files") == []
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_a_creation_whose_body_of_no_length_runs_past_it_names_what_it_created(lethe):
     import io
 
@@ -427,7 +427,7 @@ def test_a_creation_whose_body_of_no_length_runs_past_it_names_what_it_created(l
 # -- 5. case references are ticket numbers of the installation's form --------------------------------------------
 
 
-@pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+@pytest.mark.one_store
 def test_the_case_reference_follows_the_configured_ticket_pattern(make_lethe):
     default = make_lethe()
     for case_ref, status in (

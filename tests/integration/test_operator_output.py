@@ -17,7 +17,7 @@ import pytest
 
 from app.lifecycle.steps import STEPS
 
-pytestmark = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
+pytestmark = pytest.mark.one_store
 BAR = re.compile(rf"cleanup:\s+\d+%\|.*\| \d+/{len(STEPS)}")  # every step of app/lifecycle/steps
 
 

@@ -19,7 +19,6 @@ from app.platform.jobs.broker import LetheRabbitmqBroker, build_broker
 from tests.conftest import service_missing
 from tests.support.lethe import ALEX
 
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 LETHE_QUEUES = {
     "maintenance",
     "maintenance.DQ",
@@ -63,7 +62,7 @@ def queue_types(vhost: str) -> dict[str, str]:
     return {row[0]: row[1] for row in rows if len(row) == 2 and row[0] != "name"}
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_quorum_queues_are_declared_and_a_purge_runs_through_them(fresh_vhost, make_lethe):
     from dramatiq import Worker
 

@@ -18,7 +18,6 @@ from tests.support.helpers import keys_of
 from tests.support.lethe import ALEX
 from tests.support.proxy import TcpProxy
 
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 MiB = 1024 * 1024
 
 
@@ -29,7 +28,7 @@ def test_the_real_clamd_answers_clean_infected_and_its_size_limit(real_clamd):
     assert instream(real_clamd.address, [os.urandom(MiB) for _ in range(4)], 30) == Verdict("error", "size_limit")
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_clean_and_infected_uploads(make_lethe, real_clamd):
     lethe = make_lethe(**{"scan.clamd_address": real_clamd.address})
     clean = lethe.upload(ALEX, b"nothing to see here")
@@ -39,7 +38,7 @@ def test_clean_and_infected_uploads(make_lethe, real_clamd):
     assert versions_of(lethe.raw_store, keys_of(infected)) == []
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_an_upload_over_the_stream_limit_ends_as_error_within_a_minute_with_its_objects_purged(make_lethe, real_clamd):
     """The issue's case: a 24 MiB upload against StreamMaxLength 1M (scan.max_size left at its default, 25MiB,
     clamd's own default): once it stayed pending forever, its object on disk and its name in its row."""
@@ -53,7 +52,7 @@ def test_an_upload_over_the_stream_limit_ends_as_error_within_a_minute_with_its_
     assert versions_of(lethe.raw_store, keys_of(file_id) + [part_key(file_uuid, n) for n in (1, 2, 3)]) == []
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_clamd_cut_off_is_an_outage_the_job_retries_and_then_the_scan_ends(make_lethe, real_clamd):
     host, port = real_clamd.address.rsplit(":", 1)
     proxy = TcpProxy(host, int(port)).start()

@@ -16,7 +16,6 @@ from app.lifecycle.retention import run_policy
 from tests.support.helpers import problem, rows
 from tests.support.lethe import ALEX, OWNER
 
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 RECEIPT_FIELDS = {
     "file_id",
     "via",
@@ -57,7 +56,7 @@ def test_deletefile_leaves_a_receipt_once_purged(lethe):
     problem(lethe.call("GET", f"/api/v1/receipts/{file_id}", ALEX), 403, "forbidden")
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_every_deletion_path_names_itself(make_lethe, clamd):
     lethe = make_lethe(
         **{
@@ -96,7 +95,7 @@ def test_every_deletion_path_names_itself(make_lethe, clamd):
     }
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_receipts_older_than_the_ttl_are_removed_by_the_cleanup(make_lethe):
     lethe = make_lethe(**{"privacy.receipt_ttl": "30d"})
     file_id = lethe.upload(ALEX)
@@ -111,7 +110,7 @@ def test_receipts_older_than_the_ttl_are_removed_by_the_cleanup(make_lethe):
     assert rows(lethe, "receipts") == []
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_lethe_receipt_prints_it(lethe, database_url, tmp_path):
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)

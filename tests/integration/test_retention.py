@@ -15,7 +15,6 @@ from tests.support.lethe import ALEX, OWNER, SAM, Lethe
 
 DAY = timedelta(days=1)
 SECOND = timedelta(seconds=1)
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 
 
 def policies(*entries: dict) -> str:
@@ -74,7 +73,7 @@ def test_a_file_is_retired_after_max_age_then_deleted_and_purged_after_the_grace
     assert all(lethe.store.head(k) is None for k in keys_of(file_id))
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_grace_zero_goes_the_whole_way_in_one_run_and_other_purposes_stay(make_lethe):
     lethe = make_lethe(**{"retention.policies": policies(ATTACHMENTS)})
     old = lethe.upload(ALEX)
@@ -88,7 +87,7 @@ def test_grace_zero_goes_the_whole_way_in_one_run_and_other_purposes_stay(make_l
     assert lethe.row(young).retired_at is None and lethe.row(avatar).retired_at is None
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_attached_files_are_skipped_unless_the_policy_includes_them(make_lethe):
     lethe = make_lethe(**{"retention.policies": policies(ATTACHMENTS)})
     attached = lethe.upload(ALEX)
@@ -109,7 +108,7 @@ def test_attached_files_are_skipped_unless_the_policy_includes_them(make_lethe):
     assert lethe.row(attached).deleted_at is not None
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_retired_file_cannot_be_attached(make_lethe):
     lethe = make_lethe(**{"retention.policies": policies({**ATTACHMENTS, "grace": "1d"})})
     file_id = lethe.upload(ALEX)
@@ -145,7 +144,7 @@ def test_restore_brings_a_retired_file_back_and_restarts_its_age(exports):
     problem(lethe.call("POST", f"/api/v1/files/{file_id}/restore", OWNER), 409, "conflict", "file_deleted")
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_the_cadence_gate_holds_across_a_restart_and_force_and_dev_fast_bypass_it(
     database_url, raw_store, clock, make_lethe
 ):
@@ -167,7 +166,7 @@ def test_the_cadence_gate_holds_across_a_restart_and_force_and_dev_fast_bypass_i
     assert run(fast).ran and run(fast).ran
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_two_runners_racing_claim_a_gated_run_once(make_lethe):
     runners = [make_lethe(**{"retention.policies": policies(EXPORTS)}) for _ in range(2)]
     for _ in range(5):
@@ -187,7 +186,7 @@ def test_two_runners_racing_claim_a_gated_run_once(make_lethe):
         assert sorted(results) == [False, True]
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_dry_run_counts_and_changes_nothing(exports):
     lethe = exports
     file_id = lethe.upload(OWNER, purpose="gdpr_export")
@@ -197,7 +196,7 @@ def test_a_dry_run_counts_and_changes_nothing(exports):
     assert lethe.row(file_id).retired_at is None and rows(lethe, "schedule_runs") == []
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_metrics_count_retired_deleted_and_skipped_runs_per_policy(make_lethe):
     from prometheus_client import REGISTRY
 
@@ -220,7 +219,7 @@ def test_metrics_count_retired_deleted_and_skipped_runs_per_policy(make_lethe):
     assert sample("lethe_retention_last_run_timestamp_seconds") == lethe.clock.now().timestamp()
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_failed_run_is_not_recorded_and_the_next_trigger_runs_it(exports, monkeypatch):
     """Issue 20, B2: for a deletion policy, "later" is the failure: a run whose step failed does not count for
     the cadence gate, and the actor raises so that dramatiq retries it."""
@@ -251,7 +250,7 @@ def test_a_failed_run_is_not_recorded_and_the_next_trigger_runs_it(exports, monk
     assert run(exports).skipped_reason == "min_interval"
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_second_runner_of_a_policy_leaves_it_to_the_first(exports):
     from app.db.locks import exclusive
 

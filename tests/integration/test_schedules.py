@@ -19,7 +19,7 @@ from scheduler.jobs import Leadership, register_jobs, send_job
 from tests.support.keyring import SEALED_ENV
 from tests.support.lethe import ALEX, OWNER
 
-pytestmark = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)  # the store is not the point here
+pytestmark = pytest.mark.one_store  # the store is not the point here
 
 POLICY = {
     "name": "exports",

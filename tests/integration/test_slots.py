@@ -10,8 +10,6 @@ import pytest
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
 
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
-
 
 def avatar_url(person) -> str:
     return f"/api/v1/principals/{person.id}/avatar"
@@ -39,7 +37,7 @@ def test_replacing_an_avatar_releases_the_previous_file_and_the_same_file_releas
     assert lethe.call("DELETE", avatar_url(ALEX), ALEX).status_code == 204
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_who_may_set_which_file(lethe, clamd):
     alex_avatar = lethe.upload(ALEX, purpose="avatar")
     owner_avatar = lethe.upload(OWNER, purpose="avatar")
@@ -65,7 +63,7 @@ def test_who_may_set_which_file(lethe, clamd):
     problem(lethe.call("PUT", avatar_url(ALEX), ALEX, json={"file_id": "nope"}), 422, "invalid_request")
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_the_logo_is_managed_by_manage_and_read_by_everyone(lethe):
     logo, other = lethe.upload(OWNER, purpose="branding"), lethe.upload(OWNER, purpose="branding")
     problem(
@@ -89,7 +87,7 @@ def test_the_logo_is_managed_by_manage_and_read_by_everyone(lethe):
     assert lethe.row(other).deleted_at is not None
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_concurrent_replaces_release_every_file_that_left_exactly_once(lethe):
     rounds = 15
     files = {name: [lethe.upload(ALEX, purpose="avatar") for _ in range(rounds)] for name in ("a", "b")}

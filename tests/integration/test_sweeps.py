@@ -19,7 +19,6 @@ from tests.support.helpers import rows
 from tests.support.lethe import ALEX
 
 DAY = timedelta(days=1)
-FS_ONLY = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)
 
 
 def declared(**entry) -> str:
@@ -142,7 +141,7 @@ class CountingStore:
                 self.in_flight -= 1
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_waves_never_have_more_batches_in_flight_than_configured(raw_store):
     keys = [f"issues/{n:05d}" for n in range(5 * 7 + 3)]
     for key in keys:
@@ -168,7 +167,7 @@ def test_the_sweep_sends_batches_of_at_most_1000_keys(swept, swap_store):
     assert report.deleted == 1003 and counting.sizes == [1000, 3] and counting.most == 1
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_links_are_removed_and_never_followed_and_emptied_directories_go(swept, tmp_path):
     lethe = swept()
     outside = tmp_path / "outside"
@@ -189,7 +188,7 @@ def test_links_are_removed_and_never_followed_and_emptied_directories_go(swept, 
     assert os.listdir(os.path.join(root, "issues")) == []  # a/ and a/b/ went; the prefix's own directory stays
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_a_prefix_that_is_a_link_is_never_entered(swept, tmp_path):
     lethe = swept()
     outside = tmp_path / "elsewhere"
@@ -201,7 +200,7 @@ def test_a_prefix_that_is_a_link_is_never_entered(swept, tmp_path):
     assert (outside / "precious").exists()
 
 
-@FS_ONLY
+@pytest.mark.one_store
 def test_waves_never_hold_more_of_the_listing_than_the_batches_in_flight(raw_store):
     """The width bound is on what is taken from the listing, not only on threads: while `width` batches are in
     flight, at most one more batch is read from the listing (never the whole listing in memory)."""

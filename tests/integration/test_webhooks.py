@@ -30,7 +30,7 @@ from tests.support.helpers import rows
 from tests.support.lethe import ALEX, OWNER, sha256
 from tests.support.webhook_receiver import Receiver
 
-pytestmark = pytest.mark.parametrize("raw_store", ["fs"], indirect=True)  # the store plays no part here
+pytestmark = pytest.mark.one_store  # the store plays no part here
 CANARY = "Canary-Wh28-lawsuit"
 
 
