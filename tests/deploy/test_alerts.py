@@ -10,8 +10,8 @@ import subprocess
 import pytest
 import yaml
 
-from tests.conftest import service_missing
 from tests.deploy.test_chart import SECRETS, render
+from tests.support.services import service_missing
 
 # alert -> (series that fire it, series that do not, minutes at which to evaluate)
 CASES = {

@@ -124,7 +124,7 @@ def purge_queues(broker_url: str) -> None:
 def _empty_database(database_url):
     """Every test of the roles starts on empty tables: the files an earlier test's `lethe dev` sealed under a
     keyring of its own would make these roles refuse to start (a key id their keyring lacks), as they must."""
-    from tests.conftest import truncate_all
+    from tests.support.database import truncate_all
 
     truncate_all(database_url)
 
@@ -208,7 +208,7 @@ def with_driver(env: dict, driver: str, request):
     the S3 store or None)."""
     if driver != "s3":
         return dict(env, LETHE_FILE_STORAGE_DRIVER=driver), None
-    from tests.conftest import make_s3_store
+    from tests.support.stores import make_s3_store
 
     endpoint = request.getfixturevalue("moto_server")
     store = make_s3_store(endpoint)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from app.entry.embedded_pg import free_port
-from tests.conftest import service_missing
 from tests.e2e.conftest import Role, wait_for_http
+from tests.support.services import service_missing
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

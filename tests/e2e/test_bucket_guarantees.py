@@ -32,7 +32,7 @@ def s3_env(role_env, moto_server, bucket: str) -> dict:
 
 @pytest.fixture
 def locked_bucket(moto_server):
-    from tests.conftest import make_s3_store
+    from tests.support.stores import make_s3_store
 
     store = make_s3_store(moto_server)
     name = f"lethe-locked-{uuid.uuid4().hex[:8]}"
@@ -56,7 +56,7 @@ def test_object_lock_refuses_to_start(role_env, start_role, moto_server, locked_
 def test_the_api_logs_what_the_bucket_keeps(role_env, start_role, moto_server):
     from minio.versioningconfig import ENABLED, VersioningConfig
 
-    from tests.conftest import make_s3_store
+    from tests.support.stores import make_s3_store
 
     store = make_s3_store(moto_server)
     store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))

@@ -11,7 +11,7 @@ import threading
 import pytest
 from werkzeug.serving import make_server
 
-from tests.conftest import service_missing
+from tests.support.services import service_missing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.one_store]
 

@@ -15,10 +15,10 @@ import pytest
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.conftest import start_or_missing
 from tests.e2e.conftest import wait_for_http, wait_for_output
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.support.pgbouncer import PgBouncer
+from tests.support.services import start_or_missing
 
 pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.domain.keys import original_key
-from tests.conftest import all_versions, make_s3_store
+from tests.support.stores import all_versions, make_s3_store
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,11 +26,12 @@ from app.entry.wiring import build_runtime
 from app.lifecycle.deletion import mark_deleted
 from app.platform import config
 from app.storage.fs import FsStore
-from tests.conftest import make_s3_store, truncate_all
 from tests.e2e.conftest import Role, purge_queues, start_api, wait_for_http, wait_for_output
+from tests.support.database import truncate_all
 from tests.support.fakes import RecordingBroker
 from tests.support.keyring import SEALED_ENV
 from tests.support.proxy import TcpProxy
+from tests.support.stores import make_s3_store
 
 pytestmark = pytest.mark.faults
 SECRET = "fault-drill-secret-of-sufficient-length-0123"
@@ -271,7 +272,7 @@ def log_lines(role: Role) -> list[dict]:
 def _empty_database(database_url):
     """Every test of the roles starts on empty tables: the files an earlier test's `lethe dev` sealed under a
     keyring of its own would make these roles refuse to start (a key id their keyring lacks), as they must."""
-    from tests.conftest import truncate_all
+    from tests.support.database import truncate_all
 
     truncate_all(database_url)
 

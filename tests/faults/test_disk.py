@@ -55,7 +55,7 @@ def make(database_url, clock, root, **settings) -> Lethe:
 
 def test_a_full_disk_answers_503_and_leaves_nothing_half_written(database_url, clock, small_disk):
     root, real = small_disk
-    from tests.conftest import truncate_all
+    from tests.support.database import truncate_all
 
     truncate_all(database_url)
     lethe = make(database_url, clock, root)
@@ -102,7 +102,7 @@ def test_a_full_disk_answers_503_and_leaves_nothing_half_written(database_url, c
 
 def test_a_read_only_root_answers_503_and_readiness_says_so(database_url, clock, small_disk):
     root, real = small_disk
-    from tests.conftest import truncate_all
+    from tests.support.database import truncate_all
 
     truncate_all(database_url)
     lethe = make(database_url, clock, root)

@@ -133,8 +133,9 @@ def test_a_rabbitmq_node_lost_mid_purge_loses_nothing_and_purges_nothing_twice(t
     """Three RabbitMQ nodes of the drill's own, clustered on loopback, quorum queues; the roles get the three
     URLs (broker.url, separated by ';') and connect to the first. That node is stopped in the middle of a
     2,000-file purge: consumers and publishers move to the others, every file goes, each receipt once."""
-    from tests.conftest import start_or_missing, truncate_all
+    from tests.support.database import truncate_all
     from tests.support.rabbitmq import RabbitNode
+    from tests.support.services import start_or_missing
 
     nodes = [start_or_missing(RabbitNode(), "rabbitmq-server (the drill's own cluster)")]
     try:
@@ -201,8 +202,8 @@ def test_a_store_volume_lost_during_deletes_brings_no_deleted_file_back(tmp_path
     their bytes, and the live files are all there."""
     from app.domain.keys import original_key
     from app.lifecycle.audit import run_audit
-    from tests.conftest import truncate_all
     from tests.e2e.conftest import purge_queues
+    from tests.support.database import truncate_all
     from tests.support.seaweed_cluster import SeaweedCluster
 
     purge_queues(broker_url)

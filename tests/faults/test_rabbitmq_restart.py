@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import start_or_missing, truncate_all
 from tests.faults.conftest import Stage
+from tests.support.database import truncate_all
 from tests.support.rabbitmq import RabbitNode
+from tests.support.services import start_or_missing
 
 pytestmark = pytest.mark.faults
 

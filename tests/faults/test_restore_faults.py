@@ -69,7 +69,7 @@ def pg_tool(server: PgServer, name: str) -> str:
 def store_settings(driver: str, request) -> tuple[dict, object]:
     if driver == "fs":
         return {}, None
-    from tests.conftest import make_s3_store
+    from tests.support.stores import make_s3_store
 
     endpoint = request.getfixturevalue("seaweed_server")
     store = make_s3_store(endpoint, versioned=True, server="seaweed")

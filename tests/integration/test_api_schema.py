@@ -24,7 +24,7 @@ def _tus_bytes(ctx, value):
 
 @pytest.fixture
 def lethe_fs(database_url, tmp_path, clock):
-    from tests.conftest import truncate_all
+    from tests.support.database import truncate_all
 
     truncate_all(database_url)
     lethe = Lethe(database_url, FsStore(str(tmp_path / "objects")), clock)

@@ -15,7 +15,7 @@ from psycopg.rows import tuple_row
 from app.db import cleanup as sql
 from app.db.migrate import migrate
 from app.db.pool import Database
-from tests.conftest import _with_database, create_test_database
+from tests.support.database import create_test_database, with_database
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -25,7 +25,7 @@ def big_table(postgres_server):
     """60,000 files in a database of the module's own, made once: the queries only read it."""
     name = f"lethe_indexes_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = create_test_database(postgres_server, name)
-    url = _with_database(postgres_server, name)
+    url = with_database(postgres_server, name)
     migrate(url)
     db = Database(url, pool_size=2)
     try:

@@ -16,9 +16,9 @@ import requests
 from app.domain.keys import original_key
 from app.lifecycle.audit import run_audit
 from app.lifecycle.cleanup import run_cleanup
-from tests.conftest import all_versions, uploads_left
 from tests.support.helpers import problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
+from tests.support.stores import all_versions, uploads_left
 
 pytestmark = pytest.mark.s3_only
 
@@ -68,7 +68,7 @@ def three_parts(lethe) -> bytes:
 
 def test_fs_has_no_direct_uploads(tmp_path, database_url, clock):
     from app.storage.fs import FsStore
-    from tests.conftest import truncate_all
+    from tests.support.database import truncate_all
     from tests.support.lethe import Lethe
 
     truncate_all(database_url)

@@ -27,14 +27,15 @@ from app.errors import ContentCorrupt, KeyUnavailable, NotFound, StorageError
 from app.lifecycle import keys
 from app.platform.keys import Keyring
 from app.storage.codec import ORIGINAL, Sealed
-from tests.conftest import all_versions, truncate_all
 from tests.integration.test_tus import create as tus_create
 from tests.integration.test_tus import created_id
 from tests.integration.test_tus import patch as tus_patch
 from tests.support import images
+from tests.support.database import truncate_all
 from tests.support.helpers import problem
 from tests.support.keyring import TEST_KEYRING, keyring_entry
 from tests.support.lethe import ALEX, OWNER, SAM, Lethe
+from tests.support.stores import all_versions
 
 SEG = SEGMENT_BYTES
 

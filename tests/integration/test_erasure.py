@@ -13,9 +13,9 @@ import pytest
 
 from app.errors import StorageError
 from app.lifecycle.erasure import erase_round
-from tests.conftest import uploads_left
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
+from tests.support.stores import uploads_left
 
 CANARY = "Canary-Er42-divorce-papers"
 

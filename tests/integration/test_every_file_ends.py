@@ -16,9 +16,9 @@ from app.domain.keys import original_key, part_key
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.purge import purge_files
 from app.platform.observability import metrics
-from tests.conftest import uploads_left, versions_of
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER
+from tests.support.stores import uploads_left, versions_of
 
 
 def leftovers(lethe, file_id: str, part_count: int = 1) -> list:

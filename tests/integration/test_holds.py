@@ -22,9 +22,9 @@ from app.domain.holds import DEFAULT_CASE_REF_PATTERN, valid_case_ref
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.purge import purge_files
 from app.lifecycle.retention import run_policy
-from tests.conftest import uploads_left, versions_of
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
+from tests.support.stores import uploads_left, versions_of
 
 CANARY = "Canary-Lh27-settlement"
 RETENTION = json.dumps(

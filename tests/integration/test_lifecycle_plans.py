@@ -38,7 +38,7 @@ from app.db.migrate import migrate
 from app.db.uow import UnitOfWork
 from app.domain.ends import Scope
 from app.lifecycle import deletion
-from tests.conftest import _with_database, create_test_database
+from tests.support.database import create_test_database, with_database
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 WATCHED = {"files", "events", "attachments", "upload_sessions", "messages"}
@@ -54,7 +54,7 @@ def seeded(postgres_server):
     server = postgres_server  # DATABASE_URL's server, or the suite's embedded one
     name = f"lethe_plans_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     admin = create_test_database(server, name)
-    url = _with_database(server, name)
+    url = with_database(server, name)
     try:
         yield _seed(url)
     finally:  # a seed that failed drops its database too

@@ -257,7 +257,7 @@ def test_a_hold_placed_during_a_purge_of_1000_files_loses_only_what_had_begun_an
     assert {file_id for file_id, row in receipts.items() if row.hold_too_late} == set(lost)
     assert all(receipts[file_id].deferred_by_hold == uuid.UUID(placed["id"]) for file_id in ids)
     if lethe.driver != "fs":
-        from tests.conftest import all_versions
+        from tests.support.stores import all_versions
 
         assert all_versions(lethe.raw_store) == []
 

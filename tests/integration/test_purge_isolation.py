@@ -13,10 +13,10 @@ from datetime import timedelta
 from prometheus_client import REGISTRY
 
 from app.lifecycle.cleanup import run_cleanup
-from tests.conftest import versions_of
 from tests.support.faults import RefusingS3
 from tests.support.helpers import keys_of, rows
 from tests.support.lethe import ALEX
+from tests.support.stores import versions_of
 
 HEALTHY, POISONED = 36, 4
 

@@ -16,8 +16,8 @@ import pytest
 
 from app.entry.embedded_pg import free_port
 from app.platform.jobs.broker import LetheRabbitmqBroker, build_broker
-from tests.conftest import service_missing
 from tests.support.lethe import ALEX
+from tests.support.services import service_missing
 
 LETHE_QUEUES = {
     "maintenance",

@@ -12,11 +12,11 @@ import pytest
 
 from app.content.clamd import ClamdUnavailable, Verdict, instream
 from app.domain.keys import part_key
-from tests.conftest import versions_of
 from tests.support.clamd import EICAR
 from tests.support.helpers import keys_of
 from tests.support.lethe import ALEX
 from tests.support.proxy import TcpProxy
+from tests.support.stores import versions_of
 
 MiB = 1024 * 1024
 

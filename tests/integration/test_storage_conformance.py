@@ -16,8 +16,8 @@ from app.domain.objects import FileObjects
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, StoreCallInTransaction
 from app.storage.base import MultipartRef
 from app.storage.files import FileStore
-from tests.conftest import make_s3_store, uploads_left, versions_of
 from tests.support.faults import RefusingS3
+from tests.support.stores import make_s3_store, uploads_left, versions_of
 
 MiB = 1024 * 1024
 

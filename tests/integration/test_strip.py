@@ -12,13 +12,13 @@ import requests
 
 from app.domain.keys import original_key
 from app.errors import StorageError
-from tests.conftest import versions_of
 from tests.integration import test_direct_uploads as direct
 from tests.integration.test_tus import create as tus_create
 from tests.integration.test_tus import created_id
 from tests.integration.test_tus import patch as tus_patch
 from tests.support import images
 from tests.support.lethe import ALEX
+from tests.support.stores import versions_of
 from tests.unit.test_image_metadata import EXIFTOOL, exiftool
 
 KINDS = {"jpeg": "holiday.jpg", "png": "map.png", "webp": "pier.webp", "gif": "wave.gif"}

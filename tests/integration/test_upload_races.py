@@ -10,10 +10,10 @@ import threading
 import uuid
 
 from app.domain.keys import original_key, part_key
-from tests.conftest import uploads_left, versions_of
 from tests.support.faults import PausingStore
 from tests.support.helpers import keys_of, problem
 from tests.support.lethe import ALEX
+from tests.support.stores import uploads_left, versions_of
 
 ROUNDS = 12
 

@@ -18,11 +18,11 @@ import pytest
 from app.content import variants as variants_service
 from app.domain.keys import VARIANTS, original_key, variant_key
 from app.lifecycle.cleanup import run_cleanup
-from tests.conftest import versions_of
 from tests.support import images
 from tests.support.faults import Interleaved
 from tests.support.helpers import problem, residue
 from tests.support.lethe import ALEX, OWNER, SAM
+from tests.support.stores import versions_of
 
 STORES = pytest.mark.parametrize("raw_store", ["fs", "s3-versioned", "seaweed-versioned"], indirect=True)
 

@@ -35,7 +35,7 @@ def store_env(driver: str, request, tmp_path: Path) -> tuple[dict, object]:
 
         root = tmp_path / "objects"
         return {"LETHE_FILE_FS_ROOT": str(root)}, FsStore(str(root))
-    from tests.conftest import make_s3_store
+    from tests.support.stores import make_s3_store
 
     endpoint = request.getfixturevalue("seaweed_server")
     store = make_s3_store(endpoint, versioned=True, server="seaweed")

@@ -339,7 +339,7 @@ def test_every_release_upgrades_to_this_one_and_everything_it_held_is_there(driv
     if driver == "fs":
         store_env = {"LETHE_FILE_FS_ROOT": str(tmp_path / "objects")}
     else:
-        from tests.conftest import make_s3_store
+        from tests.support.stores import make_s3_store
 
         endpoint = request.getfixturevalue("seaweed_server")
         store = make_s3_store(endpoint, versioned=True, server="seaweed")

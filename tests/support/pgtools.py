@@ -57,7 +57,7 @@ def server_major(url: str) -> int:
 
 def tool_for(url: str, name: str) -> str:
     """The program `name` of the same major version as the server at `url` (else the oldest newer one)."""
-    from tests.conftest import service_missing
+    from tests.support.services import service_missing
 
     major = server_major(url)
     dirs = sorted((m, d) for m, d in bin_dirs() if (d / name).exists())

@@ -1,0 +1,63 @@
+"""The suite's object stores: S3 buckets on moto or SeaweedFS, and what a test may see of them that the service never
+looks at (versions, delete markers, multipart uploads)."""
+
+from __future__ import annotations
+
+import uuid
+
+
+def make_s3_store(endpoint: str, bucket: str | None = None, versioned: bool = False, server: str = "moto"):
+    from minio.versioningconfig import ENABLED, VersioningConfig
+
+    from app.storage.s3 import S3Store
+
+    store = S3Store(
+        endpoint,
+        bucket or f"lethe-{uuid.uuid4().hex[:12]}",
+        "testing",
+        "testing",
+        region="us-east-1",
+        secure=False,
+        create_bucket=True,
+    )
+    store.test_server = server  # type: ignore[attr-defined]  # which server's part-size minimum applies
+    if versioned:
+        store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
+    return store
+
+
+def all_versions(s3_store) -> list:
+    """Every version and delete marker in a test bucket (a test may list; the service never does, K2)."""
+    return list(s3_store.client.list_objects(s3_store.bucket, recursive=True, include_version=True))
+
+
+def versions_of(raw_store, keys) -> list:
+    """What a store still holds of these keys: on S3 every version and delete marker, on fs the object."""
+    wanted = set(keys)
+    if raw_store.driver == "fs":
+        return [key for key in sorted(wanted) if raw_store.head(key) is not None]
+    return [(item.object_name, item.version_id) for item in all_versions(raw_store) if item.object_name in wanted]
+
+
+def uploads_left(raw_store, key: str) -> list[str]:
+    """The ids of the multipart uploads the server still lists under a key; none on fs (a test may list; the
+    service never does, K2)."""
+    if raw_store.driver == "fs":
+        return []
+    return [
+        upload.upload_id for upload in raw_store.client._list_multipart_uploads(raw_store.bucket, prefix=key).uploads
+    ]
+
+
+def assert_nothing_hidden(s3_store) -> None:
+    """On a bucket that keeps versions, every key either still has a current object or has no version and no
+    delete marker left: a delete never leaves readable bytes behind a marker (D16)."""
+    by_key: dict[str, list] = {}
+    for item in all_versions(s3_store):
+        by_key.setdefault(item.object_name, []).append(item)
+    hidden = sorted(
+        key
+        for key, items in by_key.items()
+        if not any(item.is_latest == "true" and not item.is_delete_marker for item in items)
+    )
+    assert not hidden, f"{len(hidden)} deleted key(s) keep versions or delete markers in a versioned bucket"
