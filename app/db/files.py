@@ -19,7 +19,7 @@ from app.domain.purge_plan import PurgeFacts
 from app.domain.redaction import BLANKED
 
 # The variants ready, as the File document shows them (name, width, height, type): one primary-key lookup.
-THUMBNAILS = (
+READY_VARIANTS = (
     "(SELECT coalesce(json_agg(json_build_object('name', v.name, 'width', v.width, 'height', v.height, "
     "'type', v.content_type) ORDER BY array_position(ARRAY['thumb-small', 'thumb-large', 'preview', 'poster'], v.name)), '[]'::json) FROM file_variants v "
     "WHERE v.file_id = files.id AND v.state = 'ready') AS thumbnails"
@@ -28,7 +28,7 @@ COLUMNS = (
     "id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
     "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at, detected_type, "
     "completed_at, variants_state, variants_reason, encrypted, key_id, wrapped_key, piece_size, metadata_stripped, "
-    "size_as_sent, " + THUMBNAILS
+    "size_as_sent, " + READY_VARIANTS
 )
 
 
