@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from app.domain.variants import POSTER, THUMBNAILS, VARIANT_TYPE, Made, Sizes, names_for, refusal_before_decoding
+from app.domain.variants import BY_NAME, VARIANT_TYPE, Made, Sizes, names_for, refusal_before_decoding
 
 ALLOWED_LOADERS = (
     "VipsForeignLoadJpeg",
@@ -108,27 +108,30 @@ def make_variants(data: bytes, sizes: Sizes, max_size: int, max_pixels: int, tim
     # with the other metadata; one without is sRGB already, and a conversion would cost more than the decode.
     colour = {"export_profile": "srgb"} if "icc-profile-data" in header.get_fields() else {}
     made: list[Made] = []
+    wanted = [BY_NAME[name] for name in names_for(pages)]
+    moving = [variant for variant in wanted if not variant.first_frame_of_animations]
     try:
-        # The largest variant is decoded from the original (shrink-on-load), the smaller ones from it.
-        preview = vips.Image.thumbnail_buffer(
+        # The largest moving variant is decoded from the original (shrink-on-load), the smaller ones from it; a
+        # variant of an animation's first frame is decoded from that frame alone.
+        largest = max(sizes.box(variant.name) for variant in moving)
+        decoded = vips.Image.thumbnail_buffer(
             data,
-            sizes.preview,
-            height=sizes.preview,
+            largest,
+            height=largest,
             size="down",
             **colour,
             option_string=_LOAD + (",n=-1" if animated else ""),
         )
-        preview = deadline.watch(preview).copy_memory()
+        decoded = deadline.watch(decoded).copy_memory()
         deadline.check()
-        for name in THUMBNAILS:
-            box = sizes.box(name)
-            image = preview if name == "preview" else preview.thumbnail_image(box, height=box, size="down")
-            made.append(_saved(deadline.watch(image), name, animated, deadline))
-        if POSTER in names_for(pages):
-            first = vips.Image.thumbnail_buffer(
-                data, sizes.preview, height=sizes.preview, size="down", **colour, option_string=_LOAD
-            )
-            made.append(_saved(deadline.watch(first), POSTER, False, deadline))
+        for variant in moving:
+            box = sizes.box(variant.name)
+            image = decoded if box == largest else decoded.thumbnail_image(box, height=box, size="down")
+            made.append(_saved(deadline.watch(image), variant.name, animated, deadline))
+        for variant in (variant for variant in wanted if variant.first_frame_of_animations):
+            box = sizes.box(variant.name)
+            first = vips.Image.thumbnail_buffer(data, box, height=box, size="down", **colour, option_string=_LOAD)
+            made.append(_saved(deadline.watch(first), variant.name, False, deadline))
     except TimeoutError:
         return Refused("timeout")
     except vips.Error:

@@ -17,11 +17,14 @@ from app.db.conn import Conn, one
 from app.domain.ends import RemovedRow
 from app.domain.purge_plan import PurgeFacts
 from app.domain.redaction import BLANKED
+from app.domain.variants import VARIANTS
 
 # The variants ready, as the File document shows them (name, width, height, type): one primary-key lookup.
 READY_VARIANTS = (
     "(SELECT coalesce(json_agg(json_build_object('name', v.name, 'width', v.width, 'height', v.height, "
-    "'type', v.content_type) ORDER BY array_position(ARRAY['thumb-small', 'thumb-large', 'preview', 'poster'], v.name)), '[]'::json) FROM file_variants v "
+    "'type', v.content_type) ORDER BY array_position(ARRAY["
+    + ", ".join(f"'{name}'" for name in VARIANTS)
+    + "], v.name)), '[]'::json) FROM file_variants v "
     "WHERE v.file_id = files.id AND v.state = 'ready') AS thumbnails"
 )
 COLUMNS = (

@@ -3,7 +3,7 @@
 Keys are built only from a file id and this schema, never from a file name, and are never found by listing.
 
 - originals: `f/<aa>/<bb>/<file_id>/orig-<r>` (r = 1, 2, ...)
-- variants:  `f/<aa>/<bb>/<file_id>/v-<name>` for the four names in VARIANTS
+- variants:  `f/<aa>/<bb>/<file_id>/v-<name>` for the names in VARIANTS (app/domain/variants.py describes them)
 - parts (fs driver only): `uploads/<file_id>/part-<n>`
 - the tail of a tus upload (both drivers): `uploads/<file_id>/tail`, the bytes past its last whole part
 """
@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 import uuid
 
-VARIANTS = ("thumb-small", "thumb-large", "preview", "poster")
+from app.domain.variants import VARIANTS
+
+__all__ = ["VARIANTS", "original_key", "part_key", "tail_key", "variant_key"]
 FILES_PREFIX = "f/"
 UPLOADS_PREFIX = "uploads/"
 

@@ -19,8 +19,32 @@ IMAGE_TYPES = frozenset(
     {"image/jpeg", "image/png", "image/gif", "image/webp", "image/heic", "image/heif", "image/avif"}
 )
 VARIANT_TYPE = "image/webp"
-THUMBNAILS = ("thumb-small", "thumb-large", "preview")
-POSTER = "poster"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant, as data: its name (the key's `v-<name>`, the API's and the database's), the size of `Sizes`
+    that sets its box, and how an animation is shown in it: moving (every frame), or its first frame alone, made
+    only of an animation (a still image's other variants already show its only frame)."""
+
+    name: str
+    box: str  # a field of Sizes: the longest side, in pixels
+    first_frame_of_animations: bool = False
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# Every variant, in the order the File document lists them. A new one is a line here (and its name in the
+# database's CHECK of file_variants.name, by a migration).
+ALL_VARIANTS = (
+    Variant("thumb-small", "thumb_small"),
+    Variant("thumb-large", "thumb_large"),
+    Variant("preview", "preview"),
+    Variant("poster", "preview", first_frame_of_animations=True),
+)
+BY_NAME = {variant.name: variant for variant in ALL_VARIANTS}
+VARIANTS = tuple(variant.name for variant in ALL_VARIANTS)
 
 # Why a file got no variants (recorded, and shown to operators as a count by reason).
 REFUSALS = ("too_large", "too_many_pixels", "undecodable", "timeout", "lost")
@@ -36,7 +60,7 @@ class Sizes:
 
     def box(self, name: str) -> int:
         """The longest side of a variant (the poster has the preview's)."""
-        return {"thumb-small": self.thumb_small, "thumb-large": self.thumb_large}.get(name, self.preview)
+        return int(getattr(self, BY_NAME[name].box))
 
 
 @dataclass(frozen=True)
@@ -57,7 +81,7 @@ def wants_variants(detected_type: str | None) -> bool:
 
 def names_for(pages: int) -> tuple[str, ...]:
     """The variants of an image of `pages` frames: the thumbnails, and a poster for an animation."""
-    return THUMBNAILS + ((POSTER,) if pages > 1 else ())
+    return tuple(variant.name for variant in ALL_VARIANTS if pages > 1 or not variant.first_frame_of_animations)
 
 
 def fitted(width: int, height: int, box: int) -> tuple[int, int]:
@@ -88,7 +112,7 @@ def refusal_before_decoding(
 def thumbnails_document(variants: list[dict[str, object]]) -> list[dict[str, object]]:
     """The File document's `thumbnails`: name, width, height and type of each variant ready, in the order of
     the names (no key, no digest, no size of the original)."""
-    order = {name: index for index, name in enumerate(THUMBNAILS + (POSTER,))}
+    order = {name: index for index, name in enumerate(VARIANTS)}
     shown = [{"name": v["name"], "width": v["width"], "height": v["height"], "type": v["type"]} for v in variants]
     return sorted(shown, key=lambda v: order.get(str(v["name"]), len(order)))
 

@@ -488,3 +488,19 @@ def test_files_completed_before_type_detection_are_read_once_and_their_images_ge
     assert (step.candidates, step.acted) == (1, 1)
     assert lethe.row(unreadable).detected_type == "image/png"
     assert next(r for r in run_cleanup(lethe.rt).steps if r.step == "p").candidates == 0
+
+
+@pytest.mark.one_store
+def test_the_database_takes_the_names_of_the_variants_described_and_no_other(lethe):
+    """A variant added to app/domain/variants.py needs its name in file_variants' CHECK (a migration)."""
+    import re
+
+    from app.domain.variants import VARIANTS
+
+    check = lethe.rt.db.read(
+        lambda conn: conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'file_variants'::regclass "
+            "AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%name%'"
+        ).fetchone()[0]
+    )
+    assert set(re.findall(r"'([a-z-]+)'::text", check)) == set(VARIANTS)

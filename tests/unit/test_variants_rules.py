@@ -76,3 +76,19 @@ def test_the_document_names_size_and_type_only_in_a_fixed_order():
         {"name": "thumb-small", "width": 1, "height": 2, "type": "image/webp"},
         {"name": "preview", "width": 3, "height": 4, "type": "image/webp"},
     ]
+
+
+def test_every_variant_is_one_description_the_names_and_boxes_come_from():
+    """A variant is data: its name, the size that sets its box, and whether it is an animation's first frame. The
+    key schema, the API's enum, the document's order and the boxes all read the one tuple."""
+    from app.domain import keys
+    from app.domain.variants import ALL_VARIANTS, VARIANTS, Sizes, names_for
+
+    assert VARIANTS == tuple(variant.name for variant in ALL_VARIANTS) == keys.VARIANTS
+    assert [str(variant) for variant in ALL_VARIANTS] == list(VARIANTS)
+    sizes = Sizes(thumb_small=10, thumb_large=20, preview=30)
+    assert [sizes.box(name) for name in VARIANTS] == [10, 20, 30, 30]
+    assert names_for(1) == ("thumb-small", "thumb-large", "preview")
+    assert names_for(3) == VARIANTS
+    for variant in ALL_VARIANTS:
+        assert keys.variant_key("0a1b2c3d-0000-4000-8000-000000000001", variant.name).endswith(f"/v-{variant}")
