@@ -17,15 +17,15 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
         print(generate_entry(args.key_id))
         return 0
-    from app.entry.ops import _one_shot_runtime, _progress_bar
+    from app.entry.ops import one_shot_runtime, progress_bar
     from app.lifecycle import keys
 
-    runtime = _one_shot_runtime("keys", needs_store=False, commits=False)
+    runtime = one_shot_runtime("keys", needs_store=False, commits=False)
     try:
         if args.keys_command == "status":
             shown = keys.status(runtime).as_dict()
         else:
-            bar = _progress_bar("rotate", "key", args.json)
+            bar = progress_bar("rotate", "key", args.json)
             try:
                 report = keys.rotate(
                     runtime,

@@ -32,24 +32,8 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from app.domain.access import SCOPES
-from app.entry.keyring import add_parser as add_keys_parser
-from app.entry.ops import (
-    case_ref_arg,
-    cmd_audit,
-    cmd_cleanup,
-    cmd_erase,
-    cmd_hold,
-    cmd_receipt,
-    cmd_retention_restore,
-    cmd_retention_run,
-    cmd_sweep_run,
-    cmd_webhooks,
-    delivery_arg,
-    duration_arg,
-    limit_arg,
-    uuid_arg,
-)
-from app.entry.restore import add_parser as add_restore_parser
+from app.entry import audit, cleanup, erase, hold, keyring, receipt, restore, retention, sweep, webhooks
+from app.entry.ops import duration_arg, uuid_arg
 from app.entry.support import (
     EXIT_CONFIG,
     check_keyring_or_exit,
@@ -380,6 +364,10 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+# The operator commands, a module each with its own parser (its add_parser), in the order `lethe --help` lists them.
+COMMAND_GROUPS = (cleanup, retention, sweep, audit, erase, hold, webhooks, restore, keyring, receipt)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lethe", description="Lethe: a file lifecycle service.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -413,77 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("scheduler", help="the periodic jobs").set_defaults(func=cmd_scheduler)
 
-    cleanup = commands.add_parser("cleanup", help="run one cleanup now and print what each step did")
-    cleanup.add_argument("--dry-run", action="store_true", help="print what each step would do; change nothing")
-    cleanup.add_argument("--json", action="store_true", help="print one JSON object")
-    cleanup.set_defaults(func=cmd_cleanup)
-
-    retention = commands.add_parser("retention", help="retention policies (D16)")
-    retention_commands = retention.add_subparsers(dest="retention_command", required=True)
-    retention_run = retention_commands.add_parser("run", help="run retention policies now and print counts")
-    retention_run.add_argument("--policy", help="only this policy")
-    retention_run.add_argument("--dry-run", action="store_true", help="print what would happen; change nothing")
-    retention_run.add_argument("--force", action="store_true", help="ignore the cadence gate (min_interval)")
-    retention_run.add_argument("--json", action="store_true", help="print one JSON object")
-    retention_run.set_defaults(func=cmd_retention_run)
-    restore = retention_commands.add_parser("restore", help="bring a retired file back")
-    restore.add_argument("file_id", type=uuid_arg)
-    restore.set_defaults(func=cmd_retention_restore)
-
-    sweep = commands.add_parser("sweep", help="sweeps of unmanaged prefixes (D16)")
-    sweep_commands = sweep.add_subparsers(dest="sweep_command", required=True)
-    sweep_run = sweep_commands.add_parser("run", help="sweep unmanaged prefixes now and print counts")
-    sweep_run.add_argument("--prefix", help="only this declared prefix")
-    sweep_run.add_argument("--dry-run", action="store_true", help="print what would happen; change nothing")
-    sweep_run.add_argument("--json", action="store_true", help="print one JSON object")
-    sweep_run.set_defaults(func=cmd_sweep_run)
-
-    audit = commands.add_parser("audit", help="report what no row explains in f/ and uploads/ (read-only)")
-    audit.add_argument("--json", action="store_true", help="print one JSON summary object")
-    audit.add_argument("--delete", action="store_true", help="delete orphans older than --grace")
-    audit.add_argument(
-        "--grace", default="24h", type=duration_arg, help="with --delete: only orphans older than this (24h)"
-    )
-    audit.set_defaults(func=cmd_audit)
-
-    erase = commands.add_parser("erase", help="erase everything Lethe holds of a person (D16)")
-    erase.add_argument("--subject", required=True, type=uuid_arg, help="the principal, a UUID")
-    erase.add_argument("--wait", action="store_true", help="run the erasure here until it ends")
-    erase.add_argument("--json", action="store_true", help="print one JSON object")
-    erase.set_defaults(func=cmd_erase)
-
-    hold = commands.add_parser("hold", help="legal holds: suspend the purge of a person's or a file's data")
-    hold_commands = hold.add_subparsers(dest="hold_command", required=True)
-    place = hold_commands.add_parser("place", help="place a hold on a subject or a file")
-    target = place.add_mutually_exclusive_group(required=True)
-    target.add_argument("--subject", type=uuid_arg, help="the principal, a UUID: every file they uploaded")
-    target.add_argument("--file", type=uuid_arg, help="one file, a UUID")
-    place.add_argument("--case-ref", required=True, type=case_ref_arg, help="a ticket number (never free text)")
-    hold_list = hold_commands.add_parser("list", help="every hold, in force or released")
-    release = hold_commands.add_parser("release", help="release a hold; the files it alone held are purged")
-    release.add_argument("hold_id", type=uuid_arg)
-    for sub in (place, hold_list, release):
-        sub.add_argument("--json", action="store_true", help="print one JSON object")
-        sub.set_defaults(func=cmd_hold)
-
-    hooks = commands.add_parser("webhooks", help="webhook deliveries")
-    hooks_commands = hooks.add_subparsers(dest="webhooks_command", required=True)
-    hooks_list = hooks_commands.add_parser("list", help="the latest deliveries, newest first")
-    hooks_list.add_argument("--failed", action="store_true", help="only those that failed or were disabled")
-    hooks_list.add_argument("--limit", type=limit_arg, default=100, metavar="N", help="at most N (1 to 10000; 100)")
-    redeliver = hooks_commands.add_parser("redeliver", help="send a delivery again, with the same webhook-id")
-    redeliver.add_argument("delivery_id", type=delivery_arg, help="its id, or its webhook-id (msg_...)")
-    for sub in (hooks_list, redeliver):
-        sub.add_argument("--json", action="store_true", help="print one JSON object")
-        sub.set_defaults(func=cmd_webhooks)
-
-    add_restore_parser(commands)
-    add_keys_parser(commands)
-
-    receipt = commands.add_parser("receipt", help="the name-free receipt of a purged file (D16)")
-    receipt.add_argument("file_id", type=uuid_arg)
-    receipt.add_argument("--json", action="store_true", help="print one JSON object")
-    receipt.set_defaults(func=cmd_receipt)
+    for group in COMMAND_GROUPS:
+        group.add_parser(commands)
 
     token = commands.add_parser("token", help="mint an HS256 bearer token for development")
     token.add_argument("--sub", required=True, type=uuid_arg, help="the principal, a UUID")

@@ -20,13 +20,13 @@ from app.entry.support import EXIT_CONFIG
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from app.entry.ops import _one_shot_runtime
+    from app.entry.ops import one_shot_runtime
     from app.errors import NotFound, StorageError
     from app.lifecycle import journal, restore
 
     command = args.restore_command
     changes = command in ("adopt", "foreign") or (command == "reconcile" and not args.dry_run)
-    runtime = _one_shot_runtime("restore", needs_store=True, commits=changes)
+    runtime = one_shot_runtime("restore", needs_store=True, commits=changes)
     try:
         if command == "status":
             shown = journal.status(runtime)
