@@ -14,7 +14,7 @@ from psycopg.rows import namedtuple_row
 from psycopg.types.json import Jsonb
 
 from app.db import redaction
-from app.domain.redaction import RedactionError, redact_file_event
+from app.domain.redaction import BLANKED, RedactionError, redact_file_event
 from tests.unit.test_redaction import files
 
 json_values = st.recursive(
@@ -50,7 +50,7 @@ def by_sql(conn, event_type, version, payload):
         "FROM (SELECT %(type)s::text AS type, %(version)s::int AS schema_version, %(payload)s::jsonb AS payload) e"
     )
     return conn.execute(
-        sql, {"type": event_type, "version": version, "payload": Jsonb(payload), "blanked": Jsonb(redaction.BLANKED)}
+        sql, {"type": event_type, "version": version, "payload": Jsonb(payload), "blanked": Jsonb(BLANKED)}
     ).fetchone()
 
 
