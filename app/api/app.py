@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -53,9 +54,32 @@ def _swagger_asset(name: str) -> Response:
 
 
 class LetheApi(Api):
-    """flask-smorest's Api with every error answered and documented as problem+json."""
+    """flask-smorest's Api with every error answered and documented as problem+json, and its OpenAPI document
+    built when it is first asked for: the routes are registered at once, their pages of the document (about 0.15 s
+    of marshmallow and apispec work that no request needs) on the first /openapi.json."""
 
     ERROR_SCHEMA: Any = ProblemSchema
+
+    def __init__(self, app: Flask) -> None:
+        self._undocumented: list[tuple[Any, str, Any]] = []
+        self._documenting = threading.Lock()
+        super().__init__(app)
+
+    def register_blueprint(self, blp: Any, *, parameters: Any = None, **options: Any) -> None:
+        """Register a blueprint's routes now, and its views in the document once the document is asked for."""
+        name = options.get("name", blp.name)
+        self._app.extensions["flask-smorest"]["blp_name_to_api"][name] = self
+        self._app.register_blueprint(blp, **options)
+        self._undocumented.append((blp, name, parameters))
+
+    def documented(self) -> Any:
+        """The OpenAPI document (apispec's APISpec), every blueprint's views in it."""
+        with self._documenting:
+            while self._undocumented:
+                blp, name, parameters = self._undocumented.pop(0)
+                blp.register_views_in_doc(self, self._app, self.spec, name=name, parameters=parameters)
+                self.spec.tag({"name": name, "description": blp.description})
+        return self.spec
 
     def handle_http_exception(self, error: HTTPException) -> Response:
         """Every HTTP error flask-smorest raises is answered as problem+json."""
@@ -67,7 +91,7 @@ class LetheApi(Api):
 
         from app.api.contract import for_installation
 
-        spec = for_installation(self.spec.to_dict(), current_app.extensions["lethe"])
+        spec = for_installation(self.documented().to_dict(), current_app.extensions["lethe"])
         return Response(json.dumps(spec, indent=2), mimetype="application/json")
 
     def _register_responses(self) -> None:
