@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
 import tomllib
 import typing
@@ -36,12 +37,19 @@ def _schema() -> Schema:
     return Schema.from_dict(declared)()
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """A section's field types, read once (typing.get_type_hints evaluates every annotation of the class)."""
+    return typing.get_type_hints(cls)
+
+
 def _nest(flat: Mapping[str, Any], cls: type = Config, prefix: str = "") -> Any:
     """Build the dataclass tree from validated values by dotted name; durations become timedeltas."""
     values = {}
+    hints = _hints(cls)
     for field_info in dataclasses.fields(cls):
         name = prefix + field_info.name
-        hint = typing.get_type_hints(cls)[field_info.name]
+        hint = hints[field_info.name]
         if isinstance(hint, type) and dataclasses.is_dataclass(hint):
             values[field_info.name] = _nest(flat, hint, name + ".")
         elif hint is timedelta:
