@@ -76,9 +76,10 @@ class LetheApi(Api):
         """The OpenAPI document (apispec's APISpec), every blueprint's views in it."""
         with self._documenting:
             while self._undocumented:
-                blp, name, parameters = self._undocumented.pop(0)
+                blp, name, parameters = self._undocumented[0]
                 blp.register_views_in_doc(self, self._app, self.spec, name=name, parameters=parameters)
                 self.spec.tag({"name": name, "description": blp.description})
+                self._undocumented.pop(0)  # only once it is in the document: a failure is met again, never lost
         return self.spec
 
     def handle_http_exception(self, error: HTTPException) -> Response:

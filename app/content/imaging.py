@@ -111,9 +111,10 @@ def make_variants(data: bytes, sizes: Sizes, max_size: int, max_pixels: int, tim
     wanted = [BY_NAME[name] for name in names_for(pages)]
     moving = [variant for variant in wanted if not variant.first_frame_of_animations]
     try:
-        # The largest moving variant is decoded from the original (shrink-on-load), the smaller ones from it; a
+        # The last moving variant (the preview) is decoded from the original (shrink-on-load), the ones before it
+        # from it, never larger (a thumbnail configured larger than the preview gets the preview's size); a
         # variant of an animation's first frame is decoded from that frame alone.
-        largest = max(sizes.box(variant.name) for variant in moving)
+        largest = sizes.box(moving[-1].name)
         decoded = vips.Image.thumbnail_buffer(
             data,
             largest,
@@ -126,7 +127,7 @@ def make_variants(data: bytes, sizes: Sizes, max_size: int, max_pixels: int, tim
         deadline.check()
         for variant in moving:
             box = sizes.box(variant.name)
-            image = decoded if box == largest else decoded.thumbnail_image(box, height=box, size="down")
+            image = decoded if variant is moving[-1] else decoded.thumbnail_image(box, height=box, size="down")
             made.append(_saved(deadline.watch(image), variant.name, animated, deadline))
         for variant in (variant for variant in wanted if variant.first_frame_of_animations):
             box = sizes.box(variant.name)

@@ -35,7 +35,8 @@ class Variant:
         return self.name
 
 
-# Every variant, in the order the File document lists them. A new one is a line here (and its name in the
+# Every variant, in the order the File document lists them: the moving ones from the smallest to the largest (the
+# last is decoded from the original, the others cut from it). A new one is a line here (and its name in the
 # database's CHECK of file_variants.name, by a migration).
 ALL_VARIANTS = (
     Variant("thumb-small", "thumb_small"),

@@ -504,3 +504,11 @@ def test_the_database_takes_the_names_of_the_variants_described_and_no_other(let
         ).fetchone()[0]
     )
     assert set(re.findall(r"'([a-z-]+)'::text", check)) == set(VARIANTS)
+
+
+@pytest.mark.one_store
+def test_a_thumbnail_configured_larger_than_the_preview_is_never_larger_than_it(make_lethe):
+    lethe = make_lethe(**{"image.thumb_large": "300", "image.preview": "200"})
+    file_id = upload_image(lethe, images.photo(600, 400, orientation=1))
+    shown = {thumb["name"]: (thumb["width"], thumb["height"]) for thumb in thumbnails(lethe, file_id)}
+    assert shown["preview"] == (200, 133) and shown["thumb-large"] == shown["preview"]
