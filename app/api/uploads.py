@@ -12,19 +12,20 @@ from flask_smorest import Blueprint
 from app.api.common import caller, problems, runtime
 from app.api.schemas import FileSchema, PartSchema, PartUrlSchema, UploadCreateSchema, UploadViewSchema
 from app.content import direct, uploads
+from app.content.sessions import Upload
 from app.errors import UnsupportedMediaType
 
 blp = Blueprint("uploads", __name__, url_prefix="/api/v1/uploads", description="Resumable uploads")
 
 
-def shape(view: uploads.UploadView, part_urls: list[direct.PartUrl] | None = None) -> dict[str, Any]:
+def shape(view: Upload, part_urls: list[direct.PartUrl] | None = None) -> dict[str, Any]:
     """A file and its upload session as the API answers them (with the part URLs of a new direct upload)."""
     session = view.session
     return {
         "file": view.file,
         "upload": {
             "file_id": session.file_id,
-            "transfer": uploads.TRANSFERS[session.protocol],
+            "transfer": view.protocol.transfer,
             **({"parts": part_urls} if part_urls is not None else {}),
             "state": session.state,
             "part_size": session.part_size,

@@ -11,20 +11,12 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.content import uploads
-from app.content.uploads import (
-    NewUpload,
-    UploadView,
-    _check_not_completing,
-    _check_open,
-    _ref,
-    _require_write,
-    _visible_upload,
-)
-from app.db.files import FileRow
-from app.db.sessions import SessionRow
+from app.content.sessions import Upload, check_not_completing, check_open, require_write, visible
+from app.content.uploads import NewUpload
+from app.domain.uploads import DIRECT
 from app.errors import Conflict, Invalid
 
 if TYPE_CHECKING:
@@ -43,17 +35,16 @@ class PartUrl:
     expires_at: datetime
 
 
-def part_urls(rt: Runtime, file_row: FileRow, session: SessionRow, numbers: Iterable[int]) -> list[PartUrl]:
+def part_urls(rt: Runtime, upload: Upload, numbers: Iterable[int]) -> list[PartUrl]:
     """Sign a PUT URL for each of these parts: valid until the earlier of the session's expiry and
     file.direct_url_ttl from now. Local signing: no request to the store."""
     now = rt.clock.now()
-    expires_at = min(session.expires_at, now + rt.cfg.file.direct_url_ttl)
+    expires_at = min(upload.session.expires_at, now + rt.cfg.file.direct_url_ttl)
     lifetime = max(expires_at - now, MIN_URL_LIFETIME)
-    ref = _ref(file_row, session)
-    return [PartUrl(number, rt.store.presign_part(ref, number, lifetime), expires_at) for number in numbers]
+    return [PartUrl(number, rt.store.presign_part(upload.ref, number, lifetime), expires_at) for number in numbers]
 
 
-def create(rt: Runtime, principal: Principal, new: NewUpload) -> tuple[UploadView, list[PartUrl]]:
+def create(rt: Runtime, principal: Principal, new: NewUpload) -> tuple[Upload, list[PartUrl]]:
     """Create a direct upload: the file, its session and the multipart upload (committed first), then a URL
     for every part.
 
@@ -75,22 +66,22 @@ def create(rt: Runtime, principal: Principal, new: NewUpload) -> tuple[UploadVie
             "direct upload would put the bytes in the store as they are. Send the parts through the API "
             '("transfer": "api") or tus.',
         )
-    view = uploads.create_upload(rt, principal, dataclasses.replace(new, protocol="direct"))
-    session: Any = view.session
-    return view, part_urls(rt, view.file, session, range(1, session.part_count + 1))
+    upload = uploads.create_upload(rt, principal, dataclasses.replace(new, protocol=DIRECT))
+    return upload, part_urls(rt, upload, range(1, upload.session.part_count + 1))
 
 
 def fresh_url(rt: Runtime, principal: Principal, file_id: uuid.UUID, part_number: int) -> PartUrl:
     """A new URL for part n of the caller's open direct upload (409 once completing or ended, 410 expired)."""
 
-    file_row, session = rt.db.read(lambda conn: _visible_upload(conn, principal, file_id))
-    _require_write(principal)
-    if session.protocol != "direct":
+    upload = rt.db.read(lambda conn: visible(conn, principal, file_id))
+    session = upload.session
+    require_write(principal)
+    if upload.protocol is not DIRECT:
         raise Conflict("not_a_direct_upload", "This upload's parts go through the API (PUT .../parts/{n}).")
     now = rt.clock.now()
-    _check_open(session, now)
-    _check_not_completing(rt, session, now)
+    check_open(session, now)
+    check_not_completing(rt, session, now)
     if not 1 <= part_number <= session.part_count:
         raise Conflict("part_number_out_of_range", "This upload has no such part: its parts are 1 to its part_count.")
-    (url,) = part_urls(rt, file_row, session, [part_number])
+    (url,) = part_urls(rt, upload, [part_number])
     return url

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from app.content import clamd
+from app.content.sessions import scan_reads
 from app.content.strip import strip_original
-from app.content.uploads import scan_reads
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
 from app.db.scans import record_checked, record_outcome, scannable

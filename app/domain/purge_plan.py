@@ -17,6 +17,7 @@ from datetime import datetime
 
 from app.domain.objects import FileObjects
 from app.domain.states import is_deliverable, is_final
+from app.domain.uploads import TUS
 
 
 class PurgeAction(enum.Enum):
@@ -38,7 +39,7 @@ class PurgeFacts:
     session_state: str | None = None
     storage_upload_id: str | None = None
     part_count: int = 0
-    protocol: str | None = None  # the session's: native or tus
+    protocol: str | None = None  # the session's (a Protocol's name, app/domain/uploads.py); None: no session
     encrypted: bool = False  # its objects are sealed under its own data key
 
 
@@ -73,6 +74,6 @@ def objects_of(facts: PurgeFacts) -> FileObjects:
         upload_id=facts.storage_upload_id,
         part_count=facts.part_count,
         parts_open=has_parts(facts),
-        tail=facts.protocol == "tus",
+        tail=facts.protocol == TUS.name,
         sealed=facts.encrypted,
     )

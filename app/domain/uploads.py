@@ -45,6 +45,42 @@ def listed_parts_problem(listed: list[tuple[int, int]], size_bytes: int, part_si
 
 
 @dataclass(frozen=True)
+class Protocol:
+    """How an upload's bytes travel, one value per protocol; `name` is what its session row records
+    (upload_sessions.protocol), `transfer` what the API and the metrics call it."""
+
+    name: str
+    transfer: str
+    # (reason, detail) of the 409 a native part (PUT .../parts/{n}) of such an upload gets; None: it takes them.
+    native_parts_refused: tuple[str, str] | None
+    keeps_tail: bool  # the bytes past its last whole part wait in a tail object (tus)
+    parts_in_store_alone: bool  # its parts reach the store without the api: the store's list says which (direct)
+
+    @property
+    def through_api(self) -> bool:
+        """Whether its bytes pass through the api (which may seal them): every protocol but direct."""
+        return not self.parts_in_store_alone
+
+
+NATIVE = Protocol("native", "api", None, keeps_tail=False, parts_in_store_alone=False)
+TUS = Protocol(
+    "tus",
+    "tus",
+    ("tus_upload", "This upload is sent through tus (PATCH /api/v1/tus/{id})."),
+    keeps_tail=True,
+    parts_in_store_alone=False,
+)
+DIRECT = Protocol(
+    "direct",
+    "direct",
+    ("direct_upload", "This upload's parts go to their presigned URLs (POST .../parts/{n}/url gives a fresh one)."),
+    keeps_tail=False,
+    parts_in_store_alone=True,
+)
+PROTOCOLS = {protocol.name: protocol for protocol in (NATIVE, TUS, DIRECT)}
+
+
+@dataclass(frozen=True)
 class UploadLimits:
     """The limits an upload works by, built once per process from the configuration (app.runtime)."""
 

@@ -32,6 +32,7 @@ from app.domain.keys import KeyError_
 from app.domain.objects import FileObjects
 from app.domain.purge_plan import PurgeAction, PurgeFacts, objects_of, plan_purge
 from app.domain.purge_retry import next_attempt_at, overdue
+from app.domain.uploads import DIRECT
 from app.errors import ObjectFailed, StorageError
 from app.lifecycle import ends
 from app.platform.observability import metrics
@@ -179,7 +180,7 @@ def _remove_chunk(
         (done.rows if action is PurgeAction.OBJECTS_AND_ROW else done.objects_only).append(objects.file_id)
         # A direct upload's abort is repeated and confirmed later (cleanup m): a part PUT in flight while it ran
         # may still land.
-        if facts.protocol == "direct" and objects.parts_open and objects.upload_id and objects.object_key:
+        if facts.protocol == DIRECT.name and objects.parts_open and objects.upload_id and objects.object_key:
             done.direct_aborts.append((objects.upload_id, objects.file_id, objects.object_key))
 
 
