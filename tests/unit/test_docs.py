@@ -45,6 +45,7 @@ DOCS = [
     *sorted((ROOT / "docs").glob("*.md")),
     ROOT / "helm" / "lethe" / "values.yaml",
     ROOT / "helm" / "lethe" / "templates" / "NOTES.txt",
+    *sorted((ROOT / "app" / "db" / "migrations").glob("*.sql")),  # an operator reads them before a migration
 ]
 
 

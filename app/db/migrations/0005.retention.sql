@@ -14,7 +14,7 @@ CREATE INDEX files_retired ON files (purpose, retired_at, id)
 
 -- The last real run of each scheduled job that has a cadence gate or a run time to report: a retention
 -- policy (`retention:<name>`) or a sweep (`sweep:<prefix>`). In PostgreSQL, not in a process, so a restart
--- or a second scheduler replica keeps the gate (seed 003 4.5).
+-- or a second scheduler replica keeps the gate.
 CREATE TABLE schedule_runs (
     name         text PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 300),
     last_run_at  timestamptz NOT NULL

@@ -1,5 +1,5 @@
 -- depends: 0008.erasures
--- Issue 20: every file reaches an end.
+-- Every file reaches an end.
 -- scan_resent_at: when the cleanup sent a pending scan again (once; past twice scan.pending_ttl the scan
 --   ends as error and the file is purged).
 -- objects_purged_at: when a purge removed the objects of a file that is final and not deliverable (failed,

@@ -1,5 +1,5 @@
 -- depends: 0012.tus_sessions
--- Direct uploads (issue 26, D19): a session of protocol 'direct' takes its parts straight into the S3 multipart
+-- Direct uploads (D19): a session of protocol 'direct' takes its parts straight into the S3 multipart
 -- upload through presigned URLs. A part PUT in flight while AbortMultipartUpload runs may still land (AWS says
 -- to abort again), so every abort of a direct upload is recorded here and repeated after file.direct_abort_delay
 -- by the cleanup (step m), which then lists the multipart uploads of that key and keeps the row until none is

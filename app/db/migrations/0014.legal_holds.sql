@@ -1,5 +1,5 @@
 -- depends: 0013.direct_uploads
--- Legal holds (issue 27, D19): a hold on a subject (every file they uploaded) or on one file suspends the purge
+-- Legal holds (D19): a hold on a subject (every file they uploaded) or on one file suspends the purge
 -- of the files it covers, checked by the purge at execution and again under the row lock. Users see deletions as usual:
 -- the file is marked deleted and its events redacted; only its objects and row wait. case_ref is a token (a
 -- ticket number), never free text. A released hold stays as a name-free record (ids, times, a count) for

@@ -1,5 +1,5 @@
 -- depends: 0014.legal_holds
--- Deletion webhooks (issue 28, Standard Webhooks 1.0). One row per message and endpoint: its id is the
+-- Deletion webhooks (Standard Webhooks 1.0). One row per message and endpoint: its id is the
 -- webhook-id (stable across attempts), the event type, the event's data (the receipt's fields, ids and counts:
 -- nothing that names anyone) and when it happened, so that every attempt sends the same bytes; the attempts,
 -- the last answer and the next try. No body beyond that. Rows go after webhooks.delivery_ttl (the cleanup).
