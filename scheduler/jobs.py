@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
 import dramatiq
@@ -34,6 +34,12 @@ if TYPE_CHECKING:
     from app.runtime import Runtime
 
 log = logging.getLogger("lethe.scheduler")
+
+
+class Leading(Protocol):
+    """What a periodic job asks of the leadership: whether this process leads now (never raises)."""
+
+    def is_leader(self) -> bool: ...
 
 
 class Leadership:
@@ -120,14 +126,14 @@ class Leadership:
             self._drop()
 
 
-def keep_leadership(leadership: Leadership) -> bool:
+def keep_leadership(leadership: Leading) -> bool:
     """The leader's ping (inside idle_session_timeout), and a standby's try to lead."""
     return leadership.is_leader()
 
 
 def send_job(
     runtime: Runtime,
-    leadership: Leadership,
+    leadership: Leading,
     queue_name: str,
     actor_name: str,
     *args: str,
@@ -150,7 +156,7 @@ def send_job(
     return True
 
 
-def trigger_cleanup(runtime: Runtime, leadership: Leadership) -> bool:
+def trigger_cleanup(runtime: Runtime, leadership: Leading) -> bool:
     """Send one cleanup_pending message (the worker's advisory lock keeps runs apart)."""
     return send_job(runtime, leadership, jobs.CLEANUP_QUEUE, jobs.CLEANUP_ACTOR, event="scheduler.cleanup_triggered")
 
@@ -163,7 +169,7 @@ def schedule_trigger(cfg: Config, cron: str) -> BaseTrigger:
     return cron_trigger(cron, ZoneInfo(cfg.schedule.timezone))
 
 
-def relay_outbox(runtime: Runtime, leadership: Leadership | None = None) -> int:
+def relay_outbox(runtime: Runtime, leadership: Leading | None = None) -> int:
     """Publish outbox rows left behind and report the outbox depth."""
     if leadership is not None and not leadership.is_leader():
         return 0
@@ -185,7 +191,7 @@ def relay_outbox(runtime: Runtime, leadership: Leadership | None = None) -> int:
     return relayed
 
 
-def journal_tick(runtime: Runtime, leadership: Leadership, guard: RestoreGuard) -> int:
+def journal_tick(runtime: Runtime, leadership: Leading, guard: RestoreGuard) -> int:
     """The leader's part of the journal. Every process writes the entries it committed right after the commit; the
     leader catches up what a dead process left, removes spool objects whose entries are written, reports the age
     of the oldest entry still waiting, and after a restore applies the journal again (journal.auto_reconcile;

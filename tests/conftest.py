@@ -13,6 +13,7 @@ import socket
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -249,7 +250,8 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_collection_modifyitems(config, items):
     """SeaweedFS variants run only in ON_SEAWEED modules, and a test marked one_store on fs alone: elsewhere
     they are deselected, not skipped."""
-    kept, dropped = [], []
+    kept: list[Any] = []
+    dropped: list[Any] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
         store = callspec.params.get("raw_store") if callspec is not None else None

@@ -308,7 +308,7 @@ class Database:
                 self.after_commit(uow.jobs)
             return result
 
-    def read(self, fn: Callable[[psycopg.Connection], T]) -> T:
+    def read(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
         """Run fn on an autocommit connection: each statement sees the latest committed data, no transaction.
         In maintenance() it runs in a transaction of its own (READ COMMITTED: each statement still sees the
         latest committed data) that carries the maintenance statement timeout."""

@@ -28,7 +28,7 @@ class UnitOfWork:
     """What a function run by Database.unit_of_work gets: the connection of its one transaction, and
     enqueue() for jobs that must commit with it."""
 
-    conn: psycopg.Connection
+    conn: psycopg.Connection[Any]
     name: str
     clock: Clock = field(default_factory=SystemClock)
     jobs: list[Job] = field(default_factory=list)

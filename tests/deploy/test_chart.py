@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import helm_python as helm
 import kubernetes_validate
@@ -28,7 +29,7 @@ SECRETS = {
     "file.s3.secret_key": "sk",
 }
 
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "default": {"secrets": SECRETS},
     "fs-with-claim": {
         "secrets": SECRETS,
@@ -59,7 +60,7 @@ VARIANTS = {
 }
 
 
-def render(values: dict, upgrade: bool = False) -> list[dict]:
+def render(values: dict[str, Any], upgrade: bool = False) -> list[dict[str, Any]]:
     """The chart's manifests, as `helm template` makes them: an install, or an upgrade (whose lookups of what is
     installed find nothing here: a release installed before the chart made its keyring and ConfigMap key)."""
     with helm.Chart.load(str(CHART)) as chart:

@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
 
@@ -153,7 +154,7 @@ def role_env(database_url, broker_url, tmp_path):
 
 @pytest.fixture
 def start_role(tmp_path):
-    roles = []
+    roles: list[Any] = []
 
     def start(args, env):
         role = Role(args, env, tmp_path / f"{args[0]}-{len(roles)}.log")
@@ -165,7 +166,7 @@ def start_role(tmp_path):
         role.kill()
 
 
-def start_api(start_role, env: dict) -> Role:
+def start_api(start_role, env: dict[str, Any]) -> Role:
     """`lethe api` on env's port, or (when another process took that port before gunicorn bound it) on another
     one, written back into env: the test must never talk to whatever else holds the port."""
     for _ in range(3):
@@ -183,7 +184,7 @@ def start_api(start_role, env: dict) -> Role:
     raise AssertionError("the api could not bind a port")
 
 
-def start_api_and_worker(start_role, env: dict, tmp_path) -> tuple[Role, Role, str]:
+def start_api_and_worker(start_role, env: dict[str, Any], tmp_path) -> tuple[Role, Role, str]:
     """The api and a worker on the roles' environment, both ready (the worker's metrics in a directory of its
     own); returns them and the api's base URL."""
     api = start_api(start_role, env)
@@ -203,7 +204,7 @@ def wait_for_output(role: Role, text: str, timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
-def with_driver(env: dict, driver: str, request):
+def with_driver(env: dict[str, Any], driver: str, request):
     """The roles' environment for a storage driver: on s3, a fresh bucket of moto's server. Returns (env,
     the S3 store or None)."""
     if driver != "s3":

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import uuid
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from tests.e2e.conftest import wait_for_http
 pytestmark = pytest.mark.e2e
 
 
-def s3_env(role_env, moto_server, bucket: str) -> dict:
+def s3_env(role_env, moto_server, bucket: str) -> dict[str, Any]:
     return {
         **role_env,
         "LETHE_FILE_STORAGE_DRIVER": "s3",
@@ -54,7 +55,8 @@ def test_object_lock_refuses_to_start(role_env, start_role, moto_server, locked_
 
 
 def test_the_api_logs_what_the_bucket_keeps(role_env, start_role, moto_server):
-    from minio.versioningconfig import ENABLED, VersioningConfig
+    from minio.commonconfig import ENABLED
+    from minio.versioningconfig import VersioningConfig
 
     from tests.support.stores import make_s3_store
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from app.db.conn import one
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.conftest import Role, wait_for_http
@@ -37,7 +38,7 @@ def start(folder: Path, database_url: str, tmp_path: Path, label: str, **extra: 
 
 def sealed_of(database_url: str, file_id: str) -> bool:
     with psycopg.connect(database_url) as conn:
-        return conn.execute("SELECT encrypted FROM files WHERE id = %s", (file_id,)).fetchone()[0]
+        return one(conn.execute("SELECT encrypted FROM files WHERE id = %s", (file_id,)))[0]
 
 
 def test_an_installation_without_sealing_keeps_it_and_a_new_one_seals_saying_where_the_keyring_is(

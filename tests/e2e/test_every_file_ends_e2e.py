@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from app.db.conn import one
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.conftest import Role, wait_for_http
@@ -137,7 +138,7 @@ def test_retention_run_without_a_broker_purges_through_the_relay_of_a_running_le
         assert call("GET", f"{api_v1}/files/{file_id}", token)[0] == 404  # deleted at once
         deadline = time.monotonic() + 30
         with psycopg.connect(database_url, autocommit=True) as conn:
-            while conn.execute("SELECT count(*) FROM files WHERE id = %s", (file_id,)).fetchone()[0]:
+            while one(conn.execute("SELECT count(*) FROM files WHERE id = %s", (file_id,)))[0]:
                 assert time.monotonic() < deadline, dev.tail()
                 time.sleep(0.2)
         assert not [p for p in (here / "objects").rglob("*") if file_id in str(p) and p.is_file()]

@@ -17,6 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from app.db.conn import one
 from app.domain.tus import encode_metadata
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
@@ -100,9 +101,7 @@ def test_ctrl_c_during_uploads_then_make_run_again_frees_and_cleans_at_once(data
         )
         with psycopg.connect(database_url, autocommit=True) as conn:
             until(
-                lambda: conn.execute(
-                    "SELECT writing_since FROM upload_sessions WHERE file_id = %s", (tus_id,)
-                ).fetchone()[0],
+                lambda: one(conn.execute("SELECT writing_since FROM upload_sessions WHERE file_id = %s", (tus_id,)))[0],
                 role=first,
             )
         until(lambda: any((objects / ".tmp").iterdir()) if (objects / ".tmp").exists() else False, role=first)
@@ -114,7 +113,7 @@ def test_ctrl_c_during_uploads_then_make_run_again_frees_and_cleans_at_once(data
         assert not (here / ".lethe" / "dev.lock").exists() and not (here / ".lethe" / "dev.json").exists()
         with psycopg.connect(database_url, autocommit=True) as conn:  # the dead process's hold is still there
             assert (
-                conn.execute("SELECT writing_since FROM upload_sessions WHERE file_id = %s", (tus_id,)).fetchone()[0]
+                one(conn.execute("SELECT writing_since FROM upload_sessions WHERE file_id = %s", (tus_id,)))[0]
                 is not None
             )
         # Then `make run` again frees and cleans at once: the resumed PATCH is taken, nothing is left behind

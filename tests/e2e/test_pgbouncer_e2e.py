@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from app.db.conn import one
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.conftest import wait_for_http, wait_for_output
@@ -78,9 +79,7 @@ def test_the_roles_work_through_a_transaction_pooler(pgbouncer, role_env, start_
     deadline = time.monotonic() + 20
     while db.read(
         lambda conn: (
-            conn.execute("SELECT count(*) AS n FROM files WHERE id = ANY(%s)", ([uuid.UUID(f) for f in files],))
-            .fetchone()
-            .n
+            one(conn.execute("SELECT count(*) AS n FROM files WHERE id = ANY(%s)", ([uuid.UUID(f) for f in files],))).n
         )
     ):
         assert time.monotonic() < deadline, worker.tail()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -23,7 +24,7 @@ SECRET = "e2e-secret-of-sufficient-length-0123456789"
 CANARY = "Canary-Restore-e2e-4Rz"
 
 
-def start_roles(start_role, env: dict, tmp_path: Path, round_: int, scheduler: bool = True):
+def start_roles(start_role, env: dict[str, Any], tmp_path: Path, round_: int, scheduler: bool = True):
     worker = start_role(["worker"], dict(env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"w-metrics-{round_}")))
     api = start_role(["api"], dict(env, PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"a-metrics-{round_}")))
     wait_for_output(worker, '"event": "worker.started"')
@@ -31,7 +32,7 @@ def start_roles(start_role, env: dict, tmp_path: Path, round_: int, scheduler: b
     return [api, worker] + ([start_scheduler(start_role, env, tmp_path, round_)] if scheduler else [])
 
 
-def start_scheduler(start_role, env: dict, tmp_path: Path, round_: int):
+def start_scheduler(start_role, env: dict[str, Any], tmp_path: Path, round_: int):
     scheduler = start_role(
         ["scheduler"],
         dict(env, LETHE_METRICS_PORT=str(free_port()), PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"s-metrics-{round_}")),

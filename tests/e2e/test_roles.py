@@ -16,6 +16,7 @@ import uuid
 import pika
 import pytest
 
+from app.db.conn import one
 from app.entry.embedded_pg import free_port
 from app.lifecycle.steps import STEPS
 from tests.e2e.conftest import wait_for_http, wait_for_output
@@ -56,10 +57,7 @@ def test_scheduler_relays_an_outbox_row_left_behind(role_env, start_role, db, br
     scheduler = start_role(["scheduler"], role_env)
     wait_for_http(f"http://127.0.0.1:{role_env['LETHE_METRICS_PORT']}/metrics", scheduler)
     deadline = time.monotonic() + 30
-    while (
-        db.read(lambda conn: conn.execute("SELECT count(*) AS n FROM outbox").fetchone().n)
-        and time.monotonic() < deadline
-    ):
+    while db.read(lambda conn: one(conn.execute("SELECT count(*) AS n FROM outbox")).n) and time.monotonic() < deadline:
         time.sleep(0.2)
     # Then the row is gone and its message waits in RabbitMQ
     connection = pika.BlockingConnection(pika.URLParameters(broker_url))
@@ -70,7 +68,7 @@ def test_scheduler_relays_an_outbox_row_left_behind(role_env, start_role, db, br
         channel.queue_delete(queue)
     finally:
         connection.close()
-    assert db.read(lambda conn: conn.execute("SELECT count(*) AS n FROM outbox").fetchone().n) == 0
+    assert db.read(lambda conn: one(conn.execute("SELECT count(*) AS n FROM outbox")).n) == 0
     assert scheduler.stop(signal.SIGTERM) == 0
     assert '"event": "scheduler.stopped"' in scheduler.output()
 

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -38,6 +39,8 @@ MIB = 1024 * 1024
 class Api:
     def __init__(self, base: str, token: str, api, worker):
         self.base, self.api, self.worker = base, api, worker
+        self.store_cut: Any = None  # the cut in front of the store, for redirects
+        self.fs_root = ""
         self.headers = {"Authorization": f"Bearer {token}"}
 
     def upload(self, data: bytes, name: str, mime_type: str) -> str:
@@ -67,7 +70,7 @@ class Api:
             time.sleep(0.1)
         return file_id
 
-    def thumbnails(self, file_id: str, count: int) -> list[dict]:
+    def thumbnails(self, file_id: str, count: int) -> list[dict[str, Any]]:
         """The file's thumbnails once the worker has made `count` of them (an image's inline display is its
         preview: image.strip_original)."""
         deadline = time.monotonic() + 30
@@ -323,7 +326,7 @@ def test_chromium_shows_plays_and_seeks_from_links_and_loses_the_image_after_del
     page_text = PAGE
     for marker, link in links.items():
         page_text = page_text.replace(marker, link)
-    results: list[dict] = []
+    results: list[dict[str, Any]] = []
     step = {"now": "wait"}
 
     @Request.application

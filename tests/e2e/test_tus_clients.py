@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -158,7 +159,7 @@ def tuspy_flows(served, tmp_path):
     doomed = first.uploader(file_stream=_stream(data), chunk_size=MIB, metadata=metadata, upload_checksum=True)
     for _ in range(6):
         doomed.upload_chunk()
-    response = requests.delete(doomed.url, headers={**served.headers, **TUS}, timeout=10)
+    response = requests.delete(str(doomed.url), headers={**served.headers, **TUS}, timeout=10)
     assert response.status_code == 204
     served.gone(doomed.url)
 
@@ -172,7 +173,7 @@ def _stream(data: bytes):
 # -- tus-js-client -------------------------------------------------------------------------------------------
 
 
-def node_client(served, tmp_path, **config) -> dict:
+def node_client(served, tmp_path, **config) -> dict[str, Any]:
     node = shutil.which("node")
     if node is None or not (JS / "node_modules" / "tus-js-client").is_dir():
         service_missing("tus-js-client under Node (tests/js, npm ci)", "not installed; .ci/run installs it")
@@ -270,7 +271,7 @@ def uppy_flow(served, tmp_path):
     if not (JS / "node_modules" / "uppy" / "dist" / "uppy.min.js").is_file():
         service_missing("Uppy (tests/js, npm ci)", "not installed; .ci/run installs it")
     data = payload(11 * MIB + 5)
-    results: list[dict] = []
+    results: list[dict[str, Any]] = []
     config = {"endpoint": served.endpoint, "token": served.token, "name": f"{CANARY}.bin", "chunkSize": 2 * MIB}
 
     @Request.application

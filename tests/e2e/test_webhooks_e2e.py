@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 def receiver_of_the_doc() -> str:
     section = DOC.read_text().split("## Deletion webhooks", 1)[1]
-    return re.search(r"^```python\n(.*?)^```", section, re.M | re.S).group(1)
+    found = re.search(r"^```python\n(.*?)^```", section, re.M | re.S)
+    assert found is not None
+    return found.group(1)
 
 
 class DocReceiver:
@@ -45,12 +48,12 @@ class DocReceiver:
             env={"PATH": os.environ.get("PATH", ""), "WEBHOOK_SECRET": secret, "PORT": str(self.port)},
         )
 
-    def messages(self) -> list[dict]:
+    def messages(self) -> list[dict[str, Any]]:
         self.log.flush()
         lines = Path(self.log.name).read_text().splitlines()
         return [json.loads(line) for line in lines if line.startswith("{")]
 
-    def wait_for(self, predicate, worker, timeout: float = 60) -> dict:
+    def wait_for(self, predicate, worker, timeout: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             found = [message for message in self.messages() if predicate(message)]

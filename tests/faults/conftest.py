@@ -15,10 +15,12 @@ import urllib.request
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from app.db.conn import one
 from app.domain.keys import original_key
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
@@ -120,6 +122,7 @@ class Stage:
         direct = dict(self.env, LETHE_DATABASE_URL=database_url)
         direct.pop("PATH")
         if driver == "s3":
+            assert s3_endpoint is not None
             direct["LETHE_FILE_S3_ENDPOINT"] = s3_endpoint
         self.rt = build_runtime(config.load(direct), RecordingBroker(), role="drill", store=self.raw_store)
 
@@ -194,7 +197,7 @@ class Stage:
     def left(self, ids: list[uuid.UUID]) -> tuple[int, int]:
         """(rows, objects) of these files still present."""
         rows = self.rt.db.read(
-            lambda conn: conn.execute("SELECT count(*) AS n FROM files WHERE id = ANY(%s)", (ids,)).fetchone().n
+            lambda conn: one(conn.execute("SELECT count(*) AS n FROM files WHERE id = ANY(%s)", (ids,))).n
         )
         objects = sum(1 for file_id in ids if self.raw_store.head(original_key(file_id)) is not None)
         return rows, objects
@@ -258,7 +261,7 @@ def metric(port: int, name: str) -> float:
     return total
 
 
-def log_lines(role: Role) -> list[dict]:
+def log_lines(role: Role) -> list[dict[str, Any]]:
     lines = []
     for line in role.output().splitlines():
         try:

@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 
+from app.db.conn import one
 from app.db.migrate import migrate
 from app.entry.wiring import build_runtime
 from app.platform import config
@@ -107,9 +108,9 @@ def test_a_primary_lost_during_deletes_and_a_purge_loses_nothing(cluster, tmp_pa
         gone_in = stage.wait_gone(acknowledged + batch, timeout=120)
         receipts = stage.rt.db.read(
             lambda conn: (
-                conn.execute("SELECT count(*) AS n FROM receipts WHERE file_id = ANY(%s)", (acknowledged + batch,))
-                .fetchone()
-                .n
+                one(
+                    conn.execute("SELECT count(*) AS n FROM receipts WHERE file_id = ANY(%s)", (acknowledged + batch,))
+                ).n
             )
         )
         assert receipts == len(acknowledged) + len(batch)
@@ -167,9 +168,7 @@ def test_a_rabbitmq_node_lost_mid_purge_loses_nothing_and_purges_nothing_twice(t
             # Then the roles move to the other nodes by themselves, and every file is gone, each purged once
             gone_in = stage.wait_gone(ids, timeout=120)
             receipts = stage.rt.db.read(
-                lambda conn: (
-                    conn.execute("SELECT count(*) AS n FROM receipts WHERE file_id = ANY(%s)", (ids,)).fetchone().n
-                )
+                lambda conn: one(conn.execute("SELECT count(*) AS n FROM receipts WHERE file_id = ANY(%s)", (ids,))).n
             )
             assert receipts == len(ids)
             later = stage.seed(200)

@@ -19,11 +19,13 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 import yaml
 
+from app.db.conn import one
 from app.db.migrate import known_migrations, migrate
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
@@ -66,7 +68,7 @@ def pg_tool(server: PgServer, name: str) -> str:
     return str(server.bin / name)
 
 
-def store_settings(driver: str, request) -> tuple[dict, object]:
+def store_settings(driver: str, request) -> tuple[dict[str, Any], object]:
     if driver == "fs":
         return {}, None
     from tests.support.stores import make_s3_store
@@ -210,7 +212,7 @@ def test_a_point_in_time_recovery_between_two_deletions_applies_the_second_again
         assert lethe.call("DELETE", f"/api/v1/files/{first}", ALEX).status_code == 204
         journal.flush(lethe.rt)
         with psycopg.connect(url, autocommit=True) as conn:
-            target = conn.execute("SELECT clock_timestamp()::text").fetchone()[0]
+            target = one(conn.execute("SELECT clock_timestamp()::text"))[0]
         assert lethe.call("DELETE", f"/api/v1/files/{second}", ALEX).status_code == 204
         settle(lethe)
         server.archive_now()
@@ -269,7 +271,9 @@ def test_the_highly_available_url_migrates_through_the_command_and_the_charts_ho
         hook_env = {**hook_secret["stringData"], **{item["name"]: item["value"] for item in container.get("env", [])}}
         rendered_url = hook_env["LETHE_DATABASE_URL"]
         assert "target_session_attrs=read-write" in rendered_url and "," in rendered_url
-        hosts = re.search(r"@([^/]+)/", rendered_url).group(1)
+        found = re.search(r"@([^/]+)/", rendered_url)
+        assert found is not None
+        hosts = found.group(1)
         local = rendered_url.replace(hosts, f"127.0.0.1:{cluster.standby_port},127.0.0.1:{cluster.primary_port}")
         local = re.sub(r"//[^@]+@", "//postgres@", local).replace("/lethe?", "/lethe_hook?")
         hooked = subprocess.run(

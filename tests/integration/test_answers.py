@@ -9,6 +9,7 @@ import re
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
@@ -25,7 +26,7 @@ def documented_codes() -> dict[int, str]:
     """The answers table of docs/api.md: each status with the one code it documents."""
     text = (ROOT / "docs" / "api.md").read_text()
     table = text[text.index("## Answers") :]
-    found = {}
+    found: dict[Any, Any] = {}
     for status, code in re.findall(r"^\| (\d{3}) \| `([a-z_]+)`(?: \||,)", table, re.M):
         found.setdefault(int(status), code)
     return found

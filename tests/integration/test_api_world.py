@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from app.api.schemas import FileSchema
+from app.db.conn import one
 from app.domain.file_events import file_document
 from tests.support.helpers import problem
 from tests.support.lethe import ALEX, OWNER, ROBIN, SAM, Person
@@ -190,7 +191,7 @@ def test_attach_rules_answer_409_and_attach_nothing(lethe, case):
     response = lethe.call("PUT", "/api/v1/messages/msg-2", ALEX, json={"file_ids": [good, bad]})
     problem(response, 409, "conflict", "file_not_attachable")
     attached = lethe.rt.db.read(
-        lambda conn: conn.execute("SELECT count(*) AS n FROM attachments WHERE message_id = 'msg-2'").fetchone().n
+        lambda conn: one(conn.execute("SELECT count(*) AS n FROM attachments WHERE message_id = 'msg-2'")).n
     )
     assert attached == 0
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.db import files as files_sql
 from app.domain.keys import original_key, part_key
 from app.lifecycle.audit import file_id_of, run_audit
 from tests.support.aging import age_object
@@ -85,9 +86,8 @@ def test_parts_without_a_row_are_orphans_and_a_row_appearing_keeps_them(make_let
     report = run_audit(lethe.rt)
     assert report.orphans.file_ids == [str(orphan)]
     # A row for that id appearing before the wave goes out explains the object: it stays.
-    from app.lifecycle import audit
 
-    real = audit.files_sql.files_by_ids
+    real = files_sql.files_by_ids
     calls = []
 
     def appears(conn, file_ids):
@@ -95,6 +95,6 @@ def test_parts_without_a_row_are_orphans_and_a_row_appearing_keeps_them(make_let
         found = real(conn, file_ids)
         return found if len(calls) == 1 else [type("Row", (), {"id": orphan})()]
 
-    monkeypatch.setattr(audit.files_sql, "files_by_ids", appears)
+    monkeypatch.setattr(files_sql, "files_by_ids", appears)
     kept = run_audit(lethe.rt, delete=True, grace=DAY)
     assert kept.orphans_deleted == 0 and lethe.raw_store.head(part_key(orphan, 1)) is not None

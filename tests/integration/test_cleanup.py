@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -349,7 +350,7 @@ def test_an_attach_between_the_cleanups_read_and_its_lock_keeps_the_file(lethe, 
     later = lethe.upload(ALEX)
     lethe.clock.advance(ttl(lethe, "file.unattached_ttl"))
     original = cleanup_sql.lock_skip_locked
-    attached = {}
+    attached: dict[Any, Any] = {}
 
     def attach_before_the_lock(conn, ids):
         if not attached and file_id in {str(i) for i in ids}:

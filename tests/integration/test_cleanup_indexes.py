@@ -100,15 +100,15 @@ def plan(db, query) -> str:
     "name, query",
     [
         ("a", lambda conn: sql.expired_sessions(conn, NOW, None, 500)),
-        ("a+cursor", lambda conn: sql.expired_sessions(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
+        ("a+cursor", lambda conn: sql.expired_sessions(conn, NOW, (NOW, uuid.UUID(int=0)), 500)),
         ("b", lambda conn: sql.unattached_candidates(conn, NOW, None, 500)),
         (
             "b+cursor",
-            lambda conn: sql.unattached_candidates(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500),
+            lambda conn: sql.unattached_candidates(conn, NOW, (NOW, uuid.UUID(int=0)), 500),
         ),
         ("c", lambda conn: sql.failed_candidates(conn, NOW, None, 500)),
         ("d", lambda conn: sql.deleted_rows(conn, NOW, None, 500)),
-        ("d+cursor", lambda conn: sql.deleted_rows(conn, NOW, (NOW, "00000000-0000-0000-0000-000000000000"), 500)),
+        ("d+cursor", lambda conn: sql.deleted_rows(conn, NOW, (NOW, uuid.UUID(int=0)), 500)),
         ("d refused", lambda conn: sql.due_refused_live(conn, NOW, None, 500)),
         ("f", lambda conn: [sql.backlog(conn)]),
     ],

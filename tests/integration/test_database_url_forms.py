@@ -10,11 +10,13 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from app.db.conn import one
 from app.db.migrate import known_migrations
 from app.db.pool import Database
 from app.entry.embedded_pg import free_port
@@ -28,16 +30,16 @@ def fresh_database(postgres_server):
     """A database of its own, not migrated, and the libpq parameters of its server."""
     name = f"lethe_urls_{uuid.uuid4().hex[:8]}"
     params = conninfo_to_dict(postgres_server)
-    admin = make_conninfo(**{**params, "dbname": "postgres"})
+    admin = make_conninfo("", **{**params, "dbname": "postgres"})
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-        sockets = conn.execute("SHOW unix_socket_directories").fetchone()[0]
+        sockets = one(conn.execute("SHOW unix_socket_directories"))[0]
     yield name, params, sockets
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def form(kind: str, name: str, params: dict, sockets: str, tmp_path: Path) -> tuple[str, dict]:
+def form(kind: str, name: str, params: dict[str, Any], sockets: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
     """database.url in one form, and the environment it needs (a service file)."""
     host, port, user = params.get("host", "127.0.0.1"), params.get("port", "5432"), params.get("user", "postgres")
     if kind == "several_hosts":
@@ -61,7 +63,7 @@ def form(kind: str, name: str, params: dict, sockets: str, tmp_path: Path) -> tu
     return "service=lethe", {"PGSERVICEFILE": str(service_file)}
 
 
-def lethe(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+def lethe(args: list[str], env: dict[str, Any], cwd: Path) -> subprocess.CompletedProcess[Any]:
     return subprocess.run(
         [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
     )
@@ -93,7 +95,7 @@ def test_every_form_libpq_takes_migrates_checks_and_serves(fresh_database, kind,
         monkeypatch.setenv(variable, value)
     db = Database(url, pool_size=1)
     try:
-        assert db.read(lambda conn: conn.execute("SELECT current_database()").fetchone()[0]) == name
+        assert db.read(lambda conn: one(conn.execute("SELECT current_database()"))[0]) == name
     finally:
         db.close()
 

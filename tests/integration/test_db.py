@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
+from app.db.conn import one
 from app.db.context import in_transaction
 from app.db.migrate import migrate
 from app.db.pool import Database
@@ -257,8 +258,8 @@ def test_maintenance_work_has_its_own_statement_timeout_and_requests_keep_theirs
         with pytest.raises(psycopg.errors.QueryCanceled):
             db.unit_of_work(lambda uow: uow.execute(slow).fetchone(), name="test.request")
         with db.maintenance():
-            assert db.read(lambda conn: conn.execute(slow).fetchone()).slept is False
-            assert db.unit_of_work(lambda uow: uow.execute(slow).fetchone(), name="test.maintenance").slept is False
+            assert db.read(lambda conn: one(conn.execute(slow))).slept is False
+            assert db.unit_of_work(lambda uow: one(uow.execute(slow)), name="test.maintenance").slept is False
         # and the block's end gives the request timeout back
         with pytest.raises(psycopg.errors.QueryCanceled):
             db.read(lambda conn: conn.execute(slow).fetchone())
@@ -282,10 +283,12 @@ def test_the_rollback_of_per_file_keys_is_refused_while_a_file_is_sealed(databas
         for statement in statements:
             conn.execute(statement)
         assert (
-            conn.execute(
-                "SELECT count(*) FROM information_schema.columns WHERE table_name = 'files' "
-                "AND column_name = 'wrapped_key'"
-            ).fetchone()[0]
+            one(
+                conn.execute(
+                    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'files' "
+                    "AND column_name = 'wrapped_key'"
+                )
+            )[0]
             == 0
         )
         conn.rollback()

@@ -7,9 +7,11 @@ import re
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from app.db import files as files_sql
 from app.domain.keys import original_key, part_key
 from app.errors import StorageError
 from tests.support.faults import FailOnce
@@ -316,7 +318,7 @@ def test_delete_and_attach_at_once_end_attached_or_deleted_never_both(lethe):
     for round_ in range(15):
         file_id = lethe.upload(ALEX)
         barrier = threading.Barrier(2)
-        answers = {}
+        answers: dict[Any, Any] = {}
 
         def delete():
             barrier.wait()
@@ -348,7 +350,7 @@ def test_an_attach_that_waits_for_a_delete_sees_it_and_answers_409(lethe):
     from app.lifecycle.deletion import mark_deleted
 
     file_id = lethe.upload(ALEX)
-    answers = {}
+    answers: dict[Any, Any] = {}
     with lethe.rt.db.pool.connection() as conn, conn.transaction():
         conn.execute("SELECT id FROM files WHERE id = %s FOR UPDATE", (file_id,))
         attach = threading.Thread(
@@ -388,14 +390,13 @@ def test_a_delete_that_waits_for_an_attach_sees_it_and_answers_409(lethe):
 def test_a_purge_that_waits_for_another_removes_no_row_twice(lethe, monkeypatch):
     """Forced order: the first purge holds the row lock of its re-check while the second purge (objects
     already gone) waits for it; the second then finds no row and removes nothing (D7)."""
-    from app.lifecycle import purge as purge_module
     from app.lifecycle.purge import purge_files
 
     file_id = lethe.upload(ALEX)
     lethe.call("DELETE", f"/api/v1/files/{file_id}", ALEX)
     lethe.broker.take()
-    original = purge_module.files_sql.lock_files
-    second: dict = {}
+    original = files_sql.lock_files
+    second: dict[str, Any] = {}
 
     def first_holds_the_lock(conn, ids):
         locked = original(conn, ids)
@@ -407,7 +408,7 @@ def test_a_purge_that_waits_for_another_removes_no_row_twice(lethe, monkeypatch)
             wait_for_a_lock_waiter(lethe.rt.db)
         return locked
 
-    monkeypatch.setattr(purge_module.files_sql, "lock_files", first_holds_the_lock)
+    monkeypatch.setattr(files_sql, "lock_files", first_holds_the_lock)
     first = purge_files(lethe.rt, [file_id]).results["row"]
     second["thread"].join(10)
     assert (first, second["removed"]) == (1, 0)

@@ -9,6 +9,7 @@ import hashlib
 import os
 import uuid
 from datetime import UTC, timedelta
+from typing import Any
 
 import pytest
 import requests
@@ -46,7 +47,7 @@ def put(url: str, data: bytes) -> requests.Response:
     return requests.put(url, data=data, timeout=30)
 
 
-def send_all(created: dict, data: bytes) -> None:
+def send_all(created: dict[str, Any], data: bytes) -> None:
     size = created["upload"]["part_size"]
     for part in created["upload"]["parts"]:
         n = part["number"]
@@ -54,7 +55,7 @@ def send_all(created: dict, data: bytes) -> None:
         assert response.status_code == 200, response.text
 
 
-def residue(lethe, file_id: str) -> list:
+def residue(lethe, file_id: str) -> list[Any]:
     """Every version and delete marker under the file's keys, and its multipart uploads."""
     store = lethe.raw_store
     found = [(item.object_name, item.version_id) for item in all_versions(store) if file_id in item.object_name]
@@ -228,7 +229,7 @@ def test_a_part_that_lands_after_the_abort_is_aborted_again(lethe, clock, swap_s
     file_id = created["file"]["id"]
     assert put(created["upload"]["parts"][0]["url"], data[: created["upload"]["part_size"]]).status_code == 200
     original = lethe.store
-    lost = []
+    lost: list[Any] = []
 
     class LateParts:
         def __getattr__(self, name):

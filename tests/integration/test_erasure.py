@@ -8,6 +8,7 @@ import json
 import threading
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from tests.support.stores import uploads_left
 CANARY = "Canary-Er42-divorce-papers"
 
 
-def everything_of_alex(lethe) -> dict:
+def everything_of_alex(lethe) -> dict[str, Any]:
     """Alex's world: an attached file, an unattached one, an avatar in its slot, a draft, an open upload, a
     file deleted but not purged yet. Sam has a file that must survive."""
     attached = lethe.upload(ALEX, name=f"{CANARY}-1.pdf")
@@ -266,7 +267,7 @@ def test_two_runners_of_one_erasure_count_every_file_once(lethe, swap_store):
     # Given a round paused in its confirming read
     paused = PausingStore(lethe.rt.store, "remains")
     original = swap_store(lethe, paused)
-    done = {}
+    done: dict[Any, Any] = {}
     first = threading.Thread(target=lambda: done.setdefault("state", erase_round(lethe.rt, erasure_id)))
     first.start()
     assert paused.entered.wait(10)

@@ -7,11 +7,13 @@ from __future__ import annotations
 import os
 import uuid
 from datetime import UTC, timedelta
+from typing import Any
 
 import psycopg
 import pytest
 
 from app.content.clamd import ClamdUnavailable, Verdict, instream
+from app.db.conn import one
 from app.domain.keys import original_key, part_key
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.purge import purge_files
@@ -21,7 +23,7 @@ from tests.support.lethe import ALEX, OWNER
 from tests.support.stores import uploads_left, versions_of
 
 
-def leftovers(lethe, file_id: str, part_count: int = 1) -> list:
+def leftovers(lethe, file_id: str, part_count: int = 1) -> list[Any]:
     """What the store still holds of a file: its objects and parts (every version on a versioned bucket), and
     on S3 any multipart upload still open under its original's key (a test may list; the service never does)."""
     file_uuid = uuid.UUID(file_id)
@@ -334,7 +336,7 @@ def test_autovacuum_off_is_said_and_dead_tuples_are_counted(lethe, database_url,
         return set(lines[0][len(marker) :].split(":")[0].split(", ")) if lines else set()
 
     with psycopg.connect(database_url, autocommit=True) as conn:
-        server_off = conn.execute("SELECT current_setting('autovacuum') <> 'on'").fetchone()[0]
+        server_off = one(conn.execute("SELECT current_setting('autovacuum') <> 'on'"))[0]
         # The server's own setting is named when it is off (CI's server runs with autovacuum = off)
         assert where_off(config_check()) == ({"server"} if server_off else set())
         conn.execute("ALTER TABLE files SET (autovacuum_enabled = false)")

@@ -14,6 +14,7 @@ import json
 import os
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -34,6 +35,7 @@ from app.db import sessions as sessions_sql
 from app.db import slots as slots_sql
 from app.db import variants as variants_sql
 from app.db import webhooks as webhooks_sql
+from app.db.conn import one
 from app.db.migrate import migrate
 from app.db.uow import UnitOfWork
 from app.domain.ends import Scope
@@ -147,9 +149,9 @@ def _seed(url: str) -> str:
     return url
 
 
-def plans_of(url: str, call) -> list[dict]:
+def plans_of(url: str, call) -> list[dict[str, Any]]:
     """Run call(conn) in a transaction that is rolled back; EXPLAIN every statement it sends on the way."""
-    plans: list[dict] = []
+    plans: list[dict[str, Any]] = []
     original = psycopg.Cursor.execute
 
     def explained(cursor, query, params=None, **kwargs):
@@ -157,17 +159,16 @@ def plans_of(url: str, call) -> list[dict]:
         if text.lstrip().split(None, 1)[0].upper() in ("SELECT", "WITH", "UPDATE", "DELETE", "INSERT"):
             with cursor.connection.cursor(row_factory=namedtuple_row) as probe:
                 original(probe, "EXPLAIN (FORMAT JSON) " + text, params)
-                plans.append(probe.fetchone()[0][0]["Plan"])
+                plans.append(one(probe)[0][0]["Plan"])
         return original(cursor, query, params, **kwargs)
 
     with psycopg.connect(url, autocommit=True, row_factory=namedtuple_row) as conn:
-        psycopg.Cursor.execute = explained
+        setattr(psycopg.Cursor, "execute", explained)  # noqa: B010 (a method replaced for the call)
         try:
-            with conn.transaction():
+            with conn.transaction(force_rollback=True):
                 call(conn)
-                raise psycopg.Rollback()
         finally:
-            psycopg.Cursor.execute = original
+            setattr(psycopg.Cursor, "execute", original)  # noqa: B010
     return plans
 
 

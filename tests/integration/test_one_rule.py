@@ -18,10 +18,12 @@ import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
 
+from app.db.conn import one
 from app.domain.keys import original_key, part_key
 from app.errors import StorageError
 from app.lifecycle import purge as purge_module
@@ -38,7 +40,7 @@ from tests.support.lethe import ALEX, OWNER, SAM
 STORES = pytest.mark.parametrize("raw_store", ["fs", "seaweed-versioned"], indirect=True)
 
 
-def place(lethe, **target) -> dict:
+def place(lethe, **target) -> dict[str, Any]:
     response = lethe.call(
         "POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-2026-0042", **{k: str(v) for k, v in target.items()}}
     )
@@ -157,6 +159,7 @@ def test_a_completion_that_races_a_delete_keeps_the_assembled_object_only_under_
         lethe.run_jobs()
         intervals(lethe)
         assert lethe.stored(file_id) == data
+        assert hold is not None
         release(lethe, hold["id"])
     else:
         assert lethe.raw_store.head(original_key(file_id)) is None  # removed at once, as before
@@ -227,7 +230,7 @@ def test_a_hold_placed_during_a_purge_of_1000_files_loses_only_what_had_begun_an
 ):
     # Given 1,000 deleted files of Alex in one purge job (the purge clears 100 at a time)
     ids = seed_deleted(lethe, ALEX, 1000)
-    placed: dict = {}
+    placed: dict[str, Any] = {}
 
     def hold():
         lethe.clock.advance(1)
@@ -267,7 +270,7 @@ def test_a_hold_racing_a_purge_at_a_moment_nobody_chose_keeps_exact_accounts(let
     # The hold is placed from another thread as the purge goes, without waiting for it: whatever the moment,
     # every file is either lost (its removal had begun, its row says so) or kept whole, never both or neither.
     ids = seed_deleted(lethe, ALEX, 1000)
-    placed: dict = {}
+    placed: dict[str, Any] = {}
     started = threading.Event()
     swap_store(
         lethe,
@@ -324,7 +327,7 @@ def test_a_hold_landing_in_an_erasures_purge_keeps_what_had_not_begun_and_counts
     monkeypatch.setattr(purge_module, "PURGE_CHUNK", 4)
     files = sorted(lethe.upload(ALEX, f"file {n}".encode()) for n in range(12))
     erasure = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json
-    placed: dict = {}
+    placed: dict[str, Any] = {}
 
     def hold():
         lethe.clock.advance(1)
@@ -364,7 +367,7 @@ def test_a_completed_erasure_makes_released_holds_forget_the_person(lethe):
     assert "subject_id" not in forgotten and forgotten["subject_forgotten"] is True
     assert forgotten["case_ref"] == "CASE-2026-0042" and forgotten["released_at"] == hold_released(lethe, hold)
     with psycopg.connect(lethe.cfg.database.url) as conn:
-        assert conn.execute("SELECT count(*) FROM legal_holds WHERE subject_id = %s", (ALEX.id,)).fetchone()[0] == 0
+        assert one(conn.execute("SELECT count(*) FROM legal_holds WHERE subject_id = %s", (ALEX.id,)))[0] == 0
     assert lethe.call("GET", f"/api/v1/holds/{other['id']}", OWNER).json["subject_id"] == str(SAM.id)
 
 

@@ -38,6 +38,7 @@ def run_with_terminal_stderr(args, env):
         if not chunk:
             break
         seen += chunk
+    assert proc.stdout is not None
     out = proc.stdout.read()
     rc = proc.wait(timeout=60)
     os.close(master)

@@ -8,11 +8,13 @@ import json
 import logging
 import uuid
 from datetime import timedelta
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 from prometheus_client import REGISTRY, generate_latest
 
+from app.db.conn import one
 from app.lifecycle.cleanup import run_cleanup
 from tests.support.lethe import ALEX, OWNER, SAM, sha256
 
@@ -99,7 +101,7 @@ def test_no_name_key_digest_or_token_leaves_the_service(make_lethe, clamd, every
     stored = lethe.rt.db.read(
         lambda conn: conn.execute("SELECT payload::text AS p, redacted_at FROM events").fetchall()
     )
-    remaining = lethe.rt.db.read(lambda conn: conn.execute("SELECT count(*) AS n FROM files").fetchone().n)
+    remaining = lethe.rt.db.read(lambda conn: one(conn.execute("SELECT count(*) AS n FROM files")).n)
     assert remaining == 0
     assert stored and all(row.redacted_at is not None for row in stored)
     for row in stored:
@@ -122,7 +124,7 @@ class SentryCapture:
 
         from app.platform.observability.sentry import setup_sentry
 
-        self.sent: list = []
+        self.sent: list[Any] = []
         sent = self.sent
 
         class Capture(Transport):

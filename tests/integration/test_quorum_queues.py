@@ -96,6 +96,7 @@ def test_quorum_queues_are_declared_and_a_purge_runs_through_them(fresh_vhost, m
 def test_a_worker_meeting_queues_of_the_other_type_exits_2_naming_the_key(fresh_vhost, database_url, tmp_path):
     vhost, url = fresh_vhost
     classic = build_broker(url, "classic")
+    assert isinstance(classic, LetheRabbitmqBroker)
     classic.mismatched_queues()  # declares Lethe's queues as classic ones, as a worker of before did
     classic.close()
     env = {

@@ -40,7 +40,9 @@ payloads = st.one_of(
 )
 # PostgreSQL's jsonb holds no NUL character (and the API refuses one in every string it stores)
 payloads = payloads.filter(lambda payload: "\\u0000" not in json.dumps(payload))
-kinds = st.sampled_from([("file.updated", 1), ("file.updated", 2), ("file.created", 1)])
+kinds: st.SearchStrategy[tuple[str, int]] = st.sampled_from(
+    [("file.updated", 1), ("file.updated", 2), ("file.created", 1)]
+)
 
 
 def by_sql(conn, event_type, version, payload):
@@ -66,14 +68,14 @@ def conn(database_url):
 @given(kind=kinds, payload=payloads)
 def test_the_sql_redaction_answers_as_the_rule(conn, kind, payload):
     try:
-        expected = redact_file_event(*kind, payload)
+        expected = redact_file_event(kind[0], kind[1], payload)
     except RedactionError:
         expected = None
-    row = by_sql(conn, *kind, payload)
+    row = by_sql(conn, kind[0], kind[1], payload)
     if expected is None:
         assert row.ok is False, (kind, payload)
     else:
         assert row.ok is True and row.out == expected, (kind, payload, row.out)
         # and redacting the result again gives the same document (D6)
-        again = by_sql(conn, *kind, row.out)
+        again = by_sql(conn, kind[0], kind[1], row.out)
         assert again.out == row.out

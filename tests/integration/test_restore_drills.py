@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -40,7 +41,7 @@ class Leader:
         return True
 
 
-def segments(lethe) -> list:
+def segments(lethe) -> list[Any]:
     """This installation's segments, in journal order, with their text."""
     installation = lethe.rt.db.read(journal_sql.state).installation_id
     found = []
@@ -56,7 +57,7 @@ def served(lethe, person, file_ids) -> list[int]:
     return [lethe.call("GET", f"/api/v1/files/{file_id}/content", person).status_code for file_id in file_ids]
 
 
-def cli_env(lethe, database_url: str) -> dict:
+def cli_env(lethe, database_url: str) -> dict[str, Any]:
     """The environment an operator's command gets: the same database and store."""
     env = {
         "PATH": os.environ.get("PATH", ""),
@@ -85,7 +86,7 @@ def cli_env(lethe, database_url: str) -> dict:
     return env
 
 
-def lethe_command(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+def lethe_command(args: list[str], env: dict[str, Any], cwd: Path) -> subprocess.CompletedProcess[Any]:
     return subprocess.run(
         [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd
     )
@@ -438,7 +439,7 @@ def test_two_writers_share_one_journal_without_a_number_lost_or_given_twice(make
     first = make_lethe(journal_writes="background")
     second = make_lethe(journal_writes="background")
     ids = [first.upload(ALEX) for _ in range(60)]
-    errors: list = []
+    errors: list[Any] = []
 
     def delete(lethe, chunk):
         for file_id in chunk:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -17,7 +18,7 @@ DAY = timedelta(days=1)
 SECOND = timedelta(seconds=1)
 
 
-def policies(*entries: dict) -> str:
+def policies(*entries: dict[str, Any]) -> str:
     return json.dumps(list(entries))
 
 

@@ -384,7 +384,8 @@ def test_abort_and_complete_leave_no_version_of_the_parts(store, raw_store):
 def test_versioning_turned_on_while_running_is_met_by_the_next_delete(moto_server):
     """The driver reads versioning at start and every minute; a delete in between that meets a delete
     marker removes every version of those keys at once."""
-    from minio.versioningconfig import ENABLED, VersioningConfig
+    from minio.commonconfig import ENABLED
+    from minio.versioningconfig import VersioningConfig
 
     store = make_s3_store(moto_server)
     assert store.describe()["versioning"] == "off" and not store.keeps_versions()

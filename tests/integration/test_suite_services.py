@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = "tests/integration/test_db.py::test_an_attachment_restricts_the_file_and_a_file_is_attached_once"
 
 
-def run_suite(database_url: str, ci: bool) -> subprocess.CompletedProcess:
+def run_suite(database_url: str, ci: bool) -> subprocess.CompletedProcess[Any]:
     env = {key: value for key, value in os.environ.items() if key not in ("CI", "DATABASE_URL")}
     env["DATABASE_URL"] = database_url
     if ci:

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import os
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import strategies as st
@@ -74,7 +75,7 @@ def send(lethe, file_id: str, data: bytes, chunk: int, start: int = 0) -> None:
         assert offset == min(start + ((offset - start + chunk - 1) // chunk) * chunk, len(data))
 
 
-def residue(lethe, file_id: str) -> list:
+def residue(lethe, file_id: str) -> list[Any]:
     """Everything the store holds of a file (tests/support/helpers.residue)."""
     return stored_residue(lethe.raw_store, file_id)
 
@@ -590,7 +591,7 @@ class Transactions:
         self.publishing: list[str] = []
         db = lethe.rt.db
         unit_of_work, read, after_commit = db.unit_of_work, db.read, db.after_commit
-        inside = []
+        inside: list[bool] = []
 
         def counted_unit(fn, *, name):
             (self.publishing if inside else self.names).append(name)

@@ -10,11 +10,13 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from app.db.conn import one
 from app.db.migrate import latest_migration, migrate
 from app.entry.embedded_pg import free_port
 from tests.support.keyring import SEALED_ENV
@@ -28,20 +30,20 @@ SECRET = "upgrade-secret-of-sufficient-length-012345"
 def newer_database(postgres_server):
     """A database of its own, migrated by this release, then by a newer one (one migration more)."""
     name = f"lethe_newer_{uuid.uuid4().hex[:8]}"
-    admin = make_conninfo(**{**conninfo_to_dict(postgres_server), "dbname": "postgres"})
+    admin = make_conninfo("", **{**conninfo_to_dict(postgres_server), "dbname": "postgres"})
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = make_conninfo(**{**conninfo_to_dict(postgres_server), "dbname": name})
+    url = make_conninfo("", **{**conninfo_to_dict(postgres_server), "dbname": name})
     migrate(url)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) VALUES (%s, %s, now())",
             (uuid.uuid4().hex, FUTURE),
         )
-        before = conn.execute("SELECT count(*) FROM _yoyo_migration").fetchone()[0]
+        before = one(conn.execute("SELECT count(*) FROM _yoyo_migration"))[0]
     yield url
     with psycopg.connect(url, autocommit=True) as conn:  # nothing was applied or changed by any of them
-        assert conn.execute("SELECT count(*) FROM _yoyo_migration").fetchone()[0] == before
+        assert one(conn.execute("SELECT count(*) FROM _yoyo_migration"))[0] == before
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -114,7 +116,7 @@ def test_a_role_that_started_while_the_database_was_away_refuses_it_at_its_first
         assert answer.status_code == 503 and answer.json["reason"] == "schema_too_new", answer.json
         assert FUTURE in answer.json["detail"]
         ready = lethe.app.test_client().get("/readyz")
-        assert ready.status_code == 503 and ready.json["reason"] == "schema_too_new", ready.json
+        assert ready.status_code == 503 and (ready.json or {})["reason"] == "schema_too_new", ready.json
     finally:
         lethe.close()
 
@@ -123,15 +125,15 @@ def test_a_role_that_started_while_the_database_was_away_refuses_it_at_its_first
 def own_database(postgres_server):
     """A database of its own, not migrated."""
     name = f"lethe_down_{uuid.uuid4().hex[:8]}"
-    admin = make_conninfo(**{**conninfo_to_dict(postgres_server), "dbname": "postgres"})
+    admin = make_conninfo("", **{**conninfo_to_dict(postgres_server), "dbname": "postgres"})
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    yield make_conninfo(**{**conninfo_to_dict(postgres_server), "dbname": name})
+    yield make_conninfo("", **{**conninfo_to_dict(postgres_server), "dbname": name})
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def lethe_migrate(url: str, *args: str) -> subprocess.CompletedProcess:
+def lethe_migrate(url: str, *args: str) -> subprocess.CompletedProcess[Any]:
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "app.entry", "migrate", *args], capture_output=True, text=True, env=env, timeout=120

@@ -8,6 +8,7 @@ import os
 import random
 import threading
 import uuid
+from typing import Any
 
 from app.domain.keys import original_key, part_key
 from tests.support.faults import PausingStore
@@ -33,7 +34,7 @@ def test_a_completion_holds_its_upload_and_a_retry_gets_the_same_file(lethe):
     real = lethe.rt.store
     paused = PausingStore(real, "complete_upload")
     lethe.rt.store = paused
-    answers = {}
+    answers: dict[Any, Any] = {}
     first = threading.Thread(
         target=lambda: answers.setdefault(
             "first", lethe.app.test_client().post(f"/api/v1/uploads/{file_id}/complete", headers=ALEX.headers)
@@ -173,7 +174,7 @@ def test_a_part_that_lands_while_a_completion_holds_the_upload_leaves_nothing(le
     gate = GateBefore(real, "put_part")
     paused = PausingStore(gate, "complete_upload")
     lethe.rt.store = paused
-    answers = {}
+    answers: dict[Any, Any] = {}
     # Given a resent part 1 that passed its checks and waits to write
     part = threading.Thread(
         target=lambda: answers.setdefault(

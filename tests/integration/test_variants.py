@@ -8,14 +8,17 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from app.content import variants as variants_service
+from app.db.conn import one
 from app.domain.keys import VARIANTS, original_key, variant_key
 from app.lifecycle.cleanup import run_cleanup
 from tests.support import images
@@ -36,7 +39,7 @@ def upload_image(
     return file_id
 
 
-def thumbnails(lethe, file_id, person=ALEX) -> list[dict]:
+def thumbnails(lethe, file_id, person=ALEX) -> list[dict[str, Any]]:
     answer = lethe.call("GET", f"/api/v1/files/{file_id}", person)
     assert answer.status_code == 200, answer.json
     return answer.json["thumbnails"]
@@ -46,7 +49,7 @@ def variant(lethe, file_id, name, person=ALEX, query: str = "", **headers):
     return lethe.call("GET", f"/api/v1/files/{file_id}/variants/{name}{query}", person, headers=headers)
 
 
-def variant_rows(lethe, file_id) -> list:
+def variant_rows(lethe, file_id) -> list[Any]:
     return lethe.rt.db.read(
         lambda conn: conn.execute(
             "SELECT name, state FROM file_variants WHERE file_id = %s ORDER BY name", (file_id,)
@@ -83,6 +86,7 @@ def test_a_photo_gets_three_variants_without_metadata_turned_upright(lethe):
             picture.convert("RGB").getpixel((thumb["width"] // 2, 2)),
             picture.convert("RGB").getpixel((thumb["width"] // 2, thumb["height"] - 3)),
         )
+        assert isinstance(top, tuple) and isinstance(bottom, tuple)
         assert top[0] > 150 > top[2] and bottom[2] > 150 > bottom[0]
     assert lethe.row(file_id).variants_state == "ready"
     assert [row.name for row in variant_rows(lethe, file_id)] == ["preview", "thumb-large", "thumb-small"]
@@ -92,7 +96,9 @@ def test_a_photo_gets_three_variants_without_metadata_turned_upright(lethe):
 def test_alpha_animation_and_a_single_pixel(lethe):
     alpha = upload_image(lethe, images.png_with_alpha(), "image/png", "logo.png")
     small = images.opened(variant(lethe, alpha, "thumb-small").data)
-    assert small.mode == "RGBA" and small.getpixel((2, 50))[3] == 255 and small.getpixel((150, 50))[3] == 0
+    opaque, clear = small.getpixel((2, 50)), small.getpixel((150, 50))
+    assert isinstance(opaque, tuple) and isinstance(clear, tuple)
+    assert small.mode == "RGBA" and opaque[3] == 255 and clear[3] == 0
 
     animation = upload_image(lethe, images.animated_gif(frames=4), "image/gif", "dance.gif")
     names = [thumb["name"] for thumb in thumbnails(lethe, animation)]
@@ -177,7 +183,7 @@ def test_a_decode_past_its_time_limit_is_refused(lethe, make_lethe, monkeypatch)
     class Spent(imaging._Deadline):  # a fake clock for the deadline: its time is up at once
         def __init__(self, seconds):
             super().__init__(seconds)
-            self.ends = imaging.time.monotonic() - 1
+            self.ends = time.monotonic() - 1
 
     monkeypatch.setattr(imaging, "_Deadline", Spent)
     file_id = upload_image(lethe, images.photo())
@@ -269,7 +275,7 @@ def test_the_ready_event_carries_thumbnails_and_deletion_redacts_them(lethe):
 # -- the guarantee ----------------------------------------------------------------------------------------------
 
 
-def everything_of(lethe, file_id) -> list:
+def everything_of(lethe, file_id) -> list[Any]:
     keys = [original_key(file_id, 1), original_key(file_id, 2)] + [variant_key(file_id, name) for name in VARIANTS]
     return versions_of(lethe.raw_store, keys)
 
@@ -335,7 +341,7 @@ def test_a_hold_keeps_variants_written_after_the_delete_until_its_release(lethe,
 def test_a_retried_job_of_a_purged_file_removes_what_its_failed_try_wrote(lethe, swap_store):
     file_id = upload_image(lethe, images.photo(), make=False)
     job = lethe.broker.take("make_variants")
-    written = []
+    written: list[Any] = []
 
     class PurgedThenDies:
         """The file is deleted and purged while the job runs; its first write lands after the purge, and the
@@ -498,10 +504,12 @@ def test_the_database_takes_the_names_of_the_variants_described_and_no_other(let
     from app.domain.variants import VARIANTS
 
     check = lethe.rt.db.read(
-        lambda conn: conn.execute(
-            "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'file_variants'::regclass "
-            "AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%name%'"
-        ).fetchone()[0]
+        lambda conn: one(
+            conn.execute(
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'file_variants'::regclass "
+                "AND contype = 'c' AND pg_get_constraintdef(oid) LIKE '%name%'"
+            )
+        )[0]
     )
     assert set(re.findall(r"'([a-z-]+)'::text", check)) == set(VARIANTS)
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.journey]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def lethe(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def lethe(args: list[str], cwd: Path) -> subprocess.CompletedProcess[Any]:
     """An operator command run beside `make run`, in its folder, with nothing configured (as README says)."""
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(cwd)}
     return subprocess.run(

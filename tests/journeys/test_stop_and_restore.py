@@ -11,6 +11,7 @@ import signal
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ CANARY = "Stop-Canary-3Vw"
 SECRET = "stop-secret-of-sufficient-length-0123456789"
 
 
-def store_env(driver: str, request, tmp_path: Path) -> tuple[dict, object]:
+def store_env(driver: str, request, tmp_path: Path) -> tuple[dict[str, Any], object]:
     """The store's settings, and a store to read the journal through."""
     if driver == "fs":
         from app.storage.fs import FsStore

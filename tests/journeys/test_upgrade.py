@@ -24,6 +24,7 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -54,7 +55,7 @@ def token(who: uuid.UUID, manage: bool = False) -> str:
     return mint_token(SECRET, who, ("files:read", "files:write", "manage") if manage else ("files:read", "files:write"))
 
 
-def raw(method: str, url: str, bearer: str, data: bytes | None = None, headers: dict | None = None):
+def raw(method: str, url: str, bearer: str, data: bytes | None = None, headers: dict[str, Any] | None = None):
     """A request whose answer is read as bytes (a file's content, a tus answer)."""
     request = urllib.request.Request(
         url, data=data, method=method, headers={"Authorization": f"Bearer {bearer}", **(headers or {})}
@@ -90,13 +91,13 @@ def release_tree(ref: str, workdir: Path):
 class Installation:
     """One installation's database, store and folder, run by one release after the other."""
 
-    def __init__(self, url: str, store_env: dict, project: Path, logs: Path):
+    def __init__(self, url: str, store_env: dict[str, Any], project: Path, logs: Path):
         self.url, self.store_env, self.project, self.logs = url, store_env, project, logs
         self.port = free_port()
         self.api = f"http://127.0.0.1:{self.port}/api/v1"
         self.outputs: list[str] = []
 
-    def env(self, tree: Path) -> dict:
+    def env(self, tree: Path) -> dict[str, Any]:
         return {
             "PATH": os.environ.get("PATH", ""),
             "HOME": str(self.project),
@@ -107,7 +108,7 @@ class Installation:
             **self.store_env,
         }
 
-    def command(self, tree: Path, *args: str) -> subprocess.CompletedProcess:
+    def command(self, tree: Path, *args: str) -> subprocess.CompletedProcess[Any]:
         done = subprocess.run(
             [sys.executable, "-m", "app.entry", *args],
             env=self.env(tree),
@@ -131,7 +132,7 @@ class Installation:
             role.stop()
             self.outputs.append(role.output())
 
-    def settled(self, file_id: str, who: uuid.UUID) -> dict:
+    def settled(self, file_id: str, who: uuid.UUID) -> dict[str, Any]:
         deadline = time.monotonic() + 30
         while True:
             status, row = call("GET", f"{self.api}/files/{file_id}", token(who))
@@ -174,9 +175,9 @@ def png() -> bytes:
     return png_with_alpha(64, 48)
 
 
-def make_everything(inst: Installation) -> dict:
+def make_everything(inst: Installation) -> dict[str, Any]:
     """Files of every kind and state, made by the oldest release."""
-    made: dict = {"bytes": {}}
+    made: dict[str, Any] = {"bytes": {}}
 
     def keep(name: str, data: bytes, **kwargs) -> str:
         file_id = upload(inst, kwargs.pop("who", ALEX), f"{CANARY}-{name}", data, **kwargs)
@@ -247,7 +248,7 @@ def make_everything(inst: Installation) -> dict:
     return made
 
 
-def check_everything(inst: Installation, made: dict, last: bool) -> None:
+def check_everything(inst: Installation, made: dict[str, Any], last: bool) -> None:
     """What the oldest release made, read and used under a later one; the half-sent uploads wait across every
     release and are finished under the last."""
     alex = token(ALEX)
@@ -284,7 +285,7 @@ def check_everything(inst: Installation, made: dict, last: bool) -> None:
         assert status == 200 and body == made["bytes"][key], (name, status)
 
 
-def finish_half_sent(inst: Installation, made: dict) -> None:
+def finish_half_sent(inst: Installation, made: dict[str, Any]) -> None:
     """The uploads the oldest release left half-way, finished under a later one."""
     alex = token(ALEX)
     data = made["bytes"]["native"]
@@ -310,7 +311,7 @@ def finish_half_sent(inst: Installation, made: dict) -> None:
     inst.settled(made["tus"], ALEX)
 
 
-def new_files(inst: Installation, label: str) -> dict:
+def new_files(inst: Installation, label: str) -> dict[str, Any]:
     """What each release adds: a file kept, and one deleted (its end goes to that release's journal)."""
     kept = upload(inst, ALEX, f"{CANARY}-{label}-kept.txt", f"{CANARY} {label} kept ".encode() * 40)
     gone = upload(inst, ALEX, f"{CANARY}-{label}-gone.txt", f"{CANARY} {label} gone ".encode() * 40)
@@ -322,7 +323,7 @@ def new_files(inst: Installation, label: str) -> dict:
 def own_database(postgres_server):
     name = f"lethe_upgrade_{uuid.uuid4().hex[:8]}"
     params = conninfo_to_dict(postgres_server)
-    admin = make_conninfo(**{**params, "dbname": "postgres"})
+    admin = make_conninfo("", **{**params, "dbname": "postgres"})
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     # a URL: the oldest releases take no other form
@@ -355,7 +356,7 @@ def test_every_release_upgrades_to_this_one_and_everything_it_held_is_there(driv
     project = tmp_path / "project"
     project.mkdir()
     inst = Installation(own_database, store_env, project, tmp_path)
-    added: list[dict] = []
+    added: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
         trees = [(ref, stack.enter_context(release_tree(ref, tmp_path))) for ref, _ in RELEASES]
         trees.append(("this tree", ROOT))
@@ -383,6 +384,7 @@ def test_every_release_upgrades_to_this_one_and_everything_it_held_is_there(driv
                 assert "Traceback" not in role.output(), role.tail()
     with psycopg.connect(own_database) as conn:
         sealed = {str(row[0]): row[1] for row in conn.execute("SELECT id, encrypted FROM files")}
+    assert made is not None
     assert sealed[made["attached.txt"]] is False  # written before per-file keys: read as it was stored
     assert sealed[added[-1]["kept"]] is True  # this release seals what it writes, beside the old plaintext
     for output in inst.outputs:

@@ -15,7 +15,7 @@ def age_object(raw_store, key: str, when: datetime) -> None:
         stamp = when.timestamp()
         os.utime(os.path.join(raw_store.root, key), (stamp, stamp), follow_symlinks=False)
         return
-    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.core.models import DEFAULT_ACCOUNT_ID
     from moto.s3.models import s3_backends
 
     bucket = s3_backends[DEFAULT_ACCOUNT_ID]["global"].buckets[raw_store.bucket]

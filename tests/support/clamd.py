@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.support.processes import stop_process
 
@@ -22,7 +23,7 @@ STREAM_MAX = "1M"
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 def ping(address: tuple[str, int]) -> bool:
@@ -42,7 +43,7 @@ class RealClamd:
         self.base = base
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[Any] | None = None
 
     def start(self, timeout_s: float = 120) -> RealClamd:
         assert self.binary is not None
@@ -73,7 +74,10 @@ class RealClamd:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError("clamd exited at start: " + (self.process.stderr.read() or b"").decode()[-400:])
+                raise RuntimeError(
+                    "clamd exited at start: "
+                    + (self.process.stderr.read() if self.process.stderr else b"").decode()[-400:]
+                )
             if ping(("127.0.0.1", self.port)):
                 return self
             time.sleep(0.2)

@@ -6,6 +6,7 @@ import socket
 import socketserver
 import struct
 import threading
+from typing import Any
 
 EICAR_REPLY = b"stream: Eicar-Test-Signature FOUND\0"
 
@@ -118,7 +119,7 @@ class RecordingBroker:
     def close(self):
         pass
 
-    def take(self, actor_name: str | None = None) -> list:
+    def take(self, actor_name: str | None = None) -> list[Any]:
         taken = [m for m in self.messages if actor_name is None or m.actor_name == actor_name]
         self.messages = [m for m in self.messages if m not in taken]
         return taken

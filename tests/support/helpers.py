@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from app.db.conn import one
 from app.domain.keys import original_key, variant_key
 
 PROBLEM = "application/problem+json"
@@ -42,12 +45,12 @@ def wait_for_a_lock_waiter(db, timeout_s: float = 10.0) -> None:
     while time.monotonic() < deadline:
         waiting = db.read(
             lambda conn: (
-                conn.execute(
-                    "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND wait_event_type = 'Lock'"
-                )
-                .fetchone()
-                .n
+                one(
+                    conn.execute(
+                        "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                        "AND wait_event_type = 'Lock'"
+                    )
+                ).n
             )
         )
         if waiting:
@@ -56,13 +59,13 @@ def wait_for_a_lock_waiter(db, timeout_s: float = 10.0) -> None:
     raise AssertionError("no session came to wait on the lock")
 
 
-def attach_while_a_request_waits(lethe, author, file_id, request) -> dict:
+def attach_while_a_request_waits(lethe, author, file_id, request) -> dict[str, Any]:
     """Forced order (D10): hold a file's row lock as an attach does, send `request(client)` from a thread and
     wait until it queues on that lock, then attach the file to a message of `author` and commit; returns
     the request's JSON answer once it came."""
     import threading
 
-    answer: dict = {}
+    answer: dict[str, Any] = {}
     with lethe.rt.db.pool.connection() as conn, conn.transaction():
         conn.execute("SELECT id FROM files WHERE id = %s FOR UPDATE", (file_id,))
         thread = threading.Thread(target=lambda: answer.update(request(lethe.app.test_client()).get_json()))
@@ -77,7 +80,7 @@ def attach_while_a_request_waits(lethe, author, file_id, request) -> dict:
     return answer
 
 
-def residue(raw_store, file_id) -> list:
+def residue(raw_store, file_id) -> list[Any]:
     """Everything the store holds of a file: its objects (every version and delete marker on S3) and, on S3, the
     multipart uploads of its keys (a test may list; the service never does, K2)."""
     file_id = str(file_id)

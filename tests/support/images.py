@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from typing import Any
 
 from PIL import Image
 
@@ -86,7 +87,7 @@ def opened(data: bytes) -> Image.Image:
     return image
 
 
-def metadata_of(data: bytes) -> dict:
+def metadata_of(data: bytes) -> dict[str, Any]:
     """Everything Pillow finds besides the pixels: EXIF tags (GPS included), XMP, ICC, comments."""
     image = Image.open(io.BytesIO(data))
     found = {key: value for key, value in image.info.items() if key in ("exif", "xmp", "icc_profile", "comment")}

@@ -5,8 +5,10 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from app.api.app import create_app
+from app.db.conn import one
 from app.db.context import in_transaction
 from app.entry.token import mint_token
 from app.entry.wiring import build_runtime
@@ -37,7 +39,7 @@ class Person:
         return person_id(self.email)
 
     @property
-    def headers(self) -> dict:
+    def headers(self) -> dict[str, Any]:
         return {"Authorization": "Bearer " + mint_token(SECRET, self.id, self.scopes)}
 
 
@@ -66,7 +68,7 @@ class Lethe:
         env.update({config.KEYS_BY_NAME[name].env: str(value) for name, value in settings.items()})
         self.cfg = _load(env, smallest_part=self.part_size)
         self.broker = RecordingBroker()
-        self.retried: list = []
+        self.retried: list[Any] = []
         self.raw_store = raw_store
         self.store = GuardedStore(raw_store, in_transaction)
         self.clock = clock
@@ -185,20 +187,22 @@ class Lethe:
         """The bytes a tus upload's tail holds, opened (b"" when missing)."""
         row = self.file_row(file_id)
         session = self.rt.db.read(
-            lambda conn: conn.execute(
-                "SELECT (SELECT count(*) FROM upload_parts p WHERE p.file_id = s.file_id) AS parts FROM upload_sessions s "
-                "WHERE s.file_id = %s",
-                (row.id,),
-            ).fetchone()
+            lambda conn: one(
+                conn.execute(
+                    "SELECT (SELECT count(*) FROM upload_parts p WHERE p.file_id = s.file_id) AS parts "
+                    "FROM upload_sessions s WHERE s.file_id = %s",
+                    (row.id,),
+                )
+            )
         )
         return self.rt.files.read_tail(row, session.parts + 1)
 
 
-def _load(env: dict, smallest_part: int):
+def _load(env: dict[str, Any], smallest_part: int):
     """The configuration, with S3's part-size minimum lowered to what the test's server takes (moto: 1 KiB)."""
     import importlib
 
-    loading = importlib.import_module("app.platform.config.load")  # the module (the package exports load())
+    loading: Any = importlib.import_module("app.platform.config.load")  # the module (the package exports load())
 
     real = loading.S3_MIN_PART_SIZE
     loading.S3_MIN_PART_SIZE = min(real, smallest_part)

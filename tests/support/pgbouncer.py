@@ -10,6 +10,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from tests.support.processes import stop_process
@@ -22,7 +23,7 @@ class PgBouncer:
         )
         self.base = base
         self.server = urlsplit(server_url)
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[Any] | None = None
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
@@ -65,7 +66,10 @@ class PgBouncer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError("pgbouncer exited at start: " + (self.process.stderr.read() or b"").decode()[-400:])
+                raise RuntimeError(
+                    "pgbouncer exited at start: "
+                    + (self.process.stderr.read() if self.process.stderr else b"").decode()[-400:]
+                )
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 return self

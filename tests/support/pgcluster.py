@@ -11,9 +11,11 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
+from app.db.conn import one
 from app.entry.embedded_pg import free_port
 
 
@@ -52,7 +54,7 @@ class PgCluster:
         self.primary, self.standby = self.base / "primary", self.base / "standby"
 
     def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        kwargs: dict = {}
+        kwargs: dict[str, Any] = {}
         if self.user is not None:
             kwargs = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": []}
         return subprocess.run(
@@ -129,7 +131,7 @@ class PgCluster:
         deadline = time.monotonic() + 30
         while True:
             with psycopg.connect(self.admin(self.primary_port), autocommit=True) as conn:
-                if conn.execute("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'").fetchone()[0]:
+                if one(conn.execute("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'"))[0]:
                     return self
             if time.monotonic() > deadline:
                 raise RuntimeError("the standby never became synchronous")
@@ -251,9 +253,9 @@ class PgServer:
     def archive_now(self) -> None:
         """Close the current WAL segment and wait until the archiver has copied it."""
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            wal = conn.execute("SELECT pg_walfile_name(pg_switch_wal())").fetchone()[0]
+            wal = one(conn.execute("SELECT pg_walfile_name(pg_switch_wal())"))[0]
             deadline = time.monotonic() + 30
-            while (conn.execute("SELECT last_archived_wal FROM pg_stat_archiver").fetchone()[0] or "") < wal:
+            while (one(conn.execute("SELECT last_archived_wal FROM pg_stat_archiver"))[0] or "") < wal:
                 if time.monotonic() > deadline:
                     raise RuntimeError("the archiver did not copy the WAL in time")
                 time.sleep(0.05)
@@ -281,7 +283,7 @@ class PgServer:
         deadline = time.monotonic() + 60
         while True:
             with psycopg.connect(self.url(), autocommit=True) as conn:
-                if not conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+                if not one(conn.execute("SELECT pg_is_in_recovery()"))[0]:
                     return self
             if time.monotonic() > deadline:
                 raise RuntimeError("the recovered server was never promoted")

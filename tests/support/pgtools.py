@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psycopg
 
+from app.db.conn import one
+
 
 def _major(bin_dir: Path) -> int | None:
     try:
@@ -52,7 +54,7 @@ def server_bin_dir() -> Path | None:
 
 def server_major(url: str) -> int:
     with psycopg.connect(url, autocommit=True) as conn:
-        return int(conn.execute("SHOW server_version_num").fetchone()[0]) // 10000
+        return int(one(conn.execute("SHOW server_version_num"))[0]) // 10000
 
 
 def tool_for(url: str, name: str) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+from typing import Any
 
 
-def stop_process(process: subprocess.Popen | None, timeout_s: float = 10) -> None:
+def stop_process(process: subprocess.Popen[Any] | None, timeout_s: float = 10) -> None:
     """SIGTERM, then SIGKILL if it has not ended within the timeout; nothing when it is not running."""
     if process is None or process.poll() is not None:
         return

@@ -16,6 +16,7 @@ import asyncio
 import socket
 import threading
 from concurrent.futures import Future
+from typing import Any
 
 
 class TcpProxy:
@@ -27,7 +28,7 @@ class TcpProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, name="tcp-proxy", daemon=True)
         self._server: asyncio.base_events.Server | None = None
         self._flowing: asyncio.Event | None = None
-        self._transports: set[asyncio.BaseTransport] = set()
+        self._transports: set[asyncio.WriteTransport] = set()
         self.connections = 0  # accepted so far
 
     # -- the test's side -------------------------------------------------------------------------------------
@@ -57,7 +58,7 @@ class TcpProxy:
         self._loop.close()
 
     def _call(self, coro) -> None:
-        future: Future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         future.result(10)
 
     # -- the loop's side -------------------------------------------------------------------------------------

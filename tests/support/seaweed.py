@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.support.processes import stop_process
 
@@ -46,7 +47,7 @@ class Seaweed:
         here = Path(sys.executable).parent / "weed"
         self.binary = str(here) if here.exists() else shutil.which("weed")
         self.base = base
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[Any] | None = None
         self.endpoint = ""
 
     def start(self, timeout_s: float = 60) -> Seaweed:

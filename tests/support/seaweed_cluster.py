@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.support.seaweed import Seaweed, _free_ports
 
@@ -19,8 +20,8 @@ class SeaweedCluster:
     def __init__(self) -> None:
         self.binary = Seaweed(Path()).binary
         self.base = Path(tempfile.mkdtemp(prefix="lethe-seaweed-cluster-"))
-        self.processes: dict[str, subprocess.Popen] = {}
-        self.logs: list = []
+        self.processes: dict[str, subprocess.Popen[Any]] = {}
+        self.logs: list[Any] = []
         (self.master_port, self.master_grpc, self.filer_port, self.filer_grpc, self.s3_port, self.s3_grpc) = (
             _free_ports(6)
         )

@@ -4,6 +4,7 @@ the run ends with a line naming it (tests/conftest.py prints MISSING_SERVICES)."
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 import pytest
 
@@ -22,7 +23,7 @@ def start_or_missing(server, what: str):
         service_missing(what, str(exc))
 
 
-def service_missing(what: str, why: str = "not reachable") -> None:
+def service_missing(what: str, why: str = "not reachable") -> NoReturn:
     """Skip locally; fail loudly in CI (a skipped test must not hide a missing service there)."""
     MISSING_SERVICES.setdefault(what, why)
     if IN_CI:

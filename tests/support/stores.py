@@ -4,10 +4,12 @@ looks at (versions, delete markers, multipart uploads)."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 
 def make_s3_store(endpoint: str, bucket: str | None = None, versioned: bool = False, server: str = "moto"):
-    from minio.versioningconfig import ENABLED, VersioningConfig
+    from minio.commonconfig import ENABLED
+    from minio.versioningconfig import VersioningConfig
 
     from app.storage.s3 import S3Store
 
@@ -26,12 +28,12 @@ def make_s3_store(endpoint: str, bucket: str | None = None, versioned: bool = Fa
     return store
 
 
-def all_versions(s3_store) -> list:
+def all_versions(s3_store) -> list[Any]:
     """Every version and delete marker in a test bucket (a test may list; the service never does, K2)."""
     return list(s3_store.client.list_objects(s3_store.bucket, recursive=True, include_version=True))
 
 
-def versions_of(raw_store, keys) -> list:
+def versions_of(raw_store, keys) -> list[Any]:
     """What a store still holds of these keys: on S3 every version and delete marker, on fs the object."""
     wanted = set(keys)
     if raw_store.driver == "fs":
@@ -52,7 +54,7 @@ def uploads_left(raw_store, key: str) -> list[str]:
 def assert_nothing_hidden(s3_store) -> None:
     """On a bucket that keeps versions, every key either still has a current object or has no version and no
     delete marker left: a delete never leaves readable bytes behind a marker (D16)."""
-    by_key: dict[str, list] = {}
+    by_key: dict[str, list[Any]] = {}
     for item in all_versions(s3_store):
         by_key.setdefault(item.object_name, []).append(item)
     hidden = sorted(

@@ -176,6 +176,7 @@ def test_a_legacy_segment_is_read_by_its_numbers():
     old = entries(10, 12)
     key = legacy_segment_key(INSTALLATION, 10, 12, AT)
     segment = parse_segment(key, INSTALLATION)
+    assert segment is not None
     text = "".join(line(entry) + "\n" for entry in old)
     assert [entry.seq for entry in read_segment(segment, text).entries] == [10, 11, 12]
     assert "10..11" in damaged(segment, "".join(line(entry) + "\n" for entry in old[:2])).what

@@ -28,6 +28,7 @@ def capture(fmt: str):
     setup_logging("worker", fmt, "INFO")
     handler = logging.getLogger().handlers[0]
     stream = io.StringIO()
+    assert isinstance(handler, logging.StreamHandler)
     handler.setStream(stream)
     return stream
 
@@ -89,8 +90,8 @@ def test_sentry_events_keep_only_the_allow_list():
 
 def test_filters_alone():
     record = logging.makeLogRecord({"msg": "m", "token": CANARY})
-    assert SensitiveFieldFilter().filter(record) and record.token == "[redacted]"
-    assert RoleFilter("api").filter(record) and record.role == "api"
+    assert SensitiveFieldFilter().filter(record) and record.__dict__["token"] == "[redacted]"
+    assert RoleFilter("api").filter(record) and record.__dict__["role"] == "api"
     assert "m" in ConsoleFormatter().format(record)
 
 
@@ -188,7 +189,9 @@ def test_the_deploy_docs_jq_filter_reads_lines_without_an_event(tmp_path):
     if shutil.which("jq") is None:
         pytest.skip("jq is not installed")
     doc = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
-    program = re.search(r"`jq -c '([^']+)'`", doc).group(1)
+    found = re.search(r"`jq -c '([^']+)'`", doc)
+    assert found is not None
+    program = found.group(1)
     lines = [
         {"message": "Booting worker", "logger": "gunicorn.error"},
         {"event": "purge.done", "count": 3},

@@ -124,8 +124,8 @@ def test_seed_003_saturday_23_00_in_kolkata_is_17_30_utc():
     ]
 
 
-def utc(*parts) -> datetime:
-    return datetime(*parts, tzinfo=UTC)
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def test_a_daily_cron_keeps_its_local_time_across_both_dst_changes_in_berlin():

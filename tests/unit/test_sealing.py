@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
+from collections.abc import Generator
 
 import pytest
 from hypothesis import given, settings
@@ -227,6 +228,7 @@ def test_reads_that_reuse_buffers_hand_on_only_their_own_bytes():
             )
             abandoned = key.open(store, ORIGINAL, size, 0, None, piece)
             next(abandoned)
+            assert isinstance(abandoned, Generator)
             abandoned.close()  # a reader gone half-way gives its buffer back too
     assert 0 < len(codec._POOL) <= codec._POOL_MAX
     # a segment that does not open ends the read, and its buffer goes back as well
