@@ -39,7 +39,7 @@ def part_urls(rt: Runtime, upload: Upload, numbers: Iterable[int]) -> list[PartU
     """Sign a PUT URL for each of these parts: valid until the earlier of the session's expiry and
     file.direct_url_ttl from now. Local signing: no request to the store."""
     now = rt.clock.now()
-    expires_at = min(upload.session.expires_at, now + rt.cfg.file.direct_url_ttl)
+    expires_at = min(upload.session.expires_at, now + rt.limits.direct_url_ttl)
     lifetime = max(expires_at - now, MIN_URL_LIFETIME)
     return [PartUrl(number, rt.store.presign_part(upload.ref, number, lifetime), expires_at) for number in numbers]
 
@@ -59,7 +59,7 @@ def create(rt: Runtime, principal: Principal, new: NewUpload) -> tuple[Upload, l
             "This installation's store takes no direct uploads (file.storage.driver is fs); send the parts "
             "through the API.",
         )
-    if rt.cfg.file.encryption:
+    if rt.limits.sealed:
         raise Invalid(
             "direct_transfer_unsealed",
             "This installation seals every file it stores under the file's own key (file.encryption on); a "

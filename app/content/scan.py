@@ -16,7 +16,6 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from app.content import clamd
-from app.content.sessions import scan_reads
 from app.content.strip import strip_original
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
@@ -49,7 +48,7 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     address = rt.cfg.scan.clamd_address
     if not address:
         verdict = clamd.Verdict("skipped")
-    elif not scan_reads(rt, row.size_bytes):
+    elif not rt.limits.scan_reads(row.size_bytes):
         verdict = clamd.Verdict("error", "size_limit")  # clamd would refuse it: do not stream it (D19)
     else:
         try:

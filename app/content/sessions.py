@@ -261,12 +261,6 @@ def end_lease(rt: Runtime, completion: Completion) -> None:
     )
 
 
-def scan_reads(rt: Runtime, size_bytes: int) -> bool:
-    """Whether the scan will stream every byte of a file of this size to clamd (a scanner is configured and
-    takes it)."""
-    return bool(rt.cfg.scan.clamd_address) and size_bytes <= rt.cfg.scan.max_size
-
-
 def assemble(rt: Runtime, principal: Principal, completion: Completion) -> Assembled:
     """Assemble the original from the parts and check it: its size, its sha256 where the upload declared one.
     Store work alone (no transaction) but where the lease is given back.
@@ -289,7 +283,9 @@ def assemble(rt: Runtime, principal: Principal, completion: Completion) -> Assem
             # will read has its digest checked in that read (the bytes are read once); it is not deliverable
             # before.
             size, digest = rt.files.complete(file_row, upload.ref, uploaded)
-            if digest is None and not (upload.protocol.parts_in_store_alone and scan_reads(rt, file_row.size_bytes)):
+            if digest is None and not (
+                upload.protocol.parts_in_store_alone and rt.limits.scan_reads(file_row.size_bytes)
+            ):
                 size, digest = rt.files.measure(file_row)
     except ContentCorrupt:
         reason = "content_corrupt"  # the assembled parts do not open as what was sealed: the file fails

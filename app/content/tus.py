@@ -180,7 +180,7 @@ def _lease_waiting(
     """Take the session's write lease for this PATCH. While another PATCH has it, wait up to file.write_wait for
     it to end the lease (a client that paused, or lost its connection, sends again at once while the server still
     finishes the part the old request was writing), then answer 409 upload_busy."""
-    deadline = time.monotonic() + rt.cfg.file.write_wait.total_seconds()
+    deadline = time.monotonic() + rt.limits.write_wait.total_seconds()
     while True:
         try:
             return rt.db.unit_of_work(
@@ -206,7 +206,7 @@ def _take_lease(
             raise TooLarge("past_upload_length")
         return _view(upload)
     sessions.check_not_completing(rt, session, now)
-    if lease_in_force(session.writing_since, now, rt.cfg.file.write_timeout):
+    if lease_in_force(session.writing_since, now, rt.limits.write_timeout):
         raise Conflict("upload_busy", "Another PATCH is writing this upload; ask its offset with HEAD and retry.")
     upload = upload.with_parts(uow.conn)
     sizes = [part.size_bytes for part in upload.parts]
@@ -242,7 +242,7 @@ class _Patch:
         self.pending: list[tuple[int, int, str]] = []  # parts written, not yet recorded
         self.cut = False  # a part was cut: it took the counted tail's bytes
         self.lease_ended = False
-        self.beat_every = rt.cfg.file.write_timeout.total_seconds() / 4
+        self.beat_every = rt.limits.write_timeout.total_seconds() / 4
         self.last_beat = time.monotonic()
 
     def run(

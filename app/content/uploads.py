@@ -59,10 +59,11 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
             f"The file is larger than this installation takes: at most "
             f"{human_size(rt.limits.max_size)} (file.max_size).",
         )
-    if rt.cfg.scan.clamd_address and new.size_bytes > rt.cfg.scan.max_size:
+    scan_max_size = rt.limits.scan_max_size
+    if scan_max_size is not None and new.size_bytes > scan_max_size:
         raise TooLarge(
             "too_large_to_scan",
-            f"The file is larger than the scanner takes: at most {human_size(rt.cfg.scan.max_size)} (scan.max_size).",
+            f"The file is larger than the scanner takes: at most {human_size(scan_max_size)} (scan.max_size).",
         )
     file_id = uuid.uuid4()
     object_key = FileObjects(file_id).next_original

@@ -82,13 +82,24 @@ PROTOCOLS = {protocol.name: protocol for protocol in (NATIVE, TUS, DIRECT)}
 
 @dataclass(frozen=True)
 class UploadLimits:
-    """The limits an upload works by, built once per process from the configuration (app.runtime)."""
+    """The values an upload works by, built once per process from the configuration (app/entry/wiring.py):
+    the upload paths read them here, never the configuration in the middle of their work."""
 
     part_size: int
     max_size: int
     max_attachments: int
     session_ttl: timedelta
     complete_timeout: timedelta
+    write_timeout: timedelta  # a tus PATCH's write lease without a sign of life
+    write_wait: timedelta  # how long a PATCH waits for another's write lease
+    direct_url_ttl: timedelta  # the longest a direct upload's part URL lives
+    sealed: bool  # new files are sealed under their own key (file.encryption)
+    scan_max_size: int | None  # the largest file the scanner takes; None: no scanner configured
+
+    def scan_reads(self, size_bytes: int) -> bool:
+        """Whether the scan will stream every byte of a file of this size to clamd (a scanner is configured
+        and takes it)."""
+        return self.scan_max_size is not None and size_bytes <= self.scan_max_size
 
 
 def lease_in_force(since: datetime | None, now: datetime, timeout: timedelta) -> bool:

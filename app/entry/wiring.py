@@ -89,6 +89,11 @@ def build_runtime(
         max_attachments=cfg.file.max_attachments,
         session_ttl=cfg.file.upload_session_ttl,
         complete_timeout=cfg.file.complete_timeout,
+        write_timeout=cfg.file.write_timeout,
+        write_wait=cfg.file.write_wait,
+        direct_url_ttl=cfg.file.direct_url_ttl,
+        sealed=cfg.file.encryption,
+        scan_max_size=cfg.scan.max_size if cfg.scan.clamd_address else None,
     )
     runtime = Runtime(
         cfg=cfg,
