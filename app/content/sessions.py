@@ -36,7 +36,7 @@ from app.db.sessions import PartRow, SessionRow
 from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.access import Principal
-from app.domain.ends import Clearance, Scope
+from app.domain.ends import Clearance, Reach
 from app.domain.objects import FileObjects
 from app.domain.uploads import PROTOCOLS, Protocol, lease_in_force, listed_parts_problem
 from app.errors import Conflict, ContentCorrupt, Forbidden, Gone, KeyUnavailable, NotFound, StorageError
@@ -139,10 +139,10 @@ def raise_what_the_row_says(rt: Runtime, principal: Principal, file_id: uuid.UUI
     rt.db.read(check)
 
 
-def clearance(rt: Runtime, file_id: uuid.UUID, scope: Scope) -> Clearance:
+def clearance(rt: Runtime, file_id: uuid.UUID, reach: Reach) -> Clearance:
     """The one rule's answer for this file's bytes, right before a removal (its own short transaction)."""
     return rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow, [file_id], scope, rt.clock.now()), name="upload.clear"
+        lambda uow: keeps_sql.clearance(uow, [file_id], reach, rt.clock.now()), name="upload.clear"
     )
 
 
@@ -155,7 +155,7 @@ def remove_ended(rt: Runtime, upload: Upload) -> bool:
         Whether the rule keeps them (a legal hold: the purge after its release removes them).
     """
     try:
-        cleared = clearance(rt, upload.id, Scope.FILE)
+        cleared = clearance(rt, upload.id, Reach.FILE)
         if upload.id not in cleared:
             return True
         refused = rt.files.remove(cleared, [upload.objects]).refused
@@ -180,7 +180,7 @@ def remove_strays(rt: Runtime, file_id: uuid.UUID, keys_of_file: list[str], clea
     if not keys_of_file:
         return
     try:
-        rt.files.remove_keys(cleared or clearance(rt, file_id, Scope.STRAY), {file_id: keys_of_file})
+        rt.files.remove_keys(cleared or clearance(rt, file_id, Reach.STRAY), {file_id: keys_of_file})
     except (StorageError, psycopg.Error):
         log_event(
             log,
@@ -334,7 +334,7 @@ def finish_completion(rt: Runtime, uow: UnitOfWork, principal: Principal, assemb
         Conflict(upload_completing): another completion took the lease over and owns the key now.
     """
     file_id = assembled.completion.upload.id
-    cleared = keeps_sql.clearance(uow, [file_id], Scope.STRAY, rt.clock.now())
+    cleared = keeps_sql.clearance(uow, [file_id], Reach.STRAY, rt.clock.now())
     try:
         upload = visible(uow.conn, principal, file_id, lock=True)
     except NotFound:

@@ -20,7 +20,7 @@ from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
 from app.db.files import FileRow
-from app.domain.ends import Scope
+from app.domain.ends import Reach
 from app.domain.image_metadata import STRIPPED_TYPES, Mode, strip
 from app.domain.objects import FileObjects
 from app.domain.sealing import plain_size_of
@@ -165,7 +165,7 @@ def _remove_replaced(rt: Runtime, row: FileRow) -> None:
 
 def _remove(rt: Runtime, file_id: uuid.UUID, keys: list[str]) -> None:
     cleared = rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow, [file_id], Scope.STRAY, rt.clock.now()), name="strip.clear"
+        lambda uow: keeps_sql.clearance(uow, [file_id], Reach.STRAY, rt.clock.now()), name="strip.clear"
     )
     failures = rt.files.remove_keys(cleared, {file_id: keys})
     # A version a bucket's object lock keeps stays until its date (a delete marker hides it): only sealed files

@@ -22,7 +22,7 @@ from app.db.files import FileRow
 from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.access import Principal
-from app.domain.ends import Scope
+from app.domain.ends import Reach
 from app.domain.objects import FileObjects
 from app.domain.uploads import NATIVE, Protocol, expected_part_size, human_size, part_count
 from app.errors import Conflict, Forbidden, Gone, NotFound, StorageError, TooLarge
@@ -113,7 +113,7 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
     except Exception:
         # No row names the upload begun above: it goes as the rule allows (a failure leaves it to `lethe audit`).
         try:
-            rt.files.abort_uploads(sessions.clearance(rt, file_id, Scope.FILE), {file_id: [ref]})
+            rt.files.abort_uploads(sessions.clearance(rt, file_id, Reach.FILE), {file_id: [ref]})
         except (StorageError, psycopg.Error):
             log_event(
                 log,

@@ -21,7 +21,7 @@ from app.db import variants as variants_sql
 from app.db.events import write_file_updated
 from app.db.files import FileRow
 from app.db.uow import UnitOfWork
-from app.domain.ends import Scope
+from app.domain.ends import Reach
 from app.domain.keys import VARIANTS
 from app.domain.objects import FileObjects
 from app.domain.states import is_deliverable
@@ -143,7 +143,7 @@ def remove_variants(rt: Runtime, file_id: uuid.UUID) -> None:
     """Remove every variant object of a file that ended (deleted, or its row purged), if the one rule frees its
     bytes: a late write after the purge leaves nothing. A missing object is removed."""
     clearance = rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow, [file_id], Scope.FILE, rt.clock.now(), begins_removal=False),
+        lambda uow: keeps_sql.clearance(uow, [file_id], Reach.FILE, rt.clock.now(), begins_removal=False),
         name="variants.clear",
     )
     if file_id not in clearance:

@@ -152,7 +152,7 @@ def summary(conn: Conn) -> HoldSummary:
     )
 
 
-def delete_released(conn: Conn, cutoff: datetime, limit: int) -> int:
+def prune(conn: Conn, cutoff: datetime, limit: int) -> int:
     """Remove up to `limit` hold records released before cutoff, oldest first (index legal_holds_released)."""
     return conn.execute(
         """
@@ -163,7 +163,7 @@ def delete_released(conn: Conn, cutoff: datetime, limit: int) -> int:
     ).rowcount
 
 
-def count_released(conn: Conn, cutoff: datetime) -> int:
+def count_prunable(conn: Conn, cutoff: datetime) -> int:
     """How many hold records were released before cutoff (the cleanup's dry run)."""
     return int(one(conn.execute("SELECT count(*) AS n FROM legal_holds WHERE released_at < %s", (cutoff,))).n)
 

@@ -17,7 +17,7 @@ from psycopg.rows import class_row
 
 from app.db.conn import Conn
 from app.db.uow import UnitOfWork
-from app.domain.ends import ByteFacts, Clearance, RemovalBegun, Scope, clearance_of
+from app.domain.ends import ByteFacts, Clearance, Reach, RemovalBegun, clearance_of
 
 REMOVAL_LOCK_KEY = 0x6C65746865_03  # "lethe" + 3: removals (shared) against placing a hold (exclusive)
 
@@ -56,18 +56,18 @@ def byte_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[ByteFacts]:
 
 
 def clearance(
-    uow: UnitOfWork, file_ids: Sequence[UUID], scope: Scope, now: datetime, begins_removal: bool = True
+    uow: UnitOfWork, file_ids: Sequence[UUID], reach: Reach, now: datetime, begins_removal: bool = True
 ) -> Clearance:
     """Ask the rule, right before a removal, inside the caller's transaction (which must commit before any
-    object goes: K1). For the scope FILE, the rows of the freed files record that their removal begins now
+    object goes: K1). For the reach FILE, the rows of the freed files record that their removal begins now
     (the first time only): a hold placed after this commit counts them as lost, never as kept; and the end's
     subscribers hear of it in this transaction (`RemovalBegun`: their data keys are destroyed with it). A
     removal of copies that are not the file's content (a variant written after its file ended) begins nothing
     (`begins_removal` False): the original is still there for a hold to keep."""
     conn = uow.conn
     conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (REMOVAL_LOCK_KEY,))
-    cleared = clearance_of(byte_facts(conn, file_ids), scope)
-    if scope is Scope.FILE and cleared.freed and begins_removal:
+    cleared = clearance_of(byte_facts(conn, file_ids), reach)
+    if reach is Reach.FILE and cleared.freed and begins_removal:
         conn.execute(
             "UPDATE files SET removal_begun_at = coalesce(removal_begun_at, %s) WHERE id = ANY(%s)",
             (now, sorted(cleared.freed)),

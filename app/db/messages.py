@@ -89,7 +89,7 @@ def detach_files(conn: Conn, file_ids: Sequence[UUID]) -> int:
     return conn.execute("DELETE FROM attachments WHERE file_id = ANY(%s)", (list(file_ids),)).rowcount
 
 
-def delete_old_tombstones(conn: Conn, cutoff: datetime, limit: int) -> int:
+def prune(conn: Conn, cutoff: datetime, limit: int) -> int:
     """Remove up to `limit` tombstones of messages deleted at or before cutoff (index messages_tombstones)."""
     return conn.execute(
         """
@@ -101,7 +101,7 @@ def delete_old_tombstones(conn: Conn, cutoff: datetime, limit: int) -> int:
     ).rowcount
 
 
-def count_old_tombstones(conn: Conn, cutoff: datetime) -> int:
+def count_prunable(conn: Conn, cutoff: datetime) -> int:
     """How many deleted messages' tombstones are older than the cutoff (dry run of step l)."""
     row = conn.execute(
         "SELECT count(*) AS n FROM messages WHERE deleted_at IS NOT NULL AND deleted_at <= %s", (cutoff,)

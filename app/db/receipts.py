@@ -105,7 +105,7 @@ def set_confirmed_absent(conn: Conn, counts: dict[UUID, int]) -> None:
         )
 
 
-def delete_expired(conn: Conn, cutoff: datetime, limit: int) -> int:
+def prune(conn: Conn, cutoff: datetime, limit: int) -> int:
     """Remove up to `limit` receipts purged before cutoff, oldest first (index receipts_purged)."""
     return conn.execute(
         """
@@ -116,6 +116,6 @@ def delete_expired(conn: Conn, cutoff: datetime, limit: int) -> int:
     ).rowcount
 
 
-def count_expired(conn: Conn, cutoff: datetime) -> int:
+def count_prunable(conn: Conn, cutoff: datetime) -> int:
     """How many receipts were purged before cutoff (the cleanup's dry run)."""
     return int(one(conn.execute("SELECT count(*) AS n FROM receipts WHERE purged_at < %s", (cutoff,))).n)

@@ -200,7 +200,7 @@ def oldest_undelivered(conn: Conn) -> datetime | None:
     return at
 
 
-def delete_old(conn: Conn, cutoff: datetime, limit: int) -> int:
+def prune(conn: Conn, cutoff: datetime, limit: int) -> int:
     """Remove up to `limit` deliveries created before cutoff, oldest first (index webhook_deliveries_created)."""
     return conn.execute(
         "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE created_at < %s "
@@ -209,6 +209,6 @@ def delete_old(conn: Conn, cutoff: datetime, limit: int) -> int:
     ).rowcount
 
 
-def count_old(conn: Conn, cutoff: datetime) -> int:
+def count_prunable(conn: Conn, cutoff: datetime) -> int:
     """How many deliveries were created before cutoff (the cleanup's dry run)."""
     return int(one(conn.execute("SELECT count(*) AS n FROM webhook_deliveries WHERE created_at < %s", (cutoff,))).n)

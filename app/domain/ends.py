@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 
-class Scope(enum.Enum):
+class Reach(enum.Enum):
     """What a removal takes of a file."""
 
     FILE = "file"  # the file's bytes: originals, variants, parts and tail of an ended session, its multipart upload
@@ -54,7 +54,7 @@ class ByteFacts:
     ended: bool = False  # final and not deliverable (failed, infected, error): D7 purges its objects
 
 
-def keep(facts: ByteFacts, scope: Scope) -> Keep | None:
+def keep(facts: ByteFacts, reach: Reach) -> Keep | None:
     """Whether the bytes of a file may be removed now: None when they may go, else why they stay.
 
     A hold comes first and keeps everything, strays included (they are purged with the file after the
@@ -63,7 +63,7 @@ def keep(facts: ByteFacts, scope: Scope) -> Keep | None:
     """
     if facts.held:
         return Keep.HELD
-    if scope is Scope.STRAY or not facts.exists:
+    if reach is Reach.STRAY or not facts.exists:
         return None
     if facts.attached:
         return Keep.ATTACHED
@@ -78,11 +78,11 @@ def keep(facts: ByteFacts, scope: Scope) -> Keep | None:
 
 @dataclass(frozen=True)
 class Clearance:
-    """The rule's answer for some files, for one scope: the files whose bytes may go now, and why the others
+    """The rule's answer for some files, for one reach: the files whose bytes may go now, and why the others
     stay. The store's file facade removes only the objects of `freed` files (app/storage/files.py); a
     clearance is built by the rule's one reader (app/db/keeps.py), right before the removal."""
 
-    scope: Scope
+    reach: Reach
     freed: frozenset[uuid.UUID]
     kept: Mapping[uuid.UUID, Keep] = field(default_factory=dict)
 
@@ -94,17 +94,17 @@ class Clearance:
         return sorted(file_id for file_id, why in self.kept.items() if why is Keep.HELD)
 
 
-def clearance_of(facts: Iterable[ByteFacts], scope: Scope) -> Clearance:
+def clearance_of(facts: Iterable[ByteFacts], reach: Reach) -> Clearance:
     """Judge each file by the rule."""
     freed: set[uuid.UUID] = set()
     kept: dict[uuid.UUID, Keep] = {}
     for one in facts:
-        why = keep(one, scope)
+        why = keep(one, reach)
         if why is None:
             freed.add(one.file_id)
         else:
             kept[one.file_id] = why
-    return Clearance(scope, frozenset(freed), kept)
+    return Clearance(reach, frozenset(freed), kept)
 
 
 # -- the end of a file, as events ----------------------------------------------------------------------------

@@ -22,8 +22,8 @@ UPLOADS_PREFIX = "uploads/"
 _SEGMENT_FORBIDDEN = re.compile(r"[\x00-\x1f\x7f\\]")
 
 
-class KeyError_(ValueError):
-    """A key or a client-supplied segment breaks the schema. (Named so it cannot shadow builtins.KeyError.)"""
+class KeySchemaError(ValueError):
+    """A key or a client-supplied segment breaks the key schema."""
 
 
 def validate_key(key: str) -> str:
@@ -34,12 +34,12 @@ def validate_key(key: str) -> str:
         The key, unchanged.
 
     Raises:
-        KeyError_: the key is malformed (the message never repeats the key).
+        KeySchemaError: the key is malformed (the message never repeats the key).
     """
     if not isinstance(key, str) or not key:
-        raise KeyError_("empty key")
+        raise KeySchemaError("empty key")
     if key.startswith("/"):
-        raise KeyError_("absolute key")
+        raise KeySchemaError("absolute key")
     for segment in key.split("/"):
         _check_segment(segment)
     return key
@@ -48,16 +48,16 @@ def validate_key(key: str) -> str:
 def validate_segment(segment: str) -> str:
     """Check one client-supplied segment: a whole segment with no separator in it."""
     if "/" in segment:
-        raise KeyError_("separator in a segment")
+        raise KeySchemaError("separator in a segment")
     _check_segment(segment)
     return segment
 
 
 def _check_segment(segment: str) -> None:
     if segment in ("", ".", ".."):
-        raise KeyError_("empty, '.' or '..' segment")
+        raise KeySchemaError("empty, '.' or '..' segment")
     if _SEGMENT_FORBIDDEN.search(segment):
-        raise KeyError_("control character or backslash in a segment")
+        raise KeySchemaError("control character or backslash in a segment")
 
 
 def _file_dir(file_id: uuid.UUID | str) -> str:
@@ -69,21 +69,21 @@ def _file_dir(file_id: uuid.UUID | str) -> str:
 def original_key(file_id: uuid.UUID | str, revision: int = 1) -> str:
     """The key of revision r of a file's original (`orig-<r>`, r >= 1)."""
     if revision < 1:
-        raise KeyError_("revision must be at least 1")
+        raise KeySchemaError("revision must be at least 1")
     return f"{_file_dir(file_id)}/orig-{revision}"
 
 
 def variant_key(file_id: uuid.UUID | str, name: str) -> str:
     """The key of one of the four variants of a file."""
     if name not in VARIANTS:
-        raise KeyError_("unknown variant")
+        raise KeySchemaError("unknown variant")
     return f"{_file_dir(file_id)}/v-{name}"
 
 
 def part_key(file_id: uuid.UUID | str, part_number: int) -> str:
     """The key of one upload part on the fs driver (`uploads/<file_id>/part-<n>`, n >= 1)."""
     if part_number < 1:
-        raise KeyError_("part number must be at least 1")
+        raise KeySchemaError("part number must be at least 1")
     return f"{UPLOADS_PREFIX}{uuid.UUID(str(file_id))}/part-{part_number}"
 
 

@@ -11,7 +11,7 @@ import uuid
 from dataclasses import dataclass
 from functools import cached_property
 
-from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX, VARIANTS, KeyError_, original_key, tail_key, variant_key
+from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX, VARIANTS, KeySchemaError, original_key, tail_key, variant_key
 
 _ORIGINAL = re.compile(r"^f/([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f-]{36})/orig-([1-9][0-9]{0,8})$")
 
@@ -23,7 +23,7 @@ class FileObjects:
     a tus upload, and the multipart upload of a session that did not complete (S3).
 
     Raises (on construction):
-        KeyError_: the stored key is not an original of this file (another file's key, a variant or part key,
+        KeySchemaError: the stored key is not an original of this file (another file's key, a variant or part key,
             or malformed): nothing must be deleted on the strength of it (K3).
     """
 
@@ -52,9 +52,9 @@ class FileObjects:
             return 0
         match = _ORIGINAL.fullmatch(self.object_key)
         if not match or match.group(3) != str(self.file_id):
-            raise KeyError_("the stored key is not an original of this file")
+            raise KeySchemaError("the stored key is not an original of this file")
         if (match.group(1), match.group(2)) != (self.file_id.hex[0:2], self.file_id.hex[2:4]):
-            raise KeyError_("the stored key's directories do not match the file id")
+            raise KeySchemaError("the stored key's directories do not match the file id")
         return int(match.group(4))
 
     @cached_property

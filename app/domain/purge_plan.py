@@ -66,7 +66,7 @@ def objects_of(facts: PurgeFacts) -> FileObjects:
     (a tail left by a completion that could not remove it goes with its file).
 
     Raises:
-        KeyError_: the stored key is not an original of this file: nothing is deleted on its strength (K3).
+        KeySchemaError: the stored key is not an original of this file: nothing is deleted on its strength (K3).
     """
     return FileObjects(
         facts.file_id,

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX, KeyError_, validate_key
+from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX, KeySchemaError, validate_key
 
 PURPOSES = ("attachment", "avatar", "branding", "gdpr_export")
 RESERVED_PREFIXES = (FILES_PREFIX, UPLOADS_PREFIX, ".tmp/")
@@ -110,6 +110,6 @@ def sweepable(key: str, modified_at: datetime, prefix: str, created_before: date
         return False
     try:
         validate_key(key)
-    except KeyError_:
+    except KeySchemaError:
         return False
     return True

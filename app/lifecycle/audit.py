@@ -23,7 +23,7 @@ from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
 from app.db.files import FileRow
 from app.db.pool import Database
-from app.domain.ends import Clearance, Scope
+from app.domain.ends import Clearance, Reach
 from app.domain.keys import FILES_PREFIX, UPLOADS_PREFIX
 from app.domain.objects import FileObjects, owner_of, parse
 from app.domain.states import is_deliverable
@@ -226,7 +226,7 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
             existing = {r.id for r in rt.db.read(lambda conn: files_sql.files_by_ids(conn, ids))}
             orphans = [file_id for file_id in ids if file_id not in existing]
             cleared = rt.db.unit_of_work(
-                lambda uow: keeps_sql.clearance(uow, orphans, Scope.FILE, rt.clock.now()), name="audit.clear"
+                lambda uow: keeps_sql.clearance(uow, orphans, Reach.FILE, rt.clock.now()), name="audit.clear"
             )
             for file_id, keys in pending:
                 if file_id not in existing and file_id in cleared:
@@ -325,7 +325,7 @@ def _multipart_chunk(
     doomed_ids = sorted({f for _, f in doomed})
     still_open = rt.db.read(lambda conn: sessions_sql.open_upload_ids(conn, doomed_ids))
     cleared = rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow, doomed_ids, Scope.STRAY, rt.clock.now()), name="audit.clear"
+        lambda uow: keeps_sql.clearance(uow, doomed_ids, Reach.STRAY, rt.clock.now()), name="audit.clear"
     )
     uploads: dict[uuid.UUID, list[MultipartRef]] = {}
     for listed, file_id in doomed:

@@ -29,8 +29,8 @@ from app.db.slots import LOGO_HOLDER
 from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.access import Principal
-from app.domain.ends import Clearance, Scope
-from app.domain.keys import KeyError_
+from app.domain.ends import Clearance, Reach
+from app.domain.keys import KeySchemaError
 from app.domain.objects import FileObjects
 from app.domain.webhooks import ERASURE_COMPLETED
 from app.errors import Conflict, Forbidden, Invalid, NotFound
@@ -235,14 +235,14 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
         rows = rt.db.read(lambda conn: sql.unconfirmed_purged(conn, erasure_id, batch, after))
         # Their rows are gone; what a read finds left goes again as the one rule allows (a hold on the id).
         cleared = rt.db.unit_of_work(
-            lambda uow: keeps_sql.clearance(uow, [row.file_id for row in rows], Scope.FILE, rt.clock.now()),
+            lambda uow: keeps_sql.clearance(uow, [row.file_id for row in rows], Reach.FILE, rt.clock.now()),
             name="erasure.clear",
         )
         absent: dict[uuid.UUID, int] = {}
         for row in rows:
             try:
                 keys = _keys(rt, row.file_id, row.object_key, row.part_count)
-            except KeyError_:
+            except KeySchemaError:
                 log_event(
                     log, "error", "erasure.bad_key", "stored key refused; not confirmed", file_id=str(row.file_id)
                 )

@@ -27,8 +27,8 @@ from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import purge_failures as failures_sql
 from app.db.uow import UnitOfWork
-from app.domain.ends import Keep, ObjectsGone, RemovedRow, RowsRemoved, Scope, keep
-from app.domain.keys import KeyError_
+from app.domain.ends import Keep, ObjectsGone, Reach, RemovedRow, RowsRemoved, keep
+from app.domain.keys import KeySchemaError
 from app.domain.objects import FileObjects
 from app.domain.purge_plan import PurgeAction, PurgeFacts, objects_of, plan_purge
 from app.domain.purge_retry import next_attempt_at, overdue
@@ -98,7 +98,7 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
             continue
         try:
             planned.append((objects_of(facts), facts, action))
-        except KeyError_:
+        except KeySchemaError:
             # A stored key that is not this file's original: delete nothing on its strength (K3).
             log_event(log, "error", "purge.bad_key", "stored key refused; file kept", file_id=str(facts.file_id))
             report.results["bad_key"] += 1
@@ -155,7 +155,7 @@ def _remove_chunk(
     """Ask the rule for a chunk, right before its keys go (a committed clearance is the point of no return),
     then remove what it freed."""
     clearance = rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow, [objects.file_id for objects, _, _ in chunk], Scope.FILE, rt.clock.now()),
+        lambda uow: keeps_sql.clearance(uow, [objects.file_id for objects, _, _ in chunk], Reach.FILE, rt.clock.now()),
         name="purge.clear",
     )
     for why in set(clearance.kept.values()):
@@ -276,7 +276,7 @@ def _remove_rows(
     kept: dict[str, list[uuid.UUID]] = {}
     removable = []
     for facts in keeps_sql.byte_facts(uow.conn, row_ids):
-        why = keep(facts, Scope.FILE)
+        why = keep(facts, Reach.FILE)
         if why is None and facts.exists and facts.deleted:
             removable.append(facts.file_id)
         elif why is not None:

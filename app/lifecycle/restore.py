@@ -21,7 +21,7 @@ from app.db import keeps as keeps_sql
 from app.db import messages as messages_sql
 from app.db.locks import exclusive
 from app.db.uow import UnitOfWork
-from app.domain.ends import Scope
+from app.domain.ends import Reach
 from app.domain.journal import (
     ERASURE_COMPLETED,
     FILE_KINDS,
@@ -378,7 +378,7 @@ def _remove_left_objects(rt: Runtime, file_ids: list[uuid.UUID]) -> int:
         if not doomed:
             continue
         clearance = rt.db.unit_of_work(
-            lambda uow: keeps_sql.clearance(uow, sorted(doomed), Scope.FILE, rt.clock.now()), name="journal.clear"
+            lambda uow: keeps_sql.clearance(uow, sorted(doomed), Reach.FILE, rt.clock.now()), name="journal.clear"
         )
         failures = rt.files.remove_keys(clearance, doomed)
         removed += sum(len(file_keys) for file_id, file_keys in doomed.items() if file_id in clearance) - len(failures)

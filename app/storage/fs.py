@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import BinaryIO
 
-from app.domain.keys import KeyError_, part_key, validate_key
+from app.domain.keys import KeySchemaError, part_key, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
 from app.storage.base import (
     DeleteFailure,
@@ -39,7 +39,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 def _segments(key: str) -> list[str]:
     try:
         validate_key(key)
-    except KeyError_ as exc:
+    except KeySchemaError as exc:
         raise InvalidKey(str(exc)) from None
     segments = key.split("/")
     if segments[0] == TMP_DIR:

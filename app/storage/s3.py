@@ -26,7 +26,7 @@ from minio.deleteobjects import DeleteObject
 from minio.error import MinioException, S3Error
 from minio.helpers import md5sum_hash
 
-from app.domain.keys import KeyError_, validate_key
+from app.domain.keys import KeySchemaError, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
 from app.storage.base import (
     OBJECT_LOCKED,
@@ -64,7 +64,7 @@ _TRANSPORT = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
 def _key(key: str) -> str:
     try:
         return validate_key(key)
-    except KeyError_ as exc:
+    except KeySchemaError as exc:
         raise InvalidKey(str(exc)) from None
 
 

@@ -38,7 +38,7 @@ from app.db import webhooks as webhooks_sql
 from app.db.conn import one
 from app.db.migrate import migrate
 from app.db.uow import UnitOfWork
-from app.domain.ends import Scope
+from app.domain.ends import Reach
 from app.lifecycle import deletion
 from tests.support.database import create_test_database, with_database
 
@@ -226,7 +226,7 @@ QUERIES = {
     "erasure file ids": lambda c, ids: erasures_sql.file_ids_of(c, ERASURE),
     "receipts of": lambda c, ids: receipts_sql.receipts_of(c, ids),
     "receipts confirm": lambda c, ids: receipts_sql.set_confirmed_absent(c, {i: 6 for i in ids}),
-    "receipts g": lambda c, ids: receipts_sql.delete_expired(c, NOW - timedelta(days=60), 500),
+    "receipts g": lambda c, ids: receipts_sql.prune(c, NOW - timedelta(days=60), 500),
     "purge failures": lambda c, ids: (
         failures_sql.attempts_of(c, ids),
         failures_sql.record(c, [(i, 1, "S3Error", NOW) for i in ids], NOW),
@@ -247,7 +247,7 @@ QUERIES = {
     "cleanup o": lambda c, ids: variants_sql.pending(c, NOW, None, 500),
     "cleanup o+after": lambda c, ids: variants_sql.pending(c, NOW, (NOW, ZERO), 500),
     "cleanup o facts": lambda c, ids: variants_sql.pending_facts(c, ids),
-    "cleanup l": lambda c, ids: messages_sql.delete_old_tombstones(c, NOW, 500),
+    "cleanup l": lambda c, ids: messages_sql.prune(c, NOW, 500),
     "cleanup b facts": lambda c, ids: cleanup_sql.cleanup_facts(c, ids),
     "cleanup a sessions": lambda c, ids: cleanup_sql.lock_open_sessions(c, ids),
     "cleanup m": lambda c, ids: aborts_sql.due(c, NOW, None, 500),
@@ -257,7 +257,7 @@ QUERIES = {
     "cleanup d deleted": lambda c, ids: cleanup_sql.deleted_rows(c, NOW, None, 500),
     "cleanup d refused": lambda c, ids: cleanup_sql.due_refused_live(c, NOW, None, 500),
     "cleanup f backlog": lambda c, ids: cleanup_sql.backlog(c),
-    "clearance": lambda c, ids: keeps_sql.clearance(UnitOfWork(c, "plan"), ids, Scope.FILE, NOW),
+    "clearance": lambda c, ids: keeps_sql.clearance(UnitOfWork(c, "plan"), ids, Reach.FILE, NOW),
     "keys in use": lambda c, ids: file_keys_sql.key_ids_in_use(c),
     "keys rotate batch": lambda c, ids: file_keys_sql.lock_wrapped_by(c, "k-old", uuid.UUID(int=0), 1000),
     "keys destroyed": lambda c, ids: file_keys_sql.destroy(c, ids),
@@ -271,13 +271,13 @@ QUERIES = {
     "holds release": lambda c, ids: holds_sql.release(c, HOLD, NOW),
     "holds freed": lambda c, ids: (holds_sql.release(c, HOLD, NOW), holds_sql.freed(c, HOLD, ZERO, 500)),
     "holds summary": lambda c, ids: holds_sql.summary(c),
-    "holds g": lambda c, ids: (holds_sql.delete_released(c, NOW, 500), holds_sql.count_released(c, NOW)),
+    "holds g": lambda c, ids: (holds_sql.prune(c, NOW, 500), holds_sql.count_prunable(c, NOW)),
     "webhooks file.purged": lambda c, ids: webhooks_sql.insert_file_purged(c, ["app"], ids, NOW),
     "webhooks due": lambda c, ids: (webhooks_sql.lease_due(c, ids, NOW, NOW), webhooks_sql.next_due(c, ids)),
     "webhooks n": lambda c, ids: (
         webhooks_sql.overdue(c, NOW, NOW, 500),
         webhooks_sql.oldest_undelivered(c),
-        webhooks_sql.delete_old(c, NOW, 500),
+        webhooks_sql.prune(c, NOW, 500),
     ),
     "purge receipts": lambda c, ids: (
         messages_sql.detach_files(c, ids),

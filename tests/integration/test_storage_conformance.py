@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.domain.ends import Clearance, Keep, Scope
+from app.domain.ends import Clearance, Keep, Reach
 from app.domain.keys import original_key, part_key, variant_key
 from app.domain.objects import FileObjects
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, StoreCallInTransaction
@@ -118,11 +118,11 @@ def test_malformed_keys_are_rejected_before_any_io(store, bad):
 
 
 def test_a_segment_from_a_client_may_not_carry_a_separator():
-    from app.domain.keys import KeyError_, validate_segment
+    from app.domain.keys import KeySchemaError, validate_segment
 
-    with pytest.raises(KeyError_):
+    with pytest.raises(KeySchemaError):
         validate_segment("a/b")
-    with pytest.raises(KeyError_):
+    with pytest.raises(KeySchemaError):
         validate_segment("..")
     assert validate_segment("thumb-small") == "thumb-small"
 
@@ -174,7 +174,7 @@ def test_the_removal_of_an_ended_upload_leaves_no_part_nor_upload_and_is_idempot
     objects = FileObjects(file_id, original_key(file_id), upload_id=ref.upload_id, part_count=1, parts_open=True)
     # When the one rule freed the file and its objects are removed through the facade, twice
     for _ in range(2):
-        assert FileStore(store).remove(Clearance(Scope.FILE, frozenset({file_id})), [objects]).refused == {}
+        assert FileStore(store).remove(Clearance(Reach.FILE, frozenset({file_id})), [objects]).refused == {}
     # Then neither its object (fs) nor its multipart upload (S3) is left
     assert versions_of(raw_store, [part_key(file_id, 1)]) == []
     assert uploads_left(raw_store, original_key(file_id)) == []
@@ -188,7 +188,7 @@ def test_a_clearance_that_keeps_a_file_removes_nothing_of_it(store, raw_store):
     store.put(original_key(file_id), b"held original", 13)
     objects = FileObjects(file_id, original_key(file_id, 2), upload_id=ref.upload_id, part_count=1, parts_open=True)
     # When the rule keeps the file (a legal hold), every removal of the facade is asked
-    kept = Clearance(Scope.FILE, frozenset(), {file_id: Keep.HELD})
+    kept = Clearance(Reach.FILE, frozenset(), {file_id: Keep.HELD})
     assert FileStore(store).remove(kept, [objects]).refused == {}
     assert FileStore(store).remove_keys(kept, {file_id: [original_key(file_id)]}) == []
     assert FileStore(store).abort_uploads(kept, {file_id: [ref]}) == 0
@@ -211,7 +211,7 @@ def test_strays_after_a_completion_go_and_the_object_stays(store, raw_store):
         store.put_part(ref, 1, b"a late part")  # landed after the assembly dropped the parts
     strays = {file_id: store.part_keys(str(file_id), 1)}  # S3: none, no part can join a completed upload
     for _ in range(2):
-        assert FileStore(store).remove_keys(Clearance(Scope.STRAY, frozenset({file_id})), strays) == []
+        assert FileStore(store).remove_keys(Clearance(Reach.STRAY, frozenset({file_id})), strays) == []
     assert versions_of(raw_store, [part_key(file_id, 1)]) == []
     assert store.get(key) == b"assembled"
 
@@ -219,7 +219,7 @@ def test_strays_after_a_completion_go_and_the_object_stays(store, raw_store):
 def test_the_facade_never_deletes_another_files_key_nor_a_file_key_as_unmanaged(store, raw_store):
     mine, other = uuid.uuid4(), uuid.uuid4()
     store.put(original_key(other), b"not mine", 8)
-    refused = FileStore(store).remove_keys(Clearance(Scope.FILE, frozenset({mine})), {mine: [original_key(other)]})
+    refused = FileStore(store).remove_keys(Clearance(Reach.FILE, frozenset({mine})), {mine: [original_key(other)]})
     assert [failure.code for failure in refused] == ["not_its_key"]
     assert [failure.code for failure in FileStore(store).remove_unmanaged([original_key(other)])] == ["file_key"]
     assert store.get(original_key(other)) == b"not mine"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from app.domain.keys import (
     VARIANTS,
-    KeyError_,
+    KeySchemaError,
     original_key,
     part_key,
     tail_key,
@@ -54,7 +54,7 @@ def test_tail_keys(file_id):
 def test_validate_key_accepts_nothing_with_a_bad_segment(text):
     try:
         validate_key(text)
-    except KeyError_:
+    except KeySchemaError:
         return
     segments = text.split("/")
     assert text and not text.startswith("/")
@@ -64,7 +64,7 @@ def test_validate_key_accepts_nothing_with_a_bad_segment(text):
 
 @pytest.mark.parametrize("bad", ["", "/x", "a//b", "a/", "./a", "a/..", "a\\b", "a\x00"])
 def test_bad_keys(bad):
-    with pytest.raises(KeyError_):
+    with pytest.raises(KeySchemaError):
         validate_key(bad)
 
 
@@ -74,11 +74,11 @@ def test_ids_are_canonical_whatever_their_spelling():
 
 
 def test_no_name_can_enter_a_key():
-    with pytest.raises(KeyError_):
+    with pytest.raises(KeySchemaError):
         variant_key(uuid.uuid4(), "../../etc")
-    with pytest.raises((KeyError_, ValueError)):
+    with pytest.raises((KeySchemaError, ValueError)):
         original_key("report.pdf")
-    with pytest.raises(KeyError_):
+    with pytest.raises(KeySchemaError):
         validate_segment("a/b")
-    with pytest.raises(KeyError_):
+    with pytest.raises(KeySchemaError):
         original_key(uuid.uuid4(), 0)

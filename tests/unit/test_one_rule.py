@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.ends import ByteFacts, Clearance, Keep, Scope, clearance_of, keep
+from app.domain.ends import ByteFacts, Clearance, Keep, Reach, clearance_of, keep
 from app.storage.files import FileStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,8 +103,8 @@ ID = uuid.UUID("00000000-0000-4000-8000-000000000001")
     ],
 )
 def test_the_rule(facts, file_scope, stray_scope):
-    assert keep(facts, Scope.FILE) is file_scope
-    assert keep(facts, Scope.STRAY) is stray_scope
+    assert keep(facts, Reach.FILE) is file_scope
+    assert keep(facts, Reach.STRAY) is stray_scope
 
 
 @given(
@@ -123,10 +123,10 @@ def test_the_rule(facts, file_scope, stray_scope):
         max_size=20,
         unique_by=lambda f: f.file_id,
     ),
-    st.sampled_from(list(Scope)),
+    st.sampled_from(list(Reach)),
 )
-def test_a_held_file_is_never_freed_and_every_file_is_judged_once(facts, scope):
-    cleared = clearance_of(facts, scope)
+def test_a_held_file_is_never_freed_and_every_file_is_judged_once(facts, reach):
+    cleared = clearance_of(facts, reach)
     assert cleared.freed.isdisjoint(cleared.kept)
     assert cleared.freed | set(cleared.kept) == {one.file_id for one in facts}
     assert all(one.file_id not in cleared for one in facts if one.held)

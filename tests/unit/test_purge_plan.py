@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.domain.keys import KeyError_, original_key, part_key, tail_key, validate_key, variant_key
+from app.domain.keys import KeySchemaError, original_key, part_key, tail_key, validate_key, variant_key
 from app.domain.objects import FileObjects, owner_of, parse
 from app.domain.purge_plan import PurgeAction, PurgeFacts, has_parts, objects_of, plan_purge
 
@@ -97,7 +97,7 @@ def test_every_key_validates_and_carries_only_its_file_id(file_id, revision):
 def test_another_files_key_is_refused(file_id, other):
     if file_id == other:
         return
-    with pytest.raises(KeyError_):
+    with pytest.raises(KeySchemaError):
         object_keys_of(file_id, original_key(other, 1))
 
 
@@ -115,7 +115,7 @@ def test_another_files_key_is_refused(file_id, other):
     ],
 )
 def test_malformed_or_foreign_stored_keys_are_refused(stored):
-    with pytest.raises(KeyError_):
+    with pytest.raises(KeySchemaError):
         object_keys_of(ID, stored)
 
 

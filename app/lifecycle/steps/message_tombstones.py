@@ -17,8 +17,8 @@ def step(run: Run) -> WholeStep:
             report,
             dry_run,
             "cleanup.l",
-            lambda conn: messages_sql.count_old_tombstones(conn, cutoff),
-            lambda conn, limit: messages_sql.delete_old_tombstones(conn, cutoff, limit),
+            lambda conn: messages_sql.count_prunable(conn, cutoff),
+            lambda conn, limit: messages_sql.prune(conn, cutoff, limit),
         )
 
     return WholeStep("l", "message_tombstones", prune)

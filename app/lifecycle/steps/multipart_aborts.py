@@ -12,7 +12,7 @@ from typing import Any
 
 from app.db import aborts as aborts_sql
 from app.db import keeps as keeps_sql
-from app.domain.ends import Clearance, Scope
+from app.domain.ends import Clearance, Reach
 from app.errors import ObjectFailed
 from app.lifecycle.batches import StepReport
 from app.lifecycle.steps.base import Run, WholeStep
@@ -51,7 +51,7 @@ def step(run: Run) -> WholeStep:
                 gone: list[str] = []
                 left: list[str] = []
                 cleared = db.unit_of_work(
-                    lambda uow: keeps_sql.clearance(uow, [row.file_id for row in rows], Scope.FILE, run.now),
+                    lambda uow: keeps_sql.clearance(uow, [row.file_id for row in rows], Reach.FILE, run.now),
                     name="cleanup.m",
                 )
                 for row in rows:

@@ -18,15 +18,15 @@ def step(run: Run) -> WholeStep:
             report,
             dry_run,
             "cleanup.g",
-            lambda conn: receipts_sql.count_expired(conn, cutoff),
-            lambda conn, limit: receipts_sql.delete_expired(conn, cutoff, limit),
+            lambda conn: receipts_sql.count_prunable(conn, cutoff),
+            lambda conn, limit: receipts_sql.prune(conn, cutoff, limit),
         )
         run.delete_in_batches(
             report,
             dry_run,
             "cleanup.g",
-            lambda conn: holds_sql.count_released(conn, cutoff),
-            lambda conn, limit: holds_sql.delete_released(conn, cutoff, limit),
+            lambda conn: holds_sql.count_prunable(conn, cutoff),
+            lambda conn, limit: holds_sql.prune(conn, cutoff, limit),
         )
 
     return WholeStep("g", "old_receipts", prune)

@@ -22,8 +22,8 @@ def step(run: Run) -> WholeStep:
             report,
             dry_run,
             "cleanup.n",
-            lambda conn: webhooks_sql.count_old(conn, cutoff),
-            lambda conn, limit: webhooks_sql.delete_old(conn, cutoff, limit),
+            lambda conn: webhooks_sql.count_prunable(conn, cutoff),
+            lambda conn, limit: webhooks_sql.prune(conn, cutoff, limit),
         )
 
     return WholeStep("n", "webhooks", catch_up)

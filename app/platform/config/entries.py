@@ -12,7 +12,7 @@ from typing import Any
 from apscheduler.triggers.cron import CronTrigger
 
 from app.domain.durations import parse_duration
-from app.domain.keys import KeyError_, validate_key
+from app.domain.keys import KeySchemaError, validate_key
 from app.domain.retention import PURPOSES, RESERVED_PREFIXES, Policy, UnmanagedPrefix
 from app.domain.webhooks import EVENTS, Endpoint, decode_secret
 
@@ -191,7 +191,7 @@ def _prefix(value: Any) -> str:
         raise ValueError("Must end with '/' (for example issues/).")
     try:
         validate_key(value[:-1])
-    except KeyError_:
+    except KeySchemaError:
         raise ValueError(
             "Must be a relative path of plain segments (no '.', '..', empty segment or backslash)."
         ) from None
