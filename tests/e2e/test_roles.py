@@ -113,8 +113,12 @@ def test_two_schedulers_trigger_one_cleanup_at_start_and_the_worker_runs_it(role
     ]
     for scheduler in schedulers:
         wait_for_output(scheduler, '"event": "scheduler.started"')
-    # The leader triggers at start; the worker runs every step.
+    # The leader triggers at start; the worker runs every step (the last ones a moment after step n's line).
     wait_for_output(worker, '"step": "n"')
+    deadline = time.monotonic() + 60
+    while worker.output().count('"event": "cleanup.step"') < len(STEPS):
+        assert time.monotonic() < deadline and worker.proc.poll() is None, worker.output()
+        time.sleep(0.2)
     triggered = [s.output().count('"event": "scheduler.cleanup_triggered"') for s in schedulers]
     assert sorted(triggered) == [0, 1]
     assert worker.output().count('"event": "cleanup.step"') == len(STEPS)  # every step, once
