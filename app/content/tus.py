@@ -29,7 +29,6 @@ from app.content import sessions, uploads
 from app.content.sessions import Completion, Upload, require_write, visible
 from app.content.uploads import NewUpload
 from app.db import sessions as sessions_sql
-from app.db.sessions import SessionRow
 from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.objects import FileObjects
@@ -93,10 +92,11 @@ def _view(upload: Upload) -> TusUpload:
     )
 
 
-def _check_tus_alive(session: SessionRow, now: datetime) -> None:
+def _check_tus_alive(upload: Upload, now: datetime) -> None:
     """A tus upload answers while open or complete: a terminated one is gone (410 upload_terminated), an
     expired one too (410 upload_expired, D8: at expires_at exactly); one sent natively is not tus's (404)."""
-    if session.protocol != TUS.name:
+    session = upload.session
+    if upload.protocol is not TUS:
         raise NotFound()
     if session.state == "aborted":
         raise Gone("upload_terminated")
@@ -118,7 +118,7 @@ def status(rt: Runtime, principal: Principal, file_id: uuid.UUID, reading: bool 
         upload = visible(conn, principal, file_id)
         if reading and not access.may_read(principal):
             raise Forbidden("files:read")
-        _check_tus_alive(upload.session, rt.clock.now())
+        _check_tus_alive(upload, rt.clock.now())
         return _view(upload.with_parts(conn))
 
     return rt.db.read(read)
@@ -129,7 +129,7 @@ def terminate(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
     the change), and remove its parts and tail at once as a best effort. A complete upload answers 409
     upload_not_open: it is a file now, deleted through deleteFile."""
     require_write(principal)
-    rt.db.read(lambda conn: _check_tus_alive(visible(conn, principal, file_id).session, rt.clock.now()))
+    rt.db.read(lambda conn: _check_tus_alive(visible(conn, principal, file_id), rt.clock.now()))
     uploads.abort_upload(rt, principal, file_id)  # its parts and tail go as the one rule allows
 
 
@@ -198,7 +198,7 @@ def _take_lease(
     upload = visible(uow.conn, principal, file_id, lock=True)
     row, session = upload.file, upload.session
     now = rt.clock.now()
-    _check_tus_alive(session, now)
+    _check_tus_alive(upload, now)
     if session.state == "completed":
         if offset != row.sent_size:
             raise Conflict("offset_mismatch", "The upload is complete; its offset is its length.")
@@ -422,9 +422,7 @@ class _Patch:
         if not taken_over:
             sessions.remove_ended(self.rt, self.upload)
         self.lease_ended = True  # no longer this PATCH's to end
-        self.rt.db.read(
-            lambda conn: _check_tus_alive(visible(conn, self.principal, self.file_id).session, self.rt.clock.now())
-        )
+        self.rt.db.read(lambda conn: _check_tus_alive(visible(conn, self.principal, self.file_id), self.rt.clock.now()))
         raise Conflict("upload_busy" if taken_over else "upload_not_open")
 
     def end_lease(self) -> None:
