@@ -9,6 +9,13 @@ database of its own, seeds 40,000 complete, unattached files of one user, and dr
 - DELETE /api/v1/files/{id} (deleteFile, a new id each request)
 - with `--batch`: POST /api/v1/files/batch-delete (batchDeleteFiles, `--batch-size` new ids a request),
   reported in files/s beside deleteFile's
+- with `--hot`, the other hot answers: a 1 MiB byte range of 4 MiB files on fs (getFileContent with Range),
+  createUpload (a 1 MiB native upload, its rows and answer), and a link's redirect (getLinkContent with
+  file.s3.download redirect, on moto: the link opened, the row read, a URL presigned, 302)
+
+With `--plain`, bench/plain.py's handlers doing the same durable work are measured in every round after the
+tree's own, and the ratios printed (deleteFile's targets: at least 0.7 of the plain requests/s, a p99 at most
+1.5x the plain one's).
 
 Every file is seeded as an upload leaves it: complete, with two stored file.updated events (the
 completion's and the scan's), which a delete redacts.
@@ -37,6 +44,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+import urllib.request
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from common import (
@@ -48,6 +57,8 @@ from common import (
     free_port,
     machine,
     make_runtime,
+    make_store,
+    moto_server,
     reset_tables,
     seed,
     tree_of,
@@ -55,6 +66,7 @@ from common import (
 )
 
 from app.entry.token import mint_token
+from app.platform.links import Link, Sealer
 from app.storage.fs import FsStore
 
 LUA = r"""
@@ -79,11 +91,23 @@ function init(args)
     if n % 2 == tid then table.insert(ids, line) end
     n = n + 1
   end
-  if method == "GET" then math.randomseed(os.time() + tid) end
+  if method ~= "DELETE" and method ~= "BATCH" then math.randomseed(os.time() + tid) end
 end
 
 function request()
   local id
+  if method == "CREATE" then
+    return wrk.format("POST", "/api/v1/uploads", {["Authorization"] = "Bearer " .. token,
+      ["Content-Type"] = "application/json"},
+      '{"name": "bench.bin", "size_bytes": 1048576, "mime_type": "application/octet-stream"}')
+  end
+  if method == "RANGE" then
+    return wrk.format("GET", "/api/v1/files/" .. ids[math.random(#ids)] .. "/content",
+      {["Authorization"] = "Bearer " .. token, ["Range"] = "bytes=1048576-2097151"})
+  end
+  if method == "LINK" then
+    return wrk.format("GET", "/api/v1/links/" .. ids[math.random(#ids)])
+  end
   if method == "BATCH" then
     local batch = {}
     for k = 1, tonumber(os.getenv("BENCH_BATCH")) do
@@ -212,6 +236,99 @@ def measure_plain(url: str, broker_url: str, workdir: Path, args, confirm: bool)
     return answers
 
 
+HOT_FILES, HOT_SIZE = 64, 4 * 1024 * 1024  # 256 MiB on disk: the page cache holds it, as a busy api's would
+LINK_FILES = 2_000
+LINK_SECRET = "bench-link-secret-of-sufficient-length-0123456789"
+
+
+def serve(source: Path | None, env: dict, port: int, log_path: Path) -> tuple[subprocess.Popen, str]:
+    """`lethe api` of `source` (None: the plain handlers) on `port`, ready."""
+    if source is None:
+        proc = start_plain(env, port, log_path, confirm=True)
+        wait_ready(f"http://127.0.0.1:{port}", proc, timeout=60, path="/nowhere", status=404)
+    else:
+        proc = start_api(source, dict(env, LETHE_API_PORT=str(port)), log_path)
+        wait_ready(f"http://127.0.0.1:{port}", proc, timeout=60)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def measure_hot(label: str, source: Path | None, url: str, broker_url: str, s3: str, workdir: Path, args) -> dict:
+    """A 1 MiB range and createUpload on fs, then a link's redirect on S3, on `source`'s api (None: plain)."""
+    name = (lambda endpoint: f"{endpoint} (plain)") if source is None else (lambda endpoint: endpoint)
+    token = mint_token(SECRET, OWNER, ("files:read", "files:write"))
+    ids_file = workdir / f"ids-hot-{label}"
+    results = {}
+    objects = workdir / f"objects-hot-{label}"
+    store = FsStore(str(objects))
+    rt = make_runtime(url, store)
+    reset_tables(rt)
+    ids = seed(rt, store, HOT_FILES, size=HOT_SIZE)
+    rt.close()
+    env = {
+        "PATH": os.environ["PATH"],
+        "LETHE_DATABASE_URL": url,
+        "LETHE_BROKER_URL": broker_url,
+        "LETHE_AUTH_JWT_SECRET": SECRET,
+        "LETHE_FILE_FS_ROOT": str(objects),
+        "LETHE_LOG_LEVEL": "WARNING",
+        "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-hot-{label}"),
+        "PLAIN_FS_ROOT": str(objects),
+    }
+    proc, base = serve(source, env, free_port(), workdir / f"hot-{label}.log")
+    try:
+        ids_file.write_text("\n".join(str(i) for i in ids) + "\n")
+        common = {"BENCH_TOKEN": token, "BENCH_IDS": str(ids_file)}
+        warm_up(base, token, ids_file, args)
+        results[name("1 MiB range")] = wrk(base, LUA, dict(common, BENCH_METHOD="RANGE"), args)
+        results[name("createUpload")] = wrk(base, LUA, dict(common, BENCH_METHOD="CREATE"), args)
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(30)
+    shutil.rmtree(objects, ignore_errors=True)
+    # A link's redirect: S3 (moto) with file.s3.download redirect; the rows alone (presigning reads no object).
+    s3_store = make_store("s3", s3, str(workdir))
+    rt = make_runtime(url, s3_store)
+    reset_tables(rt)
+    linked = seed(rt, s3_store, LINK_FILES, objects=False)
+    rt.close()
+    sealer, ends = Sealer(LINK_SECRET), datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+    ids_file.write_text("\n".join(sealer.seal(Link(i, "attachment", ends, None)) for i in linked) + "\n")
+    env.update(
+        {
+            "LETHE_FILE_STORAGE_DRIVER": "s3",
+            "LETHE_FILE_S3_ENDPOINT": s3,
+            "LETHE_FILE_S3_BUCKET": s3_store.bucket,
+            "LETHE_FILE_S3_ACCESS_KEY": "testing",
+            "LETHE_FILE_S3_SECRET_KEY": "testing",
+            "LETHE_FILE_S3_REGION": "us-east-1",
+            "LETHE_FILE_S3_SECURE": "false",
+            "LETHE_FILE_S3_DOWNLOAD": "redirect",
+            "LETHE_FILE_LINK_SECRET": LINK_SECRET,
+            "PLAIN_S3_ENDPOINT": s3,
+            "PLAIN_S3_BUCKET": s3_store.bucket,
+            "PLAIN_LINK_SECRET": LINK_SECRET,
+        }
+    )
+    proc, base = serve(source, env, free_port(), workdir / f"hot-link-{label}.log")
+    try:
+        redirect = urllib.request.build_opener(NoRedirect).open(
+            f"{base}/api/v1/links/{ids_file.read_text().split()[0]}"
+        )
+        assert redirect.status == 302, redirect.status  # what wrk counts below is this answer
+        quick = argparse.Namespace(**{**vars(args), "duration": 2})
+        wrk(base, LUA, {"BENCH_IDS": str(ids_file), "BENCH_METHOD": "LINK"}, quick)
+        results[name("link redirect")] = wrk(base, LUA, {"BENCH_IDS": str(ids_file), "BENCH_METHOD": "LINK"}, args)
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(30)
+    return results
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def http_error_302(self, req, fp, code, msg, headers):  # the 302 itself is the answer measured
+        return fp
+
+
 def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, args, batch: bool) -> dict:
     objects = workdir / f"objects-{label}"
     store = FsStore(str(objects))
@@ -285,6 +402,9 @@ def main() -> None:
     parser.add_argument(
         "--plain", action="store_true", help="measure the plain handlers too, every round (bench/plain.py)"
     )
+    parser.add_argument(
+        "--hot", action="store_true", help="measure a 1 MiB range, createUpload and a link's redirect too"
+    )
     parser.add_argument("--batch-size", type=int, default=100, help="ids per batchDeleteFiles request")
     parser.add_argument("--batch-files", type=int, default=200_000, help="files seeded for the batch deletes")
     args = parser.parse_args()
@@ -304,18 +424,24 @@ def main() -> None:
             sources.append(("after (this tree)", ROOT))
             url = stack.enter_context(bench_database())
             broker_url = stack.enter_context(bench_broker_url())
+            s3 = stack.enter_context(moto_server()) if args.hot else ""
             for round_ in range(1, args.rounds + 1):  # the trees alternate: the machine's drift hits both
                 for label, source in sources:
                     shown = f"{label}, round {round_}" if args.rounds > 1 else label
                     results = measure(
                         label.split()[0], source, url, broker_url, workdir, args, batch=args.batch and source == ROOT
                     )
+                    if args.hot:
+                        results.update(measure_hot(label.split()[0], source, url, broker_url, s3, workdir, args))
                     for name, result in results.items():
                         table.append((shown, name, result))
                 if args.plain:
                     shown = f"plain, round {round_}" if args.rounds > 1 else "plain"
                     for confirm in (True, False):
                         for name, result in measure_plain(url, broker_url, workdir, args, confirm).items():
+                            table.append((shown, name, result))
+                    if args.hot:
+                        for name, result in measure_hot("plain", None, url, broker_url, s3, workdir, args).items():
                             table.append((shown, name, result))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -347,6 +473,9 @@ def main() -> None:
             ("getFile", "getFile (plain)"),
             ("deleteFile", "deleteFile (plain)"),
             ("deleteFile", "deleteFile (plain, unconfirmed)"),
+            ("1 MiB range", "1 MiB range (plain)"),
+            ("createUpload", "createUpload (plain)"),
+            ("link redirect", "link redirect (plain)"),
         ):
             plain = next(
                 (

@@ -8,6 +8,12 @@ lock; app/db/files.py), commits, then publishes the job persistently with a publ
 Lethe's publisher does (PLAIN_CONFIRM=0: without the confirm). Nothing else: no problem documents, no metrics, no logs, no journal writer, no
 outbox bookkeeping after the publish.
 
+The other hot answers (`bench/http.py --hot`): createUpload checks the token and the declared size, then inserts
+the file row and its session row (Lethe's statements) in one transaction and answers them; a byte range of a
+file's content checks the token, reads the row and answers the range from the file on disk (PLAIN_FS_ROOT, the
+key as its path); a link opens the sealed link (Lethe's format, PLAIN_LINK_SECRET), reads the row and answers
+302 to a URL presigned by the minio client (PLAIN_S3_ENDPOINT, PLAIN_S3_BUCKET), with the same response headers.
+
     gunicorn -w 2 -k gthread --threads 4 -b 127.0.0.1:PORT bench.plain:app  (from the repository)
     (PLAIN_DATABASE_URL, PLAIN_BROKER_URL, PLAIN_SECRET in the environment; PYTHONPATH the repository)
 """
@@ -16,9 +22,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
 import jwt
@@ -28,7 +36,15 @@ from psycopg.rows import namedtuple_row
 from psycopg_pool import ConnectionPool
 
 from app.db import files as files_sql
+from app.db import sessions as sessions_sql
+from app.domain.objects import FileObjects
 from app.platform.jobs import PURGE_ACTOR, PURGE_QUEUE
+from app.platform.links import BadLink, Sealer
+
+PART_SIZE = 8 * 1024 * 1024  # file.part_size's default
+MAX_SIZE = 1024**3  # file.max_size's default
+SESSION_TTL = timedelta(hours=24)  # upload.session_ttl's default
+RANGE = re.compile(r"bytes=(\d+)-(\d+)")
 
 QUEUE = "plain_" + PURGE_QUEUE  # a queue of its own: Lethe's is declared with other arguments
 app = Flask(__name__)
@@ -140,3 +156,112 @@ def delete_file(file_id: uuid.UUID) -> Response:
         return Response(status=409)
     publish([file_id])
     return Response(status=204)
+
+
+@app.post("/api/v1/uploads")
+def create_upload() -> Response:
+    who = caller()
+    if who is None:
+        return Response(status=401)
+    body = request.get_json(silent=True)
+    try:
+        name, size, mime_type = str(body["name"]), int(body["size_bytes"]), str(body["mime_type"])
+    except (KeyError, TypeError, ValueError):
+        return Response(status=422)
+    if not 0 <= size <= MAX_SIZE:
+        return Response(status=413)
+    file_id, now = uuid.uuid4(), datetime.now(UTC)
+    row = {
+        "id": file_id,
+        "uploaded_by": who,
+        "purpose": body.get("purpose", "attachment"),
+        "original_name": name,
+        "mime_type": mime_type,
+        "size_bytes": size,
+        "scope_id": None,
+        "object_key": FileObjects(file_id).next_original,
+        "created_at": now,
+        "encrypted": False,
+        "key_id": None,
+        "wrapped_key": None,
+        "piece_size": None,
+    }
+    session = {
+        "file_id": file_id,
+        "part_size": PART_SIZE,
+        "part_count": max(1, -(-size // PART_SIZE)),
+        "storage_upload_id": None,
+        "expected_sha256": None,
+        "created_at": now,
+        "expires_at": now + SESSION_TTL,
+        "protocol": "native",
+    }
+    with pool().connection() as conn, conn.transaction():
+        files_sql.insert_file(conn, row)
+        sessions_sql.insert_session(conn, session)
+    shown = {
+        "file": {"id": str(file_id), "name": name, "mime_type": mime_type, "size_bytes": size},
+        "upload": {
+            "file_id": str(file_id),
+            "state": "open",
+            "part_size": PART_SIZE,
+            "part_count": session["part_count"],
+            "expires_at": session["expires_at"].isoformat(),
+        },
+    }
+    return Response(json.dumps(shown), status=201, mimetype="application/json")
+
+
+@app.get("/api/v1/files/<uuid:file_id>/content")
+def file_content(file_id: uuid.UUID) -> Response:
+    """One byte range (bytes=a-b) of a complete file the caller uploaded, from the disk."""
+    who = caller()
+    if who is None:
+        return Response(status=401)
+    wanted = RANGE.fullmatch(request.headers.get("Range", ""))
+    with pool().connection() as conn:
+        row = files_sql.file_by_id(conn, file_id)
+    if row is None or row.uploaded_by != who or row.deleted_at is not None or row.upload_state != "complete":
+        return Response(status=404)
+    first, last = (int(wanted[1]), int(wanted[2])) if wanted else (0, row.size_bytes - 1)
+    last = min(last, row.size_bytes - 1)
+    with open(os.path.join(os.environ["PLAIN_FS_ROOT"], *row.object_key.split("/")), "rb") as stored:
+        stored.seek(first)
+        data = stored.read(last - first + 1)
+    headers = {"Content-Range": f"bytes {first}-{last}/{row.size_bytes}", "Accept-Ranges": "bytes"}
+    return Response(data, status=206, mimetype="application/octet-stream", headers=headers)
+
+
+@cache
+def signer() -> Any:
+    from minio import Minio
+
+    return Minio(
+        os.environ["PLAIN_S3_ENDPOINT"], access_key="testing", secret_key="testing", region="us-east-1", secure=False
+    )
+
+
+@app.get("/api/v1/links/<string:token>")
+def link(token: str) -> Response:
+    try:
+        opened = Sealer(os.environ["PLAIN_LINK_SECRET"]).open(token)
+    except BadLink:
+        return Response(status=403)
+    if datetime.now(UTC) >= opened.expires_at:
+        return Response(status=403)
+    with pool().connection() as conn:
+        row = files_sql.file_by_id(conn, opened.file_id)
+    if row is None or row.deleted_at is not None or row.upload_state != "complete":
+        return Response(status=404)
+    url = signer().get_presigned_url(
+        "GET",
+        os.environ["PLAIN_S3_BUCKET"],
+        row.object_key,
+        expires=timedelta(minutes=5),
+        response_headers={
+            "response-content-type": "application/octet-stream",
+            "response-content-disposition": "attachment",
+            "response-cache-control": "private, no-store",
+        },
+    )
+    return Response(status=302, headers={"Location": url, "Cache-Control": "private, no-store"})

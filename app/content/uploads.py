@@ -75,7 +75,8 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
     now = rt.clock.now()
 
     def record(uow: UnitOfWork) -> Upload:
-        files_sql.insert_file(
+        # Both rows as the inserts answer them (a new session has no parts): no read after the writes.
+        row = files_sql.insert_file(
             uow.conn,
             {
                 "id": file_id,
@@ -93,7 +94,7 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
                 "piece_size": part_size if wrapped else None,
             },
         )
-        sessions_sql.insert_session(
+        session = sessions_sql.insert_session(
             uow.conn,
             {
                 "file_id": file_id,
@@ -106,7 +107,7 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
                 "protocol": new.protocol.name,
             },
         )
-        return _view(uow.conn, file_id)
+        return Upload(row, session)
 
     try:
         view = rt.db.unit_of_work(record, name="upload.create")
@@ -134,13 +135,6 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
         transfer=new.protocol.transfer,
     )
     return view
-
-
-def _view(conn: Conn, file_id: uuid.UUID) -> Upload:
-    row, session = files_sql.file_by_id(conn, file_id), sessions_sql.session_of(conn, file_id)
-    if row is None or session is None:
-        raise NotFound()
-    return Upload(row, session).with_parts(conn)
 
 
 def get_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> Upload:

@@ -13,7 +13,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from app.db import redaction
-from app.db.conn import Conn, one
+from app.db.conn import Conn, one, one_as
 from app.domain.ends import RemovedRow
 from app.domain.purge_plan import PurgeFacts
 from app.domain.redaction import BLANKED
@@ -77,17 +77,21 @@ def _rows(conn: Conn) -> psycopg.Cursor[FileRow]:
     return conn.cursor(row_factory=class_row(FileRow))
 
 
-def insert_file(conn: Conn, row: dict[str, Any]) -> None:
-    """Insert the row of a new upload (uploading, scan pending); a sealed one with its wrapped data key."""
+def insert_file(conn: Conn, row: dict[str, Any]) -> FileRow:
+    """Insert the row of a new upload (uploading, scan pending); a sealed one with its wrapped data key. Returns
+    the row as a read would (no round trip of its own)."""
     row = {"encrypted": False, "key_id": None, "wrapped_key": None, "piece_size": None, **row}
-    conn.execute(
-        """
+    return one_as(
+        conn,
+        FileRow,
+        f"""
         INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, scope_id, object_key,
                            upload_state, scan_status, created_at, last_change_at, encrypted, key_id, wrapped_key,
                            piece_size)
         VALUES (%(id)s, %(uploaded_by)s, %(purpose)s, %(original_name)s, %(mime_type)s, %(size_bytes)s,
                 %(scope_id)s, %(object_key)s, 'uploading', 'pending', %(created_at)s, %(created_at)s,
                 %(encrypted)s, %(key_id)s, %(wrapped_key)s, %(piece_size)s)
+        RETURNING {COLUMNS}
         """,
         row,
     )

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from app.db.conn import Conn, all_as, first_as
+from app.db.conn import Conn, all_as, first_as, one_as
 
 SESSION_COLUMNS = (
     "file_id, state, part_size, part_count, storage_upload_id, expected_sha256, created_at, "
@@ -45,14 +45,17 @@ class PartRow:
     etag: str
 
 
-def insert_session(conn: Conn, row: dict[str, Any]) -> None:
-    """Insert the upload session of a new file (open, with its expiry and part plan)."""
-    conn.execute(
-        """
+def insert_session(conn: Conn, row: dict[str, Any]) -> SessionRow:
+    """Insert the upload session of a new file (open, with its expiry and part plan); returns it as a read would."""
+    return one_as(
+        conn,
+        SessionRow,
+        f"""
         INSERT INTO upload_sessions (file_id, state, part_size, part_count, storage_upload_id, expected_sha256,
                                      created_at, expires_at, protocol)
         VALUES (%(file_id)s, 'open', %(part_size)s, %(part_count)s, %(storage_upload_id)s, %(expected_sha256)s,
                 %(created_at)s, %(expires_at)s, %(protocol)s)
+        RETURNING {SESSION_COLUMNS}
         """,
         {"protocol": "native", **row},
     )

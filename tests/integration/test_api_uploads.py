@@ -48,6 +48,14 @@ def test_a_full_upload_in_several_parts(lethe):
     assert content.headers["X-Content-Type-Options"] == "nosniff"
 
 
+def test_create_answers_what_a_read_of_the_upload_answers(lethe):
+    """createUpload answers the rows its inserts returned (no read after the writes): the same document as
+    getUpload's a moment later, to the field."""
+    created = lethe.start_upload(ALEX, b"twelve bytes", name="notes.txt", sha256=sha256(b"twelve bytes"))
+    shown = lethe.call("GET", f"/api/v1/uploads/{created['file']['id']}", ALEX)
+    assert shown.status_code == 200 and shown.json == created
+
+
 @pytest.mark.parametrize(
     "name, reason",
     [("", "empty"), ("x" * 256, "long"), ("bad\x00name", "nul"), ("tab\tname", "control"), ("del\x7f", "del")],
