@@ -6,6 +6,8 @@ a digest or a token (D15).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class LetheError(Exception):
     """Base of every error Lethe raises on purpose."""
@@ -212,6 +214,15 @@ class TooLarge(ReasonedError):
     status = 413
     code = "payload_too_large"
     title = "Payload too large"
+
+
+class QuotaExceeded(TooLarge):
+    """A new upload that does not fit its uploader's quota (413 `quota_exceeded`): `fields` go into the problem
+    document (the limit, what is held, what the upload asked for; counts only, never a name)."""
+
+    def __init__(self, detail: str, fields: dict[str, Any]):
+        super().__init__("quota_exceeded", detail)
+        self.fields = fields
 
 
 class BadRequest(ReasonedError):

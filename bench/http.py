@@ -287,7 +287,7 @@ def measure_hot(label: str, source: Path | None, url: str, broker_url: str, s3: 
     shutil.rmtree(objects, ignore_errors=True)
     # A link's redirect: S3 (moto) with file.s3.download redirect; the rows alone (presigning reads no object).
     s3_store = make_store("s3", s3, str(workdir))
-    rt = make_runtime(url, s3_store)
+    rt = make_runtime(url, s3_store, **{"file.fs.root": str(workdir / "fs-root")})  # (not the working directory's)
     reset_tables(rt)
     linked = seed(rt, s3_store, LINK_FILES, objects=False)
     rt.close()

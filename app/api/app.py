@@ -24,6 +24,7 @@ from app.api import (
     links,
     messages,
     ops,
+    principals,
     problems,
     receipts,
     slots,
@@ -142,7 +143,7 @@ def create_app(runtime: Runtime) -> Flask:
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
     api.register_converter(common.SegmentConverter, common.segment_schema)
     api.register_converter(common.PartNumberConverter, common.part_number_schema)
-    for module in (uploads, tus, files, links, messages, drafts, events, receipts, slots, erasures, holds):
+    for module in (uploads, tus, files, links, messages, drafts, events, receipts, slots, erasures, holds, principals):
         api.register_blueprint(module.blp)
     _allow_cors(app, runtime.cfg.api.cors_origins)
     app.register_error_handler(LetheError, problems.from_lethe_error)

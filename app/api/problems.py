@@ -55,8 +55,9 @@ def problem(
     detail: str | None = None,
     errors: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
+    fields: dict[str, Any] | None = None,
 ) -> Response:
-    """Build a problem+json response."""
+    """Build a problem+json response; `fields`: members of its own a problem type adds (RFC 9457 extensions)."""
     code = code or _CODES.get(status, "error")
     body = {
         "type": PROBLEM_TYPE + code,
@@ -70,6 +71,7 @@ def problem(
         body["detail"] = detail
     if errors:
         body["errors"] = errors
+    body.update(fields or {})
     response = Response(json.dumps(body, sort_keys=True), status=status, mimetype=MEDIA_TYPE)
     for name, value in (headers or {}).items():
         response.headers[name] = value
@@ -176,7 +178,15 @@ def from_lethe_error(exc: LetheError) -> Response:
         headers["WWW-Authenticate"] = (
             'Bearer error="invalid_token"' if reason in ("token_expired", "token_invalid") else "Bearer"
         )
-    return problem(exc.status, exc.code, exc.title, reason=reason, detail=getattr(exc, "detail", None), headers=headers)
+    return problem(
+        exc.status,
+        exc.code,
+        exc.title,
+        reason=reason,
+        detail=getattr(exc, "detail", None),
+        headers=headers,
+        fields=getattr(exc, "fields", None),
+    )
 
 
 # A constraint the schema validation should have met first; answered as a client error, never a 500, and

@@ -64,6 +64,13 @@ class ProblemSchema(Schema):
     reason = fields.String()
     detail = fields.String()
     errors = fields.Dict()
+    quota = fields.Dict(
+        metadata={
+            "description": "413 quota_exceeded: the quota the upload would pass (`purpose`: null for all the "
+            "principal's files), its `limit`, the `usage` held now and the `reservation` asked for, in bytes and "
+            "files."
+        }
+    )
 
 
 class ThumbnailSchema(Schema):
@@ -493,3 +500,78 @@ class FilesQuerySchema(Schema):
 class FileListSchema(NoNulls):
     files = fields.List(fields.Nested(FileSchema), required=True)
     next = fields.String(metadata={"description": "The cursor of the next page; absent on the last page."})
+
+
+def _limit(description: str) -> fields.Integer:
+    return fields.Integer(
+        strict=True,
+        allow_none=True,
+        validate=validate.Range(min=0, max=2**63 - 1),
+        metadata={"description": description},
+    )
+
+
+class QuotaLimitSchema(Schema):
+    """Limits of one purpose: left out, that count is not limited for the purpose alone; null, no limit."""
+
+    max_bytes = _limit("Most bytes; null: no limit.")
+    max_files = _limit("Most files; null: no limit.")
+
+
+class QuotaRequestSchema(Schema):
+    """A principal's own limits, replacing any it had. A limit left out is the installation's default
+    (quotas.default_bytes, quotas.default_files); null is no limit; `{}` returns the principal to the defaults."""
+
+    max_bytes = _limit("Most bytes of all its files; null: no limit.")
+    max_files = _limit("Most files in all; null: no limit.")
+    purposes = fields.Dict(
+        keys=fields.String(validate=validate.OneOf(PURPOSES)),
+        values=fields.Nested(QuotaLimitSchema),
+        metadata={"description": "Limits of the files of one purpose, besides those of all files."},
+    )
+
+
+class CountSchema(Schema):
+    used = fields.Integer(
+        required=True, metadata={"description": "Held by complete files (deleted ones until purged)."}
+    )
+    reserved = fields.Integer(required=True, metadata={"description": "Reserved by uploads in progress."})
+    limit = fields.Integer(required=True, allow_none=True, metadata={"description": "The limit; null: none."})
+
+
+class PurposeUsageSchema(Schema):
+    bytes = fields.Nested(CountSchema, required=True)
+    files = fields.Nested(CountSchema, required=True)
+
+
+class HeldSchema(Schema):
+    bytes = fields.Integer(required=True)
+    files = fields.Integer(required=True)
+
+
+class UsageSchema(PurposeUsageSchema):
+    """What a principal holds and may hold (variants of images count against the installation, not here)."""
+
+    principal_id = fields.UUID(required=True)
+    awaiting_purge = fields.Nested(
+        HeldSchema,
+        required=True,
+        metadata={"description": "Deleted files still counted: their purge is due after privacy.object_delete_delay."},
+    )
+    held_by_holds = fields.Nested(
+        HeldSchema,
+        required=True,
+        metadata={"description": "Of those, the ones a legal hold keeps: counted until the hold's release and purge."},
+    )
+    purposes = fields.Dict(
+        keys=fields.String(),
+        values=fields.Nested(PurposeUsageSchema),
+        required=True,
+        metadata={"description": "Per purpose the principal holds files of or has a limit for."},
+    )
+    quota = fields.Nested(
+        QuotaRequestSchema,
+        required=True,
+        allow_none=True,
+        metadata={"description": "The principal's own limits as set; null: the installation's defaults alone."},
+    )

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import psycopg
 
-from app.content import sessions
+from app.content import quotas, sessions
 from app.content.sessions import Upload, check_not_completing, check_open, require_write, visible
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
@@ -75,7 +75,9 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
     now = rt.clock.now()
 
     def record(uow: UnitOfWork) -> Upload:
-        # Both rows as the inserts answer them (a new session has no parts): no read after the writes.
+        # The quota first: a request that does not fit writes nothing. Then both rows as the inserts answer them
+        # (a new session has no parts): no read after the writes.
+        quotas.reserve(uow.conn, rt.limits.quota, principal.id, new.purpose, new.size_bytes)
         row = files_sql.insert_file(
             uow.conn,
             {
@@ -112,7 +114,8 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
     try:
         view = rt.db.unit_of_work(record, name="upload.create")
     except Exception:
-        # No row names the upload begun above: it goes as the rule allows (a failure leaves it to `lethe audit`).
+        # No row names the upload begun above (a refused quota, a failed commit): it goes as the rule allows, at
+        # once (a failure leaves it to `lethe audit`).
         try:
             rt.files.abort_uploads(sessions.clearance(rt, file_id, Reach.FILE), {file_id: [ref]})
         except (StorageError, psycopg.Error):

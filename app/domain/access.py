@@ -110,6 +110,17 @@ def may_hold(caller: Caller | None) -> bool:
     return caller is None or is_manager(caller)
 
 
+def may_set_quota(caller: Caller | None) -> bool:
+    """Setting a principal's quota: `manage`, or an operator's command (None)."""
+    return caller is None or is_manager(caller)
+
+
+def sees_usage(caller: Caller | None, principal_id: uuid.UUID) -> bool:
+    """A principal's usage and limits: the principal itself (what it may still upload is its business), `manage`,
+    or an operator's command (None)."""
+    return caller is None or caller.id == principal_id or is_manager(caller)
+
+
 def may_read_receipt(caller: Caller | None) -> bool:
     """Deletion receipts are for operators (D16): `manage`, or an operator's command (None)."""
     return caller is None or is_manager(caller)

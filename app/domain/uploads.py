@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import quote
 
+from app.domain.quotas import NO_LIMIT, Limit
+
 MAX_NAME_LENGTH = 255
 # A file name: no control character (Unicode category Cc: U+0000-U+001F, U+007F-U+009F). Written so that
 # Python and the JSON Schema of the OpenAPI document read it alike.
@@ -95,6 +97,7 @@ class UploadLimits:
     direct_url_ttl: timedelta  # the longest a direct upload's part URL lives
     sealed: bool  # new files are sealed under their own key (file.encryption)
     scan_max_size: int | None  # the largest file the scanner takes; None: no scanner configured
+    quota: Limit = NO_LIMIT  # the installation's default quota of a principal (quotas.default_*)
 
     def scan_reads(self, size_bytes: int) -> bool:
         """Whether the scan will stream every byte of a file of this size to clamd (a scanner is configured

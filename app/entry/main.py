@@ -32,7 +32,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from app.domain.access import SCOPES
-from app.entry import audit, cleanup, erase, hold, keyring, receipt, restore, retention, sweep, webhooks
+from app.entry import audit, cleanup, erase, hold, keyring, quota, receipt, restore, retention, sweep, webhooks
 from app.entry.ops import duration_arg, uuid_arg
 from app.entry.support import (
     EXIT_CONFIG,
@@ -365,7 +365,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 # The operator commands, a module each with its own parser (its add_parser), in the order `lethe --help` lists them.
-COMMAND_GROUPS = (cleanup, retention, sweep, audit, erase, hold, webhooks, restore, keyring, receipt)
+COMMAND_GROUPS = (cleanup, retention, sweep, audit, erase, hold, quota, webhooks, restore, keyring, receipt)
 
 
 def build_parser() -> argparse.ArgumentParser:

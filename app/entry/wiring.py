@@ -6,6 +6,7 @@ from __future__ import annotations
 from app.db.context import in_transaction
 from app.db.pool import Database, Timeouts
 from app.db.publisher import Outbox
+from app.domain.quotas import Limit
 from app.domain.uploads import UploadLimits
 from app.lifecycle import ends
 from app.lifecycle.deletion import mark_deleted
@@ -94,6 +95,7 @@ def build_runtime(
         direct_url_ttl=cfg.file.direct_url_ttl,
         sealed=cfg.file.encryption,
         scan_max_size=cfg.scan.max_size if cfg.scan.clamd_address else None,
+        quota=Limit(cfg.quotas.default_bytes, cfg.quotas.default_files),
     )
     runtime = Runtime(
         cfg=cfg,

@@ -28,6 +28,8 @@ TABLES = (
     "journal_pending",
     "file_variants",
     "files",
+    "quotas",
+    "principal_usage",  # after files: removing files counts them off
 )
 
 

@@ -63,6 +63,42 @@ class Size(fields.Field):  # type: ignore[type-arg]
             raise self.make_error("invalid") from None
 
 
+class LimitSize(Size):
+    """A size in bytes, or empty: no limit (None)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(allow_none=True, **kwargs)
+
+    default_error_messages = {"invalid": "Not a size (write it as bytes or as 10GiB; empty: no limit)."}
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if value is None or value == "":
+            return None
+        return super()._deserialize(value, attr, data, **kwargs)
+
+    def _validate(self, value: Any) -> None:
+        if value is not None:  # no limit: nothing to check
+            super()._validate(value)
+
+
+class LimitNumber(fields.Integer):
+    """A whole number, or empty: no limit (None)."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(allow_none=True, **kwargs)
+
+    default_error_messages = {"invalid": "Not a whole number (empty: no limit)."}
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if value is None or value == "":
+            return None
+        return super()._deserialize(value, attr, data, **kwargs)
+
+    def _validate(self, value: Any) -> None:
+        if value is not None:  # no limit: nothing to check
+            super()._validate(value)
+
+
 class EntryList(fields.Field):  # type: ignore[type-arg]
     """A list of objects as JSON text (or a list, from the TOML file), parsed by a function of the domain
     that names each bad entry and field, never a value."""
@@ -230,6 +266,8 @@ class Key:
         return {
             Duration: "duration",
             Size: "size",
+            LimitSize: "size or empty",
+            LimitNumber: "integer or empty",
             Flag: "boolean",
             Number: "integer",
             EntryList: "JSON list",

@@ -20,6 +20,8 @@ from app.platform.config.keys import (
     Flag,
     Key,
     KeyringField,
+    LimitNumber,
+    LimitSize,
     Number,
     Origins,
     Size,
@@ -585,6 +587,23 @@ class HoldsConfig:
 
 
 @dataclass(frozen=True)
+class QuotasConfig:
+    """Keys `quotas.*` (what one principal may hold; `lethe quota set` and setQuota give one principal its own)."""
+
+    default_bytes: int | None = key(
+        LimitSize(validate=_no_value_range(0)),
+        "",
+        "Most bytes one principal's files may hold (uploads in progress reserve their declared size; a deleted "
+        "file counts until its purge); empty: no limit. A principal's own quota overrides it.",
+    )
+    default_files: int | None = key(
+        LimitNumber(validate=_no_value_range(0)),
+        "",
+        "Most files one principal may hold, counted as default_bytes counts bytes; empty: no limit.",
+    )
+
+
+@dataclass(frozen=True)
 class WebhooksConfig:
     """Keys `webhooks.*` (Standard Webhooks 1.0)."""
 
@@ -645,6 +664,7 @@ class Config:
     retention: RetentionConfig
     storage: StorageConfig
     holds: HoldsConfig
+    quotas: QuotasConfig
     webhooks: WebhooksConfig
     image: ImageConfig
     journal: JournalConfig

@@ -1,0 +1,55 @@
+"""Quotas across api replicas: two `lethe api` processes on one database take 50 concurrent createUploads of one
+principal and reserve exactly up to its limit, never past it; the limit set by `lethe quota set` on the host is
+the one the api answers, and `lethe quota show` and `lethe quota check` read what the api reserved."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+
+from app.entry.embedded_pg import free_port
+from app.entry.token import mint_token
+from tests.e2e.conftest import start_api, wait_for_http
+
+SECRET = "e2e-secret-of-sufficient-length-0123456789"
+
+
+def lethe(env: dict, *args: str) -> subprocess.CompletedProcess:
+    """An operator's command on the host, beside the roles (no metrics directory: it serves none)."""
+    env = {name: value for name, value in env.items() if name != "PROMETHEUS_MULTIPROC_DIR"}
+    return subprocess.run(
+        [sys.executable, "-m", "app.entry", *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_two_api_processes_never_reserve_past_a_principals_limit(start_role, role_env, tmp_path):
+    person = uuid.uuid4()
+    set_on_host = lethe(role_env, "quota", "set", str(person), "--max-files", "10", "--max-bytes", "1MiB")
+    assert set_on_host.returncode == 0, set_on_host.stderr
+    bases = []
+    for n in range(2):
+        env = dict(role_env, LETHE_API_PORT=str(free_port()), PROMETHEUS_MULTIPROC_DIR=str(tmp_path / f"metrics-{n}"))
+        api = start_api(start_role, env)
+        base = f"http://127.0.0.1:{env['LETHE_API_PORT']}"
+        wait_for_http(base + "/readyz", api)
+        bases.append(base)
+    headers = {"Authorization": f"Bearer {mint_token(SECRET, person)}"}
+    shown = requests.get(f"{bases[1]}/api/v1/principals/{person}/usage", headers=headers, timeout=10).json()
+    assert shown["files"]["limit"] == 10 and shown["bytes"]["limit"] == 1024 * 1024
+
+    def create(n: int) -> int:
+        body = {"name": "report.pdf", "size_bytes": 1000, "mime_type": "application/pdf"}
+        return requests.post(f"{bases[n % 2]}/api/v1/uploads", json=body, headers=headers, timeout=60).status_code
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(create, range(50)))
+    assert answers.count(201) == 10 and answers.count(413) == 40, answers
+    shown = json.loads(lethe(role_env, "quota", "show", str(person), "--json").stdout)
+    assert shown["files"]["reserved"] == 10 and shown["bytes"]["reserved"] == 10_000
+    checked = lethe(role_env, "quota", "check")
+    assert checked.returncode == 0 and "no drift" in checked.stdout
