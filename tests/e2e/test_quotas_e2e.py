@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import requests
 
@@ -19,7 +20,7 @@ from tests.e2e.conftest import start_api, wait_for_http
 SECRET = "e2e-secret-of-sufficient-length-0123456789"
 
 
-def lethe(env: dict, *args: str) -> subprocess.CompletedProcess:
+def lethe(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """An operator's command on the host, beside the roles (no metrics directory: it serves none)."""
     env = {name: value for name, value in env.items() if name != "PROMETHEUS_MULTIPROC_DIR"}
     return subprocess.run(
@@ -43,7 +44,7 @@ def test_two_api_processes_never_reserve_past_a_principals_limit(start_role, rol
     assert shown["files"]["limit"] == 10 and shown["bytes"]["limit"] == 1024 * 1024
 
     def create(n: int) -> int:
-        body = {"name": "report.pdf", "size_bytes": 1000, "mime_type": "application/pdf"}
+        body: dict[str, Any] = {"name": "report.pdf", "size_bytes": 1000, "mime_type": "application/pdf"}
         return requests.post(f"{bases[n % 2]}/api/v1/uploads", json=body, headers=headers, timeout=60).status_code
 
     with ThreadPoolExecutor(16) as pool:
