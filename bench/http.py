@@ -10,8 +10,9 @@ database of its own, seeds 40,000 complete, unattached files of one user, and dr
 - with `--batch`: POST /api/v1/files/batch-delete (batchDeleteFiles, `--batch-size` new ids a request),
   reported in files/s beside deleteFile's
 - with `--hot`, the other hot answers: a 1 MiB byte range of 4 MiB files on fs (getFileContent with Range),
-  createUpload (a 1 MiB native upload, its rows and answer), and a link's redirect (getLinkContent with
-  file.s3.download redirect, on moto: the link opened, the row read, a URL presigned, 302)
+  createUpload (a 1 MiB native upload, its rows and answer; again for a principal with a quota of its own,
+  target within 10% of the one without), and a link's redirect (getLinkContent with file.s3.download
+  redirect, on moto: the link opened, the row read, a URL presigned, 302)
 
 With `--plain`, bench/plain.py's handlers doing the same durable work are measured in every round after the
 tree's own, and the ratios printed (deleteFile's targets: at least 0.7 of the plain requests/s, a p99 at most
@@ -45,6 +46,7 @@ import shutil
 import subprocess
 import tempfile
 import urllib.request
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -238,6 +240,7 @@ def measure_plain(url: str, broker_url: str, workdir: Path, args, confirm: bool)
 
 HOT_FILES, HOT_SIZE = 64, 4 * 1024 * 1024  # 256 MiB on disk: the page cache holds it, as a busy api's would
 LINK_FILES = 2_000
+QUOTA_OWNER = uuid.UUID("00000000-0000-4000-8000-00000000a0a0")  # createUpload under a quota of its own
 LINK_SECRET = "bench-link-secret-of-sufficient-length-0123456789"
 
 
@@ -263,6 +266,11 @@ def measure_hot(label: str, source: Path | None, url: str, broker_url: str, s3: 
     rt = make_runtime(url, store)
     reset_tables(rt)
     ids = seed(rt, store, HOT_FILES, size=HOT_SIZE)
+    if source is not None:  # a principal with a quota of its own, beside OWNER, who has none
+        from app.db.quotas import set_quota
+
+        limits = {"max_bytes": 10**15, "max_files": 10**9}
+        rt.db.unit_of_work(lambda uow: set_quota(uow.conn, QUOTA_OWNER, limits, datetime.now(UTC)), name="bench")
     rt.close()
     env = {
         "PATH": os.environ["PATH"],
@@ -281,6 +289,11 @@ def measure_hot(label: str, source: Path | None, url: str, broker_url: str, s3: 
         warm_up(base, token, ids_file, args)
         results[name("1 MiB range")] = wrk(base, LUA, dict(common, BENCH_METHOD="RANGE"), args)
         results[name("createUpload")] = wrk(base, LUA, dict(common, BENCH_METHOD="CREATE"), args)
+        if source is not None:
+            limited = mint_token(SECRET, QUOTA_OWNER, ("files:read", "files:write"))
+            results["createUpload (quota)"] = wrk(
+                base, LUA, dict(common, BENCH_TOKEN=limited, BENCH_METHOD="CREATE"), args
+            )
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(30)
@@ -492,6 +505,12 @@ def main() -> None:
                     f"p99 {mine['p99_us'] / plain['p99_us']:.2f}x its"
                     + (" (targets: >= 0.7, <= 1.5x)" if endpoint == "deleteFile" else "")
                 )
+        if "createUpload (quota)" in rows:
+            on, off = rows["createUpload (quota)"], rows["createUpload"]
+            print(
+                f"{label}: createUpload under a quota / without requests/s = {on['rps'] / off['rps']:.2f}; "
+                f"p99 {on['p99_us'] / off['p99_us']:.2f}x (target: within 10%)"
+            )
         if "batchDeleteFiles" in rows:
             batch = rows["batchDeleteFiles"]
             print(

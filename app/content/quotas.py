@@ -1,8 +1,10 @@
 """Quotas: reserved before the first byte, freed when the bytes go (the rules: app/domain/quotas.py).
 
-A new upload reserves its declared size in the transaction that creates its rows (`reserve`, under a lock of
-its principal that every api process shares): a request that does not fit is refused before any row is
-written, and the multipart upload begun in the store for it (S3) is aborted at once, before it held a byte. What a principal holds is counted by
+A new upload reserves its declared size by the insert of its rows: the database counts it at once and holds the
+principal's counters locked until the transaction ends, in every api process alike. `reserve` then reads the
+limits and those counters in the same transaction and refuses what does not fit: the transaction rolls back,
+so a refused request leaves no row, and the multipart upload begun in the store for it (S3) is aborted at once,
+before it held a byte. What a principal holds is counted by
 the database with each change of a file's row, so completion, abort, expiry, failure, blocking and the purge's
 removal of the row all move it in the transaction that commits them; `drift` checks the counters against the
 rows.
@@ -19,7 +21,7 @@ from app.db.conn import Conn
 from app.db.quotas import DriftRow, Waiting
 from app.domain import access
 from app.domain.access import Principal
-from app.domain.quotas import FIELDS, Held, Limit, Quota, Refusal, effective, refusal, total
+from app.domain.quotas import FIELDS, Held, Limit, Quota, Refusal, effective, refusal, without
 from app.domain.states import PURPOSES
 from app.domain.uploads import human_size
 from app.errors import Forbidden, Invalid, NotFound, QuotaExceeded
@@ -35,12 +37,13 @@ class Usage:
     principal_id: uuid.UUID
     document: dict[str, Any] | None  # the principal's own limits; None: the defaults alone
     quota: Quota
-    held: dict[str, Held]
+    everything: Held  # what all its files hold
+    held: dict[str, Held]  # per purpose
     waiting: Waiting
 
 
-def _check(quota: Quota, held: dict[str, Held], purpose: str, size_bytes: int) -> None:
-    refused = refusal(quota, held, purpose, size_bytes)
+def _check(quota: Quota, everything: Held, own: Held, purpose: str, size_bytes: int) -> None:
+    refused = refusal(quota, everything, own, purpose, size_bytes)
     if refused is not None:
         raise QuotaExceeded(_detail(refused), refused.body())
 
@@ -54,19 +57,16 @@ def _detail(refused: Refusal) -> str:
 
 
 def reserve(conn: Conn, default: Limit, principal_id: uuid.UUID, purpose: str, size_bytes: int) -> None:
-    """In the transaction that will insert the upload's rows (their insert is the reservation): lock the
-    principal, read its limits and what it holds, refuse what does not fit.
+    """Right after the insert of a new upload's rows, in their transaction (the insert reserved its size and
+    holds the principal's counters): refuse it when it does not fit. One statement, whether a quota applies or not.
 
     Raises:
-        QuotaExceeded: it does not fit; the caller's transaction rolls back, and nothing was written.
+        QuotaExceeded: it does not fit; the caller's transaction rolls back, and nothing it wrote stays.
     """
-    row = quotas_sql.quota_of(conn, principal_id)
-    quota = effective(row.limits if row else None, default)
-    if not quota.limits:
-        return
-    quotas_sql.lock_principal(conn, principal_id)
-    held = {usage.purpose: usage.held for usage in quotas_sql.usage_of(conn, principal_id)}
-    _check(quota, held, purpose, size_bytes)
+    seen = quotas_sql.standing(conn, principal_id, purpose)
+    quota = effective(seen.limits, default)
+    if quota.limits:
+        _check(quota, without(seen.everything, size_bytes), without(seen.of_purpose, size_bytes), purpose, size_bytes)
 
 
 def usage(rt: Runtime, caller: Principal | None, principal_id: uuid.UUID) -> Usage:
@@ -82,10 +82,10 @@ def usage(rt: Runtime, caller: Principal | None, principal_id: uuid.UUID) -> Usa
     def read(conn: Conn) -> Usage:
         row = quotas_sql.quota_of(conn, principal_id)
         held = {usage.purpose: usage.held for usage in quotas_sql.usage_of(conn, principal_id)}
+        everything = held.pop(quotas_sql.ALL, Held())
         document = row.limits if row else None
-        return Usage(
-            principal_id, document, effective(document, default), held, quotas_sql.waiting_of(conn, principal_id)
-        )
+        waiting = quotas_sql.waiting_of(conn, principal_id)
+        return Usage(principal_id, document, effective(document, default), everything, held, waiting)
 
     return rt.db.read(read)
 
@@ -135,10 +135,9 @@ def shown(usage: Usage) -> dict[str, Any]:
             "files": {"used": held.used_files, "reserved": held.reserved_files, "limit": limit.files},
         }
 
-    everything = total(usage.held.values())
     return {
         "principal_id": usage.principal_id,
-        **counts(everything, usage.quota.all),
+        **counts(usage.everything, usage.quota.all),
         "awaiting_purge": {"bytes": usage.waiting.bytes, "files": usage.waiting.files},
         "held_by_holds": {"bytes": usage.waiting.held_bytes, "files": usage.waiting.held_files},
         "purposes": {

@@ -75,9 +75,8 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
     now = rt.clock.now()
 
     def record(uow: UnitOfWork) -> Upload:
-        # The quota first: a request that does not fit writes nothing. Then both rows as the inserts answer them
-        # (a new session has no parts): no read after the writes.
-        quotas.reserve(uow.conn, rt.limits.quota, principal.id, new.purpose, new.size_bytes)
+        # Both rows as the inserts answer them (a new session has no parts): no read after the writes. Inserting
+        # the file reserves its size; the quota then refuses what does not fit, and nothing stays.
         row = files_sql.insert_file(
             uow.conn,
             {
@@ -109,6 +108,7 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
                 "protocol": new.protocol.name,
             },
         )
+        quotas.reserve(uow.conn, rt.limits.quota, principal.id, new.purpose, new.size_bytes)
         return Upload(row, session)
 
     try:

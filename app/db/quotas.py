@@ -1,6 +1,6 @@
-"""SQL of quotas: a principal's limits, what it holds (the `principal_usage` counters, which triggers on `files`
-keep in the transaction of every change to a file's row: migration 0025), the lock that makes a reservation
-exact across api processes, and the check of the counters against the rows."""
+"""SQL of quotas: a principal's limits, what it holds (the `principal_usage` counters, per purpose and in all under
+the purpose '*', which triggers on `files` keep in the transaction of every change to a file's row, holding the
+principal's rows locked until it commits: migration 0025), and the check of the counters against the rows."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from app.domain.quotas import Held
 
 # A file's charge, as the triggers count it ('reserved', 'used' or NULL): the one SQL definition, in the database.
 _CHARGE = "file_charge(f.upload_state, f.scan_status)"
+ALL = "*"  # the purpose of a principal's counters of all its files
+_HELD = ("reserved_bytes", "reserved_files", "used_bytes", "used_files")
 
 
 @dataclass(frozen=True)
@@ -97,14 +99,54 @@ def set_quota(conn: Conn, principal_id: UUID, limits: dict[str, Any], now: datet
     )
 
 
-def lock_principal(conn: Conn, principal_id: UUID) -> None:
-    """Wait for every other reservation of this principal and hold new ones back until this transaction ends (in
-    every api process: the lock is the database's), so that what it reads next is all there is."""
-    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('quota:' || %s::text, 0))", (principal_id,))
+@dataclass(frozen=True)
+class Standing:
+    """A principal's limits and what it holds in all and for one purpose, read in the transaction that has just
+    written a change of its files (whose counters it then holds locked: no other transaction moves them)."""
+
+    limits: dict[str, Any] | None
+    reserved_bytes: int
+    reserved_files: int
+    used_bytes: int
+    used_files: int
+    purpose_reserved_bytes: int
+    purpose_reserved_files: int
+    purpose_used_bytes: int
+    purpose_used_files: int
+
+    @property
+    def everything(self) -> Held:
+        """What all its files hold."""
+        return Held(self.reserved_bytes, self.reserved_files, self.used_bytes, self.used_files)
+
+    @property
+    def of_purpose(self) -> Held:
+        """What its files of the purpose hold."""
+        return Held(
+            self.purpose_reserved_bytes, self.purpose_reserved_files, self.purpose_used_bytes, self.purpose_used_files
+        )
+
+
+def standing(conn: Conn, principal_id: UUID, purpose: str) -> Standing:
+    """A principal's limits and counters, in all and for `purpose`: one statement, after a change of its files in
+    this transaction (the '*' row exists, and is this transaction's until it ends)."""
+    return one_as(
+        conn,
+        Standing,
+        f"""
+        SELECT (SELECT q.limits FROM quotas q WHERE q.principal_id = a.principal_id) AS limits,
+               {", ".join(f"a.{name}" for name in _HELD)},
+               {", ".join(f"coalesce(p.{name}, 0) AS purpose_{name}" for name in _HELD)}
+        FROM principal_usage a
+        LEFT JOIN principal_usage p ON p.principal_id = a.principal_id AND p.purpose = %(purpose)s
+        WHERE a.principal_id = %(principal)s AND a.purpose = '{ALL}'
+        """,
+        {"principal": principal_id, "purpose": purpose},
+    )
 
 
 def usage_of(conn: Conn, principal_id: UUID) -> list[UsageRow]:
-    """What a principal holds, per purpose (purposes it never held a file for have no row)."""
+    """What a principal holds, per purpose and in all (ALL); purposes it never held a file for have no row."""
     return all_as(
         conn,
         UsageRow,
@@ -130,28 +172,31 @@ def waiting_of(conn: Conn, principal_id: UUID) -> Waiting:
     )
 
 
+_COUNTED = f"""
+    SELECT f.uploaded_by AS principal_id, p AS purpose,
+           coalesce(sum(f.size_bytes) FILTER (WHERE {_CHARGE} = 'reserved'), 0)::bigint AS reserved_bytes,
+           count(*) FILTER (WHERE {_CHARGE} = 'reserved') AS reserved_files,
+           coalesce(sum(f.size_bytes) FILTER (WHERE {_CHARGE} = 'used'), 0)::bigint AS used_bytes,
+           count(*) FILTER (WHERE {_CHARGE} = 'used') AS used_files
+    FROM files f CROSS JOIN LATERAL unnest(ARRAY['{ALL}', f.purpose]) AS p
+    WHERE {_CHARGE} IS NOT NULL
+    GROUP BY f.uploaded_by, p
+"""
+
+
 def drift(conn: Conn, limit: int = 100) -> list[DriftRow]:
-    """Principals and purposes whose counters differ from what their rows hold (one read of every row of files:
-    an audit's, not a request's)."""
-    columns = ("reserved_bytes", "reserved_files", "used_bytes", "used_files")
+    """Principals and purposes (ALL: all its files) whose counters differ from what their rows hold (one read of
+    every row of files: an audit's, not a request's)."""
     return all_as(
         conn,
         DriftRow,
         f"""
-        WITH counted AS (
-            SELECT f.uploaded_by AS principal_id, f.purpose,
-                   coalesce(sum(f.size_bytes) FILTER (WHERE {_CHARGE} = 'reserved'), 0)::bigint AS reserved_bytes,
-                   count(*) FILTER (WHERE {_CHARGE} = 'reserved') AS reserved_files,
-                   coalesce(sum(f.size_bytes) FILTER (WHERE {_CHARGE} = 'used'), 0)::bigint AS used_bytes,
-                   count(*) FILTER (WHERE {_CHARGE} = 'used') AS used_files
-            FROM files f WHERE {_CHARGE} IS NOT NULL
-            GROUP BY f.uploaded_by, f.purpose
-        )
+        WITH counted AS ({_COUNTED})
         SELECT coalesce(u.principal_id, c.principal_id) AS principal_id, coalesce(u.purpose, c.purpose) AS purpose,
-               {", ".join(f"coalesce(u.{name}, 0) AS {name}" for name in columns)},
-               {", ".join(f"coalesce(c.{name}, 0) AS rows_{name}" for name in columns)}
+               {", ".join(f"coalesce(u.{name}, 0) AS {name}" for name in _HELD)},
+               {", ".join(f"coalesce(c.{name}, 0) AS rows_{name}" for name in _HELD)}
         FROM principal_usage u FULL JOIN counted c ON c.principal_id = u.principal_id AND c.purpose = u.purpose
-        WHERE {" OR ".join(f"coalesce(u.{name}, 0) <> coalesce(c.{name}, 0)" for name in columns)}
+        WHERE {" OR ".join(f"coalesce(u.{name}, 0) <> coalesce(c.{name}, 0)" for name in _HELD)}
         ORDER BY 1, 2
         LIMIT %s
         """,
@@ -165,14 +210,6 @@ def recount(conn: Conn) -> None:
     conn.execute("LOCK TABLE files IN SHARE MODE")
     conn.execute("DELETE FROM principal_usage")
     conn.execute(
-        f"""
-        INSERT INTO principal_usage (principal_id, purpose, reserved_bytes, reserved_files, used_bytes, used_files)
-        SELECT f.uploaded_by, f.purpose,
-               coalesce(sum(f.size_bytes) FILTER (WHERE {_CHARGE} = 'reserved'), 0),
-               count(*) FILTER (WHERE {_CHARGE} = 'reserved'),
-               coalesce(sum(f.size_bytes) FILTER (WHERE {_CHARGE} = 'used'), 0),
-               count(*) FILTER (WHERE {_CHARGE} = 'used')
-        FROM files f
-        GROUP BY f.uploaded_by, f.purpose
-        """
+        f"INSERT INTO principal_usage (principal_id, purpose, {', '.join(_HELD)}) "
+        f"SELECT principal_id, purpose, {', '.join(_HELD)} FROM ({_COUNTED}) AS counted"
     )

@@ -7,13 +7,13 @@ default: a purpose is limited only where the document limits it.
 
 What a principal holds is counted by the database with every change of a file's row: an upload in progress
 reserves its declared size, a complete file that is not blocked uses its size until its row is removed (after
-the purge), a failed or blocked file holds nothing. A new upload fits when what is held plus what it reserves
-stays within every limit that applies.
+the purge), a failed or blocked file holds nothing. A new upload fits when what was held before it plus what it
+reserves stays within every limit that applies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,22 +54,6 @@ class Held:
     def files(self) -> int:
         """Files held, reserved and used."""
         return self.reserved_files + self.used_files
-
-    def __add__(self, other: Held) -> Held:
-        return Held(
-            self.reserved_bytes + other.reserved_bytes,
-            self.reserved_files + other.reserved_files,
-            self.used_bytes + other.used_bytes,
-            self.used_files + other.used_files,
-        )
-
-
-def total(held: Iterable[Held]) -> Held:
-    """What several purposes hold together."""
-    summed = Held()
-    for one in held:
-        summed = summed + one
-    return summed
 
 
 @dataclass(frozen=True)
@@ -133,13 +117,17 @@ def _passes(limit: Limit, held: Held, size_bytes: int) -> bool:
     )
 
 
-def refusal(quota: Quota, held: Mapping[str, Held], purpose: str, size_bytes: int) -> Refusal | None:
-    """None when a new file of `size_bytes` for `purpose` fits every limit that applies; else why it does not
-    (the limit of all files first, then the purpose's)."""
-    everything = total(held.values())
+def refusal(quota: Quota, everything: Held, own: Held, purpose: str, size_bytes: int) -> Refusal | None:
+    """None when a new file of `size_bytes` for `purpose` fits every limit that applies, given what all the
+    principal's files and those of the purpose hold without it; else why it does not (the limit of all files
+    first, then the purpose's)."""
     if _passes(quota.all, everything, size_bytes):
         return Refusal(None, quota.all, everything, size_bytes)
-    own = held.get(purpose, Held())
     if _passes(quota.of(purpose), own, size_bytes):
         return Refusal(purpose, quota.of(purpose), own, size_bytes)
     return None
+
+
+def without(held: Held, size_bytes: int) -> Held:
+    """What was held before one upload of `size_bytes` reserved its size."""
+    return Held(held.reserved_bytes - size_bytes, held.reserved_files - 1, held.used_bytes, held.used_files)

@@ -8,10 +8,12 @@ CREATE TABLE quotas (
     updated_at   timestamptz NOT NULL
 );
 
--- What each principal holds, per purpose, kept by the triggers below in the transaction of every change to a
--- file's row: an upload in progress reserves its declared size; a complete file that is not blocked uses its
--- size until its row is removed (the purge's commit, so a deleted file still in its delay, or held, still
--- counts); a failed or blocked file holds nothing. No path that changes a file can forget to count it.
+-- What each principal holds, per purpose and in all (purpose '*'), kept by the triggers below in the transaction
+-- of every change to a file's row: an upload in progress reserves its declared size; a complete file that is not
+-- blocked uses its size until its row is removed (the purge's commit, so a deleted file still in its delay, or
+-- held, still counts); a failed or blocked file holds nothing. No path that changes a file can forget to count
+-- it, and a change holds its principal's '*' row locked until it commits: the check of a new upload against
+-- its quota, made after its rows are written, reads totals no other transaction can move.
 CREATE TABLE principal_usage (
     principal_id   uuid NOT NULL,
     purpose        text NOT NULL,
@@ -31,13 +33,15 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     END
 $$;
 
--- One change of charge added to a principal's usage (negative sizes take it off).
+-- One change of charge added to a principal's usage, in all ('*', first: every transaction locks a principal's
+-- rows in one order) and for the purpose (negative sizes take it off).
 CREATE FUNCTION principal_usage_add(principal uuid, file_purpose text, charge text, size bigint, files bigint)
 RETURNS void LANGUAGE sql AS $$
     INSERT INTO principal_usage AS u (principal_id, purpose, reserved_bytes, reserved_files, used_bytes, used_files)
-    VALUES (principal, file_purpose,
-            CASE WHEN charge = 'reserved' THEN size ELSE 0 END, CASE WHEN charge = 'reserved' THEN files ELSE 0 END,
-            CASE WHEN charge = 'used' THEN size ELSE 0 END, CASE WHEN charge = 'used' THEN files ELSE 0 END)
+    SELECT principal, p,
+           CASE WHEN charge = 'reserved' THEN size ELSE 0 END, CASE WHEN charge = 'reserved' THEN files ELSE 0 END,
+           CASE WHEN charge = 'used' THEN size ELSE 0 END, CASE WHEN charge = 'used' THEN files ELSE 0 END
+    FROM unnest(ARRAY['*', file_purpose]) AS p
     ON CONFLICT (principal_id, purpose) DO UPDATE SET
         reserved_bytes = u.reserved_bytes + excluded.reserved_bytes,
         reserved_files = u.reserved_files + excluded.reserved_files,
@@ -68,20 +72,20 @@ BEGIN
 END
 $$;
 
--- Rows removed (a purge's commit, a cleanup's removal of failed rows): one change per principal and purpose for
--- the whole statement, in a fixed order (two purges never wait on each other's counters crosswise).
+-- Rows removed (a purge's commit, a cleanup's removal of failed rows): one change per principal and purpose, and
+-- per principal in all, for the whole statement, in one order ('*' sorts first, as above).
 CREATE FUNCTION principal_usage_gone() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO principal_usage AS u (principal_id, purpose, reserved_bytes, reserved_files, used_bytes, used_files)
-    SELECT uploaded_by, purpose,
+    SELECT uploaded_by, p,
            -coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'), 0),
            -count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'),
            -coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'used'), 0),
            -count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'used')
-    FROM gone
+    FROM gone CROSS JOIN LATERAL unnest(ARRAY['*', purpose]) AS p
     WHERE file_charge(upload_state, scan_status) IS NOT NULL
-    GROUP BY uploaded_by, purpose
-    ORDER BY uploaded_by, purpose
+    GROUP BY uploaded_by, p
+    ORDER BY uploaded_by, p COLLATE "C"
     ON CONFLICT (principal_id, purpose) DO UPDATE SET
         reserved_bytes = u.reserved_bytes + excluded.reserved_bytes,
         reserved_files = u.reserved_files + excluded.reserved_files,
@@ -105,10 +109,10 @@ CREATE TRIGGER files_usage_delete AFTER DELETE ON files
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION principal_usage_gone();
 
 INSERT INTO principal_usage (principal_id, purpose, reserved_bytes, reserved_files, used_bytes, used_files)
-SELECT uploaded_by, purpose,
+SELECT uploaded_by, p,
        coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'), 0),
        count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'),
        coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'used'), 0),
        count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'used')
-FROM files
-GROUP BY uploaded_by, purpose;
+FROM files CROSS JOIN LATERAL unnest(ARRAY['*', purpose]) AS p
+GROUP BY uploaded_by, p;
