@@ -62,6 +62,7 @@ from common import (
     make_store,
     moto_server,
     reset_tables,
+    schema_for,
     seed,
     tree_of,
     wait_ready,
@@ -87,7 +88,11 @@ function setup(thread)
   table.insert(threads, thread)
 end
 
+local tokens = {}
+
 function init(args)
+  local many = os.getenv("BENCH_TOKENS")
+  if many then for line in io.lines(many) do table.insert(tokens, line) end end
   local n = 0
   for line in io.lines(path) do
     if n % 2 == tid then table.insert(ids, line) end
@@ -99,7 +104,9 @@ end
 function request()
   local id
   if method == "CREATE" then
-    return wrk.format("POST", "/api/v1/uploads", {["Authorization"] = "Bearer " .. token,
+    local bearer = token
+    if #tokens > 0 then bearer = tokens[math.random(#tokens)] end
+    return wrk.format("POST", "/api/v1/uploads", {["Authorization"] = "Bearer " .. bearer,
       ["Content-Type"] = "application/json"},
       '{"name": "bench.bin", "size_bytes": 1048576, "mime_type": "application/octet-stream"}')
   end
@@ -199,6 +206,7 @@ def warm_up(base: str, token: str, ids_file: Path, args) -> None:
 
 def measure_plain(url: str, broker_url: str, workdir: Path, args, confirm: bool) -> dict:
     """The same work on the plain stack (bench/plain.py), on files seeded as for `lethe api`."""
+    schema_for(ROOT, url)
     objects = workdir / "objects-plain"
     store = FsStore(str(objects))
     rt = make_runtime(url, store)
@@ -266,7 +274,10 @@ def measure_hot(label: str, source: Path | None, url: str, broker_url: str, s3: 
     rt = make_runtime(url, store)
     reset_tables(rt)
     ids = seed(rt, store, HOT_FILES, size=HOT_SIZE)
-    if source is not None:  # a principal with a quota of its own, beside OWNER, who has none
+    quotas = source is not None and rt.db.read(
+        lambda conn: conn.execute("SELECT to_regclass('quotas') IS NOT NULL").fetchone()[0]
+    )  # (an earlier tree's schema may have none)
+    if quotas:  # a principal with a quota of its own, beside OWNER, who has none
         from app.db.quotas import set_quota
 
         limits = {"max_bytes": 10**15, "max_files": 10**9}
@@ -289,11 +300,17 @@ def measure_hot(label: str, source: Path | None, url: str, broker_url: str, s3: 
         warm_up(base, token, ids_file, args)
         results[name("1 MiB range")] = wrk(base, LUA, dict(common, BENCH_METHOD="RANGE"), args)
         results[name("createUpload")] = wrk(base, LUA, dict(common, BENCH_METHOD="CREATE"), args)
-        if source is not None:
+        if quotas:
             limited = mint_token(SECRET, QUOTA_OWNER, ("files:read", "files:write"))
             results["createUpload (quota)"] = wrk(
                 base, LUA, dict(common, BENCH_TOKEN=limited, BENCH_METHOD="CREATE"), args
             )
+        # Many principals at once (as an application's users are): no two requests wait on one's usage
+        tokens = workdir / f"tokens-{label}"
+        tokens.write_text("\n".join(mint_token(SECRET, uuid.uuid4(), ("files:write",)) for _ in range(64)) + "\n")
+        results[name("createUpload, 64 principals")] = wrk(
+            base, LUA, dict(common, BENCH_TOKENS=str(tokens), BENCH_METHOD="CREATE"), args
+        )
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(30)
@@ -343,6 +360,7 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, args, batch: bool) -> dict:
+    schema_for(source, url)
     objects = workdir / f"objects-{label}"
     store = FsStore(str(objects))
     rt = make_runtime(url, store)
@@ -489,6 +507,7 @@ def main() -> None:
             ("1 MiB range", "1 MiB range (plain)"),
             ("createUpload", "createUpload (plain)"),
             ("link redirect", "link redirect (plain)"),
+            ("createUpload, 64 principals", "createUpload, 64 principals (plain)"),
         ):
             plain = next(
                 (
