@@ -21,6 +21,7 @@ from app.api import (
     files,
     holds,
     json_body,
+    limits,
     links,
     messages,
     ops,
@@ -34,6 +35,7 @@ from app.api import (
 from app.api.auth import Authenticator
 from app.api.schemas import ProblemSchema
 from app.domain.journal import GUARD_DETAIL
+from app.domain.rates import POLICIES
 from app.errors import LetheError
 from app.lifecycle.journal import RestoreGuard
 from app.platform.observability import metrics
@@ -137,6 +139,11 @@ def create_app(runtime: Runtime) -> Flask:
     app.url_map.converters["segment"] = common.SegmentConverter
     app.url_map.converters["part"] = common.PartNumberConverter
     authenticator = Authenticator.from_config(runtime.cfg)
+    limiter = limits.Limiter(
+        runtime,
+        {name: getattr(runtime.cfg.rate_limits, name) for name in POLICIES},
+        (runtime.cfg.auth.jwt_secret or runtime.cfg.auth.jwt_public_key or "lethe").encode(),
+    )
     app.register_blueprint(ops.blueprint)
     app.add_url_rule(SWAGGER_ASSETS + "<path:name>", "swagger_assets", _swagger_asset)
     api = LetheApi(app)
@@ -181,7 +188,18 @@ def create_app(runtime: Runtime) -> Flask:
             and request.method != "OPTIONS"
             and not request.path.startswith(links.PREFIX)
         ):
-            g.principal = authenticator.principal(request.headers.get("Authorization"))
+            policy = limiter.policy_of(app, request)
+            try:
+                g.principal = authenticator.principal(request.headers.get("Authorization"))
+            except LetheError:
+                # Counted per client address: a flood of bad credentials at what costs meets a limit too
+                if policy is not None and not (counted := limiter.count(policy, None, request.remote_addr)).allowed:
+                    return limits.refused(counted)
+                raise
+            if policy is not None:
+                g.rate = limiter.count(policy, g.principal, None)
+                if not g.rate.allowed:
+                    return limits.refused(g.rate)
             reads_json = request.method in ("POST", "PUT", "PATCH") and _reads_json(request.endpoint, request.method)
             if reads_json and _json_body_expected_but_not_sent():
                 return problems.problem(
@@ -199,6 +217,10 @@ def create_app(runtime: Runtime) -> Flask:
 
     @app.after_request
     def _count(response: Response) -> Response:
+        counted = g.get("rate")
+        if counted is not None:  # every answer of a limited operation says where the client stands
+            for name, value in counted.headers().items():
+                response.headers.setdefault(name, value)
         route = request.url_rule.rule if request.url_rule else "unmatched"
         metrics.HTTP_REQUESTS.labels(route, request.method, str(response.status_code)).inc()
         started = request.environ.get("lethe.started")

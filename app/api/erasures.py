@@ -10,6 +10,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from app.api.common import caller, problems, runtime
+from app.api.limits import rate_limited
 from app.api.schemas import ErasureRequestSchema, ErasureSchema
 from app.db.erasures import ErasureRow
 from app.db.receipts import ReceiptRow
@@ -28,6 +29,7 @@ class Erasures(MethodView):
     @blp.arguments(ErasureRequestSchema)
     @blp.response(202, ErasureSchema)
     @problems(blp, 403, 409, 422)
+    @rate_limited(blp, "erasures")
     def post(self, body: dict[str, Any]) -> Any:
         """Erase everything Lethe holds of a subject: their files (attached ones too), messages, drafts,
         slots, upload sessions and events. Answers at once; follow the state with getErasure. A second

@@ -12,6 +12,7 @@ from flask_smorest import Blueprint
 
 from app.api import serving
 from app.api.common import caller, problems, runtime
+from app.api.limits import rate_limited
 from app.api.schemas import (
     BatchDeleteResultsSchema,
     BatchDeleteSchema,
@@ -77,6 +78,7 @@ class FilesBatchDelete(MethodView):
     @blp.arguments(BatchDeleteSchema)
     @blp.response(200, BatchDeleteResultsSchema)
     @problems(blp, 403, 422)
+    @rate_limited(blp, "batch_deletes")
     def post(self, body: dict[str, Any]) -> Any:
         """Delete up to 1,000 of the caller's files at once (`files:write`). Every id gets the answer
         deleteFile would give it alone, in request order: 204 (deleted now), 404 `not_found` (the same for an
@@ -135,6 +137,7 @@ class FileLinks(MethodView):
     @blp.arguments(LinkCreateSchema)
     @blp.response(201, LinkSchema)
     @problems(blp, 403, 404, 410, 422, 501)
+    @rate_limited(blp, "links")
     def post(self, body: dict[str, Any], file_id: uuid.UUID) -> Any:
         """A link to the file that works without an Authorization header (an `<img src>`, a `<video src>`, a
         download), for at most file.link_ttl (`files:read` on a file the caller may read). It is sealed to

@@ -21,6 +21,7 @@ from werkzeug.http import http_date
 
 from app.api import problems as problem_answers
 from app.api.common import caller, problems, runtime
+from app.api.limits import rate_limited
 from app.api.schemas import UploadCreateSchema
 from app.content import tus
 from app.content.uploads import NewUpload
@@ -195,6 +196,7 @@ class TusUploads(MethodView):
         },
     )
     @problems(blp, 400, 403, 412, 413, 415, 422, 460)
+    @rate_limited(blp, "uploads")
     def post(self) -> Any:
         """Create a tus upload (creation), optionally with its first bytes (creation-with-upload). The same
         rules as createUpload: size, purpose, name, quotas, scan.max_size."""

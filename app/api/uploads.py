@@ -10,6 +10,7 @@ from flask.views import MethodView
 from flask_smorest import Blueprint
 
 from app.api.common import caller, problems, runtime
+from app.api.limits import rate_limited
 from app.api.schemas import FileSchema, PartSchema, PartUrlSchema, UploadCreateSchema, UploadViewSchema
 from app.content import direct, uploads
 from app.content.sessions import Upload
@@ -43,6 +44,7 @@ class Uploads(MethodView):
     @blp.arguments(UploadCreateSchema)
     @blp.response(201, UploadViewSchema)
     @problems(blp, 403, 413, 422)
+    @rate_limited(blp, "uploads")
     def post(self, body: dict[str, Any]) -> Any:
         """Start an upload: creates the file and its session, and answers the part size, count and expiry. With
         `"transfer": "direct"` (S3 only; 422 direct_transfer_unavailable on fs) the answer also carries a presigned
@@ -125,6 +127,7 @@ class UploadComplete(MethodView):
     @blp.doc(operationId="completeUpload")
     @blp.response(200, FileSchema)
     @problems(blp, 403, 404, 409, 410, 422)
+    @rate_limited(blp, "completions")
     def post(self, file_id: uuid.UUID) -> Any:
         """Assemble the file, verify its size and sha256, and start the scan. A mismatch fails the file
         (422 with reason size_mismatch or checksum_mismatch)."""

@@ -30,6 +30,7 @@ TABLES = (
     "files",
     "quotas",
     "principal_usage",  # after files: removing files counts them off
+    "rate_counts",
 )
 
 

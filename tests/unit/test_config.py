@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from app.domain.rates import Rate
 from app.errors import ConfigError
 from app.platform import config
 
@@ -358,6 +359,9 @@ def test_the_config_tree_names_exactly_the_keys_with_their_types():
     for name, hint in tree.items():
         if isinstance(config.KEYS_BY_NAME[name].field, limits):
             assert hint == int | None, name
+            continue
+        if isinstance(config.KEYS_BY_NAME[name].field, config.RateField):
+            assert hint == Rate | None, name
             continue
         assert (typing.get_origin(hint) or hint) is expected.get(type(config.KEYS_BY_NAME[name].field), str), name
     cfg = config.load({})

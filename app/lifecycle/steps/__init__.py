@@ -18,6 +18,7 @@ from app.lifecycle.steps import (
     old_receipts,
     pending_scans,
     pending_variants,
+    rate_windows,
     running_erasures,
     temporary_files,
     unkept_slot_files,
@@ -43,6 +44,7 @@ STEPS = (
     webhooks,  # n
     pending_variants,  # o
     untyped_files,  # p
+    rate_windows,  # q
 )
 
 

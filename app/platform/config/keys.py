@@ -99,6 +99,27 @@ class LimitNumber(fields.Integer):
             super()._validate(value)
 
 
+class RateField(fields.Field):  # type: ignore[type-arg]
+    """A rate limit, `600/1m` (requests per window, from 1s to 1d), or empty: no limit (None)."""
+
+    default_error_messages = {
+        "invalid": "Not a rate (write it as 600/1m: requests per window of 1s to 1d; empty: none)."
+    }
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(allow_none=True, **kwargs)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        from app.domain.rates import Rate, parse_rate
+
+        if value is None or isinstance(value, Rate):
+            return value  # already parsed (Config.replace)
+        try:
+            return parse_rate(str(value))
+        except ValueError:
+            raise self.make_error("invalid") from None
+
+
 class EntryList(fields.Field):  # type: ignore[type-arg]
     """A list of objects as JSON text (or a list, from the TOML file), parsed by a function of the domain
     that names each bad entry and field, never a value."""
@@ -268,6 +289,7 @@ class Key:
             Size: "size",
             LimitSize: "size or empty",
             LimitNumber: "integer or empty",
+            RateField: "rate or empty",
             Flag: "boolean",
             Number: "integer",
             EntryList: "JSON list",

@@ -10,6 +10,7 @@ from typing import Any
 from marshmallow import validate
 
 from app.domain.holds import DEFAULT_CASE_REF_PATTERN
+from app.domain.rates import Rate
 from app.domain.retention import Policy, UnmanagedPrefix
 from app.domain.webhooks import Endpoint
 from app.platform.config.entries import parse_endpoints, parse_policies, parse_prefixes
@@ -24,6 +25,7 @@ from app.platform.config.keys import (
     LimitSize,
     Number,
     Origins,
+    RateField,
     Size,
     Text,
     _conninfo,
@@ -604,6 +606,21 @@ class QuotasConfig:
 
 
 @dataclass(frozen=True)
+class RateLimitsConfig:
+    """Keys `rate_limits.*`: requests per window on what costs, per principal (a request without valid
+    credentials: per client address), counted in the database and shared by every api process. Upload parts, tus
+    PATCH chunks and reads are never limited. Empty: no limit."""
+
+    uploads: Rate | None = key(
+        RateField(), "600/1m", "createUpload (native, tus creation, direct) per principal: 429 rate_limited above it."
+    )
+    completions: Rate | None = key(RateField(), "600/1m", "completeUpload per principal.")
+    links: Rate | None = key(RateField(), "1200/1m", "createFileLink per principal (reading a link is never limited).")
+    batch_deletes: Rate | None = key(RateField(), "120/1m", "batchDeleteFiles per principal (up to 1,000 ids each).")
+    erasures: Rate | None = key(RateField(), "30/1h", "createErasure per principal (a manage token).")
+
+
+@dataclass(frozen=True)
 class WebhooksConfig:
     """Keys `webhooks.*` (Standard Webhooks 1.0)."""
 
@@ -665,6 +682,7 @@ class Config:
     storage: StorageConfig
     holds: HoldsConfig
     quotas: QuotasConfig
+    rate_limits: RateLimitsConfig
     webhooks: WebhooksConfig
     image: ImageConfig
     journal: JournalConfig

@@ -17,6 +17,12 @@ HTTP_REQUESTS = Counter(
 HTTP_DURATION = Histogram(
     "lethe_http_request_duration_seconds", "HTTP request duration by route template.", ["route", "method"]
 )
+RATE_LIMITED = Counter(
+    "lethe_rate_limited_total",
+    "Requests answered 429 rate_limited, by policy (rate_limits.*: uploads, completions, links, batch_deletes, "
+    "erasures).",
+    ["policy"],
+)
 UPLOADS_CREATED = Counter(
     "lethe_uploads_created_total",
     "Upload sessions created, by transfer: api (the bytes pass "
