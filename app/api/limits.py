@@ -1,6 +1,7 @@
 """Rate limits at the HTTP edge (the policies: app/domain/rates.py): an operation that costs is marked with
 `rate_limited`; before its handler runs, the request is counted in the database against its principal (or, a
-request without valid credentials, a keyed hash of its client address), shared by every api process. Above the
+request without valid credentials, its client address), shared by every api process; the count's key is a
+keyed hash of either, never the id or the address. Above the
 quota it is answered 429 `rate_limited` with Retry-After; every answer of a limited operation carries the
 RateLimit-Policy and RateLimit fields.
 """
@@ -49,10 +50,10 @@ def rate_limited(blp: Any, policy: str) -> Callable[[F], F]:
 class Limiter:
     """Counts the requests of limited operations; one per app."""
 
-    def __init__(self, rt: Runtime, rates: dict[str, Rate | None], address_secret: bytes):
+    def __init__(self, rt: Runtime, rates: dict[str, Rate | None], secret: bytes):
         self.rt = rt
         self.rates = rates
-        self.address_secret = address_secret
+        self.secret = secret
         self._policies: dict[tuple[str, str], str | None] = {}
 
     def policy_of(self, app: Flask, request: Request) -> str | None:
@@ -71,11 +72,10 @@ class Limiter:
         """Count one request (of `principal`, else of `address`) against `policy`."""
         rate = self.rates[policy]
         assert rate is not None
-        if principal is not None:
-            key = f"{policy}:p:{principal.id}"
-        else:  # an address is kept only as a keyed hash, for one window
-            digest = hmac.new(self.address_secret, (address or "").encode(), hashlib.sha256).hexdigest()[:32]
-            key = f"{policy}:a:{digest}"
+        # Neither a principal nor an address is stored: a keyed hash of either, for one window (an erasure has
+        # no id to find here)
+        who = f"p:{principal.id}" if principal is not None else f"a:{address or ''}"
+        key = f"{policy}:{hmac.new(self.secret, who.encode(), hashlib.sha256).hexdigest()[:32]}"
         start, ends_in = window_of(self.rt.clock.now(), rate)
         hits = self.rt.db.read(lambda conn: rates_sql.hit(conn, key, start))
         counted = Count(policy, rate, hits, ends_in)

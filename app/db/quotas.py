@@ -145,6 +145,12 @@ def standing(conn: Conn, principal_id: UUID, purpose: str) -> Standing:
     )
 
 
+def forget(conn: Conn, principal_id: UUID) -> None:
+    """Remove a principal's own limits and its counters (an erasure that left none of its files)."""
+    conn.execute("DELETE FROM principal_usage WHERE principal_id = %s", (principal_id,))
+    conn.execute("DELETE FROM quotas WHERE principal_id = %s", (principal_id,))
+
+
 def usage_of(conn: Conn, principal_id: UUID) -> list[UsageRow]:
     """What a principal holds, per purpose and in all (ALL); purposes it never held a file for have no row."""
     return all_as(

@@ -19,6 +19,7 @@ from app.db import erasures as sql
 from app.db import holds as holds_sql
 from app.db import keeps as keeps_sql
 from app.db import messages as messages_sql
+from app.db import quotas as quotas_sql
 from app.db import receipts as receipts_sql
 from app.db import slots as slots_sql
 from app.db.erasures import ErasedFile, ErasureRow
@@ -291,6 +292,7 @@ def _finish(rt: Runtime, row: ErasureRow, subject: uuid.UUID) -> str:
         def complete(uow: UnitOfWork) -> None:
             sql.finish(uow.conn, row.id, "complete", None, now)
             holds_sql.forget_subject(uow.conn, subject, now)  # released holds stop naming the person
+            quotas_sql.forget(uow.conn, subject)  # its quota and usage counters (all zero: nothing of it is left)
             journal.record_erasure(uow, rt.cfg, row.id, subject, now)  # replayed after a restore of the database
             if not webhooks.wanted(rt.cfg, ERASURE_COMPLETED):
                 return

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
+from app.api.limits import Limiter
 from app.domain.keys import tail_key
 from app.domain.tus import encode_metadata, parse_metadata
 from tests.support.helpers import problem, rows
@@ -584,7 +585,8 @@ def test_cors_lets_a_listed_origin_preflight_and_read_the_tus_headers(make_lethe
 class Transactions:
     """Counts the transactions a request runs: each unit of work, and each read on an autocommit connection
     (at least one transaction of its own). The outbox's removal of a job it published after a commit is the
-    jobs' plumbing, which every request that commits a job has (deleteFile's too): it is counted apart."""
+    jobs' plumbing, which every request that commits a job has (deleteFile's too): it is counted apart, and so is
+    a rate limit's count of the request (one statement, the edge's, before the handler)."""
 
     def __init__(self, lethe, monkeypatch):
         self.names: list[str] = []
@@ -608,9 +610,18 @@ class Transactions:
             finally:
                 inside.pop()
 
+        def limiting(limiter, *args):  # a rate limit's count: its one statement, before the handler runs
+            inside.append(True)
+            try:
+                return count(limiter, *args)
+            finally:
+                inside.pop()
+
+        count = Limiter.count
         monkeypatch.setattr(db, "unit_of_work", counted_unit)
         monkeypatch.setattr(db, "read", counted_read)
         monkeypatch.setattr(db, "after_commit", publishing)
+        monkeypatch.setattr(Limiter, "count", limiting)
 
 
 def test_the_patch_that_brings_the_last_byte_runs_three_transactions(lethe, monkeypatch):

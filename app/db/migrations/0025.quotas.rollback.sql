@@ -2,7 +2,7 @@
 DROP TRIGGER IF EXISTS files_usage_insert ON files;
 DROP TRIGGER IF EXISTS files_usage_update ON files;
 DROP TRIGGER IF EXISTS files_usage_delete ON files;
-DROP FUNCTION IF EXISTS principal_usage_gone();
+DROP FUNCTION IF EXISTS principal_usage_rows();
 DROP FUNCTION IF EXISTS principal_usage_row();
 DROP FUNCTION IF EXISTS principal_usage_add(uuid, text, text, bigint, bigint);
 DROP FUNCTION IF EXISTS file_charge(text, text);

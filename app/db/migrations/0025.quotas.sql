@@ -49,21 +49,19 @@ RETURNS void LANGUAGE sql AS $$
         used_files = u.used_files + excluded.used_files
 $$;
 
--- A row inserted, or changed in what it is charged: its old charge taken off, its new one put on.
+-- A row changed in what it is charged (a row at a time: the WHEN of its trigger leaves every other update, such as
+-- a delete's mark, without a call): its old charge taken off, its new one put on.
 CREATE FUNCTION principal_usage_row() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    charge_before text;
+    charge_before text := file_charge(OLD.upload_state, OLD.scan_status);
     charge_after text := file_charge(NEW.upload_state, NEW.scan_status);
 BEGIN
-    IF TG_OP = 'UPDATE' THEN
-        charge_before := file_charge(OLD.upload_state, OLD.scan_status);
-        IF charge_before IS NOT DISTINCT FROM charge_after AND OLD.size_bytes = NEW.size_bytes
-           AND OLD.uploaded_by = NEW.uploaded_by AND OLD.purpose = NEW.purpose THEN
-            RETURN NULL;
-        END IF;
-        IF charge_before IS NOT NULL THEN
-            PERFORM principal_usage_add(OLD.uploaded_by, OLD.purpose, charge_before, -OLD.size_bytes, -1);
-        END IF;
+    IF charge_before IS NOT DISTINCT FROM charge_after AND OLD.size_bytes = NEW.size_bytes
+       AND OLD.uploaded_by = NEW.uploaded_by AND OLD.purpose = NEW.purpose THEN
+        RETURN NULL;
+    END IF;
+    IF charge_before IS NOT NULL THEN
+        PERFORM principal_usage_add(OLD.uploaded_by, OLD.purpose, charge_before, -OLD.size_bytes, -1);
     END IF;
     IF charge_after IS NOT NULL THEN
         PERFORM principal_usage_add(NEW.uploaded_by, NEW.purpose, charge_after, NEW.size_bytes, 1);
@@ -72,25 +70,44 @@ BEGIN
 END
 $$;
 
--- Rows removed (a purge's commit, a cleanup's removal of failed rows): one change per principal and purpose, and
--- per principal in all, for the whole statement, in one order ('*' sorts first, as above).
-CREATE FUNCTION principal_usage_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Rows inserted or removed, a statement at a time (a purge's commit, a cleanup's removal of failed rows, a bulk
+-- load): one change per principal and purpose, and per principal in all, for the whole statement, in one order
+-- ('*' sorts first, as above).
+CREATE FUNCTION principal_usage_rows() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO principal_usage AS u (principal_id, purpose, reserved_bytes, reserved_files, used_bytes, used_files)
-    SELECT uploaded_by, p,
-           -coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'), 0),
-           -count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'),
-           -coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'used'), 0),
-           -count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'used')
-    FROM gone CROSS JOIN LATERAL unnest(ARRAY['*', purpose]) AS p
-    WHERE file_charge(upload_state, scan_status) IS NOT NULL
-    GROUP BY uploaded_by, p
-    ORDER BY uploaded_by, p COLLATE "C"
-    ON CONFLICT (principal_id, purpose) DO UPDATE SET
-        reserved_bytes = u.reserved_bytes + excluded.reserved_bytes,
-        reserved_files = u.reserved_files + excluded.reserved_files,
-        used_bytes = u.used_bytes + excluded.used_bytes,
-        used_files = u.used_files + excluded.used_files;
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO principal_usage AS u (principal_id, purpose, reserved_bytes, reserved_files, used_bytes, used_files)
+        SELECT uploaded_by, p,
+               coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'), 0),
+               count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'),
+               coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'used'), 0),
+               count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'used')
+        FROM added CROSS JOIN LATERAL unnest(ARRAY['*', purpose]) AS p
+        WHERE file_charge(upload_state, scan_status) IS NOT NULL
+        GROUP BY uploaded_by, p
+        ORDER BY uploaded_by, p COLLATE "C"
+        ON CONFLICT (principal_id, purpose) DO UPDATE SET
+            reserved_bytes = u.reserved_bytes + excluded.reserved_bytes,
+            reserved_files = u.reserved_files + excluded.reserved_files,
+            used_bytes = u.used_bytes + excluded.used_bytes,
+            used_files = u.used_files + excluded.used_files;
+    ELSE
+        INSERT INTO principal_usage AS u (principal_id, purpose, reserved_bytes, reserved_files, used_bytes, used_files)
+        SELECT uploaded_by, p,
+               -coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'), 0),
+               -count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'reserved'),
+               -coalesce(sum(size_bytes) FILTER (WHERE file_charge(upload_state, scan_status) = 'used'), 0),
+               -count(*) FILTER (WHERE file_charge(upload_state, scan_status) = 'used')
+        FROM gone CROSS JOIN LATERAL unnest(ARRAY['*', purpose]) AS p
+        WHERE file_charge(upload_state, scan_status) IS NOT NULL
+        GROUP BY uploaded_by, p
+        ORDER BY uploaded_by, p COLLATE "C"
+        ON CONFLICT (principal_id, purpose) DO UPDATE SET
+            reserved_bytes = u.reserved_bytes + excluded.reserved_bytes,
+            reserved_files = u.reserved_files + excluded.reserved_files,
+            used_bytes = u.used_bytes + excluded.used_bytes,
+            used_files = u.used_files + excluded.used_files;
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -98,7 +115,7 @@ $$;
 -- The triggers first: they lock the table against writers until this migration commits, so the count below
 -- and every change after it are each counted once.
 CREATE TRIGGER files_usage_insert AFTER INSERT ON files
-    FOR EACH ROW EXECUTE FUNCTION principal_usage_row();
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION principal_usage_rows();
 CREATE TRIGGER files_usage_update AFTER UPDATE OF upload_state, scan_status, size_bytes, uploaded_by, purpose ON files
     FOR EACH ROW
     WHEN (OLD.upload_state IS DISTINCT FROM NEW.upload_state OR OLD.scan_status IS DISTINCT FROM NEW.scan_status
@@ -106,7 +123,7 @@ CREATE TRIGGER files_usage_update AFTER UPDATE OF upload_state, scan_status, siz
           OR OLD.purpose IS DISTINCT FROM NEW.purpose)
     EXECUTE FUNCTION principal_usage_row();
 CREATE TRIGGER files_usage_delete AFTER DELETE ON files
-    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION principal_usage_gone();
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION principal_usage_rows();
 
 INSERT INTO principal_usage (principal_id, purpose, reserved_bytes, reserved_files, used_bytes, used_files)
 SELECT uploaded_by, p,
