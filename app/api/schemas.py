@@ -518,16 +518,20 @@ class QuotaLimitSchema(Schema):
     max_files = _limit("Most files; null: no limit.")
 
 
+# One member per purpose (an object of known names, so the contract says which: an unknown purpose is 422)
+QuotaPurposesSchema = Schema.from_dict(
+    {purpose: fields.Nested(QuotaLimitSchema) for purpose in PURPOSES}, name="QuotaPurposesSchema"
+)
+
+
 class QuotaRequestSchema(Schema):
     """A principal's own limits, replacing any it had. A limit left out is the installation's default
     (quotas.default_bytes, quotas.default_files); null is no limit; `{}` returns the principal to the defaults."""
 
     max_bytes = _limit("Most bytes of all its files; null: no limit.")
     max_files = _limit("Most files in all; null: no limit.")
-    purposes = fields.Dict(
-        keys=fields.String(validate=validate.OneOf(PURPOSES)),
-        values=fields.Nested(QuotaLimitSchema),
-        metadata={"description": "Limits of the files of one purpose, besides those of all files."},
+    purposes = fields.Nested(
+        QuotaPurposesSchema, metadata={"description": "Limits of the files of one purpose, besides those of all files."}
     )
 
 
