@@ -109,6 +109,13 @@ class StorageError(LetheError):
     title = "Storage unavailable"
 
 
+class Throttled(StorageError):
+    """The store asked for fewer requests (S3 `SlowDown`, a 503 or a 429): store-wide and transient. The driver
+    backs off and retries what is idempotent; what still meets it is retried later, and no file fails for it."""
+
+    code = "storage_throttled"
+
+
 class ObjectFailed(StorageError):
     """The store answered for one object (or one file's objects) with a refusal: AccessDenied on a key, a
     path component that is not a directory. Other objects are unaffected, so a purge isolates the file it

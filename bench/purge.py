@@ -7,8 +7,13 @@ For each driver it marks N files deleted (default 10,000) and measures files/s o
   remove_objects in batches of 1,000; plus one DELETE ... WHERE id = ANY(...) per 1,000 ids.
 
     python bench/purge.py [--files 10000] [--drivers fs s3 s3-versioned] [--webhook] [--hold]
+    python bench/purge.py --throttle 2000 [--files 5000]
 
 PostgreSQL from DATABASE_URL (else an embedded server); S3 is moto's server in a process of its own.
+
+With `--throttle RATE`: SeaweedFS behind a proxy that answers S3's 503 SlowDown above RATE deleted keys a second
+(tests/support/throttle.py, as providers cap DELETE per bucket); the batched purge runs through it, and the
+keys/s it reached are printed against RATE (target: at least 80%), with the SlowDown answers it met.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import time
 import uuid
 
 import psycopg
-from common import bench_database, machine, make_runtime, make_store, mark_all_deleted, moto_server
+from common import ROOT, bench_database, machine, make_runtime, make_store, mark_all_deleted, moto_server
 from common import seed as common_seed
 
 from app.domain.keys import original_key
@@ -109,6 +114,40 @@ def measure(rt, n: int, run) -> float:
     return n / elapsed
 
 
+def throttled(files: int, rate: float) -> None:
+    """The batched purge through a store that throttles at `rate` keys a second."""
+    from common import seaweed_server
+
+    sys.path.insert(0, str(ROOT))
+    from tests.support.stores import make_s3_store
+    from tests.support.throttle import ThrottlingProxy
+
+    with bench_database() as url, seaweed_server() as endpoint:
+        direct = make_s3_store(endpoint, server="seaweed")
+        proxy = ThrottlingProxy(endpoint, rate=rate).start()
+        try:
+            rt = make_runtime(url, make_s3_store(proxy.endpoint, bucket=direct.bucket, server="seaweed"))
+            try:
+                ids = common_seed(rt, direct, files, size=64)
+                mark_all_deleted(rt, ids)
+                rt.db.read(lambda conn: conn.execute("DELETE FROM outbox"))
+                started = time.perf_counter()
+                batched(rt, ids)
+                elapsed = time.perf_counter() - started
+            finally:
+                rt.close()
+        finally:
+            proxy.stop()
+    assert proxy.first_pass is not None and proxy.last_pass is not None
+    reached = proxy.keys_deleted / (proxy.last_pass - proxy.first_pass)
+    print(
+        f"throttled at {rate:,.0f} keys/s: {files:,} files ({proxy.keys_deleted:,} keys) purged in {elapsed:.1f} s; "
+        f"{reached:,.0f} keys/s while deleting = {reached / rate:.0%} of the rate allowed (target >= 80%); "
+        f"{proxy.refused} SlowDown answers",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=10_000)
@@ -121,7 +160,12 @@ def main() -> None:
     parser.add_argument(
         "--hold", action="store_true", help="a legal hold on a subject with no files: every claim checks it"
     )
+    parser.add_argument("--throttle", type=float, help="keys/s a throttling proxy in front of SeaweedFS allows")
     args = parser.parse_args()
+    if args.throttle:
+        print(f"machine: {machine()}; files: {args.files}")
+        throttled(args.files, args.throttle)
+        return
     settings = {}
     if args.webhook:
         import base64

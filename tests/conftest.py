@@ -200,6 +200,7 @@ ON_SEAWEED = {
     "test_restore_drills",
     "test_restore_faults",
     "test_quotas",
+    "test_throttled_store",
 }
 # Modules whose S3 tests also run on moto's plain bucket: elsewhere a versioned bucket proves all a plain one
 # does, and also that no delete left a version or a marker behind.

@@ -4,12 +4,14 @@
 # the key space (K2), and deletes every version and delete marker by id (D16). A refusal for one key is
 # returned as a DeleteFailure so the purge isolates its file (D7); only a store-wide failure raises. Error
 # messages carry the S3 error code only: minio's own messages contain the object key, which must never
-# reach a log (D15).
+# reach a log (D15). A store that throttles (SlowDown, 503, 429) is backed off from, with jittered waits and a
+# delete batch that shrinks while it throttles and grows back after (Backoff), never failing a file for it.
 """S3 ObjectStore through the minio client."""
 
 from __future__ import annotations
 
 import io
+import random
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -17,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import urllib3
 from minio import Minio
@@ -27,7 +29,8 @@ from minio.error import MinioException, S3Error
 from minio.helpers import md5sum_hash
 
 from app.domain.keys import KeySchemaError, validate_key
-from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
+from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, Throttled
+from app.platform.observability import metrics
 from app.storage.base import (
     OBJECT_LOCKED,
     DeleteFailure,
@@ -40,6 +43,7 @@ from app.storage.base import (
 )
 
 DELETE_BATCH = 1000  # the S3 DeleteObjects limit
+T = TypeVar("T")
 CHUNK = 1024 * 1024
 VERSIONING_REFRESH_S = 60.0  # a bucket can turn versioning on at any time: read it again this often
 LIST_THREADS = 8  # concurrent ListObjectVersions calls of one delete_many on a versioned bucket
@@ -59,6 +63,9 @@ _STORE_WIDE = {
     "AuthorizationHeaderMalformed",
 }
 _TRANSPORT = (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError)
+# Answers that ask for fewer requests (AWS, Ceph, MinIO, GCS's XML API, SeaweedFS name them so).
+_THROTTLING = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests"}
+_THROTTLING_STATUS = {429, 503}
 
 
 def _key(key: str) -> str:
@@ -72,9 +79,22 @@ def _store_wide(code: str | None, status: int | None = None) -> bool:
     return code in _STORE_WIDE or (status is not None and status >= 500)
 
 
+def _throttling(exc: Exception) -> bool:
+    """Whether a minio or transport error is the store asking for fewer requests: a throttling code or status,
+    or urllib3's retries of a 503 or a 429 run out."""
+    if isinstance(exc, S3Error):
+        return exc.code in _THROTTLING or getattr(exc.response, "status", None) in _THROTTLING_STATUS
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(exc.reason, urllib3.exceptions.ResponseError):
+        return any(f"too many {status} error" in str(exc.reason) for status in _THROTTLING_STATUS)
+    return False
+
+
 def _error(operation: str, exc: Exception) -> StorageError:
     """The one mapping of a minio or transport error: the S3 code only, never minio's message (it quotes
-    the key). A refusal of one object is ObjectFailed; anything else is store-wide."""
+    the key). Throttling is Throttled; a refusal of one object is ObjectFailed; anything else is store-wide."""
+    if _throttling(exc):
+        metrics.STORE_THROTTLED.labels(operation).inc()
+        return Throttled(f"s3 {operation} throttled: {getattr(exc, 'code', None) or 'status'}")
     if isinstance(exc, S3Error):
         status = getattr(exc.response, "status", None)
         if _store_wide(exc.code, status):
@@ -128,6 +148,54 @@ class Breaker:
     def close(self) -> None:
         self._failures = 0
         self._open_until = 0.0
+
+
+class Backoff:
+    """Bounded, jittered retries of a throttled call, and the size of delete batches, adapted to the store.
+
+    A throttled attempt waits a random time up to `base` doubled per attempt (at most `cap`: "full jitter", so
+    that the workers' retries spread out) and halves the batch; `attempts` throttled answers in a row end the
+    call with Throttled (the purge is retried later; no file fails). Each batch the store takes grows the next by a
+    quarter, back to DELETE_BATCH: additive growth, multiplicative decrease, as TCP shares a link.
+    """
+
+    def __init__(
+        self,
+        attempts: int = 10,
+        base: float = 0.05,
+        cap: float = 5.0,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ):
+        self.attempts, self.base, self.cap = attempts, base, cap
+        self._sleep, self._jitter = sleep, jitter
+        self._lock = threading.Lock()
+        self.batch = DELETE_BATCH
+
+    def wait(self, attempt: int) -> None:
+        """The pause after throttled attempt `attempt` (1, 2, ...)."""
+        self._sleep(self._jitter() * min(self.cap, self.base * 2 ** (attempt - 1)))
+
+    def throttled(self) -> None:
+        """The store throttled a batch: the next ones are half as large."""
+        with self._lock:
+            self.batch = max(1, self.batch // 2)
+
+    def took(self) -> None:
+        """The store took a batch: the next ones grow by a quarter, up to DELETE_BATCH."""
+        with self._lock:
+            self.batch = min(DELETE_BATCH, self.batch + max(1, self.batch // 4))
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """`fn`, retried while the store throttles it (an idempotent call only)."""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return fn()
+            except Throttled:
+                if attempt == self.attempts:
+                    raise
+                self.wait(attempt)
+        raise AssertionError("unreachable")
 
 
 def _upload_id(ref: MultipartRef) -> str:
@@ -189,7 +257,7 @@ class S3Store:
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=min(3.0, timeout), read=timeout),
             maxsize=pool_size,
-            retries=urllib3.Retry(total=2, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]),
+            retries=urllib3.Retry(total=2, backoff_factor=0.2, status_forcelist=[429, 500, 502, 503, 504]),
         )
         self.client = Minio(
             endpoint,
@@ -229,6 +297,7 @@ class S3Store:
         self.endpoint = endpoint  # host:port, as configured (file.s3.endpoint)
         self._create_bucket = create_bucket
         self.breaker = Breaker()
+        self.backoff = Backoff()
         self._lock = threading.Lock()
         self._versioning = "unknown"
         self._versioning_read_at = float("-inf")
@@ -394,14 +463,7 @@ class S3Store:
             return []
         if self.keeps_versions():
             return self._delete_all_versions(checked)
-        failures: list[DeleteFailure] = []
-        marked: list[str] = []
-        for start in range(0, len(checked), DELETE_BATCH):
-            batch_failures, batch_marked = self._delete_batch(
-                [DeleteObject(key) for key in checked[start : start + DELETE_BATCH]]
-            )
-            failures += batch_failures
-            marked += batch_marked
+        failures, marked = self._delete_batches([DeleteObject(key) for key in checked])
         if marked:
             # S3 answered with delete markers: versioning was turned on since it was last read. What the
             # plain delete hid is still there; delete every version of those keys (D16).
@@ -409,6 +471,31 @@ class S3Store:
                 self._versioning, self._versioning_read_at = "enabled", time.monotonic()
             failures += self._delete_all_versions(marked)
         return failures
+
+    def _delete_batches(self, objects: list[DeleteObject]) -> tuple[list[DeleteFailure], list[str]]:
+        """DeleteObjects calls of every object, in batches of the size the store takes now (Backoff): a
+        throttled batch waits and is sent again, smaller; deleting is idempotent, so nothing is deleted twice in
+        effect and nothing is skipped."""
+        failures: list[DeleteFailure] = []
+        marked: list[str] = []
+        done, attempt = 0, 0
+        while done < len(objects):
+            batch = objects[done : done + self.backoff.batch]
+            try:
+                batch_failures, batch_marked = self._delete_batch(batch)
+            except Throttled:
+                self.backoff.throttled()
+                attempt += 1
+                if attempt >= self.backoff.attempts:
+                    raise
+                self.backoff.wait(attempt)
+                continue
+            self.backoff.took()
+            attempt = 0
+            failures += batch_failures
+            marked += batch_marked
+            done += len(batch)
+        return failures, marked
 
     def _delete_batch(self, objects: list[DeleteObject]) -> tuple[list[DeleteFailure], list[str]]:
         """One DeleteObjects call (at most 1,000 objects). S3 answers per key: a store-wide code raises, a
@@ -420,6 +507,9 @@ class S3Store:
         for error in result.error_list:
             if error.code in _MISSING:
                 continue
+            if error.code in _THROTTLING:  # some keys throttled: the whole batch is sent again
+                metrics.STORE_THROTTLED.labels("delete_many").inc()
+                raise Throttled(f"s3 delete_many throttled: {error.code}")
             if _store_wide(error.code):
                 raise StorageError(f"s3 delete_many failed: {error.code}")
             locked = error.code == "AccessDenied" and "object lock" in (error.message or "").lower()
@@ -438,17 +528,20 @@ class S3Store:
         for key in keys:
             groups.setdefault(key.rsplit("/", 1)[0] + "/" if "/" in key else key, set()).add(key)
 
-        def versions_in(prefix: str) -> tuple[str, list[tuple[str, str]] | str]:
+        def listed(prefix: str) -> list[tuple[str, str]]:
             wanted = groups[prefix]
+            with self._mapped("list_object_versions"):
+                return [
+                    (item.object_name, item.version_id)
+                    for item in self.client.list_objects(
+                        self.bucket, prefix=prefix, recursive=True, include_version=True
+                    )
+                    if item.object_name in wanted and item.version_id
+                ]
+
+        def versions_in(prefix: str) -> tuple[str, list[tuple[str, str]] | str]:
             try:
-                with self._mapped("list_object_versions"):
-                    return prefix, [
-                        (item.object_name, item.version_id)
-                        for item in self.client.list_objects(
-                            self.bucket, prefix=prefix, recursive=True, include_version=True
-                        )
-                        if item.object_name in wanted and item.version_id
-                    ]
+                return prefix, self.backoff.call(lambda: listed(prefix))
             except ObjectFailed as exc:
                 return prefix, exc.store_code or "refused"
 
@@ -458,17 +551,14 @@ class S3Store:
                     failures += [DeleteFailure(key=key, code=found) for key in sorted(groups[prefix])]
                 else:
                     objects.extend(DeleteObject(key, version_id) for key, version_id in found)
-        for start in range(0, len(objects), DELETE_BATCH):
-            failures += self._delete_batch(objects[start : start + DELETE_BATCH])[0]
+        failures += self._delete_batches(objects)[0]
         locked = sorted({failure.key for failure in failures if failure.code == OBJECT_LOCKED})
-        for start in range(0, len(locked), DELETE_BATCH):
+        if locked:
             # A version the bucket's object lock keeps stays until its retain-until date; a delete marker over
             # it at least takes the key out of every plain read and listing (its versions stay listed).
             failures += [
                 failure
-                for failure in self._delete_batch([DeleteObject(key) for key in locked[start : start + DELETE_BATCH]])[
-                    0
-                ]
+                for failure in self._delete_batches([DeleteObject(key) for key in locked])[0]
                 if failure.code != OBJECT_LOCKED
             ]
         return failures

@@ -27,6 +27,13 @@ CASES = {
         {"lethe_purge_errors_total": "5x60", "lethe_file_purge_failing": "0x60"},
         45,
     ),
+    "LetheStoreThrottling": (
+        # Throttled while the oldest purge waits past half the delay (86400 s by default): at risk
+        {"lethe_store_throttled_total": "0+50x40", "lethe_file_purge_backlog_oldest_seconds": "50000x40"},
+        # Throttled, the backlog kept short: the backoff copes; and a backlog without throttling is another alert's
+        {"lethe_store_throttled_total": "0+50x40", "lethe_file_purge_backlog_oldest_seconds": "600x40"},
+        25,
+    ),
     "LetheScansPending": (
         {"lethe_scan_pending_oldest_seconds": "8000x60"},
         {"lethe_scan_pending_oldest_seconds": "7000x60"},
@@ -109,6 +116,35 @@ def test_the_rules_pass_promtool(promtool, rules, tmp_path):
             )
     (tmp_path / "tests.yml").write_text(
         yaml.safe_dump({"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests})
+    )
+    result = subprocess.run(
+        [promtool, "test", "rules", str(tmp_path / "tests.yml")], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_throttling_alert_clears_once_the_store_takes_the_deletes_again(promtool, rules, tmp_path):
+    """Throttled for 20 minutes with the backlog past half the delay, then neither: firing at 25m, quiet at 50m."""
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": rules}))
+    (rule,) = [r for group in rules for r in group["rules"] if r["alert"] == "LetheStoreThrottling"]
+    series = {
+        "lethe_store_throttled_total": "0+50x29 1450x30",
+        "lethe_file_purge_backlog_oldest_seconds": "50000x29 0x30",
+    }
+    test = {
+        "interval": "1m",
+        "input_series": [{"series": name, "values": values} for name, values in series.items()],
+        "alert_rule_test": [
+            {
+                "eval_time": "25m",
+                "alertname": "LetheStoreThrottling",
+                "exp_alerts": [{"exp_labels": rule["labels"], "exp_annotations": rule["annotations"]}],
+            },
+            {"eval_time": "50m", "alertname": "LetheStoreThrottling", "exp_alerts": []},
+        ],
+    }
+    (tmp_path / "tests.yml").write_text(
+        yaml.safe_dump({"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [test]})
     )
     result = subprocess.run(
         [promtool, "test", "rules", str(tmp_path / "tests.yml")], capture_output=True, text=True, timeout=120

@@ -17,6 +17,12 @@ HTTP_REQUESTS = Counter(
 HTTP_DURATION = Histogram(
     "lethe_http_request_duration_seconds", "HTTP request duration by route template.", ["route", "method"]
 )
+STORE_THROTTLED = Counter(
+    "lethe_store_throttled_total",
+    "Store calls the object store answered with a throttling answer (S3 SlowDown, 503, 429), by operation; the "
+    "driver backs off and retries deletes and listings.",
+    ["operation"],
+)
 RATE_LIMITED = Counter(
     "lethe_rate_limited_total",
     "Requests answered 429 rate_limited, by policy (rate_limits.*: uploads, completions, links, batch_deletes, "
