@@ -12,12 +12,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import http_sf
 import requests
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.conftest import start_api, wait_for_http
+from tests.support.helpers import rate_fields
 
 SECRET = "e2e-secret-of-sufficient-length-0123456789"
 
@@ -74,6 +74,6 @@ def test_two_api_processes_share_one_rate_limit_count(start_role, role_env, tmp_
         for n in range(6)
     ]
     assert [answer.status_code for answer in answers] == [404, 404, 404, 404, 429, 429]
-    remaining = [http_sf.parse(answer.headers["RateLimit"].encode(), tltype="list")[0][1]["r"] for answer in answers]
+    remaining = [rate_fields(answer.headers)[1]["r"] for answer in answers]
     assert remaining == [3, 2, 1, 0, 0, 0]
     assert answers[-1].json()["reason"] == "rate_limited" and int(answers[-1].headers["Retry-After"]) > 0

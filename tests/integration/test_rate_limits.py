@@ -8,23 +8,20 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
+from typing import Any
 
-import http_sf
 import pytest
 
 from app.lifecycle.cleanup import run_cleanup
-from tests.support.helpers import problem, rows
+from tests.support.helpers import problem, rate_fields, rows
 from tests.support.lethe import ALEX, OWNER, SAM
 
 pytestmark = pytest.mark.one_store
 
 
-def fields(response) -> tuple[dict, dict]:
+def fields(response) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the policy's parameters, the current ones) of the answer's RateLimit-Policy and RateLimit."""
-    ((name, policy),) = http_sf.parse(response.headers["RateLimit-Policy"].encode(), tltype="list")
-    ((same, current),) = http_sf.parse(response.headers["RateLimit"].encode(), tltype="list")
-    assert name == same
-    return {"name": name, **policy}, current
+    return rate_fields(response.headers)
 
 
 def create(lethe, person=ALEX, **headers):

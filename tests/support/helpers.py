@@ -98,3 +98,16 @@ def residue(raw_store, file_id) -> list[Any]:
     ]
     uploads = raw_store.client._list_multipart_uploads(raw_store.bucket).uploads
     return found + [("multipart", upload.object_name) for upload in uploads if file_id in upload.object_name]
+
+
+def rate_fields(headers: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the policy, with its name, and the current values) of an answer's RateLimit-Policy and RateLimit fields,
+    read by a structured-field parser no one here wrote (http-sf): one policy each, the same name."""
+    import http_sf
+
+    parsed: Any = http_sf.parse(headers["RateLimit-Policy"].encode(), tltype="list")
+    current: Any = http_sf.parse(headers["RateLimit"].encode(), tltype="list")
+    ((name, policy),) = parsed
+    ((same, now),) = current
+    assert name == same
+    return {"name": name, **policy}, dict(now)
