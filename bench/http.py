@@ -248,6 +248,11 @@ def measure_plain(url: str, broker_url: str, workdir: Path, args, confirm: bool)
 
 HOT_FILES, HOT_SIZE = 64, 4 * 1024 * 1024  # 256 MiB on disk: the page cache holds it, as a busy api's would
 LINK_FILES = 2_000
+# The handlers' own speed: a benchmark sends more than a principal may (rate_limits.*); their counting is
+# measured apart (createUpload, counted)
+NO_RATE_LIMITS = {
+    f"LETHE_RATE_LIMITS_{name.upper()}": "" for name in ("uploads", "completions", "links", "batch_deletes", "erasures")
+}
 QUOTA_OWNER = uuid.UUID("00000000-0000-4000-8000-00000000a0a0")  # createUpload under a quota of its own
 LINK_SECRET = "bench-link-secret-of-sufficient-length-0123456789"
 
@@ -292,6 +297,7 @@ def measure_hot(label: str, source: Path | None, url: str, broker_url: str, s3: 
         "LETHE_LOG_LEVEL": "WARNING",
         "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-hot-{label}"),
         "PLAIN_FS_ROOT": str(objects),
+        **NO_RATE_LIMITS,
     }
     proc, base = serve(source, env, free_port(), workdir / f"hot-{label}.log")
     try:
@@ -305,6 +311,24 @@ def measure_hot(label: str, source: Path | None, url: str, broker_url: str, s3: 
             results["createUpload (quota)"] = wrk(
                 base, LUA, dict(common, BENCH_TOKEN=limited, BENCH_METHOD="CREATE"), args
             )
+        if quotas:  # the same with rate_limits.uploads counting every request (a limit never reached)
+            counted, counted_base = serve(
+                source,
+                dict(
+                    env,
+                    LETHE_RATE_LIMITS_UPLOADS="100000000/1m",
+                    PROMETHEUS_MULTIPROC_DIR=str(workdir / f"metrics-counted-{label}"),
+                ),
+                free_port(),
+                workdir / f"hot-counted-{label}.log",
+            )
+            try:
+                results["createUpload (rate counted)"] = wrk(
+                    counted_base, LUA, dict(common, BENCH_METHOD="CREATE"), args
+                )
+            finally:
+                os.killpg(counted.pid, 15)
+                counted.wait(30)
         # Many principals at once (as an application's users are): no two requests wait on one's usage
         tokens = workdir / f"tokens-{label}"
         tokens.write_text("\n".join(mint_token(SECRET, uuid.uuid4(), ("files:write",)) for _ in range(64)) + "\n")
@@ -381,6 +405,7 @@ def measure(label: str, source: Path, url: str, broker_url: str, workdir: Path, 
         "LETHE_API_PORT": str(port),
         "LETHE_LOG_LEVEL": "WARNING",
         "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{label}"),
+        **NO_RATE_LIMITS,
     }
     proc = start_api(source, env, workdir / f"api-{label}.log")
     base = f"http://127.0.0.1:{port}"
@@ -524,6 +549,9 @@ def main() -> None:
                     f"p99 {mine['p99_us'] / plain['p99_us']:.2f}x its"
                     + (" (targets: >= 0.7, <= 1.5x)" if endpoint == "deleteFile" else "")
                 )
+        if "createUpload (rate counted)" in rows:
+            on, off = rows["createUpload (rate counted)"], rows["createUpload"]
+            print(f"{label}: createUpload with its rate counted / without requests/s = {on['rps'] / off['rps']:.2f}")
         if "createUpload (quota)" in rows:
             on, off = rows["createUpload (quota)"], rows["createUpload"]
             print(
