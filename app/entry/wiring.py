@@ -15,6 +15,7 @@ from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
 from app.platform.keys import Keyring
 from app.runtime import BrokerPort, Runtime
+from app.storage import s3 as s3_driver
 from app.storage.base import ObjectStore
 from app.storage.fs import FsStore
 from app.storage.guard import GuardedStore
@@ -55,6 +56,12 @@ def database_timeouts(cfg: Config) -> Timeouts:
     )
 
 
+def _count_throttled(operation: str) -> None:
+    from app.platform.observability import metrics
+
+    metrics.STORE_THROTTLED.labels(operation).inc()
+
+
 def build_runtime(
     cfg: Config,
     broker: BrokerPort,
@@ -74,6 +81,7 @@ def build_runtime(
     step through the journal themselves).
     """
     clock = clock or SystemClock()
+    s3_driver.count_throttled = _count_throttled  # the S3 driver's throttled calls, in this process's metrics
     db = Database(
         cfg.database.url,
         pool_size=cfg.database.pool_size,

@@ -30,7 +30,6 @@ from minio.helpers import md5sum_hash
 
 from app.domain.keys import KeySchemaError, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError, Throttled
-from app.platform.observability import metrics
 from app.storage.base import (
     OBJECT_LOCKED,
     DeleteFailure,
@@ -68,6 +67,13 @@ _THROTTLING = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExc
 _THROTTLING_STATUS = {429, 503}
 
 
+def _count_nothing(operation: str) -> None:
+    """No one counts throttled calls (the roles count them: app/entry/wiring.py sets `count_throttled`)."""
+
+
+count_throttled: Callable[[str], None] = _count_nothing  # called with the operation of each throttled call
+
+
 def _key(key: str) -> str:
     try:
         return validate_key(key)
@@ -93,7 +99,7 @@ def _error(operation: str, exc: Exception) -> StorageError:
     """The one mapping of a minio or transport error: the S3 code only, never minio's message (it quotes
     the key). Throttling is Throttled; a refusal of one object is ObjectFailed; anything else is store-wide."""
     if _throttling(exc):
-        metrics.STORE_THROTTLED.labels(operation).inc()
+        count_throttled(operation)
         return Throttled(f"s3 {operation} throttled: {getattr(exc, 'code', None) or 'status'}")
     if isinstance(exc, S3Error):
         status = getattr(exc.response, "status", None)
@@ -508,7 +514,7 @@ class S3Store:
             if error.code in _MISSING:
                 continue
             if error.code in _THROTTLING:  # some keys throttled: the whole batch is sent again
-                metrics.STORE_THROTTLED.labels("delete_many").inc()
+                count_throttled("delete_many")
                 raise Throttled(f"s3 delete_many throttled: {error.code}")
             if _store_wide(error.code):
                 raise StorageError(f"s3 delete_many failed: {error.code}")
