@@ -18,6 +18,8 @@
     lethe hold list | lethe hold release ID                      the holds; release one
     lethe webhooks list [--failed] | lethe webhooks redeliver ID  webhook deliveries
     lethe keys status | rotate [--dry-run] | generate ID         per-file keys and the keyring
+    lethe quota set UUID [--max-bytes S] [--max-files N] [--purpose P] | show UUID | check [--repair]
+                                                                 quotas, usage and the check of its counters
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -424,8 +426,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The roles that serve /metrics: each settles PROMETHEUS_MULTIPROC_DIR itself (prepare_multiprocess_dir).
+SERVING_ROLES = ("api", "worker", "scheduler", "dev")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if args.command not in SERVING_ROLES and metrics_dir and not os.path.isdir(metrics_dir):
+        # An operator's command beside a role whose metrics directory is not there (another container's, or not
+        # made yet): its counters stay in its own process, instead of a traceback at the first import
+        del os.environ["PROMETHEUS_MULTIPROC_DIR"]
     return args.func(args) or 0
 
 

@@ -23,8 +23,8 @@ SECRET = "e2e-secret-of-sufficient-length-0123456789"
 
 
 def lethe(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """An operator's command on the host, beside the roles (no metrics directory: it serves none)."""
-    env = {name: value for name, value in env.items() if name != "PROMETHEUS_MULTIPROC_DIR"}
+    """An operator's command on the host, beside the roles, with their environment (the roles' metrics directory
+    too, which the first command runs before any role made)."""
     return subprocess.run(
         [sys.executable, "-m", "app.entry", *args], env=env, capture_output=True, text=True, timeout=120
     )
