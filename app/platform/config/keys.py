@@ -63,40 +63,32 @@ class Size(fields.Field):  # type: ignore[type-arg]
             raise self.make_error("invalid") from None
 
 
-class LimitSize(Size):
-    """A size in bytes, or empty: no limit (None)."""
+class _NoLimitWhenEmpty(fields.Field):  # type: ignore[type-arg]
+    """A limit's field: empty (or None) is no limit, and nothing to check; anything else parses as its kind."""
 
     def __init__(self, **kwargs: Any):
         super().__init__(allow_none=True, **kwargs)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if value is None or value == "":
+            return None
+        return super()._deserialize(value, attr, data, **kwargs)
+
+    def _validate(self, value: Any) -> None:
+        if value is not None:
+            super()._validate(value)
+
+
+class LimitSize(_NoLimitWhenEmpty, Size):
+    """A size in bytes, or empty: no limit (None)."""
 
     default_error_messages = {"invalid": "Not a size (write it as bytes or as 10GiB; empty: no limit)."}
 
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
-        if value is None or value == "":
-            return None
-        return super()._deserialize(value, attr, data, **kwargs)
 
-    def _validate(self, value: Any) -> None:
-        if value is not None:  # no limit: nothing to check
-            super()._validate(value)
-
-
-class LimitNumber(fields.Integer):
+class LimitNumber(_NoLimitWhenEmpty, fields.Integer):
     """A whole number, or empty: no limit (None)."""
 
-    def __init__(self, **kwargs: Any):
-        super().__init__(allow_none=True, **kwargs)
-
     default_error_messages = {"invalid": "Not a whole number (empty: no limit)."}
-
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
-        if value is None or value == "":
-            return None
-        return super()._deserialize(value, attr, data, **kwargs)
-
-    def _validate(self, value: Any) -> None:
-        if value is not None:  # no limit: nothing to check
-            super()._validate(value)
 
 
 class RateField(fields.Field):  # type: ignore[type-arg]
