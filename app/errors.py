@@ -109,6 +109,15 @@ class StorageError(LetheError):
     title = "Storage unavailable"
 
 
+class StoreUnknown(StorageError):
+    """A file's row names a store that is not configured (file.stores lost it): nothing of the file can be read
+    or removed until it is declared again. A request answers 503; a job retries; `lethe stores list` names it."""
+
+    def __init__(self, name: str):
+        super().__init__("a file lies in a store that is not configured (see lethe stores list)")
+        self.store_name = name
+
+
 class Throttled(StorageError):
     """The store asked for fewer requests (S3 `SlowDown`, a 503 or a 429): store-wide and transient. The driver
     backs off and retries what is idempotent; what still meets it is retried later, and no file fails for it."""

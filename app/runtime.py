@@ -83,6 +83,8 @@ class Runtime:
     delete_files: DeleteFiles
     keyring: Keyring
     journal: JournalPort = field(default_factory=_NoJournalWriter)
+    # The stores besides the primary (`store`), by name (file.stores, and default when it is not the primary).
+    others: dict[str, ObjectStore] = field(default_factory=dict)
     # The database's migrations against this release's, checked on the first connection (app/db/migrate.py).
     schema: SchemaGuard = field(default_factory=SchemaGuard)
 
@@ -93,11 +95,40 @@ class Runtime:
         return cast(StoreMaintenance, self.store)
 
     @property
+    def primary(self) -> str:
+        """The name of the store new files go to (file.store.primary): `store`."""
+        return self.cfg.file.store.primary
+
+    @property
+    def store_names(self) -> list[str]:
+        """Every configured store's name, the primary first."""
+        return [self.primary, *sorted(set(self.others) - {self.primary})]
+
+    def store_named(self, name: str) -> ObjectStore:
+        """The store of this name (the primary is `store`, whatever was swapped in).
+
+        Raises:
+            StoreUnknown: no store of this name is configured (a file's row names a store file.stores lost).
+        """
+        if name == self.primary:
+            return self.store
+        try:
+            return self.others[name]
+        except KeyError:
+            from app.errors import StoreUnknown
+
+            raise StoreUnknown(name) from None
+
+    def maintenance_of(self, name: str) -> StoreMaintenance:
+        """The store of this name through its maintenance port (the audit and the sweeps run on every store)."""
+        return cast(StoreMaintenance, self.store_named(name))
+
+    @property
     def files(self) -> FileStore:
-        """A file's objects on the store: sealed under the file's own key when it is encrypted, and removed under
+        """A file's objects on their store: sealed under the file's own key when it is encrypted, and removed under
         the one rule for bytes (the only way to remove anything of a file). Made afresh from `store`, so that a
-        store swapped in (a test's fault) is used."""
-        return FileStore(self.store, self.keyring, self.cfg.file.encryption)
+        store swapped in (a test's fault) is used; a file's row names its store."""
+        return FileStore(self.store, self.keyring, self.cfg.file.encryption, named=self.store_named)
 
     def close(self) -> None:
         """Write what the journal writer holds, publish what the outbox holds, close the pool."""

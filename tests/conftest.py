@@ -201,6 +201,7 @@ ON_SEAWEED = {
     "test_restore_faults",
     "test_quotas",
     "test_throttled_store",
+    "test_stores",
 }
 # Modules whose S3 tests also run on moto's plain bucket: elsewhere a versioned bucket proves all a plain one
 # does, and also that no delete left a version or a marker behind.

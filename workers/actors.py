@@ -19,7 +19,7 @@ import psycopg
 from app.content import scan, variants
 from app.content.clamd import ClamdUnavailable
 from app.errors import NotFound, ObjectFailed, RestorePending, SchemaMismatch, StorageError
-from app.lifecycle import cleanup, erasure, purge, retention, sweeps, webhooks
+from app.lifecycle import cleanup, erasure, purge, retention, stores, sweeps, webhooks
 from app.lifecycle.journal import RestoreGuard
 from app.platform import jobs
 from app.platform.observability.logs import log_event
@@ -175,6 +175,13 @@ def erase_subject(rt: Runtime, erasure_id: str) -> None:
     the retries run out, the cleanup's step i runs the rounds of every running erasure."""
     if erasure.erase_round(rt, uuid.UUID(erasure_id)) == "running":
         raise dramatiq.Retry(delay=5_000)  # not an error: another round in 5 s
+
+
+@actor(jobs.STORES_QUEUE, max_retries=30, min_backoff=5_000, max_backoff=600_000, time_limit=60 * 60_000)
+def migrate_stores(rt: Runtime, migration_id: str) -> None:
+    """One batch of a migration between stores; it commits the next with its progress. When its retries run out,
+    or it waits for files to become movable, the cleanup's step r commits the next."""
+    stores.run_batch(rt, uuid.UUID(migration_id))
 
 
 @actor(jobs.WEBHOOK_QUEUE, max_retries=40, time_limit=30 * 60_000)

@@ -327,6 +327,13 @@ class ReceiptSchema(NoNulls):
             "nothing opens them."
         }
     )
+    stores = fields.List(
+        fields.String(),
+        metadata={
+            "description": "The stores (by name, file.stores) the file's objects were removed from: the one that "
+            "held it, and any a migration copied it to or from."
+        },
+    )
 
 
 class SlotPutSchema(Schema):

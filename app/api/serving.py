@@ -91,7 +91,7 @@ def respond(rt: Runtime, served: Served) -> Response:
         response = Response(status=status, mimetype=served.content_type, headers=headers)
         response.headers["Content-Length"] = str(length)
         return response
-    if rt.store.supports_direct and rt.cfg.file.s3.download == "redirect":
+    if rt.cfg.file.s3.download == "redirect" and rt.store_named(served.row.store).supports_direct:
         redirect = _redirect(rt, served, headers)
         if redirect is not None:
             return redirect

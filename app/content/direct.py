@@ -41,7 +41,8 @@ def part_urls(rt: Runtime, upload: Upload, numbers: Iterable[int]) -> list[PartU
     now = rt.clock.now()
     expires_at = min(upload.session.expires_at, now + rt.limits.direct_url_ttl)
     lifetime = max(expires_at - now, MIN_URL_LIFETIME)
-    return [PartUrl(number, rt.store.presign_part(upload.ref, number, lifetime), expires_at) for number in numbers]
+    store = rt.store_named(upload.file.store)  # the store the upload began in (the primary when it began)
+    return [PartUrl(number, store.presign_part(upload.ref, number, lifetime), expires_at) for number in numbers]
 
 
 def create(rt: Runtime, principal: Principal, new: NewUpload) -> tuple[Upload, list[PartUrl]]:

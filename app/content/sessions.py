@@ -87,6 +87,7 @@ class Upload:
             parts_open=self.session.state != "completed",
             tail=self.protocol.keeps_tail,
             sealed=self.file.encrypted,
+            store=self.file.store,
         )
 
     def with_parts(self, conn: Conn) -> Upload:
@@ -172,15 +173,18 @@ def remove_ended(rt: Runtime, upload: Upload) -> bool:
     return False
 
 
-def remove_strays(rt: Runtime, file_id: uuid.UUID, keys_of_file: list[str], cleared: Clearance | None = None) -> None:
+def remove_strays(
+    rt: Runtime, file_id: uuid.UUID, keys_of_file: list[str], cleared: Clearance | None = None, store: str | None = None
+) -> None:
     """Remove copies no row counts of a file that lives on (parts written after its completion, a tail whose
     bytes went into the last part, parts of a body that failed its checksum), unless a legal hold keeps them:
     they then go with the file's purge. `cleared`: the rule's answer a transaction of the caller took (else
-    one is asked now). A failure leaves them to the purge or to `lethe audit`."""
+    one is asked now). `store`: the file's (None: the primary). A failure leaves them to the purge or to
+    `lethe audit`."""
     if not keys_of_file:
         return
     try:
-        rt.files.remove_keys(cleared or clearance(rt, file_id, Reach.STRAY), {file_id: keys_of_file})
+        rt.files.remove_keys(cleared or clearance(rt, file_id, Reach.STRAY), {file_id: keys_of_file}, store=store)
     except (StorageError, psycopg.Error):
         log_event(
             log,
@@ -314,7 +318,7 @@ def _listed_parts(rt: Runtime, completion: Completion) -> tuple[list[UploadedPar
     answer 409 parts_missing (the client may still send them); a wrong size or a part past the plan is final
     (size_mismatch: the file fails and its purge aborts the upload)."""
     upload = completion.upload
-    listed = rt.store.list_parts(upload.ref)
+    listed = rt.store_named(upload.file.store).list_parts(upload.ref)
     problem = listed_parts_problem(
         [(part.part_number, part.size_bytes) for part in listed], upload.file.size_bytes, upload.session.part_size
     )
@@ -386,8 +390,10 @@ def after_completion(rt: Runtime, principal: Principal, finished: Finished, stra
     remove_strays(
         rt,
         file_id,
-        (strays or []) + rt.store.part_keys(str(file_id), completion.upload.session.part_count),
+        (strays or [])
+        + rt.store_named(completion.upload.file.store).part_keys(str(file_id), completion.upload.session.part_count),
         finished.cleared,
+        store=completion.upload.file.store,
     )
     reason = finished.assembled.reason
     if finished.outcome == "done":

@@ -93,7 +93,7 @@ def strip_original(rt: Runtime, row: FileRow) -> FileRow:
         # Deleted or ended meanwhile (its purge covers orig-(r+1) too), or another run of this job recorded the
         # same key first: the key goes only if the row does not name it.
         if after.object_key != key:
-            _remove(rt, row.id, [key])
+            _remove(rt, row.id, [key], row.store)
         return after
     log_event(
         log,
@@ -114,7 +114,7 @@ def _adopt_stripped(rt: Runtime, row: FileRow, mode: Mode) -> FileRow:
     (Without it, the row is left as it is: the scan finds the original missing, as it would have.)"""
     objects = FileObjects(row.id, row.object_key)
     files = rt.files
-    found = files.store.head(objects.next_original)
+    found = files.in_store(row.store).head(objects.next_original)
     size = (
         None
         if found is None
@@ -160,14 +160,14 @@ def _remove_replaced(rt: Runtime, row: FileRow) -> None:
     """Remove the originals the row's own replaced (orig-1..orig-(r-1)): they hold what was stripped."""
     replaced = FileObjects(row.id, row.object_key).replaced_originals
     if replaced:
-        _remove(rt, row.id, replaced)
+        _remove(rt, row.id, replaced, row.store)
 
 
-def _remove(rt: Runtime, file_id: uuid.UUID, keys: list[str]) -> None:
+def _remove(rt: Runtime, file_id: uuid.UUID, keys: list[str], store: str) -> None:
     cleared = rt.db.unit_of_work(
         lambda uow: keeps_sql.clearance(uow, [file_id], Reach.STRAY, rt.clock.now()), name="strip.clear"
     )
-    failures = rt.files.remove_keys(cleared, {file_id: keys})
+    failures = rt.files.remove_keys(cleared, {file_id: keys}, store=store)
     # A version a bucket's object lock keeps stays until its date (a delete marker hides it): only sealed files
     # are stored in such a bucket, under a key Lethe destroys with the file, as for every locked version.
     if any(failure.code != OBJECT_LOCKED for failure in failures):

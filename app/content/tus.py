@@ -408,9 +408,13 @@ class _Patch:
         """Parts written from a body that failed its checksum: on fs their objects go now (as strays: a legal
         hold keeps them for the purge); on S3 a part cannot be removed alone, and it stays inside the multipart
         upload (no object, nothing readable) until the next PATCH overwrites it or the session ends."""
-        keys_of_parts = self.rt.store.part_keys(str(self.file_id), max(numbers, default=0))
+        store = self.upload.file.store
+        keys_of_parts = self.rt.store_named(store).part_keys(str(self.file_id), max(numbers, default=0))
         sessions.remove_strays(
-            self.rt, self.file_id, [keys_of_parts[number - 1] for number in numbers if number <= len(keys_of_parts)]
+            self.rt,
+            self.file_id,
+            [keys_of_parts[number - 1] for number in numbers if number <= len(keys_of_parts)],
+            store=store,
         )
 
     def _ended(self) -> None:

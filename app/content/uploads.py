@@ -93,6 +93,7 @@ def create_upload(rt: Runtime, principal: Principal, new: NewUpload) -> Upload:
                 "key_id": wrapped.key_id if wrapped else None,
                 "wrapped_key": wrapped.wrapped if wrapped else None,
                 "piece_size": part_size if wrapped else None,
+                "store": rt.primary,  # every object of the file lies in the store it began in
             },
         )
         session = sessions_sql.insert_session(

@@ -31,7 +31,7 @@ COLUMNS = (
     "id, uploaded_by, purpose, original_name, mime_type, size_bytes, sha256, scope_id, object_key, "
     "upload_state, scan_status, created_at, scanned_at, deleted_at, last_change_at, retired_at, detected_type, "
     "completed_at, variants_state, variants_reason, encrypted, key_id, wrapped_key, piece_size, metadata_stripped, "
-    "size_as_sent, " + READY_VARIANTS
+    "size_as_sent, store, " + READY_VARIANTS
 )
 
 
@@ -66,6 +66,7 @@ class FileRow:
     piece_size: int | None = None  # plaintext bytes of each sealed piece of its original (its part size)
     metadata_stripped: str | None = None  # what its stored original no longer holds: 'location', 'all' (or None)
     size_as_sent: int | None = None  # the size sent, when the stored original is another (stripped)
+    store: str = "default"  # the store that holds every object of it (file.stores)
 
     @property
     def sent_size(self) -> int:
@@ -80,17 +81,17 @@ def _rows(conn: Conn) -> psycopg.Cursor[FileRow]:
 def insert_file(conn: Conn, row: dict[str, Any]) -> FileRow:
     """Insert the row of a new upload (uploading, scan pending); a sealed one with its wrapped data key. Returns
     the row as a read would (no round trip of its own)."""
-    row = {"encrypted": False, "key_id": None, "wrapped_key": None, "piece_size": None, **row}
+    row = {"encrypted": False, "key_id": None, "wrapped_key": None, "piece_size": None, "store": "default", **row}
     return one_as(
         conn,
         FileRow,
         f"""
         INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, scope_id, object_key,
                            upload_state, scan_status, created_at, last_change_at, encrypted, key_id, wrapped_key,
-                           piece_size)
+                           piece_size, store)
         VALUES (%(id)s, %(uploaded_by)s, %(purpose)s, %(original_name)s, %(mime_type)s, %(size_bytes)s,
                 %(scope_id)s, %(object_key)s, 'uploading', 'pending', %(created_at)s, %(created_at)s,
-                %(encrypted)s, %(key_id)s, %(wrapped_key)s, %(piece_size)s)
+                %(encrypted)s, %(key_id)s, %(wrapped_key)s, %(piece_size)s, %(store)s)
         RETURNING {COLUMNS}
         """,
         row,
@@ -311,7 +312,8 @@ def purge_facts(conn: Conn, file_ids: Sequence[UUID]) -> list[PurgeFacts]:
             """
             SELECT f.id AS file_id, true AS "exists", f.deleted_at, f.upload_state, f.scan_status, f.object_key,
                    s.state AS session_state, s.storage_upload_id, coalesce(s.part_count, 0) AS part_count, s.protocol,
-                   f.encrypted
+                   f.encrypted, f.store,
+                   ARRAY(SELECT c.store FROM store_copies c WHERE c.file_id = f.id ORDER BY c.store) AS copies
             FROM files f LEFT JOIN upload_sessions s ON s.file_id = f.id
             WHERE f.id = ANY(%s)
             """,
@@ -326,7 +328,9 @@ def delete_rows(
     receipt is made of (the Receipts subscriber writes it: app/lifecycle/ends.py)."""
     rows = conn.execute(
         "DELETE FROM files WHERE id = ANY(%s) RETURNING id, uploaded_by, coalesce(deleted_via, 'unknown') AS via, "
-        "deleted_at, removal_begun_at, (SELECT count(*) FROM file_variants v WHERE v.file_id = files.id) AS variants",
+        "deleted_at, removal_begun_at, (SELECT count(*) FROM file_variants v WHERE v.file_id = files.id) AS variants, "
+        "ARRAY[files.store] || ARRAY(SELECT c.store FROM store_copies c WHERE c.file_id = files.id "
+        "AND c.store <> files.store ORDER BY c.store) AS stores",
         (list(file_ids),),
     ).fetchall()
     locked = keys_locked or {}
@@ -340,6 +344,7 @@ def delete_rows(
             keys_deleted.get(row.id, 0),
             row.variants,
             locked.get(row.id, 0),
+            tuple(row.stores),
         )
         for row in rows
     ]

@@ -5,7 +5,7 @@ cleanup."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
@@ -30,11 +30,12 @@ class ReceiptRow:
     hold_too_late: bool
     variants_deleted: int = 0
     keys_locked: int = 0  # versions a bucket's object lock keeps, sealed under a data key destroyed at the purge
+    stores: list[str] = field(default_factory=lambda: ["default"])  # the stores its objects were removed from
 
 
 COLUMNS = (
     "file_id, via, marked_at, purged_at, keys_deleted, keys_confirmed_absent, deferred_by_hold, deferred_from, "
-    "deferred_until, removal_began_at, hold_too_late, variants_deleted, keys_locked"
+    "deferred_until, removal_began_at, hold_too_late, variants_deleted, keys_locked, stores"
 )
 
 
@@ -48,16 +49,17 @@ def write(conn: Conn, rows: Sequence[RemovedRow], now: datetime) -> None:
     conn.execute(
         """
         INSERT INTO receipts (file_id, via, marked_at, purged_at, keys_deleted, deferred_by_hold, deferred_from,
-                              deferred_until, removal_began_at, hold_too_late, variants_deleted, keys_locked)
+                              deferred_until, removal_began_at, hold_too_late, variants_deleted, keys_locked,
+                              stores)
         SELECT r.id, r.via, r.marked_at, greatest(%s, r.marked_at), r.keys, d.last_id,
                CASE WHEN d.last_id IS NOT NULL THEN greatest(d.first_placed, r.marked_at) END, d.last_released,
                r.begun,
                r.begun IS NOT NULL AND EXISTS (SELECT 1 FROM legal_holds h
                    WHERE (h.file_id = r.id OR h.subject_id = r.uploaded_by) AND h.created_at > r.begun),
-               r.variants, r.locked
+               r.variants, r.locked, string_to_array(r.stores, ',')
         FROM unnest(%s::uuid[], %s::uuid[], %s::text[], %s::timestamptz[], %s::timestamptz[], %s::int[], %s::int[],
-                    %s::int[])
-             AS r(id, uploaded_by, via, marked_at, begun, keys, variants, locked)
+                    %s::int[], %s::text[])
+             AS r(id, uploaded_by, via, marked_at, begun, keys, variants, locked, stores)
         LEFT JOIN LATERAL (
             SELECT (array_agg(h.id ORDER BY h.released_at DESC, h.id))[1] AS last_id,
                    min(h.created_at) AS first_placed, max(h.released_at) AS last_released
@@ -77,6 +79,7 @@ def write(conn: Conn, rows: Sequence[RemovedRow], now: datetime) -> None:
             [row.keys_deleted for row in rows],
             [row.variants_deleted for row in rows],
             [row.keys_locked for row in rows],
+            [",".join(row.stores) for row in rows],
         ),
     )
 

@@ -27,7 +27,8 @@ class Reach(enum.Enum):
 
     FILE = "file"  # the file's bytes: originals, variants, parts and tail of an ended session, its multipart upload
     STRAY = "stray"  # copies no row counts of a file that lives on: parts written after its completion, a tail whose
-    #                  bytes went into the last part, parts of a body that failed its checksum
+    #                  bytes went into the last part, parts of a body that failed its checksum, and a copy in a store
+    #                  that is not the file's own (the one a migration moved it from, or a copy that did not become it)
 
 
 class Keep(enum.Enum):
@@ -152,6 +153,7 @@ class RemovedRow:
     keys_deleted: int
     variants_deleted: int = 0  # the image variants it had recorded (their keys are among keys_deleted)
     keys_locked: int = 0  # versions a store's object lock keeps: sealed, under a data key that no longer exists
+    stores: tuple[str, ...] = ("default",)  # the stores its objects were removed from, its own first
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,10 @@ from typing import Any
 JOURNAL_PREFIX = "journal/"
 FILE_MARKED, OBJECTS_GONE, ROW_REMOVED = "file.marked", "file.objects_gone", "file.row_removed"
 ERASURE_COMPLETED, HOLD_PLACED, HOLD_RELEASED = "erasure.completed", "hold.placed", "hold.released"
-KINDS = (FILE_MARKED, OBJECTS_GONE, ROW_REMOVED, ERASURE_COMPLETED, HOLD_PLACED, HOLD_RELEASED)
+# A migration moved a file to another store (`store` names it): a database restored from before the move is told
+# where the file's objects are now.
+FILE_MOVED = "file.moved"
+KINDS = (FILE_MARKED, OBJECTS_GONE, ROW_REMOVED, ERASURE_COMPLETED, HOLD_PLACED, HOLD_RELEASED, FILE_MOVED)
 FILE_KINDS = (FILE_MARKED, OBJECTS_GONE, ROW_REMOVED)
 SEGMENT_FORMAT = 1
 SPOOL = "spool/"
@@ -67,6 +70,7 @@ class Entry:
     hold: uuid.UUID | None = None
     erasure: uuid.UUID | None = None
     case_ref: str | None = None  # an opaque ticket number (holds.case_ref_pattern), never a name
+    store: str | None = None  # a store's name (file.stores), of a file.moved entry
     seq: int = 0
     id: uuid.UUID | None = None
 
@@ -75,7 +79,7 @@ class Entry:
         doc: dict[str, Any] = {}
         if self.files:
             doc["files"] = [str(file_id) for file_id in self.files]
-        for name in ("via", "subject", "case_ref"):
+        for name in ("via", "subject", "case_ref", "store"):
             if getattr(self, name) is not None:
                 doc[name] = getattr(self, name)
         for name in ("hold", "erasure"):
@@ -105,6 +109,7 @@ def entry_of(kind: str, at: datetime, body: dict[str, Any], seq: int = 0, entry_
             hold=uuid.UUID(body["hold"]) if "hold" in body else None,
             erasure=uuid.UUID(body["erasure"]) if "erasure" in body else None,
             case_ref=body.get("case_ref"),
+            store=body.get("store"),
             seq=seq,
             id=entry_id,
         )

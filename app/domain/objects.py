@@ -34,12 +34,13 @@ class FileObjects:
     parts_open: bool = False  # the session did not complete: its parts, or its multipart upload, may remain
     tail: bool = False  # uploaded through tus: uploads/<id>/tail may hold bytes
     sealed: bool = False  # its objects are sealed under its own data key (destroyed once its removal begins)
+    store: str = "default"  # the store that holds these objects (file.stores); the keys are the same in every one
 
     @classmethod
-    def of_gone_row(cls, file_id: uuid.UUID) -> FileObjects:
-        """Everything a file whose row is gone may have left: every original its row could have named (`orig-1`,
-        and `orig-2` of an image stored again without its metadata) and the rest."""
-        return cls(file_id, original_key(file_id, 1))
+    def of_gone_row(cls, file_id: uuid.UUID, store: str = "default") -> FileObjects:
+        """Everything a file whose row is gone may have left in a store: every original its row could have named
+        (`orig-1`, and `orig-2` of an image stored again without its metadata) and the rest."""
+        return cls(file_id, original_key(file_id, 1), store=store)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "file_id", uuid.UUID(str(self.file_id)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from app.domain.objects import FileObjects
@@ -41,6 +41,14 @@ class PurgeFacts:
     part_count: int = 0
     protocol: str | None = None  # the session's (a Protocol's name, app/domain/uploads.py); None: no session
     encrypted: bool = False  # its objects are sealed under its own data key
+    store: str = "default"  # the store that holds its objects
+    copies: list[str] = field(default_factory=list)  # other stores that may hold some (store_copies)
+
+    @property
+    def stores(self) -> list[str]:
+        """Every store that may hold objects of the file: its own first, then those a migration copied it to or
+        from."""
+        return [self.store, *(name for name in self.copies if name != self.store)]
 
 
 def plan_purge(facts: PurgeFacts) -> PurgeAction:
@@ -60,7 +68,7 @@ def has_parts(facts: PurgeFacts) -> bool:
     return facts.session_state is not None and facts.session_state != "completed"
 
 
-def objects_of(facts: PurgeFacts) -> FileObjects:
+def objects_of(facts: PurgeFacts, store: str | None = None) -> FileObjects:
     """What the file owns in the store, as its purge removes it: originals and variants, the parts and the
     multipart upload of a session that did not complete, the tail of a tus upload whatever its session's state
     (a tail left by a completion that could not remove it goes with its file).
@@ -76,4 +84,5 @@ def objects_of(facts: PurgeFacts) -> FileObjects:
         parts_open=has_parts(facts),
         tail=facts.protocol == TUS.name,
         sealed=facts.encrypted,
+        store=facts.store if store is None else store,
     )

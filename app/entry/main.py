@@ -20,6 +20,8 @@
     lethe keys status | rotate [--dry-run] | generate ID         per-file keys and the keyring
     lethe quota set UUID [--max-bytes S] [--max-files N] [--purpose P] | show UUID | check [--repair]
                                                                  quotas, usage and the check of its counters
+    lethe stores list | status | migrate --to NAME [--from NAME] | migrate --stop
+                                                                 the stores, and moving every file to another
 
 Every role loads and validates the configuration before it does anything else, and exits 2 on an error.
 prometheus_client is imported only after PROMETHEUS_MULTIPROC_DIR is settled (api and worker fork).
@@ -34,7 +36,20 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from app.domain.access import SCOPES
-from app.entry import audit, cleanup, erase, hold, keyring, quota, receipt, restore, retention, sweep, webhooks
+from app.entry import (
+    audit,
+    cleanup,
+    erase,
+    hold,
+    keyring,
+    quota,
+    receipt,
+    restore,
+    retention,
+    stores,
+    sweep,
+    webhooks,
+)
 from app.entry.ops import duration_arg, uuid_arg
 from app.entry.support import (
     EXIT_CONFIG,
@@ -367,7 +382,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 # The operator commands, a module each with its own parser (its add_parser), in the order `lethe --help` lists them.
-COMMAND_GROUPS = (cleanup, retention, sweep, audit, erase, hold, quota, webhooks, restore, keyring, receipt)
+COMMAND_GROUPS = (cleanup, retention, sweep, audit, erase, hold, quota, stores, webhooks, restore, keyring, receipt)
 
 
 def build_parser() -> argparse.ArgumentParser:

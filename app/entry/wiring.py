@@ -13,6 +13,7 @@ from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.journal import JournalWriter
 from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
+from app.platform.config.tree import StoreSettings
 from app.platform.keys import Keyring
 from app.runtime import BrokerPort, Runtime
 from app.storage import s3 as s3_driver
@@ -22,11 +23,19 @@ from app.storage.guard import GuardedStore
 from app.storage.s3 import S3Store
 
 
-def build_store(cfg: Config) -> GuardedStore:
-    """The driver named by `file.storage.driver`, wrapped in the K1 guard."""
+def build_store(cfg: Config, name: str = "") -> GuardedStore:
+    """The store of this name (empty: the primary, file.store.primary), wrapped in the K1 guard: `default` is the
+    driver named by `file.storage.driver` with `file.s3.*` or `file.fs.*`; the others are declared in
+    `file.stores`."""
+    name = name or cfg.file.store.primary
+    declared = {settings.name: settings for settings in cfg.file.stores}
+    if name == "default":
+        settings = StoreSettings("default", cfg.file.storage.driver, cfg.file.s3, cfg.file.fs)
+    else:
+        settings = declared[name]
     store: ObjectStore
-    if cfg.file.storage.driver == "s3":
-        s3 = cfg.file.s3
+    if settings.driver == "s3" and settings.s3 is not None:
+        s3 = settings.s3
         store = S3Store(
             s3.endpoint,
             s3.bucket,
@@ -39,9 +48,17 @@ def build_store(cfg: Config) -> GuardedStore:
             timeout=s3.timeout.total_seconds(),
             public_endpoint=s3.public_endpoint,
         )
-    else:
-        store = FsStore(cfg.file.fs.root, min_free_bytes=cfg.file.fs.min_free_bytes)
+    elif settings.fs is not None:
+        store = FsStore(settings.fs.root, min_free_bytes=settings.fs.min_free_bytes)
+    else:  # pragma: no cover - parse_stores gives every store its driver's settings
+        raise ValueError("a store without settings")
     return GuardedStore(store, in_transaction)
+
+
+def build_others(cfg: Config) -> dict[str, ObjectStore]:
+    """Every configured store but the primary, by name (default among them when another is the primary)."""
+    names = {"default"} | {settings.name for settings in cfg.file.stores}
+    return {name: build_store(cfg, name) for name in sorted(names - {cfg.file.store.primary})}
 
 
 def database_timeouts(cfg: Config) -> Timeouts:
@@ -69,6 +86,7 @@ def build_runtime(
     clock: Clock | None = None,
     store: ObjectStore | None = None,
     background_publish: bool = False,
+    others: dict[str, ObjectStore] | None = None,
     journal_writes: str = "background",
 ) -> Runtime:
     """Wire the database (with the subscribers of a file's end), the store, the broker and the outbox for one
@@ -110,6 +128,7 @@ def build_runtime(
         clock=clock,
         db=db,
         store=store or build_store(cfg),
+        others=build_others(cfg) if others is None else others,
         broker=broker,
         outbox=outbox,
         role=role,

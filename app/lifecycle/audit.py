@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
+from app.db import stores as stores_sql
 from app.db.files import FileRow
 from app.db.pool import Database
 from app.domain.ends import Clearance, Reach
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # the services' collaborators (typed at every service boundar
 
 log = logging.getLogger("lethe.audit")
 ROWS_PAGE = 1000
+STRAYS_KEPT = 10_000  # files of strays one audit removes (with --delete); the next audit takes the rest
 IDS_SHOWN = 1000  # ids kept per finding; the counts are always exact
 
 
@@ -73,6 +75,12 @@ class AuditReport:
     # died between its write and its record): the file's own, so never orphans; the purge takes them with it.
     variants: int = 0
     variants_unrecorded: Finding = field(default_factory=Finding)
+    store: str = "default"  # the store audited
+    # Objects of live files another store holds: the copies a migration records (made, or left in the store the
+    # file moved from; removed when due), and those no row counts (removed with --delete).
+    copies: Finding = field(default_factory=Finding)
+    elsewhere: Finding = field(default_factory=Finding)
+    elsewhere_deleted: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         def finding(f: Finding) -> dict[str, Any]:
@@ -94,6 +102,10 @@ class AuditReport:
             "uploads_aborted": self.uploads_aborted,
             "variants": self.variants,
             "variants_unrecorded": finding(self.variants_unrecorded),
+            "store": self.store,
+            "copies": finding(self.copies),
+            "elsewhere": finding(self.elsewhere),
+            "elsewhere_deleted": self.elsewhere_deleted,
         }
 
 
@@ -108,11 +120,15 @@ def file_id_of(key: str) -> uuid.UUID | None:
     return owner_of(key)
 
 
-def _rows_in_id_order(db: Database) -> Iterator[FileRow]:
+def _rows_in_id_order(db: Database, store: str) -> Iterator[tuple[FileRow, bool]]:
+    """Every row in id order, each with whether `store` may hold a copy of it that is not its own (a migration's
+    copy being made, or the one left in the store it moved from)."""
     after = uuid.UUID(int=0)
     while True:
         page = db.read(lambda conn: files_sql.rows_after(conn, after, ROWS_PAGE))
-        yield from page
+        elsewhere = [row.id for row in page if row.store != store]
+        copies = db.read(lambda conn: stores_sql.copies_in(conn, store, elsewhere)) if elsewhere else set()
+        yield from ((row, row.id in copies) for row in page)
         if len(page) < ROWS_PAGE:
             return
         after = page[-1].id
@@ -123,20 +139,25 @@ def run_audit(
     delete: bool = False,
     grace: timedelta = timedelta(hours=24),
     progress: Callable[[int], None] | None = None,
+    store: str | None = None,
 ) -> AuditReport:
-    """List f/ and uploads/ and report what no row explains (both drivers; S3 page by page).
+    """List f/ and uploads/ of one store (None: the primary) and report what no row explains (both drivers; S3
+    page by page). `lethe audit` runs it on every store.
 
     Args:
         delete: remove orphans last written before now - grace, in waves.
         progress: called with the number of objects listed so far, every 1,000 objects.
     """
     with rt.db.maintenance():  # maintenance work: its own statement timeout
-        return _audit(rt, delete, grace, progress)
+        return _audit(rt, delete, grace, progress, store or rt.primary)
 
 
-def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int], None] | None) -> AuditReport:
-    report = AuditReport(started_at=rt.clock.now(), delete=delete)
+def _audit(
+    rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int], None] | None, store: str
+) -> AuditReport:
+    report = AuditReport(started_at=rt.clock.now(), delete=delete, store=store)
     cutoff = report.started_at - grace
+    maintenance = rt.maintenance_of(store)
 
     def counted(listing: Iterable[ListedObject]) -> Iterator[ListedObject]:
         for listed in listing:
@@ -146,7 +167,7 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
             yield listed
 
     def grouped(prefix: str) -> Iterator[tuple[uuid.UUID, list[ListedObject]]]:
-        known = ((file_id_of(obj.key), obj) for obj in counted(rt.maintenance.list_prefix(prefix)))
+        known = ((file_id_of(obj.key), obj) for obj in counted(maintenance.list_prefix(prefix)))
         for file_id, items in groupby(known, key=lambda pair: pair[0]):
             objects = [obj for _, obj in items]
             if file_id is None:
@@ -170,16 +191,27 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
             yield file_id, old
 
     def files_pass() -> Iterator[tuple[uuid.UUID, list[str]]]:
-        rows = _rows_in_id_order(rt.db)
-        row = next(rows, None)
+        rows = _rows_in_id_order(rt.db, store)
+        row, copy_here = next(rows, (None, False))
         for file_id, objects in grouped(FILES_PREFIX):
             while row is not None and row.id < file_id:
-                if row_says_original_missing(row, []):
+                if row.store == store and row_says_original_missing(row, []):
                     report.missing_originals.add(row.id)
-                row = next(rows, None)
+                row, copy_here = next(rows, (None, False))
             variants = [obj for obj in objects if is_variant(obj.key)]
             report.variants += len(variants)
-            if row is not None and row.id == file_id:
+            if row is not None and row.id == file_id and row.store != store and row.deleted_at is None:
+                # A live file another store holds: its copy here is a migration's (recorded: removed when due) or
+                # a stray no row counts (removed with --delete, as the one rule allows).
+                if copy_here:
+                    report.copies.add(file_id, len(objects))
+                else:
+                    report.elsewhere.add(file_id, len(objects))
+                    old = [obj.key for obj in objects if obj.modified_at < cutoff]
+                    if old and len(strays) < STRAYS_KEPT:
+                        strays[file_id] = old
+                row, copy_here = next(rows, (None, False))
+            elif row is not None and row.id == file_id:
                 if row.deleted_at is not None:
                     report.deleted_present.add(file_id, len(objects))
                 elif row_says_original_missing(row, objects):
@@ -188,13 +220,13 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
                 unrecorded = [obj for obj in variants if obj.key not in ready and obj.modified_at < cutoff]
                 if row.deleted_at is None and unrecorded:
                     report.variants_unrecorded.add(file_id, len(unrecorded))
-                row = next(rows, None)
+                row, copy_here = next(rows, (None, False))
             else:
                 yield from orphan(file_id, objects)
         while row is not None:
-            if row_says_original_missing(row, []):
+            if row.store == store and row_says_original_missing(row, []):
                 report.missing_originals.add(row.id)
-            row = next(rows, None)
+            row, copy_here = next(rows, (None, False))
 
     def uploads_pass() -> Iterator[tuple[uuid.UUID, list[str]]]:
         chunk: list[tuple[uuid.UUID, list[ListedObject]]] = []
@@ -250,16 +282,18 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
             by_file: dict[uuid.UUID, list[str]] = {}
             for key, _ in group:
                 by_file.setdefault(file_id_of(key) or uuid.UUID(int=0), []).append(key)
-            failures += rt.files.remove_keys(cleared, by_file)
+            failures += rt.files.remove_keys(cleared, by_file, store=store)
         return failures
 
+    strays: dict[uuid.UUID, list[str]] = {}
     if delete:
         waves = delete_in_waves(remove, still_orphans(both_passes()), rt.cfg.storage.sweep_concurrency)
         report.orphans_deleted, report.orphans_failed = waves.deleted, waves.failed
+        report.elsewhere_deleted = _remove_strays(rt, store, strays)
     else:
         for _ in both_passes():
             pass
-    _multipart_uploads(rt, report, delete, cutoff)
+    _multipart_uploads(rt, report, delete, cutoff, store)
     log_event(
         log,
         "info",
@@ -282,22 +316,45 @@ def _audit(rt: Runtime, delete: bool, grace: timedelta, progress: Callable[[int]
     return report
 
 
-def _multipart_uploads(rt: Runtime, report: AuditReport, delete: bool, cutoff: datetime) -> None:
+def _multipart_uploads(rt: Runtime, report: AuditReport, delete: bool, cutoff: datetime, store: str) -> None:
     """Unfinished multipart uploads under f/ and uploads/ (ListMultipartUploads, paged; S3) whose session row
     is gone or no longer open: a lost abort, or a direct upload's part that landed after it. With
     delete, those begun before the grace are aborted, after a re-check against the table."""
     for prefix in (FILES_PREFIX, UPLOADS_PREFIX):
         chunk: list[ListedUpload] = []
-        for listed in rt.maintenance.list_uploads(prefix):
+        for listed in rt.maintenance_of(store).list_uploads(prefix):
             chunk.append(listed)
             if len(chunk) == ROWS_PAGE:
-                _multipart_chunk(rt, report, chunk, delete, cutoff)
+                _multipart_chunk(rt, report, chunk, delete, cutoff, store)
                 chunk = []
-        _multipart_chunk(rt, report, chunk, delete, cutoff)
+        _multipart_chunk(rt, report, chunk, delete, cutoff, store)
+
+
+def _remove_strays(rt: Runtime, store: str, strays: dict[uuid.UUID, list[str]]) -> int:
+    """Remove the copies in `store` of live files another store holds that no copy row records, after a re-check
+    (the row still names another store, no copy was recorded meanwhile) and as the one rule allows (a hold keeps
+    them). Returns how many keys went."""
+    if not strays:
+        return 0
+    ids = sorted(strays)
+    rows = {row.id: row for row in rt.db.read(lambda conn: files_sql.files_by_ids(conn, ids))}
+    recorded = rt.db.read(lambda conn: stores_sql.copies_in(conn, store, ids))
+    doomed = {
+        file_id: keys
+        for file_id, keys in strays.items()
+        if file_id in rows and rows[file_id].store != store and file_id not in recorded
+    }
+    if not doomed:
+        return 0
+    cleared = rt.db.unit_of_work(
+        lambda uow: keeps_sql.clearance(uow, sorted(doomed), Reach.STRAY, rt.clock.now()), name="audit.clear"
+    )
+    failures = rt.files.remove_keys(cleared, doomed, store=store)
+    return sum(len(keys) for file_id, keys in doomed.items() if file_id in cleared) - len(failures)
 
 
 def _multipart_chunk(
-    rt: Runtime, report: AuditReport, chunk: list[ListedUpload], delete: bool, cutoff: datetime
+    rt: Runtime, report: AuditReport, chunk: list[ListedUpload], delete: bool, cutoff: datetime, store: str
 ) -> None:
     if not chunk:
         return
@@ -331,4 +388,4 @@ def _multipart_chunk(
     for listed, file_id in doomed:
         if (file_id, listed.upload_id) not in still_open:
             uploads.setdefault(file_id, []).append(MultipartRef(str(file_id), listed.key, listed.upload_id))
-    report.uploads_aborted += rt.files.abort_uploads(cleared, uploads)
+    report.uploads_aborted += rt.files.abort_uploads(cleared, uploads, store=store)

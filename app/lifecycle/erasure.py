@@ -203,20 +203,20 @@ def _purge(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
         after = ids[-1]
 
 
-def _keys(rt: Runtime, file_id: uuid.UUID, object_key: str | None, part_count: int) -> list[str]:
+def _keys(rt: Runtime, file_id: uuid.UUID, object_key: str | None, part_count: int, store: str) -> list[str]:
     # The tail key is read for every file: one more head, and no column to trust.
-    return rt.files.keys_of(FileObjects(file_id, object_key, part_count=part_count), with_tail=True)
+    return rt.files.keys_of(FileObjects(file_id, object_key, part_count=part_count, store=store), with_tail=True)
 
 
-def _uploads_left(rt: Runtime, cleared: Clearance, file_id: uuid.UUID, object_key: str | None) -> bool:
-    """Whether a multipart upload of the file's original is still listed (S3: a direct upload's part PUT in
-    flight during the abort may have landed): then it is aborted again (as the one rule allows) and the file is
-    not confirmed in this round."""
-    if object_key is None or not rt.store.supports_direct:
+def _uploads_left(rt: Runtime, cleared: Clearance, file_id: uuid.UUID, object_key: str | None, store: str) -> bool:
+    """Whether a multipart upload of the file's original is still listed in a store (S3: a direct upload's part
+    PUT in flight during the abort may have landed): then it is aborted again (as the one rule allows) and the
+    file is not confirmed in this round."""
+    if object_key is None or not rt.store_named(store).supports_direct:
         return False
-    left = rt.store.uploads_of(object_key)
+    left = rt.store_named(store).uploads_of(object_key)
     rt.files.abort_uploads(
-        cleared, {file_id: [MultipartRef(str(file_id), object_key, upload_id) for upload_id in left]}
+        cleared, {file_id: [MultipartRef(str(file_id), object_key, upload_id) for upload_id in left]}, store=store
     )
     if left:
         log_event(
@@ -241,22 +241,27 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
         )
         absent: dict[uuid.UUID, int] = {}
         for row in rows:
+            # The row is gone, and with it the names of the stores that held the file: every store is read.
             try:
-                keys = _keys(rt, row.file_id, row.object_key, row.part_count)
+                keys = {name: _keys(rt, row.file_id, row.object_key, row.part_count, name) for name in rt.store_names}
             except KeySchemaError:
                 log_event(
                     log, "error", "erasure.bad_key", "stored key refused; not confirmed", file_id=str(row.file_id)
                 )
                 continue
-            left = rt.maintenance.remains(keys)  # a read of the store, key by key (K1: outside any transaction)
-            if not left and _uploads_left(rt, cleared, row.file_id, row.object_key):
+            # A read of each store, key by key (K1: outside any transaction).
+            left_in = {name: rt.maintenance_of(name).remains(found) for name, found in keys.items()}
+            left = [key for found in left_in.values() for key in found]
+            if not left and any(_uploads_left(rt, cleared, row.file_id, row.object_key, name) for name in keys):
                 continue  # aborted again just now; the next round reads again
             if not left:
-                absent[row.file_id] = len(keys)
-            elif len(left) <= row.keys_locked and not any(rt.store.head(key) is not None for key in left):
+                absent[row.file_id] = len(keys[rt.primary])
+            elif len(left) <= row.keys_locked and not any(
+                rt.store_named(name).head(key) is not None for name, found in left_in.items() for key in found
+            ):
                 # What is left are versions a bucket's object lock keeps (its purge counted them), under a delete
                 # marker, sealed under a data key destroyed with the purge: confirmed unreadable, counted apart.
-                absent[row.file_id] = len(keys) - len(left)
+                absent[row.file_id] = len(keys[rt.primary]) - len(left)
             else:
                 # The row went but the store still holds a key (a delete it acknowledged and did not do):
                 # delete it again; the next round reads again.
@@ -268,7 +273,9 @@ def _confirm(rt: Runtime, erasure_id: uuid.UUID, batch: int) -> None:
                     file_id=str(row.file_id),
                     keys=len(left),
                 )
-                rt.files.remove_keys(cleared, {row.file_id: left})
+                for name, found in left_in.items():
+                    if found:
+                        rt.files.remove_keys(cleared, {row.file_id: found}, store=name)
 
         def record(uow: UnitOfWork) -> None:
             confirmed = sql.set_confirmed(uow.conn, erasure_id, absent, rt.clock.now())  # each file once

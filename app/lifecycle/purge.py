@@ -26,6 +26,7 @@ from app.db import aborts as aborts_sql
 from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import purge_failures as failures_sql
+from app.db import stores as stores_sql
 from app.db.uow import UnitOfWork
 from app.domain.ends import Keep, ObjectsGone, Reach, RemovedRow, RowsRemoved, keep
 from app.domain.keys import KeySchemaError
@@ -90,14 +91,16 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
     started = time.monotonic()
     ids = sorted({uuid.UUID(str(file_id)) for file_id in file_ids})
     report = PurgeReport()
-    planned: list[tuple[FileObjects, PurgeFacts, PurgeAction]] = []
+    planned: list[tuple[list[FileObjects], PurgeFacts, PurgeAction]] = []
     for facts in read_facts(rt, ids):
         action = plan_purge(facts)
         if action is PurgeAction.NOTHING:
             report.results["nothing"] += 1
             continue
         try:
-            planned.append((objects_of(facts), facts, action))
+            # The same keys in every store that may hold some of them: its own, and those a migration copied to
+            # or from (a file deleted while its copy ran ends up in neither store).
+            planned.append(([objects_of(facts, store) for store in facts.stores], facts, action))
         except KeySchemaError:
             # A stored key that is not this file's original: delete nothing on its strength (K3).
             log_event(log, "error", "purge.bad_key", "stored key refused; file kept", file_id=str(facts.file_id))
@@ -150,12 +153,12 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
 
 
 def _remove_chunk(
-    rt: Runtime, chunk: list[tuple[FileObjects, PurgeFacts, PurgeAction]], done: _Done, report: PurgeReport
+    rt: Runtime, chunk: list[tuple[list[FileObjects], PurgeFacts, PurgeAction]], done: _Done, report: PurgeReport
 ) -> None:
     """Ask the rule for a chunk, right before its keys go (a committed clearance is the point of no return),
     then remove what it freed."""
     clearance = rt.db.unit_of_work(
-        lambda uow: keeps_sql.clearance(uow, [objects.file_id for objects, _, _ in chunk], Reach.FILE, rt.clock.now()),
+        lambda uow: keeps_sql.clearance(uow, [facts.file_id for _, facts, _ in chunk], Reach.FILE, rt.clock.now()),
         name="purge.clear",
     )
     for why in set(clearance.kept.values()):
@@ -166,12 +169,13 @@ def _remove_chunk(
         else:  # a deleted file still attached or in a slot, or a live one: an internal error, logged by id (D7)
             for file_id in kept:
                 log_event(log, "error", f"purge.{_KEPT_AS.get(why, 'kept_live')}", "file kept", file_id=str(file_id))
-    freed = [(objects, facts, action) for objects, facts, action in chunk if objects.file_id in clearance]
-    removal = rt.files.remove(clearance, [objects for objects, _, _ in freed])
+    freed = [(stored, facts, action) for stored, facts, action in chunk if facts.file_id in clearance]
+    removal = rt.files.remove(clearance, [objects for stored, _, _ in freed for objects in stored])
     refused = removal.refused
     done.locked.update(removal.locked)
-    for objects, facts, action in freed:
-        keys = rt.files.count_keys(objects)
+    for stored, facts, action in freed:
+        objects = stored[0]
+        keys = sum(rt.files.count_keys(objects) for objects in stored)
         report.keys += keys
         if objects.file_id in refused:
             done.refused[objects.file_id] = refused[objects.file_id]
@@ -221,6 +225,7 @@ def _settle(
     removed, kept = _remove_rows(uow, done.rows, now, done.keys, done.locked) if done.rows else (0, {})
     if done.objects_only:
         failures_sql.clear(uow.conn, done.objects_only)
+        stores_sql.forget_copies(uow.conn, done.objects_only)  # removed from every store with the file's own
         files_sql.set_objects_purged(uow.conn, done.objects_only, now)
     if not done.refused:
         return removed, kept, []

@@ -19,12 +19,14 @@ from app.db import holds as holds_sql
 from app.db import journal as sql
 from app.db import keeps as keeps_sql
 from app.db import messages as messages_sql
+from app.db import stores as stores_sql
 from app.db.locks import exclusive
 from app.db.uow import UnitOfWork
 from app.domain.ends import Reach
 from app.domain.journal import (
     ERASURE_COMPLETED,
     FILE_KINDS,
+    FILE_MOVED,
     HOLD_PLACED,
     HOLD_RELEASED,
     OBJECTS_GONE,
@@ -71,6 +73,7 @@ class ReconcileReport:
     holds_released: int = 0
     objects_removed: int = 0
     orphans_deleted: int = 0
+    files_moved_again: int = 0  # rows told the store a migration moved their file to after the backup
     dry_run: bool = False
     by_kind: dict[str, int] = field(default_factory=dict)
 
@@ -251,7 +254,7 @@ def _reconcile(
         # Committed again, so that the journal numbers them (their spool objects go once they are written).
         rt.db.unit_of_work(lambda uow: sql.adopt_entries(uow.conn, spooled), name="journal.adopt_spooled")
     report.objects_removed = _remove_left_objects(rt, sorted(ended))
-    report.orphans_deleted = run_audit(rt, delete=True).orphans_deleted
+    report.orphans_deleted = sum(run_audit(rt, delete=True, store=name).orphans_deleted for name in rt.store_names)
     rt.db.unit_of_work(
         lambda uow: sql.reconciled(uow.conn, report.head, head_digest, rt.clock.now()), name="journal.reconciled"
     )
@@ -333,6 +336,12 @@ def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report
                 report.holds_placed += 1
 
         rt.db.unit_of_work(place, name="journal.apply_hold")
+    elif entry.kind == FILE_MOVED and entry.store is not None:
+        moved_to, delay = entry.store, rt.cfg.privacy.object_delete_delay
+        report.files_moved_again += rt.db.unit_of_work(
+            lambda uow: stores_sql.moved_again(uow.conn, list(entry.files), moved_to, rt.clock.now(), delay),
+            name="journal.apply_move",
+        )
     elif entry.kind == HOLD_RELEASED and entry.hold is not None:
         released = entry.hold
         existing = rt.db.read(lambda conn: holds_sql.hold(conn, released))
@@ -364,22 +373,28 @@ class ErasureNotApplied(Exception):
 
 
 def _remove_left_objects(rt: Runtime, file_ids: list[uuid.UUID]) -> int:
-    """The two-way check's first half: journaled files whose row is gone but whose objects the store still holds
-    (a restored store, a replica that came back) lose them now, through the one rule."""
+    """The two-way check's first half: journaled files whose row is gone but whose objects a store still holds
+    (a restored store, a replica that came back) lose them now, through the one rule. Every store is read: the
+    row that named the file's stores is gone."""
     removed = 0
     for start in range(0, len(file_ids), 500):
         chunk = file_ids[start : start + 500]
         rows = {row.id for row in rt.db.read(lambda conn: files_sql.files_by_ids(conn, chunk))}
         gone = [file_id for file_id in chunk if file_id not in rows]
-        keys = {file_id: rt.files.keys_of(FileObjects.of_gone_row(file_id), with_tail=True) for file_id in gone}
-        left = set(rt.maintenance.remains([key for file_keys in keys.values() for key in file_keys]))
-        doomed = {file_id: [key for key in file_keys if key in left] for file_id, file_keys in keys.items()}
-        doomed = {file_id: file_keys for file_id, file_keys in doomed.items() if file_keys}
-        if not doomed:
-            continue
-        clearance = rt.db.unit_of_work(
-            lambda uow: keeps_sql.clearance(uow, sorted(doomed), Reach.FILE, rt.clock.now()), name="journal.clear"
-        )
-        failures = rt.files.remove_keys(clearance, doomed)
-        removed += sum(len(file_keys) for file_id, file_keys in doomed.items() if file_id in clearance) - len(failures)
+        for store in rt.store_names:
+            removed += _remove_left_in(rt, gone, store)
     return removed
+
+
+def _remove_left_in(rt: Runtime, gone: list[uuid.UUID], store: str) -> int:
+    keys = {file_id: rt.files.keys_of(FileObjects.of_gone_row(file_id, store), with_tail=True) for file_id in gone}
+    left = set(rt.maintenance_of(store).remains([key for file_keys in keys.values() for key in file_keys]))
+    doomed = {file_id: [key for key in file_keys if key in left] for file_id, file_keys in keys.items()}
+    doomed = {file_id: file_keys for file_id, file_keys in doomed.items() if file_keys}
+    if not doomed:
+        return 0
+    clearance = rt.db.unit_of_work(
+        lambda uow: keeps_sql.clearance(uow, sorted(doomed), Reach.FILE, rt.clock.now()), name="journal.clear"
+    )
+    failures = rt.files.remove_keys(clearance, doomed, store=store)
+    return sum(len(file_keys) for file_id, file_keys in doomed.items() if file_id in clearance) - len(failures)

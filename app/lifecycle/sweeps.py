@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ from app.errors import NotFound
 from app.lifecycle.waves import delete_in_waves
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
+from app.storage.base import DeleteFailure
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
     from app.runtime import Runtime
@@ -75,6 +76,10 @@ def run_sweep(
         return _sweep_alone(rt, unmanaged, dry_run, progress)
 
 
+def _remover(rt: Runtime, store: str) -> Callable[[Sequence[str]], list[DeleteFailure]]:
+    return lambda keys: rt.files.remove_unmanaged(keys, store=store)
+
+
 def _sweep_alone(
     rt: Runtime, unmanaged: UnmanagedPrefix, dry_run: bool, progress: Callable[[int], None] | None
 ) -> SweepReport:
@@ -82,8 +87,8 @@ def _sweep_alone(
     started = time.monotonic()
     report = SweepReport(prefix=unmanaged.prefix, dry_run=dry_run, created_before=unmanaged.created_before(started_at))
 
-    def doomed() -> Iterator[str]:
-        for listed in rt.maintenance.list_prefix(unmanaged.prefix):
+    def doomed(store: str) -> Iterator[str]:
+        for listed in rt.maintenance_of(store).list_prefix(unmanaged.prefix):
             report.listed += 1
             if progress is not None and report.listed % 1000 == 0:
                 progress(report.listed)
@@ -94,12 +99,16 @@ def _sweep_alone(
             else:
                 yield listed.key
 
+    # The prefix is swept in every store: the other software may write beside Lethe in any of them.
     if dry_run:
-        report.deleted = sum(1 for _ in doomed())
+        report.deleted = sum(1 for store in rt.store_names for _ in doomed(store))
     else:
-        waves = delete_in_waves(rt.files.remove_unmanaged, doomed(), rt.cfg.storage.sweep_concurrency)
-        report.deleted, report.failed, report.batches = waves.deleted, waves.failed, waves.batches
-        report.directories = rt.maintenance.prune_dirs(unmanaged.prefix)
+        for store in rt.store_names:
+            waves = delete_in_waves(_remover(rt, store), doomed(store), rt.cfg.storage.sweep_concurrency)
+            report.deleted += waves.deleted
+            report.failed += waves.failed
+            report.batches += waves.batches
+            report.directories += rt.maintenance_of(store).prune_dirs(unmanaged.prefix)
         rt.db.unit_of_work(
             lambda uow: runs_sql.record_run(uow.conn, unmanaged.run_name, started_at), name="sweep.record"
         )

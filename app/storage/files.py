@@ -82,21 +82,37 @@ class KeyedFile(Protocol):
     @property
     def piece_size(self) -> int | None: ...
 
+    @property
+    def store(self) -> str: ...
+
 
 class FileStore:
     """A file's objects on an ObjectStore: their keys, their sealing under the file's own data key (when the file
     is encrypted), and their removal under the one rule.
 
     Args:
-        store: the transport.
+        store: the transport of the primary store (where new files go).
         keyring: the keys that wrap every file's data key (file.keyring).
         encrypt_new: seal the files created from now on (file.encryption); a file keeps what it was made with.
+        named: the transport of a store by its name (file.stores): a file's objects are read from, written to and
+            removed from the store its row names. None: every name is `store` (one store).
     """
 
-    def __init__(self, store: ObjectStore, keyring: KeyringPort | None = None, encrypt_new: bool = False):
+    def __init__(
+        self,
+        store: ObjectStore,
+        keyring: KeyringPort | None = None,
+        encrypt_new: bool = False,
+        named: Callable[[str], ObjectStore] | None = None,
+    ):
         self.store = store
         self.keyring: KeyringPort = keyring or _NoKeyring()
         self.encrypt_new = encrypt_new
+        self._named = named
+
+    def in_store(self, name: str) -> ObjectStore:
+        """The transport of the store of this name (StoreUnknown when it is not configured)."""
+        return self.store if self._named is None else self._named(name)
 
     # -- a file's data key ---------------------------------------------------------------------------------
 
@@ -136,11 +152,12 @@ class FileStore:
         that does not open raises ContentCorrupt while iterating (a response then ends short, never altered)."""
         key = self._key_of(row, variant)
         sealed = self.sealing(row)
+        store = self.in_store(row.store)
         if sealed is None:
-            return self.store.open(key, first, length)
+            return store.open(key, first, length)
         size, piece_size = (row.size_bytes, sealed.piece_size) if variant is None else (variant_size, None)
         role = ORIGINAL if variant is None else variant_role(variant)
-        fetch, done = self._fetch(key)
+        fetch, done = self._fetch(store, key)
         try:
             chunks = sealed.open(fetch, role, size, first, length, piece_size)
         except BaseException:
@@ -153,15 +170,16 @@ class FileStore:
         every segment opened, the last one final)."""
         key = self._key_of(row, None)
         sealed = self.sealing(row)
+        store = self.in_store(row.store)
         digest = hashlib.sha256()
         size = 0
         done: Callable[[], None] = _nothing
         chunks: Iterator[bytes] = iter(())
         try:
             if sealed is None:
-                chunks = self.store.open(key)
+                chunks = store.open(key)
             else:
-                fetch, done = self._fetch(key)
+                fetch, done = self._fetch(store, key)
                 chunks = sealed.open_whole(fetch, ORIGINAL, row.size_bytes, sealed.piece_size)
             for chunk in chunks:
                 digest.update(chunk)
@@ -173,13 +191,14 @@ class FileStore:
             done()
         return size, digest.hexdigest()
 
-    def _fetch(self, key: str) -> tuple[Fetch, Callable[[], None]]:
+    @staticmethod
+    def _fetch(store: ObjectStore, key: str) -> tuple[Fetch, Callable[[], None]]:
         """How a sealed object's stored bytes are read, and what to call when done: on a local disk the object is
         opened once and read where the segments lie (a piece's header and a range far inside it are two reads of
         one open file, not two walks of the directories); from a remote store, a ranged GET each."""
-        local = self.store.open_file(key)
+        local = store.open_file(key)
         if local is None:
-            return (lambda at, count: self.store.open(key, at, count)), _nothing
+            return (lambda at, count: store.open(key, at, count)), _nothing
         descriptor = local.fileno()
 
         def fetch(at: int, count: int) -> Iterator[bytes]:
@@ -198,16 +217,17 @@ class FileStore:
         which only the api opens)."""
         if row.encrypted:
             return None
-        return self.store.open_file(self._key_of(row, variant))
+        return self.in_store(row.store).open_file(self._key_of(row, variant))
 
     def presigned(
         self, row: KeyedFile, expires_in: timedelta, content_type: str, disposition: str, variant: str | None = None
     ) -> str | None:
         """A URL that reads the object directly from the store for `expires_in` (S3), or None for a sealed file:
         its bytes leave only opened, through the api."""
-        if row.encrypted:
+        store = self.in_store(row.store)
+        if row.encrypted or not store.supports_direct:
             return None
-        return self.store.presign_get(self._key_of(row, variant), expires_in, content_type, disposition)
+        return store.presign_get(self._key_of(row, variant), expires_in, content_type, disposition)
 
     @staticmethod
     def _key_of(row: KeyedFile, variant: str | None) -> str:
@@ -224,13 +244,13 @@ class FileStore:
         sealed = self.sealing(row)
         if sealed is not None:
             data = sealed.seal(ORIGINAL, number, [data] if isinstance(data, bytes) else data)
-        return self.store.put_part(ref, number, data)
+        return self.in_store(row.store).put_part(ref, number, data)
 
     def complete(self, row: KeyedFile, ref: MultipartRef, parts: Sequence[UploadedPart]) -> tuple[int, str | None]:
         """Assemble the parts into the original; returns its plaintext size and sha256 (None when neither the
         driver nor a read gave it here: a plaintext original on S3 is measured by the caller)."""
         sealed = self.sealing(row)  # a key the keyring cannot open stops the completion before it assembles
-        assembled = self.store.complete_upload(ref, parts)
+        assembled = self.in_store(row.store).complete_upload(ref, parts)
         if sealed is None:
             return assembled.size_bytes, assembled.sha256
         return self.measure(row)  # the driver saw sealed bytes: their size and digest are not the file's
@@ -253,7 +273,7 @@ class FileStore:
         upload then resumes from its last whole part)."""
         tail_key = FileObjects(row.id).tail_key
         try:
-            data = self.store.get(tail_key)
+            data = self.in_store(row.store).get(tail_key)
         except NotFound:
             return b""
         sealed = self.sealing(row)
@@ -272,7 +292,7 @@ class FileStore:
         """Write a tus upload's tail: the bytes received past its last whole part, which begin part `number`."""
         sealed = self.sealing(row)
         stored = data if sealed is None else sealed.seal_bytes(tail_role(number), 1, data)
-        self.store.put(FileObjects(row.id).tail_key, stored, len(stored))
+        self.in_store(row.store).put(FileObjects(row.id).tail_key, stored, len(stored))
 
     def write_original(self, row: KeyedFile, data: bytes) -> str:
         """Write the next revision of a file's original (`orig-(r+1)`, which its purge already covers), sealed in
@@ -287,7 +307,7 @@ class FileStore:
                 sealed.seal_bytes(ORIGINAL, number, data[at : at + piece])
                 for number, at in enumerate(range(0, max(len(data), 1), piece), start=1)
             )
-        self.store.put(key, stored, len(stored))
+        self.in_store(row.store).put(key, stored, len(stored))
         return key
 
     def write_variant(self, row: KeyedFile, name: str, data: bytes, content_type: str) -> None:
@@ -295,7 +315,7 @@ class FileStore:
         piece when the file is sealed."""
         sealed = self.sealing(row)
         stored = data if sealed is None else sealed.seal_bytes(variant_role(name), 1, data)
-        self.store.put(
+        self.in_store(row.store).put(
             FileObjects(row.id).variant(name),
             stored,
             len(stored),
@@ -308,7 +328,9 @@ class FileStore:
         """Every key of the file's own objects and of its upload's parts where the driver stores them as
         objects (fs), whatever its session's state: a part that landed after a completion goes with its
         file."""
-        return objects.object_keys(with_tail) + self.store.part_keys(str(objects.file_id), objects.part_count)
+        return objects.object_keys(with_tail) + self.in_store(objects.store).part_keys(
+            str(objects.file_id), objects.part_count
+        )
 
     def count_keys(self, objects: FileObjects) -> int:
         """How many keys keys_of names (for receipts and metrics), without building them."""
@@ -317,7 +339,7 @@ class FileStore:
             + 1
             + len(VARIANTS)
             + (1 if objects.tail else 0)
-            + len(self.store.part_keys(str(objects.file_id), objects.part_count))
+            + len(self.in_store(objects.store).part_keys(str(objects.file_id), objects.part_count))
         )
 
     def remove(self, clearance: Clearance, files: Sequence[FileObjects]) -> Removal:
@@ -334,10 +356,11 @@ class FileStore:
             StorageError: the store as a whole failed; nothing is known of the keys not yet answered.
         """
         chosen = [objects for objects in files if objects.file_id in clearance]
-        owner = {key: objects for objects in chosen for key in self.keys_of(objects)}
         failed: dict[uuid.UUID, list[str]] = {}
-        for failure in self.store.delete_many(owner):
-            failed.setdefault(owner[failure.key].file_id, []).append(failure.code or "refused")
+        for store in sorted({objects.store for objects in chosen}):
+            owner = {key: objects for objects in chosen if objects.store == store for key in self.keys_of(objects)}
+            for failure in self.in_store(store).delete_many(owner):
+                failed.setdefault(owner[failure.key].file_id, []).append(failure.code or "refused")
         result = Removal()
         sealed = {objects.file_id for objects in chosen if objects.sealed}
         for file_id, codes in failed.items():
@@ -348,14 +371,17 @@ class FileStore:
         for objects in chosen:
             if objects.parts_open and objects.upload_id and objects.file_id not in result.refused:
                 try:
-                    self.store.abort_upload(self._ref(objects, objects.upload_id), objects.part_count)
+                    self.in_store(objects.store).abort_upload(self._ref(objects, objects.upload_id), objects.part_count)
                 except ObjectFailed as exc:
                     result.refused[objects.file_id] = exc.store_code or "refused"
         return result
 
-    def remove_keys(self, clearance: Clearance, keys: Mapping[uuid.UUID, Iterable[str]]) -> list[DeleteFailure]:
+    def remove_keys(
+        self, clearance: Clearance, keys: Mapping[uuid.UUID, Iterable[str]], store: str | None = None
+    ) -> list[DeleteFailure]:
         """Remove these keys of the freed files (strays past a completion, what a read of the store found
-        left); a key that is not its file's is refused as a DeleteFailure, never deleted (K3)."""
+        left) from the store of this name (None: the primary); a key that is not its file's is refused as a
+        DeleteFailure, never deleted (K3)."""
         doomed: list[str] = []
         wrong: list[DeleteFailure] = []
         for file_id, file_keys in keys.items():
@@ -363,11 +389,16 @@ class FileStore:
                 continue
             for key in file_keys:
                 (doomed.append(key) if owner_of(key) == file_id else wrong.append(DeleteFailure(key, "not_its_key")))
-        return wrong + (self.store.delete_many(doomed) if doomed else [])
+        target = self.store if store is None else self.in_store(store)
+        return wrong + (target.delete_many(doomed) if doomed else [])
 
-    def abort_uploads(self, clearance: Clearance, uploads: Mapping[uuid.UUID, Sequence[MultipartRef]]) -> int:
-        """Abort these multipart uploads of the freed files (a repeated abort, or one the store still lists);
-        returns how many were aborted. Raises ObjectFailed when the store refused one."""
+    def abort_uploads(
+        self, clearance: Clearance, uploads: Mapping[uuid.UUID, Sequence[MultipartRef]], store: str | None = None
+    ) -> int:
+        """Abort these multipart uploads of the freed files (a repeated abort, or one the store still lists) in
+        the store of this name (None: the primary); returns how many were aborted. Raises ObjectFailed when the
+        store refused one."""
+        target = self.store if store is None else self.in_store(store)
         aborted = 0
         for file_id, refs in uploads.items():
             if file_id not in clearance:
@@ -375,13 +406,15 @@ class FileStore:
             for ref in refs:
                 if owner_of(ref.key) != file_id or ref.file_id != str(file_id):
                     raise ObjectFailed("an upload that is not the file's own", store_code="not_its_key")
-                self.store.abort_upload(ref, 0)
+                target.abort_upload(ref, 0)
                 aborted += 1
         return aborted
 
-    def remove_unmanaged(self, keys: Sequence[str]) -> list[DeleteFailure]:
-        """Remove keys of a prefix other software writes (D16's sweeps): never a key of the file schema."""
-        return [DeleteFailure(key, "file_key") for key in keys if owner_of(key) is not None] + self.store.delete_many(
+    def remove_unmanaged(self, keys: Sequence[str], store: str | None = None) -> list[DeleteFailure]:
+        """Remove keys of a prefix other software writes (D16's sweeps) from the store of this name (None: the
+        primary): never a key of the file schema."""
+        target = self.store if store is None else self.in_store(store)
+        return [DeleteFailure(key, "file_key") for key in keys if owner_of(key) is not None] + target.delete_many(
             [key for key in keys if owner_of(key) is None]
         )
 

@@ -27,6 +27,7 @@ RECEIPT_FIELDS = {
     "hold_too_late",
     "variants_deleted",
     "keys_locked",
+    "stores",
 }
 CANARY = "Canary-Rc71-payslip"
 
@@ -51,6 +52,7 @@ def test_deletefile_leaves_a_receipt_once_purged(lethe):
     # the originals and variants, and on fs the key of its one part (a part landing after a completion goes too)
     parts = len(lethe.rt.store.part_keys(file_id, 1))
     assert body["via"] == "file" and body["keys_deleted"] == 6 + parts and body["keys_confirmed_absent"] == 0
+    assert body["stores"] == ["default"]
     assert body["marked_at"].startswith(marked_at.isoformat()[:19])
     assert body["purged_at"] > body["marked_at"]
     problem(lethe.call("GET", f"/api/v1/receipts/{file_id}", ALEX), 403, "forbidden")

@@ -8,6 +8,9 @@ import psycopg
 
 # Every table a test may write, children before the tables they reference (one DELETE each, in one transaction).
 TABLES = (
+    "store_move_failures",
+    "store_migrations",
+    "store_copies",
     "erasure_files",
     "erasures",
     "slots",

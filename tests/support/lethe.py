@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,9 @@ OWNER = Person("Owner", "owner@example.com", ("files:read", "files:write", "mana
 
 
 class Lethe:
-    def __init__(self, database_url: str, raw_store, clock, journal_writes: str = "manual", **settings):
+    def __init__(self, database_url: str, raw_store, clock, journal_writes: str = "manual", others=None, **settings):
+        """`others`: further stores by name (raw drivers, as raw_store), declared in file.stores; raw_store is the
+        store named default."""
         self.driver = raw_store.driver
         moto = getattr(raw_store, "test_server", None) == "moto"
         self.part_size = FS_PART_SIZE if self.driver == "fs" else MOTO_PART_SIZE if moto else S3_PART_SIZE
@@ -65,6 +68,9 @@ class Lethe:
             "LETHE_DATABASE_POOL_SIZE": "8",
             **SEALED_ENV,  # files are sealed under their own keys, as in a new installation
         }
+        if others:
+            # Declared for the configuration's checks; the stores themselves are the test's (`others` below).
+            env["LETHE_FILE_STORES"] = json.dumps({name: {"driver": "fs", "root": "/nonexistent"} for name in others})
         env.update({config.KEYS_BY_NAME[name].env: str(value) for name, value in settings.items()})
         self.cfg = _load(env, smallest_part=self.part_size)
         self.broker = RecordingBroker()
@@ -73,13 +79,27 @@ class Lethe:
         self.store = GuardedStore(raw_store, in_transaction)
         self.clock = clock
         self.rt = build_runtime(
-            self.cfg, self.broker, role="api", clock=clock, store=self.store, journal_writes=journal_writes
+            self.cfg,
+            self.broker,
+            role="api",
+            clock=clock,
+            store=self.store,
+            journal_writes=journal_writes,
+            others={name: GuardedStore(raw, in_transaction) for name, raw in (others or {}).items()},
         )
         self.app = create_app(self.rt)
         self.client = self.app.test_client()
 
     def close(self):
         self.rt.close()
+
+    def use_primary(self, name: str) -> None:
+        """Send new files to the store of this name (file.store.primary), as a rollout with it set would."""
+        stores = {self.rt.primary: self.rt.store, **self.rt.others}
+        self.cfg = _lowered(self.part_size, lambda: config.with_changes(self.cfg, {"file.store.primary": name}))
+        self.rt.cfg = self.cfg
+        self.rt.store = stores.pop(name)
+        self.rt.others = stores
 
     # -- HTTP as a person -----------------------------------------------------------------------------------
 
@@ -200,6 +220,10 @@ class Lethe:
 
 def _load(env: dict[str, Any], smallest_part: int):
     """The configuration, with S3's part-size minimum lowered to what the test's server takes (moto: 1 KiB)."""
+    return _lowered(smallest_part, lambda: config.load(env))
+
+
+def _lowered(smallest_part: int, loaded: Any) -> Any:
     import importlib
 
     loading: Any = importlib.import_module("app.platform.config.load")  # the module (the package exports load())
@@ -207,7 +231,7 @@ def _load(env: dict[str, Any], smallest_part: int):
     real = loading.S3_MIN_PART_SIZE
     loading.S3_MIN_PART_SIZE = min(real, smallest_part)
     try:
-        return config.load(env)
+        return loaded()
     finally:
         loading.S3_MIN_PART_SIZE = real
 

@@ -20,6 +20,7 @@ from app.lifecycle.steps import (
     pending_variants,
     rate_windows,
     running_erasures,
+    store_copies,
     temporary_files,
     unkept_slot_files,
     untyped_files,
@@ -45,6 +46,7 @@ STEPS = (
     pending_variants,  # o
     untyped_files,  # p
     rate_windows,  # q
+    store_copies,  # r
 )
 
 

@@ -30,13 +30,21 @@ def step(run: Run) -> WholeStep:
         rule kept it."""
         if row.file_id not in cleared:
             return True
-        run.rt.files.abort_uploads(
-            cleared, {row.file_id: [MultipartRef(str(row.file_id), row.object_key, row.upload_id)]}
-        )
-        listed = run.rt.store.uploads_of(row.object_key)
-        run.rt.files.abort_uploads(
-            cleared, {row.file_id: [MultipartRef(str(row.file_id), row.object_key, upload_id) for upload_id in listed]}
-        )
+        # The record names no store: a direct upload went to an S3 store, aborted again in each (an abort of an
+        # upload a store does not know succeeds).
+        listed: list[str] = []
+        for name in run.rt.store_names:
+            if not run.rt.store_named(name).supports_direct:
+                continue
+            ref = MultipartRef(str(row.file_id), row.object_key, row.upload_id)
+            run.rt.files.abort_uploads(cleared, {row.file_id: [ref]}, store=name)
+            found = run.rt.store_named(name).uploads_of(row.object_key)
+            run.rt.files.abort_uploads(
+                cleared,
+                {row.file_id: [MultipartRef(str(row.file_id), row.object_key, upload_id) for upload_id in found]},
+                store=name,
+            )
+            listed += found
         return bool(listed)
 
     def confirm(report: StepReport, dry_run: bool) -> None:

@@ -93,6 +93,9 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
                 add(name, "Required when file.storage.driver is s3.")
         if have("file.part_size") and values["file.part_size"] < S3_MIN_PART_SIZE:
             add("file.part_size", "Must be at least 5MiB with the s3 driver (the S3 minimum part size).")
+    declared = {settings.name for settings in values.get("file.stores", ())}
+    if values.get("file.store.primary", "default") not in declared | {"default"}:
+        add("file.store.primary", "Must be default or the name of a store in file.stores.")
     if (
         have("file.purge_retry_base", "file.purge_retry_max")
         and not 1 <= values["file.purge_retry_base"] <= values["file.purge_retry_max"]

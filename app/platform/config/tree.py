@@ -3,11 +3,12 @@ with key() (type, default, description, secret). KEYS is read from this tree: ad
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from marshmallow import validate
+from marshmallow import ValidationError, validate
 
 from app.domain.holds import DEFAULT_CASE_REF_PATTERN
 from app.domain.rates import Rate
@@ -107,12 +108,110 @@ class FileS3Config:
 
 
 @dataclass(frozen=True)
+class FileStoreConfig:
+    """Keys `file.store.*`."""
+
+    primary: str = key(
+        Text(validate=validate.Regexp(r"^[a-z0-9][a-z0-9_.-]{0,62}$", error="Must be a store's name.")),
+        "default",
+        "The store new files go to: default (the one of file.storage.driver, file.s3.* and file.fs.*) or a name "
+        "of file.stores. A file stays in its store until lethe stores migrate moves it.",
+    )
+
+
+@dataclass(frozen=True)
+class StoreSettings:
+    """One store of `file.stores`: its name, its driver, and that driver's settings (the keys of `file.s3.*` or
+    `file.fs.*` without their prefix)."""
+
+    name: str
+    driver: str
+    s3: FileS3Config | None = None
+    fs: FileFsConfig | None = None
+
+
+def parse_stores(raw: Any) -> tuple[StoreSettings, ...]:
+    """`file.stores` from JSON text or a mapping: a JSON object from a store's name to its settings.
+
+    Raises:
+        EntryErrors: one message per problem, naming the store and the setting; never a value.
+    """
+    import json
+
+    from app.platform.config.entries import EntryErrors
+
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise EntryErrors(["Not valid JSON (write a JSON object from a store's name to its settings)."]) from None
+    if not isinstance(raw, dict):
+        raise EntryErrors(["Must be a JSON object from a store's name to its settings."])
+    errors: list[str] = []
+    found: list[StoreSettings] = []
+    sections = {"s3": FileS3Config, "fs": FileFsConfig}
+    for position, (name, entry) in enumerate(raw.items(), start=1):
+        valid_name = isinstance(name, str) and bool(_STORE_NAME.match(name))
+        label = f"store {name}" if valid_name else f"store entry {position}"
+        if not valid_name:
+            errors.append(f"{label}: the name must be 1 to 63 of a-z 0-9 _ . - (beginning with a letter or digit).")
+        elif name == "default":
+            errors.append(f"{label}: default is the store of file.storage.driver; give the others another name.")
+        if not isinstance(entry, dict):
+            errors.append(f"{label}: must be an object.")
+            continue
+        driver = entry.get("driver")
+        if driver not in sections:
+            errors.append(f"{label}: driver must be s3 or fs.")
+            continue
+        section = sections[driver]
+        keys = {item.name.rsplit(".", 1)[-1]: item for item in _keys_of(section)}
+        values: dict[str, Any] = {}
+        for setting in sorted(set(entry) - {"driver"} - set(keys)):
+            errors.append(
+                f"{label}: {setting if _SETTING.match(str(setting)) else 'a setting'} is not a {driver} setting."
+            )
+        for setting, item in keys.items():
+            given = entry.get(setting, item.default)
+            try:
+                value = item.field.deserialize(given)
+                values[setting] = timedelta(seconds=value) if isinstance(item.field, Duration) else value
+            except ValidationError as exc:
+                messages = exc.messages if isinstance(exc.messages, list) else [str(exc.messages)]
+                errors.append(f"{label}: {setting}: {' '.join(str(message) for message in messages)}")
+        if driver == "s3" and "endpoint" in values and not values["endpoint"]:
+            errors.append(f"{label}: endpoint is required.")
+        if driver == "s3" and "bucket" in values and not values["bucket"]:
+            errors.append(f"{label}: bucket is required.")
+        if len(values) == len(keys) and valid_name:
+            settings = section(**values)
+            found.append(StoreSettings(name, driver, **{driver: settings}))
+    if errors:
+        raise EntryErrors(errors)
+    return tuple(found)
+
+
+_STORE_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+_SETTING = re.compile(r"^[a-z_]{1,40}$")
+
+
+@dataclass(frozen=True)
 class FileConfig:
     """Keys `file.*`. The sections first: a keyed field reads as one with a default to mypy."""
 
     storage: FileStorageConfig
     fs: FileFsConfig
     s3: FileS3Config
+    store: FileStoreConfig
+    stores: tuple[StoreSettings, ...] = key(
+        EntryList(parse_stores, StoreSettings),
+        "{}",
+        "Stores besides default, for moving files between stores (lethe stores migrate): a JSON object from a "
+        "store's name to its settings, the keys of file.s3.* (with driver s3) or file.fs.* (with driver fs) "
+        'without their prefix, for example {"garage": {"driver": "s3", "endpoint": "garage:3900", '
+        '"bucket": "lethe", "access_key": "...", "secret_key": "..."}}. See docs/operations.md.',
+        secret=True,
+    )
     upload_session_ttl: timedelta = key(
         Duration(),
         "24h",

@@ -21,6 +21,8 @@ CLEANUP_QUEUE, CLEANUP_ACTOR = "maintenance", "cleanup_pending"
 RETENTION_QUEUE, RETENTION_ACTOR = "maintenance", "retention_run"
 SWEEP_QUEUE, SWEEP_ACTOR = "maintenance", "sweep_prefix"
 ERASE_QUEUE, ERASE_ACTOR = "maintenance", "erase_subject"
+# A migration between stores has a queue of its own: copying a store's objects never holds back a purge.
+STORES_QUEUE, STORES_ACTOR = "stores", "migrate_stores"
 # Image variants have a queue of their own: decoding images never holds back a purge or a scan.
 VARIANTS_QUEUE, VARIANTS_ACTOR = "variants", "make_variants"
 # Webhook deliveries have a queue of their own: a receiver that times out never holds back a purge.

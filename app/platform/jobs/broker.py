@@ -11,7 +11,7 @@ from dramatiq.brokers.stub import StubBroker
 from dramatiq.common import dq_name, xq_name
 from dramatiq.middleware import default_middleware
 
-QUEUES = ("maintenance", "scan", "webhooks", "variants")
+QUEUES = ("maintenance", "scan", "webhooks", "variants", "stores")
 
 
 class LetheRabbitmqBroker(RabbitmqBroker):

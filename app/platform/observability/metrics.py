@@ -105,6 +105,14 @@ HOLD_FILES_LOST = Counter(
     "lethe_hold_files_lost_total",
     "Files whose objects went while a legal hold covered them: the hold was placed after their removal had begun.",
 )
+STORE_FILES_MOVED = Counter(
+    "lethe_store_files_moved_total", "Files a migration between stores moved (copied, verified, their row moved)."
+)
+STORE_BYTES_MOVED = Counter("lethe_store_bytes_moved_total", "Bytes of the files a migration between stores moved.")
+STORE_COPIES_REMOVED = Counter(
+    "lethe_store_copies_removed_total",
+    "Copies of files removed from a store that no longer holds them (a migration's source, after the delay).",
+)
 PURGE_KEYS = Counter("lethe_purge_keys_total", "Object keys sent to the store for deletion by purge.")
 PURGE_ERRORS = Counter("lethe_purge_errors_total", "Purge runs that met a storage error and will retry.")
 PURGE_REFUSED_FILES = Counter(
