@@ -290,8 +290,11 @@ def _copy_file(rt: Runtime, candidate: Candidate, target: ObjectStore) -> _Copie
     keys = [candidate.object_key] + [objects.variant(name) for name in candidate.variants]
     copied = _Copied()
     for key in keys:
+        # An original no larger than its plaintext size's worth of memory, and every variant, is read whole at once
+        # (no head first); a larger original streams.
+        small = key != candidate.object_key or candidate.size_bytes <= _IN_MEMORY // 2
         try:
-            copied.bytes += copy_object(source, target, key)
+            copied.bytes += copy_object(source, target, key, small)
         except NotFound:
             copied.failure = "source_missing"
             return copied
@@ -314,13 +317,14 @@ class _Differs(Exception):
     """The object read back from the target is not the one read from the source."""
 
 
-def copy_object(source: ObjectStore, target: ObjectStore, key: str) -> int:
+def copy_object(source: ObjectStore, target: ObjectStore, key: str, small: bool = False) -> int:
     """Copy one object as its bytes are, then read it back from the target: its size and sha256 must be the
-    source's. Returns its size. Raises NotFound (missing in the source), _Differs, StorageError."""
-    info = source.head(key)
-    if info is None:
+    source's. `small`: known to fit in memory (read whole, without a head first). Returns its size. Raises NotFound
+    (missing in the source), _Differs, StorageError."""
+    info = None if small else source.head(key)
+    if not small and info is None:
         raise NotFound()
-    if info.size_bytes <= _IN_MEMORY:
+    if info is None or info.size_bytes <= _IN_MEMORY:
         data = source.get(key)
         digest = hashlib.sha256(data).hexdigest()
         target.put(key, data, len(data))
@@ -329,8 +333,8 @@ def copy_object(source: ObjectStore, target: ObjectStore, key: str) -> int:
         reader = _Reader(source.open(key))
         target.put(key, cast(BinaryIO, reader), info.size_bytes)
         digest, size = reader.digest.hexdigest(), reader.size
-    if size != info.size_bytes:
-        raise StorageError("the source object changed while it was copied")
+        if size != info.size_bytes:
+            raise StorageError("the source object changed while it was copied")
     back = hashlib.sha256()
     length = 0
     chunks = target.open(key)
