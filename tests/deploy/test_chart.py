@@ -29,6 +29,7 @@ SECRETS = {
     "file.s3.secret_key": "sk",
 }
 
+ENDPOINT = "s3.storage.svc:9000"
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {"secrets": SECRETS},
     "fs-with-claim": {
@@ -59,10 +60,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
 }
 
+# Every variant on S3 names its store: the chart requires the endpoint and names no product for it.
+for _variant in VARIANTS.values():
+    if _variant.get("config", {}).get("file.storage.driver") != "fs":
+        _variant["config"] = {"file.s3.endpoint": ENDPOINT, **_variant.get("config", {})}
+
 
 def render(values: dict[str, Any], upgrade: bool = False) -> list[dict[str, Any]]:
     """The chart's manifests, as `helm template` makes them: an install, or an upgrade (whose lookups of what is
     installed find nothing here: a release installed before the chart made its keyring and ConfigMap key)."""
+    config = values.get("config", {})
+    if config.get("file.storage.driver", "s3") == "s3" and "file.s3.endpoint" not in config:
+        values = {**values, "config": {**config, "file.s3.endpoint": ENDPOINT}}  # the store, which the chart requires
     with helm.Chart.load(str(CHART)) as chart:
         manifests = chart.render(values, name="lethe", namespace="files", is_install=not upgrade, is_upgrade=upgrade)
     docs = []
@@ -160,6 +169,7 @@ def test_roles_and_their_settings():
         "scan",
         "webhooks",
         "variants",
+        "stores",
     ]
     assert worker["ports"] == [{"name": "metrics", "containerPort": 9191, "protocol": "TCP"}]
     scheduler = deployments["lethe-scheduler"]["spec"]
@@ -318,7 +328,7 @@ def test_standard_labels(rendered):
 )
 def test_values_schema_rejects_wrong_values(values):
     merged = copy.deepcopy(VARIANTS["default"])
-    merged.update(values)
+    merged.update({**values, "config": {**merged["config"], **values.get("config", {})}})
     with helm.Chart.load(str(CHART)) as chart:
         with pytest.raises(helm.HelmError):
             chart.validate_schema(merged)
@@ -385,11 +395,23 @@ def test_the_worker_size_is_set_once_and_an_old_values_file_still_works():
 @pytest.mark.parametrize("secrets", [{}, {"database.url": ""}, {"broker.url": ""}])
 def test_a_chart_without_its_database_or_broker_is_refused_at_render_time_naming_the_key(secrets):
     values = {"secrets": {**SECRETS, **secrets}} if secrets else {}
+    values["config"] = {"file.s3.endpoint": ENDPOINT}
     with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmError) as refused:
         chart.render(values, name="lethe", namespace="files", is_install=True)
     named = "database.url" if secrets != {"broker.url": ""} else "broker.url"
     assert named in str(refused.value)
     render({"existingSecret": "lethe-managed"})  # a Secret managed elsewhere holds them: no refusal
+
+
+def test_a_chart_on_s3_without_its_endpoint_is_refused_at_render_time_naming_the_key():
+    # The chart's default names no product (a default of minio:9000 sent installations to a store that may not be
+    # there): the operator names the store, as they name the database.
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["config"]["file.s3.endpoint"] == "" and "minio:" not in (CHART / "values.yaml").read_text()
+    with helm.Chart.load(str(CHART)) as chart, pytest.raises(helm.HelmError) as refused:
+        chart.render({"secrets": SECRETS}, name="lethe", namespace="files", is_install=True)
+    assert "file.s3.endpoint" in str(refused.value)
+    render({"secrets": SECRETS, "config": {"file.storage.driver": "fs"}, "storage": {"fs": {"create": True}}})
 
 
 def test_the_ingress_lets_parts_through_and_terminates_tls():
@@ -417,4 +439,4 @@ def test_the_ci_values_lint_clean_as_chart_testing_lints_a_chart():
 def test_every_size_and_duration_of_the_defaults_passes_the_schema():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     with helm.Chart.load(str(CHART)) as chart:
-        chart.validate_schema({**VARIANTS["default"], "config": values["config"]})
+        chart.validate_schema({**VARIANTS["default"], "config": {**values["config"], "file.s3.endpoint": ENDPOINT}})

@@ -72,7 +72,10 @@ class FileS3Config:
     """Keys `file.s3.*`."""
 
     endpoint: str = key(
-        Text(), "", "S3 endpoint as host:port, without scheme (for example minio:9000 or s3.amazonaws.com)."
+        Text(),
+        "",
+        "S3 endpoint as host:port, without scheme (for example s3.storage.svc:9000 or s3.amazonaws.com); required "
+        "with the s3 driver.",
     )
     bucket: str = key(Text(), "lethe", "Bucket that holds every object of Lethe.")
     region: str = key(Text(), "", "Bucket region; empty lets the client ask the server.")
