@@ -253,3 +253,80 @@ def test_a_store_that_is_not_configured_or_a_second_migration_is_refused(moving)
     assert stores.stop(moving.rt) is not None
     assert stores_status(moving)["migration"]["state"] == "stopped"
     assert str(uuid.uuid4())  # nothing else ran
+
+
+@pytest.mark.one_store
+def test_lethe_stores_lists_says_and_migrates_and_a_bad_store_setting_names_the_key(lethe, database_url, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    lethe.upload(ALEX, b"one file", name="one.txt")
+    secret = "s3cr3t-Canary-Stores-77"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LETHE_DATABASE_URL": database_url,
+        "LETHE_FILE_FS_ROOT": lethe.cfg.file.fs.root,
+        "LETHE_FILE_STORES": json.dumps({"b": {"driver": "fs", "root": str(tmp_path / "b")}}),
+    }
+
+    def lethe_cli(*args: str, **more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "app.entry", "stores", *args],
+            env={**env, **more},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    listed = lethe_cli("list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [
+        {"name": "default", "configured": True, "primary": True, "files": 1},
+        {"name": "b", "configured": True, "primary": False, "files": 0},
+    ]
+    started = lethe_cli("migrate", "--to", "b")
+    assert started.returncode == 0 and "to b runs" in started.stdout
+    status = json.loads(lethe_cli("status", "--json").stdout)
+    assert status["migration"]["state"] == "running" and status["migration"]["files_left"] == 1
+    refused = lethe_cli("migrate", "--to", "nowhere")
+    assert refused.returncode == 1 and "no store named nowhere" in refused.stdout
+    # A row that names a store no longer declared: named, and the command says so by its exit status.
+    lethe.rt.db.unit_of_work(lambda uow: uow.conn.execute("UPDATE files SET store = 'gone'"), name="test")
+    gone = lethe_cli("list")
+    assert gone.returncode == 1 and "gone" in gone.stdout and "NOT CONFIGURED" in gone.stdout
+    # A bad store setting exits 2 naming the key and the store, never a value.
+    bad = lethe_cli(
+        "list", LETHE_FILE_STORES=json.dumps({"c": {"driver": "s3", "endpoint": "", "secret_key": secret, "x": 1}})
+    )
+    assert bad.returncode == 2 and "file.stores" in bad.stderr + bad.stdout
+    assert secret not in bad.stderr + bad.stdout and "Traceback" not in bad.stderr
+
+
+@pytest.mark.one_store
+def test_a_database_restored_from_before_a_move_learns_where_the_file_is(
+    make_lethe, target, database_url, tmp_path, clock
+):
+    from app.lifecycle import journal, restore
+    from tests.integration.test_journal import dump, restore_dump
+
+    lethe = make_lethe(others={"b": target}, **{"file.unattached_ttl": "365d"})
+    file_id = lethe.upload(ALEX, b"moved after the backup", name="moved.txt")
+    journal.flush(lethe.rt)
+    backup = tmp_path / "lethe.dump"
+    dump(database_url, backup)
+    migrate(lethe)
+    journal.flush(lethe.rt)
+    clock.advance(lethe.cfg.privacy.object_delete_delay + timedelta(seconds=1))
+    cleanup(lethe)
+    assert store_of(lethe, file_id) == "b" and file_id not in keys_of(lethe.raw_store)
+    lethe.close()
+
+    restore_dump(database_url, backup)
+    after = make_lethe(others={"b": target}, **{"file.unattached_ttl": "365d", "journal.auto_reconcile": "false"})
+    assert after.file_row(file_id).store == "default"  # the backup's word
+    report = restore.reconcile(after.rt)
+    assert report.files_moved_again == 1
+    assert store_of(after, file_id) == "b"
+    assert content(after, file_id).data == b"moved after the backup"
+    assert run_audit(after.rt, store="b").orphans.count == 0

@@ -70,7 +70,9 @@ class Lethe:
         }
         if others:
             # Declared for the configuration's checks; the stores themselves are the test's (`others` below).
-            env["LETHE_FILE_STORES"] = json.dumps({name: {"driver": "fs", "root": "/nonexistent"} for name in others})
+            env["LETHE_FILE_STORES"] = json.dumps(
+                {name: {"driver": "fs", "root": f"/nonexistent/{name}"} for name in others}
+            )
         env.update({config.KEYS_BY_NAME[name].env: str(value) for name, value in settings.items()})
         self.cfg = _load(env, smallest_part=self.part_size)
         self.broker = RecordingBroker()

@@ -419,3 +419,34 @@ def test_the_token_leeway_is_a_key_with_a_ceiling():
         Authenticator.from_config(cfg).principal("Bearer " + expired_10s_ago)
     lenient = config.load({"LETHE_AUTH_JWT_SECRET": "s" * 32, "LETHE_AUTH_LEEWAY": "30s"})
     assert Authenticator.from_config(lenient).principal("Bearer " + expired_10s_ago).scopes
+
+
+def test_several_stores_are_parsed_and_their_errors_name_the_store_and_setting_never_a_value():
+    from app.errors import ConfigError
+    from app.platform.config import build
+
+    secret = "Canary-store-secret-8812"
+    cfg = build(
+        {
+            "file.stores": '{"garage": {"driver": "s3", "endpoint": "garage:3900", "bucket": "lethe", '
+            f'"secret_key": "{secret}", "timeout": "5s"}}, "disk": {{"driver": "fs", "root": "/srv/objects"}}}}',
+            "file.store.primary": "garage",
+        }
+    )
+    garage, disk = cfg.file.stores
+    assert garage.name == "garage" and garage.s3 is not None and garage.s3.timeout.total_seconds() == 5
+    assert disk.fs is not None and disk.fs.root == "/srv/objects" and cfg.file.store.primary == "garage"
+    for raw, expected in (
+        ('{"default": {"driver": "fs"}}', "store default: default is the store of file.storage.driver"),
+        ('{"Bad Name": {"driver": "fs"}}', "store entry 1: the name must be"),
+        ('{"b": {"driver": "nfs"}}', "store b: driver must be s3 or fs"),
+        (f'{{"b": {{"driver": "s3", "endpoint": "", "secret_key": "{secret}"}}}}', "store b: endpoint is required"),
+        (f'{{"b": {{"driver": "s3", "endpoint": "e:1", "{secret}": 1}}}}', "store b: a setting is not a s3 setting"),
+        ('{"b": {"driver": "fs", "root": "./.lethe/objects"}}', "uses the bucket (or fs root) of another store"),
+        ("[]", "Must be a JSON object"),
+    ):
+        with pytest.raises(ConfigError) as refused:
+            build({"file.stores": raw})
+        assert expected in str(refused.value) and secret not in str(refused.value)
+    with pytest.raises(ConfigError, match="file.store.primary: Must be default or the name of a store"):
+        build({"file.store.primary": "garage"})

@@ -94,6 +94,21 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         if have("file.part_size") and values["file.part_size"] < S3_MIN_PART_SIZE:
             add("file.part_size", "Must be at least 5MiB with the s3 driver (the S3 minimum part size).")
     declared = {settings.name for settings in values.get("file.stores", ())}
+    # Two stores on one bucket (or one fs root) would each take the other's files for copies no row counts.
+    places = {
+        ("s3", values.get("file.s3.endpoint"), values.get("file.s3.bucket"))
+        if values.get("file.storage.driver") == "s3"
+        else ("fs", values.get("file.fs.root"), "")
+    }
+    for settings in values.get("file.stores", ()):
+        place = (
+            ("s3", settings.s3.endpoint, settings.s3.bucket)
+            if settings.s3 is not None
+            else ("fs", settings.fs.root, "")
+        )
+        if place in places:
+            add("file.stores", f"Store {settings.name} uses the bucket (or fs root) of another store.")
+        places.add(place)
     if values.get("file.store.primary", "default") not in declared | {"default"}:
         add("file.store.primary", "Must be default or the name of a store in file.stores.")
     if (
