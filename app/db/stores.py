@@ -113,38 +113,62 @@ def failures_of(conn: Conn, migration_id: UUID) -> int:
     return int(row[0]) if row else 0
 
 
-def move(conn: Conn, file_id: UUID, source: str, target: str, signature: str, now: datetime, delay: timedelta) -> str:
-    """Move a copied file's row to `target` if it is still movable, still in `source` and still what was copied:
-    its copy there becomes its objects, and the source's copy is left for removal after `delay`. When it is not
-    (deleted, changed, moved by someone else), the copy made in the target is left for removal at once. Returns
-    `moved`, `changed`, or `gone` (no row: nothing records the copy, the caller removes it)."""
-    moved = conn.execute(
-        f"""
-        UPDATE files f SET store = %(target)s
-        WHERE f.id = %(id)s AND f.store = %(source)s AND {MOVABLE} AND {SIGNATURE} = %(signature)s
-        RETURNING f.id
-        """,
-        {"id": file_id, "source": source, "target": target, "signature": signature},
-    ).fetchone()
+def move_many(conn: Conn, copied: Sequence[Candidate], target: str, now: datetime, delay: timedelta) -> dict[UUID, str]:
+    """`move` for many files in one statement each step: the rows still movable, still in their source and still
+    what was copied name `target`; their copies in the target stop being copies and the sources' are left for
+    removal after `delay`; the others' copies in the target are left for removal at once. Returns each file's
+    outcome: `moved`, `changed`, or `gone` (no row)."""
+    if not copied:
+        return {}
+    ids = [candidate.file_id for candidate in copied]
+    moved = {
+        row[0]: row[1]
+        for row in conn.execute(
+            f"""
+            WITH copy AS (
+                SELECT * FROM unnest(%(ids)s::uuid[], %(sources)s::text[], %(signatures)s::text[])
+                    AS c(id, source, signature)
+            ), before AS (
+                SELECT f.id, f.store FROM files f JOIN copy ON copy.id = f.id
+                WHERE f.store = copy.source AND {MOVABLE} AND {SIGNATURE} = copy.signature
+                ORDER BY f.id FOR UPDATE OF f
+            )
+            UPDATE files f SET store = %(target)s FROM before WHERE f.id = before.id
+            RETURNING f.id, before.store
+            """,
+            {
+                "ids": ids,
+                "sources": [candidate.store for candidate in copied],
+                "signatures": [candidate.signature for candidate in copied],
+                "target": target,
+            },
+        ).fetchall()
+    }
     if moved:
-        conn.execute("DELETE FROM store_copies WHERE file_id = %s AND store = %s", (file_id, target))
+        conn.execute("DELETE FROM store_copies WHERE file_id = ANY(%s) AND store = %s", (list(moved), target))
         conn.execute(
             """
-            INSERT INTO store_copies (file_id, store, state, since, remove_after) VALUES (%s, %s, 'left', %s, %s)
+            INSERT INTO store_copies (file_id, store, state, since, remove_after)
+            SELECT id, source, 'left', %s, %s FROM unnest(%s::uuid[], %s::text[]) AS m(id, source)
             ON CONFLICT (file_id, store) DO UPDATE SET state = 'left', since = excluded.since,
                                                       remove_after = excluded.remove_after
             """,
-            (file_id, source, now, now + delay),
+            (now, now + delay, list(moved), list(moved.values())),
         )
-        return "moved"
-    if conn.execute("SELECT 1 FROM files WHERE id = %s", (file_id,)).fetchone() is None:
-        return "gone"
-    conn.execute(
-        "UPDATE store_copies SET state = 'left', remove_after = %s WHERE file_id = %s AND store = %s "
-        "AND state = 'copying' AND store <> (SELECT store FROM files WHERE id = %s)",
-        (now, file_id, target, file_id),
+    rest = [file_id for file_id in ids if file_id not in moved]
+    present = (
+        {row[0] for row in conn.execute("SELECT id FROM files WHERE id = ANY(%s)", (rest,)).fetchall()}
+        if rest
+        else set()
     )
-    return "changed"
+    if present:
+        conn.execute(
+            "UPDATE store_copies c SET state = 'left', remove_after = %s FROM files f "
+            "WHERE c.file_id = ANY(%s) AND c.store = %s AND c.state = 'copying' AND f.id = c.file_id "
+            "AND f.store <> c.store",
+            (now, list(present), target),
+        )
+    return {file_id: "moved" if file_id in moved else "changed" if file_id in present else "gone" for file_id in ids}
 
 
 def moved_again(conn: Conn, file_ids: Sequence[UUID], target: str, now: datetime, delay: timedelta) -> int:

@@ -169,18 +169,23 @@ def run_batch(rt: Runtime, migration_id: uuid.UUID) -> BatchReport:
         gone: list[Candidate] = []
         delay = rt.cfg.privacy.object_delete_delay
         moved_bytes = 0
+        copied = []
         for candidate, outcome in zip(taken, outcomes, strict=True):
             report.copies += outcome.copies
             if outcome.failure is not None:
                 failures.append((candidate.file_id, outcome.failure))
-                continue
-            moved = rt.db.unit_of_work(_mover(rt, migration, candidate, delay), name="stores.move")
-            if moved == "moved":
+            else:
+                copied.append(candidate)
+        # The rows move in one transaction, each re-checked under its lock (what was copied is still the file).
+        moved = rt.db.unit_of_work(_mover(rt, migration, copied, delay), name="stores.move")
+        sizes = {candidate.file_id: outcome.bytes for candidate, outcome in zip(taken, outcomes, strict=True)}
+        for candidate in copied:
+            if moved[candidate.file_id] == "moved":
                 report.moved += 1
-                moved_bytes += outcome.bytes
+                moved_bytes += sizes[candidate.file_id]
             else:
                 report.changed += 1
-            if moved == "gone":
+            if moved[candidate.file_id] == "gone":
                 gone.append(candidate)
         _remove_gone(rt, migration.target, gone)
         report.bytes = moved_bytes
@@ -222,15 +227,16 @@ def _next_batch(uow: UnitOfWork, migration: Migration, report: BatchReport) -> N
     uow.enqueue(jobs.STORES_QUEUE, jobs.STORES_ACTOR, str(migration.id))
 
 
-def _mover(rt: Runtime, migration: Migration, candidate: Candidate, delay: timedelta) -> Callable[[UnitOfWork], str]:
-    def move(uow: UnitOfWork) -> str:
+def _mover(
+    rt: Runtime, migration: Migration, copied: Sequence[Candidate], delay: timedelta
+) -> Callable[[UnitOfWork], dict[uuid.UUID, str]]:
+    def move(uow: UnitOfWork) -> dict[uuid.UUID, str]:
         now = rt.clock.now()
-        moved = stores_sql.move(
-            uow.conn, candidate.file_id, candidate.store, migration.target, candidate.signature, now, delay
-        )
-        if moved == "moved":  # a database restored from before this commit learns where the file is (lethe restore)
-            journal.record(uow, rt.cfg, [Entry(FILE_MOVED, now, files=(candidate.file_id,), store=migration.target)])
-        return moved
+        outcomes = stores_sql.move_many(uow.conn, copied, migration.target, now, delay)
+        moved = tuple(sorted(file_id for file_id, outcome in outcomes.items() if outcome == "moved"))
+        if moved:  # a database restored from before this commit learns where the files are (lethe restore)
+            journal.record(uow, rt.cfg, [Entry(FILE_MOVED, now, files=moved, store=migration.target)])
+        return outcomes
 
     return move
 
@@ -335,16 +341,21 @@ def copy_object(source: ObjectStore, target: ObjectStore, key: str, small: bool 
         digest, size = reader.digest.hexdigest(), reader.size
         if size != info.size_bytes:
             raise StorageError("the source object changed while it was copied")
-    back = hashlib.sha256()
-    length = 0
-    chunks = target.open(key)
-    try:
-        for chunk in chunks:
-            back.update(chunk)
-            length += len(chunk)
-    finally:
-        chunks.close()
-    if length != size or back.hexdigest() != digest:
+    if size <= _IN_MEMORY:  # read back whole, in one request
+        stored = target.get(key)
+        length, found = len(stored), hashlib.sha256(stored).hexdigest()
+    else:
+        back = hashlib.sha256()
+        length = 0
+        chunks = target.open(key)
+        try:
+            for chunk in chunks:
+                back.update(chunk)
+                length += len(chunk)
+        finally:
+            chunks.close()
+        found = back.hexdigest()
+    if length != size or found != digest:
         raise _Differs()
     return size
 
