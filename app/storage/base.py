@@ -93,6 +93,11 @@ class ObjectStore(Protocol):
     ) -> None:
         """Write a whole object atomically (overwrites)."""
 
+    def put_md5(self, key: str, data: bytes) -> str | None:
+        """Write a whole object from memory with its Content-MD5 (a store that checks it refuses a body that does
+        not match), and answer the MD5 (hex) the store reports of what it stored: S3's ETag of a single PUT when it
+        is one (not under a KMS key), else None (fs: the caller reads the object back)."""
+
     def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
         """Stream an object in chunks, from byte `first`, `length` bytes (None: to its end). Raises NotFound when
         it is missing (before the first chunk). Close the iterator when done."""

@@ -48,6 +48,9 @@ class GuardedStore:
     ) -> None:
         self._checked("put").put(key, data, length, content_type)
 
+    def put_md5(self, key: str, data: bytes) -> str | None:
+        return self._checked("put_md5").put_md5(key, data)
+
     def open_file(self, key: str) -> BinaryIO | None:
         return self._checked("open_file").open_file(key)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -72,6 +73,9 @@ def _count_nothing(operation: str) -> None:
 
 
 count_throttled: Callable[[str], None] = _count_nothing  # called with the operation of each throttled call
+
+
+_MD5_HEX = re.compile(r"[0-9a-f]{32}")
 
 
 def _key(key: str) -> str:
@@ -413,6 +417,16 @@ class S3Store:
                 content_type=content_type,
                 part_size=16 * 1024 * 1024 if length < 0 else 0,
             )
+
+    def put_md5(self, key: str, data: bytes) -> str | None:
+        headers: dict[str, str | list[str] | tuple[str]] = {
+            "Content-Type": "application/octet-stream",
+            "Content-MD5": md5sum_hash(data) or "",
+        }
+        with self._mapped("put"):
+            written = self.client._put_object(self.bucket, _key(key), data, headers)
+        etag = (written.etag or "").strip('"').lower()
+        return etag if _MD5_HEX.fullmatch(etag) else None
 
     def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
         with self._mapped("get", missing=NotFound):

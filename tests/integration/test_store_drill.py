@@ -94,8 +94,9 @@ def read(lethe, file_id, person=ALEX, **headers) -> Any:
     return lethe.call("GET", f"/api/v1/files/{file_id}/content", person, headers=headers)
 
 
-def test_every_file_moves_while_clients_work_and_only_the_target_keeps_them(drill, clock):
+def test_every_file_moves_while_clients_work_and_only_the_target_keeps_them(drill, clock, monkeypatch):
     lethe, source, target = drill
+    monkeypatch.setattr(stores, "BATCH_FILES", 200)  # 25 batches: a client round between each two
     rng = random.Random(52)
     seeded = seed(lethe, source, SEEDED)
     live: dict[str, bytes] = {str(file_id): data for file_id, data in seeded.items()}

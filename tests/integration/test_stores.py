@@ -177,6 +177,11 @@ class _OnPut:
         self._hook(key)
         return self._inner.put(key, data, length, content_type)
 
+    def put_md5(self, key, data):
+        self.puts[key] = self.puts.get(key, 0) + 1
+        self._hook(key)
+        return self._inner.put_md5(key, data)
+
 
 def _wrap_target(lethe, target, hook) -> _OnPut:
     wrapped = _OnPut(target, hook)
@@ -266,7 +271,7 @@ def test_lethe_stores_lists_says_and_migrates_and_a_bad_store_setting_names_the_
     env = {
         "PATH": "/usr/bin:/bin",
         "LETHE_DATABASE_URL": database_url,
-        "LETHE_FILE_FS_ROOT": lethe.cfg.file.fs.root,
+        "LETHE_FILE_FS_ROOT": str(tmp_path / "default"),
         "LETHE_FILE_STORES": json.dumps({"b": {"driver": "fs", "root": str(tmp_path / "b")}}),
     }
 
