@@ -25,7 +25,7 @@ from app.db.locks import exclusive
 from app.db.stores import Candidate, Migration
 from app.db.uow import UnitOfWork
 from app.domain.ends import Reach
-from app.domain.journal import FILE_MOVED, Entry
+from app.domain.journal import FILE_MOVED, JOURNAL_PREFIX, Entry
 from app.domain.objects import FileObjects
 from app.errors import LetheError, NotFound, ObjectFailed, StorageError
 from app.lifecycle import journal
@@ -64,6 +64,7 @@ class BatchReport:
     copies: int = 0  # objects copied
     failed: int = 0
     changed: int = 0  # copied, but the file changed or ended before its move: the copy goes
+    journal: int = 0  # objects of the deletion journal copied
     state: str = "running"  # running (more to take), waiting (only files not movable yet), done, not_running
 
     def as_fields(self) -> dict[str, int | str]:
@@ -74,6 +75,7 @@ class BatchReport:
             "copies": self.copies,
             "failed": self.failed,
             "changed": self.changed,
+            "journal": self.journal,
             "state": self.state,
         }
 
@@ -147,6 +149,8 @@ def run_batch(rt: Runtime, migration_id: uuid.UUID) -> BatchReport:
             return report
         started = time.monotonic()
         now = rt.clock.now()
+        if migration.batches == 0:
+            report.journal = copy_journal(rt, migration)
         taken = rt.db.unit_of_work(
             lambda uow: stores_sql.take(uow.conn, migration.id, migration.sources, migration.target, BATCH_FILES, now),
             name="stores.take",
@@ -258,6 +262,27 @@ def _remove_gone(rt: Runtime, target: str, gone: Sequence[Candidate]) -> None:
     rt.files.remove_keys(cleared, keys, store=target)
 
 
+def copy_journal(rt: Runtime, migration: Migration) -> int:
+    """Copy the deletion journal's objects (segments, spool, the escrowed hash key) of the migration's sources to
+    its target, those the target lacks or holds at another size: the journal is written to the primary store, so
+    after the switch the target holds the new segments and, with these, the ones before (a restore reads them all
+    from there). Its own prefix is listed, as its writer and the restore guard list it. Returns how many."""
+    target_name = migration.target
+    target = rt.store_named(target_name)
+    sources = migration.sources or [name for name in rt.store_names if name != target_name]
+    copied = 0
+    for name in sources:
+        source = rt.store_named(name)
+        for listed in rt.maintenance_of(name).list_prefix(JOURNAL_PREFIX):
+            there = target.head(listed.key)
+            info = source.head(listed.key)
+            if info is None or (there is not None and there.size_bytes == info.size_bytes):
+                continue
+            copy_object(source, target, listed.key)
+            copied += 1
+    return copied
+
+
 def _settle_empty(rt: Runtime, migration: Migration, report: BatchReport) -> BatchReport:
     """Nothing to take now: done when no file of the sources is left, else waiting (an upload under way, a scan
     or variants pending): the cleanup's step r commits the next batch."""
@@ -267,6 +292,7 @@ def _settle_empty(rt: Runtime, migration: Migration, report: BatchReport) -> Bat
     if movable or waiting:
         report.state = "waiting"
         return report
+    report.journal = copy_journal(rt, migration)  # what the old store's writers wrote until the rollout ended
     failed = rt.db.unit_of_work(lambda uow: _finish(uow, migration, rt), name="stores.finish")
     report.state = "done"
     log_event(

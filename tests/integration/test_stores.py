@@ -317,11 +317,18 @@ def test_a_database_restored_from_before_a_move_learns_where_the_file_is(
 
     lethe = make_lethe(others={"b": target}, **{"file.unattached_ttl": "365d"})
     file_id = lethe.upload(ALEX, b"moved after the backup", name="moved.txt")
+    deleted = lethe.upload(ALEX, b"deleted after the backup", name="deleted.txt")
     journal.flush(lethe.rt)
     backup = tmp_path / "lethe.dump"
     dump(database_url, backup)
-    migrate(lethe)
+    assert lethe.call("DELETE", f"/api/v1/files/{deleted}", ALEX).status_code == 204
+    lethe.run_jobs()
+    journal.flush(lethe.rt)  # the deletion's entries are in the old store's journal
+    lethe.use_primary("b")  # from now on the journal is written to b
+    migrate(lethe)  # which copies the old store's journal there
     journal.flush(lethe.rt)
+    journal_keys = [key for key in keys_of_prefix(target, "journal/")]
+    assert set(keys_of_prefix(lethe.raw_store, "journal/")) < set(journal_keys)
     clock.advance(lethe.cfg.privacy.object_delete_delay + timedelta(seconds=1))
     cleanup(lethe)
     assert store_of(lethe, file_id) == "b" and file_id not in keys_of(lethe.raw_store)
@@ -329,9 +336,17 @@ def test_a_database_restored_from_before_a_move_learns_where_the_file_is(
 
     restore_dump(database_url, backup)
     after = make_lethe(others={"b": target}, **{"file.unattached_ttl": "365d", "journal.auto_reconcile": "false"})
+    after.use_primary("b")
     assert after.file_row(file_id).store == "default"  # the backup's word
-    report = restore.reconcile(after.rt)
-    assert report.files_moved_again == 1
+    report = restore.reconcile(after.rt)  # the journal, read from b: the entries from before the switch too
+    assert report.files_moved_again == 1 and report.files_marked == 1
+    after.run_jobs()
+    assert after.file_row(deleted) is None
     assert store_of(after, file_id) == "b"
     assert content(after, file_id).data == b"moved after the backup"
     assert run_audit(after.rt, store="b").orphans.count == 0
+
+
+def keys_of_prefix(raw, prefix: str) -> list[str]:
+    """The current keys under a prefix (a test may list)."""
+    return [item.key for item in raw.list_prefix(prefix)]

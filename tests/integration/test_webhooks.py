@@ -269,7 +269,7 @@ def test_webhook_attempts_never_take_the_threads_of_purges(make_lethe, receiver)
         broker.declare_queue(queue)
     actors = register(broker, lethe.rt)
     queues, pool = split_queues(QUEUES)
-    assert pool and queues == {"maintenance", "scan", "variants"}
+    assert pool and queues == {"maintenance", "scan", "variants", "stores"}
     add_webhook_pool(broker, 1)
     worker = Worker(broker, queues=queues, worker_threads=1)
     worker.start()
