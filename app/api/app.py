@@ -18,6 +18,7 @@ from app.api import (
     drafts,
     erasures,
     events,
+    explain,
     files,
     holds,
     json_body,
@@ -150,7 +151,21 @@ def create_app(runtime: Runtime) -> Flask:
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})
     api.register_converter(common.SegmentConverter, common.segment_schema)
     api.register_converter(common.PartNumberConverter, common.part_number_schema)
-    for module in (uploads, tus, files, links, messages, drafts, events, receipts, slots, erasures, holds, principals):
+    for module in (
+        uploads,
+        tus,
+        files,
+        links,
+        messages,
+        drafts,
+        events,
+        receipts,
+        slots,
+        erasures,
+        holds,
+        principals,
+        explain,
+    ):
         api.register_blueprint(module.blp)
     _allow_cors(app, runtime.cfg.api.cors_origins)
     app.register_error_handler(LetheError, problems.from_lethe_error)

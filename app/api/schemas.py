@@ -586,3 +586,37 @@ class UsageSchema(PurposeUsageSchema):
         allow_none=True,
         metadata={"description": "The principal's own limits as set; null: the installation's defaults alone."},
     )
+
+
+class ExplanationSchema(Schema):
+    file_id = fields.UUID(required=True)
+    state = fields.String(
+        required=True, metadata={"description": "live, deleted (its row kept), purged (a receipt) or unknown."}
+    )
+    kept_by = fields.List(
+        fields.Dict(),
+        required=True,
+        metadata={
+            "description": "Every rule keeping its bytes now, each {rule, ...}: hold (holds: id, case_ref), attached "
+            "(messages), slot (slots), draft, upload_open (until), scan_pending, variants_pending, delete_delay "
+            "(until), purge_failed (store_answer, next_attempt), store_copy (stores)."
+        },
+    )
+    ends = fields.Dict(
+        required=True,
+        metadata={
+            "description": "What ends it next: {rule, at} (purge, upload_open, never_attached, failed_row, "
+            "retention with its policy, slot_released, receipt_expires), or {rule, at: null, needs}: what must "
+            "happen first."
+        },
+    )
+    bytes_may_go = fields.Boolean(metadata={"description": "Whether the one rule for bytes lets them go now."})
+    the_one_rule = fields.String(
+        metadata={"description": "The rule's answer: free, or hold, attached, slot, draft, live."}
+    )
+    upload_state = fields.String()
+    scan_status = fields.String()
+    purpose = fields.String()
+    uploaded_by = fields.UUID()
+    store = fields.String(metadata={"description": "The store that holds its objects."})
+    receipt = fields.Dict(metadata={"description": "A purged file's receipt (getReceipt)."})

@@ -20,6 +20,7 @@
     lethe keys status | rotate [--dry-run] | generate ID         per-file keys and the keyring
     lethe quota set UUID [--max-bytes S] [--max-files N] [--purpose P] | show UUID | check [--repair]
                                                                  quotas, usage and the check of its counters
+    lethe explain FILE_ID [--json]                               why a file is still here, and what ends it
     lethe stores list | status | migrate --to NAME [--from NAME] | migrate --stop
                                                                  the stores, and moving every file to another
 
@@ -40,6 +41,7 @@ from app.entry import (
     audit,
     cleanup,
     erase,
+    explain,
     hold,
     keyring,
     quota,
@@ -382,7 +384,21 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 
 # The operator commands, a module each with its own parser (its add_parser), in the order `lethe --help` lists them.
-COMMAND_GROUPS = (cleanup, retention, sweep, audit, erase, hold, quota, stores, webhooks, restore, keyring, receipt)
+COMMAND_GROUPS = (
+    cleanup,
+    retention,
+    sweep,
+    audit,
+    erase,
+    hold,
+    quota,
+    stores,
+    webhooks,
+    restore,
+    keyring,
+    receipt,
+    explain,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
