@@ -79,3 +79,52 @@ def held_by_id(conn: Conn, file_id: UUID) -> list[tuple[UUID, str]]:
         (file_id,),
     ).fetchall()
     return [(row[0], row[1]) for row in rows]
+
+
+@dataclass(frozen=True)
+class SubjectFacts:
+    """What Lethe holds of one person, counted by rule (ids of holds only; never a name)."""
+
+    files_live: int
+    bytes_live: int
+    files_attached: int
+    files_in_drafts: int
+    files_deleted_waiting: int
+    files_ended_rows: int
+    files_held: int
+    drafts: int
+    messages: int
+    events: int
+    hold_ids: list[UUID] = field(default_factory=list)
+    hold_refs: list[str] = field(default_factory=list)
+
+
+def subject_facts(conn: Conn, subject_id: UUID) -> SubjectFacts:
+    """Counts of what a person uploaded, wrote and is told, through the indexes by person."""
+    row = first_as(
+        conn,
+        SubjectFacts,
+        f"""
+        WITH mine AS (SELECT f.* FROM files f WHERE f.uploaded_by = %(subject)s)
+        SELECT count(*) FILTER (WHERE f.deleted_at IS NULL AND NOT {ENDED}) AS files_live,
+               coalesce(sum(f.size_bytes) FILTER (WHERE f.deleted_at IS NULL AND NOT {ENDED}), 0)::bigint
+                   AS bytes_live,
+               count(*) FILTER (WHERE EXISTS (SELECT 1 FROM attachments a WHERE a.file_id = f.id)) AS files_attached,
+               count(*) FILTER (WHERE EXISTS (SELECT 1 FROM drafts d WHERE d.user_id = f.uploaded_by
+                                               AND f.id = ANY(d.file_ids))) AS files_in_drafts,
+               count(*) FILTER (WHERE f.deleted_at IS NOT NULL) AS files_deleted_waiting,
+               count(*) FILTER (WHERE f.deleted_at IS NULL AND {ENDED}) AS files_ended_rows,
+               count(*) FILTER (WHERE {held("f")}) AS files_held,
+               (SELECT count(*) FROM drafts d WHERE d.user_id = %(subject)s) AS drafts,
+               (SELECT count(*) FROM messages m WHERE m.author_id = %(subject)s AND m.deleted_at IS NULL) AS messages,
+               (SELECT count(*) FROM events e WHERE e.audience_principal_id = %(subject)s) AS events,
+               ARRAY(SELECT h.id FROM legal_holds h WHERE h.subject_id = %(subject)s AND h.released_at IS NULL
+                     ORDER BY h.created_at, h.id) AS hold_ids,
+               ARRAY(SELECT h.case_ref FROM legal_holds h WHERE h.subject_id = %(subject)s AND h.released_at IS NULL
+                     ORDER BY h.created_at, h.id) AS hold_refs
+        FROM mine f
+        """,
+        {"subject": subject_id},
+    )
+    assert row is not None
+    return row

@@ -80,6 +80,29 @@ def explain_file(rt: Runtime, principal: Principal | None, file_id: uuid.UUID) -
     return _doc(file_id, "unknown", kept, {"rule": None, "at": None, "needs": needs})
 
 
+def explain_subject(rt: Runtime, principal: Principal | None, subject_id: uuid.UUID) -> dict[str, Any]:
+    """What Lethe holds of a person, counted by rule, and what ends it: the answer needed before an erasure
+    (`manage`; principal None: an operator's command).
+
+    Raises:
+        Forbidden: the caller lacks `manage`.
+    """
+    if not access.may_read_receipt(principal):
+        raise Forbidden("manage")
+    facts = rt.db.read(lambda conn: sql.subject_facts(conn, subject_id))
+    holds = [
+        {"id": str(hold_id), "case_ref": ref} for hold_id, ref in zip(facts.hold_ids, facts.hold_refs, strict=True)
+    ]
+    counts = {name: value for name, value in facts.__dict__.items() if name not in ("hold_ids", "hold_refs")}
+    if holds:
+        ends: dict[str, Any] = {"rule": "hold", "at": None, "needs": "the release of the holds on the person"}
+    elif any(counts.values()):
+        ends = {"rule": "erasure", "at": None, "needs": "an erasure (createErasure, lethe erase --subject)"}
+    else:
+        ends = {"rule": None, "at": None, "needs": "nothing: Lethe holds nothing of this person"}
+    return {"subject_id": str(subject_id), "holds": holds, **counts, "ends": ends}
+
+
 def answer(facts: FileFacts, cfg: Config, now: datetime) -> dict[str, Any]:
     """The explanation of a file that has a row, from its facts, the configuration's windows and the time."""
     deleted = facts.deleted_at is not None

@@ -146,3 +146,47 @@ def test_lethe_explain_prints_it(lethe, database_url, tmp_path):
     )
     assert json.loads(as_json.stdout)["ends"]["rule"] == "never_attached"
     assert CANARY not in shown.stdout + as_json.stdout + shown.stderr
+
+
+def test_what_lethe_holds_of_a_person_by_rule(lethe, database_url, tmp_path):
+    kept = lethe.upload(ALEX, b"attached", name=f"{CANARY}-a.txt")
+    assert lethe.call("PUT", "/api/v1/messages/m-1", ALEX, json={"file_ids": [kept]}).status_code == 200
+    drafted = lethe.upload(ALEX, b"drafted", name=f"{CANARY}-d.txt")
+    assert lethe.call("PUT", "/api/v1/drafts/d1", ALEX, json={"text": "", "file_ids": [drafted]}).status_code == 200
+    deleted = lethe.upload(ALEX, b"deleted", name=f"{CANARY}-x.txt")
+    assert lethe.call("DELETE", f"/api/v1/files/{deleted}", ALEX).status_code == 204  # its purge not run yet
+    env = {"PATH": "/usr/bin:/bin", "LETHE_DATABASE_URL": database_url, "LETHE_FILE_FS_ROOT": str(tmp_path / "o")}
+
+    def subject() -> dict:
+        shown = subprocess.run(
+            [sys.executable, "-m", "app.entry", "explain", "--subject", str(ALEX.id), "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert CANARY not in shown.stdout
+        return json.loads(shown.stdout)
+
+    doc = subject()
+    assert (doc["files_live"], doc["files_attached"], doc["files_in_drafts"], doc["files_deleted_waiting"]) == (
+        2,
+        1,
+        1,
+        1,
+    )
+    assert doc["drafts"] == 1 and doc["messages"] == 1 and doc["events"] > 0 and doc["holds"] == []
+    assert doc["ends"]["rule"] == "erasure"
+    hold = lethe.call("POST", "/api/v1/holds", OWNER, json={"case_ref": "CASE-1", "subject_id": str(ALEX.id)}).json
+    doc = subject()
+    assert doc["holds"] == [{"id": hold["id"], "case_ref": "CASE-1"}] and doc["files_held"] == 3
+    assert doc["ends"]["rule"] == "hold"
+    nobody = subprocess.run(
+        [sys.executable, "-m", "app.entry", "explain", "--subject", str(uuid.uuid4())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert nobody.returncode == 0 and "Lethe holds nothing of this person" in nobody.stdout
