@@ -8,6 +8,7 @@ import subprocess
 import sys
 import uuid
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -157,7 +158,7 @@ def test_what_lethe_holds_of_a_person_by_rule(lethe, database_url, tmp_path):
     assert lethe.call("DELETE", f"/api/v1/files/{deleted}", ALEX).status_code == 204  # its purge not run yet
     env = {"PATH": "/usr/bin:/bin", "LETHE_DATABASE_URL": database_url, "LETHE_FILE_FS_ROOT": str(tmp_path / "o")}
 
-    def subject() -> dict:
+    def subject() -> dict[str, Any]:
         shown = subprocess.run(
             [sys.executable, "-m", "app.entry", "explain", "--subject", str(ALEX.id), "--json"],
             env=env,
