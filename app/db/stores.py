@@ -367,14 +367,9 @@ def latest(conn: Conn) -> Migration | None:
     return first_as(conn, Migration, f"SELECT {_MIGRATION} FROM store_migrations ORDER BY started_at DESC LIMIT 1")
 
 
-def migration(conn: Conn, migration_id: UUID, lock: bool = False) -> Migration | None:
-    """One migration by id (with `lock`, its row locked)."""
-    return first_as(
-        conn,
-        Migration,
-        f"SELECT {_MIGRATION} FROM store_migrations WHERE id = %s" + (" FOR UPDATE" if lock else ""),
-        (migration_id,),
-    )
+def migration(conn: Conn, migration_id: UUID) -> Migration | None:
+    """One migration by id."""
+    return first_as(conn, Migration, f"SELECT {_MIGRATION} FROM store_migrations WHERE id = %s", (migration_id,))
 
 
 def progress(conn: Conn, migration_id: UUID, moved: int, moved_bytes: int, copies: int) -> None:
