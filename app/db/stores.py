@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from app.db.conn import Conn, all_as, first_as, one_as
+from app.db.keeps import held
 
 # What may move: nothing else writes a file in this state (its content, its variants, its upload's parts).
 MOVABLE = (
@@ -205,19 +206,33 @@ class Left:
 
 
 def due(conn: Conn, now: datetime, limit: int) -> list[Left]:
-    """The copies left in a store whose removal is due, oldest first."""
+    """The copies left in a store whose removal is due, oldest first; not those a legal hold keeps (they wait for
+    its release, and never stand in front of the others; the clearance asks the rule again)."""
     return all_as(
         conn,
         Left,
-        """
+        f"""
         SELECT c.file_id, c.store, f.object_key, f.store AS own_store
         FROM store_copies c JOIN files f ON f.id = c.file_id
-        WHERE c.state = 'left' AND c.remove_after <= %s
+        WHERE c.state = 'left' AND c.remove_after <= %s AND NOT {held("f")}
         ORDER BY c.remove_after, c.file_id
         LIMIT %s
         """,
         (now, limit),
     )
+
+
+def postpone(conn: Conn, copies: Sequence[tuple[UUID, str]], until: datetime) -> None:
+    """The store refused the removal of these copies: they are due again at `until`, behind the others."""
+    if copies:
+        conn.execute(
+            """
+            UPDATE store_copies c SET remove_after = %s
+            FROM unnest(%s::uuid[], %s::text[]) AS r(file_id, store)
+            WHERE c.file_id = r.file_id AND c.store = r.store AND c.state = 'left'
+            """,
+            (until, [file_id for file_id, _ in copies], [store for _, store in copies]),
+        )
 
 
 def forget(conn: Conn, copies: Sequence[tuple[UUID, str]]) -> None:

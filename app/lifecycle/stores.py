@@ -437,6 +437,7 @@ def remove_left(rt: Runtime, limit: int) -> LeftReport:
         lambda uow: keeps_sql.clearance(uow, ids, Reach.STRAY, rt.clock.now()), name="stores.clear"
     )
     gone: list[tuple[uuid.UUID, str]] = []
+    refused_copies: list[tuple[uuid.UUID, str]] = []
     by_store: dict[str, list[stores_sql.Left]] = {}
     for left in due:
         if left.file_id not in clearance:
@@ -451,11 +452,19 @@ def remove_left(rt: Runtime, limit: int) -> LeftReport:
         refused = {_owner(failure.key, keys) for failure in rt.files.remove_keys(clearance, keys, store=store)}
         report.refused += len(refused)
         for left in lefts:
-            if left.file_id not in refused:
+            if left.file_id in refused:
+                refused_copies.append((left.file_id, store))
+            else:
                 gone.append((left.file_id, store))
                 report.stores[store] = report.stores.get(store, 0) + 1
-    if gone:
-        rt.db.unit_of_work(lambda uow: stores_sql.forget(uow.conn, gone), name="stores.forget")
+    again = now + rt.cfg.file.purge_retry_base
+
+    def settle(uow: UnitOfWork) -> None:
+        stores_sql.forget(uow.conn, gone)
+        stores_sql.postpone(uow.conn, refused_copies, again)
+
+    if gone or refused_copies:
+        rt.db.unit_of_work(settle, name="stores.forget")
     report.removed = len(gone)
     metrics.STORE_COPIES_REMOVED.inc(report.removed)
     return report
