@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from app.api import (
     common,
+    console,
     drafts,
     erasures,
     events,
@@ -146,6 +147,7 @@ def create_app(runtime: Runtime) -> Flask:
         (runtime.cfg.auth.jwt_secret or runtime.cfg.auth.jwt_public_key or "lethe").encode(),
     )
     app.register_blueprint(ops.blueprint)
+    app.register_blueprint(console.blueprint)
     app.add_url_rule(SWAGGER_ASSETS + "<path:name>", "swagger_assets", _swagger_asset)
     api = LetheApi(app)
     api.spec.components.security_scheme("bearer", {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"})

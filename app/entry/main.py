@@ -40,6 +40,7 @@ from app.domain.access import SCOPES
 from app.entry import (
     audit,
     cleanup,
+    console,
     erase,
     explain,
     hold,
@@ -398,6 +399,7 @@ COMMAND_GROUPS = (
     keyring,
     receipt,
     explain,
+    console,
 )
 
 

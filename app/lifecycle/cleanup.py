@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from app.db import cleanup as sql
+from app.db import console as console_sql
 from app.db.locks import exclusive
 from app.errors import StorageError
 from app.lifecycle.batches import CandidateStep, StepReport, run_candidates
@@ -122,4 +123,18 @@ def _run_locked(
     report.backlog = report.step("f").candidates
     if not dry_run:
         metrics.CLEANUP_RUNS.labels("failed" if report.first_error else "ok").inc()
+        _keep_counts(rt, now, report.steps)
     return report
+
+
+def _keep_counts(rt: Runtime, now: datetime, steps: list[StepReport]) -> None:
+    """Keep what each step found and did, for the console's backlog per step; a failure to keep them costs the
+    console its numbers, never the run."""
+    runs = [
+        console_sql.StepRun(s.step, s.name, now, s.candidates, s.acted, s.kept, s.failed, s.error, s.duration_s)
+        for s in steps
+    ]
+    try:
+        rt.db.unit_of_work(lambda uow: console_sql.record_steps(uow.conn, now, runs), name="cleanup.counts")
+    except psycopg.Error as exc:
+        log_event(log, "warning", "cleanup.counts_not_kept", "step counts not kept", error=type(exc).__name__)

@@ -34,6 +34,9 @@ TABLES = (
     "quotas",
     "principal_usage",  # after files: removing files counts them off
     "rate_counts",
+    "console_grants",
+    "console_sessions",
+    "cleanup_steps",
 )
 
 

@@ -130,6 +130,8 @@ def _cross_checks(values: Mapping[str, Any]) -> dict[str, list[str]]:
         add("file.link_secret", "Must be at least 32 characters.")
     if have("file.link_ttl") and not 1 <= values["file.link_ttl"] <= 86400:
         add("file.link_ttl", "Must be at least 1s and at most 1d.")
+    if have("api.console_session_ttl") and not 60 <= values["api.console_session_ttl"] <= 7 * 86400:
+        add("api.console_session_ttl", "Must be at least 1m and at most 7d.")
     if have("file.s3.presign_ttl") and not 1 <= values["file.s3.presign_ttl"] <= 7 * 86400:
         add("file.s3.presign_ttl", "Must be at least 1s and at most 7d (the S3 limit of a presigned URL).")
     elif (

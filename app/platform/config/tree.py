@@ -453,6 +453,12 @@ class ApiConfig:
         "The address clients reach the api at, such as https://files.example.com (file links are made with "
         "it). Empty: the address each request came to.",
     )
+    console_session_ttl: timedelta = key(
+        Duration(),
+        "8h",
+        "How long a session of the operator console lasts after its sign-in (lethe console prints the one-time "
+        "link); from 1m to 7d.",
+    )
 
 
 @dataclass(frozen=True)

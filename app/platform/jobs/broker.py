@@ -92,3 +92,35 @@ def check_broker(broker: object) -> None:
     except Exception:
         del broker.connection  # a broken connection: the next call (or publish) connects again
         raise
+
+
+def queue_depths(broker: object) -> dict[str, tuple[int, int, int]] | None:
+    """Messages waiting in each queue: (ready, delayed, dead-lettered), by queue; None when the broker cannot
+    be asked. Each queue is declared passively on a channel of its own (RabbitMQ closes a channel on a missing
+    queue; the thread's shared channel is never used), and a queue not declared yet counts 0."""
+    if isinstance(broker, StubBroker):
+
+        def size(name: str) -> int:
+            return broker.queues[name].qsize() if name in broker.queues else 0
+
+        return {queue: (size(queue), size(dq_name(queue)), size(xq_name(queue))) for queue in QUEUES}
+    if not isinstance(broker, RabbitmqBroker):
+        return None
+    depths = {}
+    try:
+        connection = broker.connection
+        for queue in QUEUES:
+            counts = []
+            for name in (queue, dq_name(queue), xq_name(queue)):
+                channel = connection.channel()
+                try:
+                    counts.append(channel.queue_declare(queue=name, passive=True).method.message_count)
+                except pika.exceptions.ChannelClosedByBroker:
+                    counts.append(0)  # not declared yet: nothing was ever sent to it
+                    continue
+                channel.close()
+            depths[queue] = (counts[0], counts[1], counts[2])
+    except Exception:
+        del broker.connection  # a broken connection: the next use connects again
+        return None
+    return depths

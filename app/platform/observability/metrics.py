@@ -105,6 +105,11 @@ HOLD_FILES_LOST = Counter(
     "lethe_hold_files_lost_total",
     "Files whose objects went while a legal hold covered them: the hold was placed after their removal had begun.",
 )
+CONSOLE_CSP_VIOLATIONS = Counter(
+    "lethe_console_csp_violations_total",
+    "Content-Security-Policy violations browsers reported of console pages, by directive (should stay 0).",
+    ["directive"],
+)
 STORE_FILES_MOVED = Counter(
     "lethe_store_files_moved_total", "Files a migration between stores moved (copied, verified, their row moved)."
 )
