@@ -211,7 +211,7 @@ class Usage:
 
 
 def usage(conn: Conn) -> Usage:
-    """The quotas' counters, summed over every principal."""
+    """The quotas' counters, summed over every principal (their rows for every purpose, `*`)."""
     return one_as(
         conn,
         Usage,
@@ -221,7 +221,7 @@ def usage(conn: Conn) -> Usage:
                coalesce(sum(reserved_files), 0)::bigint AS reserved_files,
                coalesce(sum(reserved_bytes), 0)::bigint AS reserved_bytes,
                (SELECT count(*) FROM quotas)::int AS with_quota
-        FROM principal_usage
+        FROM principal_usage WHERE purpose = '*'
         """,
     )
 

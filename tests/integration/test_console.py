@@ -120,7 +120,7 @@ def test_every_page_is_strict_and_name_free(lethe):
         body = answer.get_data(as_text=True)
         assert answer.status_code == 200, (path, body[-2000:])
         assert answer.headers["Content-Security-Policy"] == CSP and answer.headers["Cache-Control"] == "no-store"
-        assert answer.headers["X-Frame-Options"] == "DENY" and answer.headers["Referrer-Policy"] == "no-referrer"
+        assert answer.headers["X-Frame-Options"] == "DENY" and answer.headers["Referrer-Policy"] == "same-origin"
         assert CANARY not in body and "object_key" not in body and "sha256" not in body
         # No inline script or style: every script has a src of this image, no element has an event handler
         assert all(' src="/console/static/' in tag for tag in re.findall(r"<script[^>]*>", body)), path
@@ -144,6 +144,7 @@ def test_the_overview_counts_what_the_commands_count(lethe):
     assert len(steps) >= 18 and ("f", "backlog") in steps
     assert "The broker did not answer." in page  # the suite's recording broker has no queues to ask
     assert "Scans pending</dt><dd>1 (oldest" in page
+    assert "Principals holding files</dt><dd>1<" in page and "Files, bytes held</dt><dd>3, 17 B<" in page
     # A refresh gets the page's <main> only
     partial = client.get("/console/", headers={"X-Console-Partial": "1"}).get_data(as_text=True)
     assert partial.lstrip().startswith('<main id="main" data-refresh="10">') and "<html" not in partial

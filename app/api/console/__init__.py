@@ -90,7 +90,7 @@ def _headers(response: Response) -> Response:
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["X-Frame-Options"] = "DENY"
-    response.headers["Referrer-Policy"] = "no-referrer"  # a sign-in link's token never leaves in a Referer
+    response.headers["Referrer-Policy"] = "same-origin"  # a sign-in link's token never leaves in a Referer
     if request.endpoint != "console.static":
         response.headers["Cache-Control"] = "no-store"
     return response
