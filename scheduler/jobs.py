@@ -23,7 +23,7 @@ from app.db import cleanup as cleanup_sql
 from app.domain.retention import DEV_FAST_INTERVAL
 from app.lifecycle import journal, restore
 from app.lifecycle.journal import RestoreGuard
-from app.platform import jobs
+from app.platform import jobs, tracing
 from app.platform.config.entries import cron_trigger
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -279,7 +279,7 @@ def register_jobs(scheduler: BaseScheduler, runtime: Runtime, leadership: Leader
     )
     # D8: every file.gc_interval, and once at start.
     scheduler.add_job(
-        trigger_cleanup,
+        tracing.wrap(trigger_cleanup, "scheduler.cleanup"),
         "interval",
         args=[runtime, leadership],
         id="cleanup.trigger",
@@ -294,7 +294,7 @@ def register_jobs(scheduler: BaseScheduler, runtime: Runtime, leadership: Leader
     first = {"next_run_time": start} if runtime.cfg.schedule.dev_fast else {}
     for policy in runtime.cfg.retention.policies:
         scheduler.add_job(
-            send_job,
+            tracing.wrap(send_job, "scheduler.retention"),
             schedule_trigger(runtime.cfg, policy.schedule),
             args=[runtime, leadership, jobs.RETENTION_QUEUE, jobs.RETENTION_ACTOR, policy.name],
             id=f"retention.{policy.name}",
@@ -304,7 +304,7 @@ def register_jobs(scheduler: BaseScheduler, runtime: Runtime, leadership: Leader
         )
     for unmanaged in runtime.cfg.storage.unmanaged_prefixes:
         scheduler.add_job(
-            send_job,
+            tracing.wrap(send_job, "scheduler.sweep"),
             schedule_trigger(runtime.cfg, unmanaged.schedule),
             args=[runtime, leadership, jobs.SWEEP_QUEUE, jobs.SWEEP_ACTOR, unmanaged.prefix],
             id=f"sweep.{unmanaged.prefix}",

@@ -18,6 +18,7 @@ from app.domain.ends import RemovedRow
 from app.domain.purge_plan import PurgeFacts
 from app.domain.redaction import BLANKED
 from app.domain.variants import VARIANTS
+from app.platform import tracing
 
 # The variants ready, as the File document shows them (name, width, height, type): one primary-key lookup.
 READY_VARIANTS = (
@@ -270,8 +271,9 @@ def set_deleted(
             FROM marked WHERE %(journal)s HAVING count(*) > 0
             RETURNING entry_id, (SELECT installation_id FROM journal_state) AS installation_id
         ), job AS (
-            INSERT INTO outbox (queue_name, actor_name, args, created_at)
-            SELECT %(queue)s, %(actor)s, jsonb_build_array(jsonb_agg(id::text ORDER BY id)), %(created_at)s
+            INSERT INTO outbox (queue_name, actor_name, args, created_at, traceparent)
+            SELECT %(queue)s, %(actor)s, jsonb_build_array(jsonb_agg(id::text ORDER BY id)), %(created_at)s,
+                   %(traceparent)s
             FROM marked HAVING count(*) > 0
             RETURNING id
         )
@@ -289,6 +291,7 @@ def set_deleted(
                 "queue": queue_name,
                 "actor": actor_name,
                 "created_at": created_at,
+                "traceparent": tracing.traceparent(),
                 "check": list(check_attached or ()),
                 "blanked": Jsonb(BLANKED),
                 "journal": journal,

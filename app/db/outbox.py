@@ -12,13 +12,21 @@ from psycopg.types.json import Jsonb
 from app.db.conn import Conn, all_as, one
 
 
-def insert_job(conn: Conn, queue_name: str, actor_name: str, args: Sequence[Any], created_at: datetime) -> int:
-    """Write a job in the caller's transaction (D9); returns its outbox id."""
+def insert_job(
+    conn: Conn,
+    queue_name: str,
+    actor_name: str,
+    args: Sequence[Any],
+    created_at: datetime,
+    traceparent: str | None = None,
+) -> int:
+    """Write a job in the caller's transaction (D9), with the trace it continues; returns its outbox id."""
     return int(
         one(
             conn.execute(
-                "INSERT INTO outbox (queue_name, actor_name, args, created_at) VALUES (%s, %s, %s, %s) RETURNING id",
-                (queue_name, actor_name, Jsonb(list(args)), created_at),
+                "INSERT INTO outbox (queue_name, actor_name, args, created_at, traceparent) "
+                "VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                (queue_name, actor_name, Jsonb(list(args)), created_at, traceparent),
             )
         ).id
     )
@@ -37,6 +45,7 @@ class OutboxRow:
     queue_name: str
     actor_name: str
     args: list[Any]
+    traceparent: str | None = None
 
 
 def claim_left_behind(conn: Conn, created_before: datetime, limit: int) -> list[OutboxRow]:
@@ -46,7 +55,7 @@ def claim_left_behind(conn: Conn, created_before: datetime, limit: int) -> list[
         conn,
         OutboxRow,
         """
-        SELECT id, queue_name, actor_name, args
+        SELECT id, queue_name, actor_name, args, traceparent
         FROM outbox
         WHERE created_at <= %s
         ORDER BY created_at, id

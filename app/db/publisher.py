@@ -22,16 +22,19 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import dramatiq
+from opentelemetry.trace import SpanKind
 
 from app.db import outbox as sql
 from app.db.context import in_transaction
 from app.db.pool import Database
 from app.db.uow import Job
 from app.platform import jobs as jobs_module
+from app.platform import tracing
 from app.platform.observability.logs import log_event
 
 log = logging.getLogger("lethe.outbox")
@@ -74,7 +77,7 @@ def merge_jobs(jobs: Sequence[Job]) -> list[tuple[list[int], Job]]:
                 ids.append(job.outbox_id)
                 merged[index] = (
                     ids,
-                    Job(head.outbox_id, head.queue_name, head.actor_name, (head.args[0] + job.args[0],)),
+                    replace(head, args=(head.args[0] + job.args[0],)),  # the first job's trace carries it
                 )
                 continue
         merged.append(([job.outbox_id], job))
@@ -117,10 +120,35 @@ class Outbox:
         self._pid = 0
         self._start_lock = threading.Lock()
 
-    def _publish(self, outbox_id: int, queue_name: str, actor_name: str, args: Sequence[Any]) -> None:
+    def _publish(self, job: Job) -> None:
         if in_transaction():
             raise RuntimeError("publishing inside a transaction (D9)")
-        self.broker.enqueue(message_for(outbox_id, queue_name, actor_name, args))
+        self._send(job.outbox_id, job.queue_name, job.actor_name, job.args, job.traceparent, relayed=False)
+
+    def _send(
+        self,
+        outbox_id: int,
+        queue_name: str,
+        actor_name: str,
+        args: Sequence[Any],
+        traceparent: str | None,
+        relayed: bool,
+    ) -> None:
+        """Publish one message, in a span of the job's trace (its message carries that span on)."""
+        with tracing.continued(
+            traceparent,
+            "outbox.publish",
+            SpanKind.PRODUCER,
+            outbox_id=outbox_id,
+            actor=actor_name,
+            relayed=relayed,
+            **{"messaging.system": "rabbitmq", "messaging.destination.name": queue_name},
+        ):
+            message = message_for(outbox_id, queue_name, actor_name, args)
+            carried = tracing.traceparent()
+            if carried:
+                message.options["traceparent"] = carried
+            self.broker.enqueue(message)
 
     def publish_committed(self, jobs: Sequence[Job]) -> None:
         """Hand over the jobs of a committed unit of work; never raises and, in the background mode, never
@@ -204,7 +232,7 @@ class Outbox:
         published: list[int] = []
         for outbox_ids, job in merge_jobs(jobs):
             try:
-                self._publish(job.outbox_id, job.queue_name, job.actor_name, job.args)
+                self._publish(job)
             except Exception:
                 log_event(
                     log,
@@ -254,7 +282,7 @@ class Outbox:
                 done: list[int] = []
                 for row in rows:
                     try:
-                        self.broker.enqueue(message_for(row.id, row.queue_name, row.actor_name, row.args))
+                        self._send(row.id, row.queue_name, row.actor_name, row.args, row.traceparent, relayed=True)
                     except Exception:
                         log_event(
                             log,

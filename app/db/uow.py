@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 
 from app.db import outbox as outbox_sql
+from app.platform import tracing
 from app.platform.clock import Clock, SystemClock
 
 
@@ -21,6 +22,7 @@ class Job:
     queue_name: str
     actor_name: str
     args: tuple[Any, ...]
+    traceparent: str | None = None  # the trace the job continues (tracing on)
 
 
 @dataclass
@@ -65,12 +67,20 @@ class UnitOfWork:
     def enqueued(self, outbox_id: int, queue_name: str, actor_name: str, *args: Any) -> Job:
         """Take up a job whose outbox row a statement of this transaction wrote itself (the mark of
         mark_deleted writes its purge job in the same statement: one round trip)."""
-        job = Job(outbox_id=outbox_id, queue_name=queue_name, actor_name=actor_name, args=tuple(args))
+        job = Job(
+            outbox_id=outbox_id,
+            queue_name=queue_name,
+            actor_name=actor_name,
+            args=tuple(args),
+            traceparent=tracing.traceparent(),
+        )
         self.jobs.append(job)
         return job
 
     def enqueue(self, queue_name: str, actor_name: str, *args: Any) -> Job:
         """Write a job to the outbox in this transaction; it is published after the commit (D9)."""
         # created_at from the project's clock, which the relay ages by (D17)
-        outbox_id = outbox_sql.insert_job(self.conn, queue_name, actor_name, args, self.clock.now())
+        outbox_id = outbox_sql.insert_job(
+            self.conn, queue_name, actor_name, args, self.clock.now(), tracing.traceparent()
+        )
         return self.enqueued(outbox_id, queue_name, actor_name, *args)

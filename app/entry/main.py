@@ -123,12 +123,15 @@ def _as_the_running_dev(cfg: Config) -> Config | None:
 
 def cmd_config_check(args: argparse.Namespace) -> int:
     from app.entry.support import OBJECT_LOCK_MESSAGE
-    from app.platform import config
+    from app.platform import config, tracing
 
     try:
         cfg = config.load()
     except ConfigError as exc:
         print_config_errors(exc, sys.stdout)
+        return EXIT_CONFIG
+    if tracing.config_errors():
+        print_config_errors(ConfigError(tracing.config_errors()), sys.stdout)
         return EXIT_CONFIG
     running = _as_the_running_dev(cfg)
     if running is None:

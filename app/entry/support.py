@@ -36,11 +36,18 @@ def print_config_errors(error: ConfigError, stream: TextIO | None = None) -> Non
 
 def load_config_or_exit(role: str, environ: Mapping[str, str] | None = None) -> config.Config:
     """Load the configuration; on any error print every bad key (never a value) and exit with status 2."""
+    from app.platform import tracing
+
     try:
-        return config.load(environ)
+        loaded = config.load(environ)
     except ConfigError as exc:
         print_config_errors(exc)
         sys.exit(EXIT_CONFIG)
+    otel = tracing.config_errors(environ)  # the OTEL_* variables Lethe cannot honour, by name
+    if otel:
+        print_config_errors(ConfigError(otel))
+        sys.exit(EXIT_CONFIG)
+    return loaded
 
 
 OBJECT_LOCK_MESSAGE = (

@@ -3,6 +3,8 @@ wing it wires (entry), so that the wings never import each other to be put toget
 
 from __future__ import annotations
 
+from typing import cast
+
 from app.db.context import in_transaction
 from app.db.pool import Database, Timeouts
 from app.db.publisher import Outbox
@@ -11,6 +13,7 @@ from app.domain.uploads import UploadLimits
 from app.lifecycle import ends
 from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.journal import JournalWriter
+from app.platform import tracing
 from app.platform.clock import Clock, SystemClock
 from app.platform.config import Config
 from app.platform.config.tree import StoreSettings
@@ -52,7 +55,8 @@ def build_store(cfg: Config, name: str = "") -> GuardedStore:
         store = FsStore(settings.fs.root, min_free_bytes=settings.fs.min_free_bytes)
     else:  # pragma: no cover - parse_stores gives every store its driver's settings
         raise ValueError("a store without settings")
-    return GuardedStore(store, in_transaction)
+    # With tracing on, each call is a span (its operation, the store's name, counts; never a key).
+    return cast(GuardedStore, tracing.traced_store(GuardedStore(store, in_transaction), name))
 
 
 def build_others(cfg: Config) -> dict[str, ObjectStore]:
@@ -99,6 +103,7 @@ def build_runtime(
     step through the journal themselves).
     """
     clock = clock or SystemClock()
+    tracing.setup("dev" if role == "all" else role)  # before the pool: its connections are instrumented
     s3_driver.count_throttled = _count_throttled  # the S3 driver's throttled calls, in this process's metrics
     db = Database(
         cfg.database.url,

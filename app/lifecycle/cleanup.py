@@ -30,6 +30,7 @@ from app.db.locks import exclusive
 from app.errors import StorageError
 from app.lifecycle.batches import CandidateStep, StepReport, run_candidates
 from app.lifecycle.steps import CleanupPolicy, Run, steps_of
+from app.platform import tracing
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
@@ -81,10 +82,19 @@ def _run_locked(
         step_report = StepReport(step.letter, step.name)
         started = time.monotonic()
         try:
-            if isinstance(step, CandidateStep):
-                run_candidates(rt.db, step, step_report, policy.batch_size, dry_run)
-            else:
-                step.run(step_report, dry_run)
+            with tracing.span("cleanup.step", step=step.letter, step_name=step.name, dry_run=dry_run):
+                try:
+                    if isinstance(step, CandidateStep):
+                        run_candidates(rt.db, step, step_report, policy.batch_size, dry_run)
+                    else:
+                        step.run(step_report, dry_run)
+                finally:
+                    tracing.count(
+                        candidates=step_report.candidates,
+                        acted=step_report.acted,
+                        kept=step_report.kept,
+                        failed=step_report.failed,
+                    )
         except (psycopg.Error, StorageError) as exc:
             step_report.error = type(exc).__name__
             report.first_error = report.first_error or exc

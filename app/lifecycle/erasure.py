@@ -38,6 +38,7 @@ from app.errors import Conflict, Forbidden, Invalid, NotFound
 from app.lifecycle import journal, webhooks
 from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.purge import purge_files
+from app.platform import tracing
 from app.platform.jobs import ERASE_ACTOR, ERASE_QUEUE
 from app.platform.observability.logs import log_event
 from app.storage.base import MultipartRef
@@ -95,6 +96,24 @@ def erasure_of(rt: Runtime, principal: Principal | None, erasure_id: uuid.UUID) 
 
 
 def erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
+    """One round: mark, purge, confirm, and complete when nothing is left (a span `erasure.round` with its
+    counts). See _erase_round."""
+    with tracing.span("erasure.round", erasure_id=erasure_id):
+        state = _erase_round(rt, erasure_id)
+        row = rt.db.read(lambda conn: sql.erasure(conn, erasure_id))
+        if row is not None:
+            tracing.count(
+                state=state,
+                files_marked=row.files_marked,
+                files_purged=row.files_purged,
+                keys_confirmed_absent=row.keys_confirmed_absent,
+                messages_removed=row.messages_removed,
+                drafts_removed=row.drafts_removed,
+            )
+        return state
+
+
+def _erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
     """One round: mark, purge, confirm, and complete when nothing is left.
 
     One runner at a time (D19): the actor, cleanup step i and `lethe erase --wait` may all call it; while one

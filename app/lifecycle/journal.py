@@ -50,6 +50,7 @@ from app.domain.journal import (
     subject_hash,
 )
 from app.errors import NotFound, RestorePending, StorageError
+from app.platform import tracing
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 from app.storage.journal import JournalSink
@@ -154,6 +155,7 @@ class JournalWriter:
         self.id = uuid.uuid4()
         self._pid = os.getpid()
         self._held: dict[uuid.UUID, tuple[uuid.UUID, Entry]] = {}  # committed here, not known to be written
+        self._traces: dict[uuid.UUID, str] = {}  # the trace of the commit of each held entry (tracing on)
         self._spools: dict[str, tuple[uuid.UUID, set[uuid.UUID]]] = {}  # spool key -> (installation, entry ids)
         self._spooled: set[uuid.UUID] = set()
         self._lock = threading.Lock()  # _held, _spools
@@ -172,16 +174,19 @@ class JournalWriter:
         if not self.background or not self.rt.cfg.journal.enabled:
             return
         self._after_fork()
+        parent = tracing.traceparent()
         with self._lock:
             for installation, entry in entries:
                 self._held[entry.id] = (installation, entry)
+                if parent:
+                    self._traces[entry.id] = parent
         self._ensure_thread()
         self._wake.set()
 
     def _after_fork(self) -> None:
         if self._pid != os.getpid():  # a forked process inherits no thread and none of the parent's entries
             self._pid, self.id = os.getpid(), uuid.uuid4()
-            self._held, self._spools, self._spooled = {}, {}, set()
+            self._held, self._spools, self._spooled, self._traces = {}, {}, set(), {}
             self._lock, self._flushing, self._wake = threading.Lock(), threading.Lock(), threading.Event()
             self._thread, self._verified, self._seen, self._stop = None, False, 0, threading.Event()
 
@@ -298,10 +303,19 @@ class JournalWriter:
             entries = [entry_of(row.kind, row.at, row.body, row.seq or 0) for row in claimed.rows]
             text = render_segment(claimed.first, claimed.last, claimed.prev, entries)
             sink = JournalSink(self.rt.store, claimed.installation_id)
-            there = sink.existing(claimed.first)
-            if there is None:
-                sink.write(segment_key(claimed.installation_id, claimed.first), text)
-            elif there != text:
+            with self._lock:  # the segment joins the trace of the first commit it holds that had one
+                traces = [self._traces.pop(row.entry_id, None) for row in claimed.rows]
+            with tracing.continued(
+                next((t for t in traces if t), None),
+                "journal.write",
+                entries=len(entries),
+                first=claimed.first,
+                last=claimed.last,
+            ):
+                there = sink.existing(claimed.first)
+                if there is None:
+                    sink.write(segment_key(claimed.installation_id, claimed.first), text)
+            if there is not None and there != text:
                 # The journal holds other entries under these numbers: this database is behind it.
                 self._behind(claimed, "journal.restore_detected")
                 return written
@@ -316,6 +330,7 @@ class JournalWriter:
                 with self._lock:
                     for entry_id in ids:
                         self._held.pop(entry_id, None)
+                        self._traces.pop(entry_id, None)
             if not drain and len(claimed.rows) < FLUSH_BATCH:
                 return written
         return written
@@ -341,6 +356,7 @@ class JournalWriter:
             with self._lock:
                 for entry_id in done:
                     self._held.pop(entry_id, None)
+                    self._traces.pop(entry_id, None)
         with self._lock:
             settled = [
                 (key, installation) for key, (installation, ids) in self._spools.items() if not ids & set(self._held)

@@ -36,6 +36,7 @@ from app.domain.purge_retry import next_attempt_at, overdue
 from app.domain.uploads import DIRECT
 from app.errors import ObjectFailed, StorageError
 from app.lifecycle import ends
+from app.platform import tracing
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
@@ -110,7 +111,8 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
     failure: StorageError | None = None
     try:
         for start in range(0, len(planned), PURGE_CHUNK):
-            _remove_chunk(rt, planned[start : start + PURGE_CHUNK], done, report)
+            with tracing.span("purge.chunk", files=len(planned[start : start + PURGE_CHUNK])):
+                _remove_chunk(rt, planned[start : start + PURGE_CHUNK], done, report)
     except StorageError as exc:
         if isinstance(exc, ObjectFailed):
             raise  # a driver's delete_many returns refusals; raising one is a driver bug
@@ -134,6 +136,7 @@ def purge_files(rt: Runtime, file_ids: Sequence[uuid.UUID | str]) -> PurgeReport
         metrics.PURGED_FILES.labels(result).inc(count)
     duration = time.monotonic() - started
     metrics.PURGE_DURATION.observe(duration)
+    tracing.count(files=len(ids), keys=report.keys, rows_removed=report.results["row"], refused=len(done.refused))
     log_event(
         log,
         "info",
@@ -170,6 +173,7 @@ def _remove_chunk(
             for file_id in kept:
                 log_event(log, "error", f"purge.{_KEPT_AS.get(why, 'kept_live')}", "file kept", file_id=str(file_id))
     freed = [(stored, facts, action) for stored, facts, action in chunk if facts.file_id in clearance]
+    tracing.count(freed=len(freed), kept=len(chunk) - len(freed))
     removal = rt.files.remove(clearance, [objects for stored, _, _ in freed for objects in stored])
     refused = removal.refused
     done.locked.update(removal.locked)

@@ -46,6 +46,7 @@ from app.lifecycle.audit import run_audit
 from app.lifecycle.erasure import erase_round, request_erasure
 from app.lifecycle.holds import release_hold
 from app.lifecycle.journal import escrowed_hash_key
+from app.platform import tracing
 from app.platform.jobs import enqueue_purge
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -92,6 +93,20 @@ class JournalDamaged(Exception):
 
 
 def reconcile(
+    rt: Runtime,
+    dry_run: bool = False,
+    after_entry: Callable[[Entry], None] | None = None,
+    batch_files: int = 1000,
+    accept: Sequence[str] = (),
+) -> ReconcileReport:
+    """Apply the journal again (a span `restore.reconcile` with its counts). See _reconcile_all."""
+    with tracing.span("restore.reconcile", dry_run=dry_run):
+        report = _reconcile_all(rt, dry_run, after_entry, batch_files, accept)
+        tracing.count(**{k: v for k, v in report.as_dict().items() if isinstance(v, int) and not isinstance(v, bool)})
+        return report
+
+
+def _reconcile_all(
     rt: Runtime,
     dry_run: bool = False,
     after_entry: Callable[[Entry], None] | None = None,

@@ -33,6 +33,7 @@ from app.domain.retention import Policy, RetentionFacts, delete_due, gate_open, 
 from app.errors import Conflict, Forbidden, NotFound
 from app.lifecycle.batches import CandidateStep, StepReport, isolated, run_candidates
 from app.lifecycle.deletion import mark_deleted
+from app.platform import tracing
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
 
@@ -126,11 +127,18 @@ def run_policy(rt: Runtime, policy: Policy, dry_run: bool = False, force: bool =
         The report; `ran` is False when the gate or another runner skipped the run (`skipped_reason` says
         which: `min_interval`, `busy`); `first_error` holds the error that ended a step (the actor raises it).
     """
-    with rt.db.maintenance(), exclusive(rt.db, f"retention:{policy.name}") as mine:
+    with (
+        tracing.span("retention.run", policy=policy.name, dry_run=dry_run),
+        rt.db.maintenance(),
+        exclusive(rt.db, f"retention:{policy.name}") as mine,
+    ):
         if not mine:
             log_event(log, "info", "retention.busy", "another runner is running this policy", policy=policy.name)
+            tracing.count(skipped="busy")
             return PolicyReport(policy=policy.name, ran=False, dry_run=dry_run, skipped_reason="busy")
-        return _run_policy_alone(rt, policy, dry_run, force)
+        report = _run_policy_alone(rt, policy, dry_run, force)
+        tracing.count(ran=report.ran, skipped=report.skipped_reason, **{s.name: s.acted for s in report.steps})
+        return report
 
 
 def _run_policy_alone(rt: Runtime, policy: Policy, dry_run: bool, force: bool) -> PolicyReport:

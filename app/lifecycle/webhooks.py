@@ -26,9 +26,12 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from opentelemetry.trace import SpanKind
+
 from app.db import webhooks as sql
 from app.db.uow import UnitOfWork
 from app.domain.webhooks import FILE_PURGED, Endpoint, body_of, headers_of, message_id, next_attempt_at, outcome_of
+from app.platform import tracing
 from app.platform.jobs import WEBHOOK_ACTOR, WEBHOOK_QUEUE
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -211,12 +214,22 @@ def _attempt_post(rt: Runtime, row: Any, endpoint: Endpoint) -> tuple[int | None
     body = body_of(row.event_type, row.occurred_at, row.data)
     headers = headers_of(endpoint.secrets, message_id(row.id), int(time.time()), body)
     metrics.WEBHOOK_ATTEMPTS.labels(endpoint.name).inc()
-    return post(
-        endpoint.url,
-        body,
-        {**headers, "Content-Type": "application/json", "User-Agent": "lethe-webhooks"},
-        rt.cfg.webhooks.timeout.total_seconds(),
-    )
+    with tracing.span(
+        "webhook.attempt",
+        SpanKind.CLIENT,
+        endpoint=endpoint.name,
+        event_type=row.event_type,
+        delivery_id=row.id,
+        attempt=row.attempts + 1,
+    ):
+        status, error = post(
+            endpoint.url,
+            body,
+            {**headers, "Content-Type": "application/json", "User-Agent": "lethe-webhooks"},
+            rt.cfg.webhooks.timeout.total_seconds(),
+        )
+        tracing.count(**{"http.response.status_code": status, "error": error})
+    return status, error
 
 
 def post(url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> tuple[int | None, str | None]:

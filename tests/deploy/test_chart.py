@@ -54,6 +54,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "secrets": SECRETS,
         "metrics": {"prometheusRule": {"enabled": True}, "grafanaDashboard": {"enabled": True}},
     },
+    "tracing": {
+        "secrets": SECRETS,
+        "tracing": {"endpoint": "http://otel-collector.observability:4318", "env": {"OTEL_BSP_SCHEDULE_DELAY": "500"}},
+        "worker": {"extraEnv": [{"name": "EXTRA", "value": "1"}]},
+    },
     "ingress-with-tls": {
         "secrets": SECRETS,
         "ingress": {"enabled": True, "host": "files.example.com", "tls": {"secretName": "files-tls"}},
@@ -440,3 +445,18 @@ def test_every_size_and_duration_of_the_defaults_passes_the_schema():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     with helm.Chart.load(str(CHART)) as chart:
         chart.validate_schema({**VARIANTS["default"], "config": {**values["config"], "file.s3.endpoint": ENDPOINT}})
+
+
+def test_tracing_passes_the_standard_variables_to_every_role_and_nothing_when_off():
+    traced = render(VARIANTS["tracing"])
+    for deployment in by_kind(traced, "Deployment"):
+        env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector.observability:4318"
+        assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio" and env["OTEL_TRACES_SAMPLER_ARG"] == "0.1"
+        assert env["OTEL_BSP_SCHEDULE_DELAY"] == "500"
+        assert ("EXTRA" in env) == deployment["metadata"]["name"].endswith("worker")
+    for deployment in by_kind(render(VARIANTS["default"]), "Deployment"):
+        names = [e["name"] for e in deployment["spec"]["template"]["spec"]["containers"][0].get("env", [])]
+        assert not [name for name in names if name.startswith("OTEL_")]
+    with pytest.raises(Exception, match="PATH. does not match"):
+        render({**VARIANTS["default"], "tracing": {"env": {"PATH": "/tmp"}}})

@@ -16,6 +16,7 @@ import pytest
 from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
 from app.db.publisher import Outbox
+from app.db.uow import Job
 from tests.support.fakes import RecordingBroker
 
 pytestmark = pytest.mark.broker
@@ -139,7 +140,7 @@ def test_publishing_inside_a_transaction_is_refused(db, rabbit):
     broker, queue, recorder = rabbit
     outbox = Outbox(db, broker)
     with pytest.raises(RuntimeError):
-        db.unit_of_work(lambda uow: outbox._publish(1, queue, "record", ("x",)), name="test")
+        db.unit_of_work(lambda uow: outbox._publish(Job(1, queue, "record", ("x",))), name="test")
 
 
 def test_the_relay_ages_rows_by_the_projects_clock(db, clock):

@@ -11,6 +11,8 @@ from dramatiq.brokers.stub import StubBroker
 from dramatiq.common import dq_name, xq_name
 from dramatiq.middleware import default_middleware
 
+from app.platform.tracing import TracingMiddleware
+
 QUEUES = ("maintenance", "scan", "webhooks", "variants", "stores")
 
 
@@ -62,6 +64,7 @@ def build_broker(url: str, queue_type: str = "classic") -> dramatiq.Broker:
     the relay (D9). dramatiq's own Prometheus middleware is left out: Lethe serves its metrics itself (D15).
     """
     middleware = [m() for m in default_middleware]
+    middleware.append(TracingMiddleware())  # carries the trace through each message (nothing when tracing is off)
     if url:
         broker: dramatiq.Broker = LetheRabbitmqBroker(
             url=url, confirm_delivery=True, middleware=middleware, queue_type=queue_type

@@ -8,6 +8,7 @@ import logging
 import sys
 from typing import Any, TextIO
 
+from opentelemetry import trace
 from pythonjsonlogger.json import JsonFormatter
 
 from app.platform.observability.logs import STANDARD_ATTRIBUTES, SensitiveFieldFilter, format_exception_safely
@@ -20,6 +21,10 @@ class RoleFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.role = self.role
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:  # a line inside a span names it: from a worker's line to its trace
+            record.trace_id = format(span.trace_id, "032x")
+            record.span_id = format(span.span_id, "016x")
         return True
 
 

@@ -165,3 +165,25 @@ checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256
 {{- index (($installed | default dict).data | default dict) "LETHE_FILE_ENCRYPTION" | default "false" }}
 {{- end }}
 {{- end }}
+
+{{/* The OTEL_* variables of every role when tracing.endpoint is set (docs/operations.md, "Traces"), then the
+role's extraEnv. */}}
+{{- define "lethe.env" -}}
+{{- $root := index . 0 -}}
+{{- $extra := index . 1 -}}
+{{- with $root.Values.tracing }}{{- if .endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .endpoint | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ .sampler | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .samplerArg | quote }}
+{{- range $name, $value := .env }}
+- name: {{ $name }}
+  value: {{ $value | quote }}
+{{- end }}
+{{- end }}{{- end }}
+{{- with $extra }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
