@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from app.domain.tus import encode_metadata
+from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.conftest import start_api_and_worker
 from tests.e2e.test_deletion_e2e import call, upload
@@ -99,8 +100,16 @@ def test_one_deletion_is_one_trace_across_the_roles_and_no_span_names_anyone(rol
             OTEL_BSP_SCHEDULE_DELAY="100",
             OTEL_TRACES_SAMPLER="always_on",
         )
+        env["LETHE_RETENTION_POLICIES"] = json.dumps(
+            [{"name": "chat-files", "purpose": "attachment", "max_age": "30d", "grace": "0s", "schedule": "0 3 * * *"}]
+        )
+        env["LETHE_SCHEDULE_DEV_FAST"] = "true"  # the retention policy runs once at the scheduler's start
         api, worker, base = start_api_and_worker(start_role, env, tmp_path)
-        roles = (api, worker)
+        scheduler = start_role(
+            ["scheduler"],
+            dict(env, LETHE_METRICS_PORT=str(free_port()), PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "sched-metrics")),
+        )
+        roles = (api, worker, scheduler)
         api_v1 = base + "/api/v1"
         person = uuid.uuid4()
         token = mint_token(SECRET, person)
@@ -111,6 +120,31 @@ def test_one_deletion_is_one_trace_across_the_roles_and_no_span_names_anyone(rol
         wait_until(
             lambda: server_span(receiver, "POST", "/api/v1/uploads/<uuid:file_id>/complete"), "no completion", roles
         )
+
+        scanned = wait_until(
+            lambda: [s for s in receiver.spans if s.span.name == "job scan_file"], "no scan job span", roles
+        )
+        completed = server_span(receiver, "POST", "/api/v1/uploads/<uuid:file_id>/complete")
+        assert any(s.trace_id == completed.trace_id for s in scanned)  # the scan continues the completion's trace
+
+        # The scheduler's periodic jobs are roots; the cleanup's steps and the retention run carry their counts
+        def periodic() -> list[Any] | None:
+            roots = [s for s in receiver.spans if s.span.name in ("scheduler.cleanup", "scheduler.retention")]
+            steps = [s for s in receiver.spans if s.span.name == "cleanup.step"]
+            runs = [s for s in receiver.spans if s.span.name == "retention.run"]
+            return roots if len(steps) >= 18 and runs and {r.span.name for r in roots} == {
+                "scheduler.cleanup",
+                "scheduler.retention",
+            } else None
+
+        roots = wait_until(periodic, "no periodic job's trace", roles)
+        assert all(root.parent_id in ("", "0" * 16) and root.service == "lethe-scheduler" for root in roots)
+        step = next(s for s in receiver.spans if s.span.name == "cleanup.step" and s.attribute("lethe.step") == "f")
+        assert step.attribute("lethe.step_name") == "backlog" and step.attribute("lethe.candidates") is not None
+        # The scheduler sends its job straight to the broker: the middleware carries the root's context on it
+        assert chain(receiver.trace(step.trace_id), step)[1:] == ["job cleanup_pending", "scheduler.cleanup"]
+        run = next(s for s in receiver.spans if s.span.name == "retention.run")
+        assert run.attribute("lethe.policy") == "chat-files"
 
         # When the file is deleted: one trace from the request to the webhook's attempt
         assert call("DELETE", f"{api_v1}/files/{file_id}", token)[0] == 204
