@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool
 
 from app.db.context import in_transaction, reset_in_transaction, set_in_transaction
 from app.db.uow import Job, UnitOfWork
+from app.platform import tracing
 from app.platform.clock import Clock, SystemClock
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -260,7 +261,8 @@ class Database:
             raise RuntimeError("a unit of work is already open in this thread; pass it down instead")
         started = time.perf_counter()
         try:
-            return self._unit_of_work(fn, name)
+            with tracing.span(f"tx {name}", tx=name):
+                return self._unit_of_work(fn, name)
         finally:
             # Synapse's sql_txn_duration by desc: which transaction is slow, by its name.
             metrics.DB_UNIT_SECONDS.labels(name).observe(time.perf_counter() - started)

@@ -9,12 +9,12 @@ service name defaults to `lethe-<role>`. Spans leave by OTLP over HTTP with prot
 The context crosses every hop Lethe owns: the api request (Flask's instrumentation), the outbox row (its
 `traceparent`), the publisher and the relay (`outbox.publish`), the Dramatiq message (TracingMiddleware: there is
 no instrumentation for Dramatiq), the actor, the store calls (`traced_store`), the webhook attempts, and the
-scheduler's periodic jobs as roots of their own.
+scheduler's periodic jobs as roots of their own. Each unit of work is a span (`tx <name>`), not each statement: a
+statement's text says nothing a transaction's name does not, and a span per statement cost more than the rest.
 
 Every exported span passes NameFreeExporter first: attributes are kept only by an allow-list of keys (Lethe's own
-`lethe.*`, and the HTTP, database and messaging keys that carry no user data), SQL text keeps its shape with its
-literals replaced by `?`, string values shaped like an object key, a digest or a token are dropped, exception
-messages and status descriptions go (an exception's type stays). A span of Lethe never holds a file name, an
+`lethe.*`, and the HTTP and messaging keys that carry no user data), string values shaped like an object key, a
+digest or a token are dropped, exception messages and status descriptions go (an exception's type stays). A span of Lethe never holds a file name, an
 object key, a digest, a token or a text.
 """
 
@@ -60,14 +60,6 @@ ALLOWED = frozenset(
         "http.flavor",
         "server.port",
         "net.host.port",
-        "db.system",
-        "db.system.name",
-        "db.name",
-        "db.namespace",
-        "db.operation",
-        "db.operation.name",
-        "db.statement",
-        "db.query.text",
         "messaging.system",
         "messaging.operation",
         "messaging.operation.type",
@@ -78,10 +70,8 @@ ALLOWED = frozenset(
         "error.type",
     }
 )
-SQL_KEYS = frozenset({"db.statement", "db.query.text"})
 # A string shaped like an object key of Lethe's schema (not a route's `/uploads/`), a hex digest or a JWT.
 _SECRET_SHAPES = re.compile(r"(?<![\w/-])(?:f/[0-9a-f]{2}/[0-9a-f]{2}/|uploads/)|[0-9a-fA-F]{40,}|eyJ[\w-]*\.[\w-]*\.")
-_SQL_LITERALS = re.compile(r"'(?:[^']|'')*'|\$\w*\$.*?\$\w*\$|\b\d+(?:\.\d+)?\b", re.S)
 
 
 def wanted(env: Mapping[str, str] | None = None) -> bool:
@@ -145,7 +135,6 @@ def setup(role: str) -> bool:
         provider.add_span_processor(BatchSpanProcessor(NameFreeExporter(exporter)))
     trace.set_tracer_provider(provider)
     _state["on"] = True
-    instrument_psycopg()
     return True
 
 
@@ -157,7 +146,7 @@ def shutdown() -> None:
 
 
 def instrument_flask(app: Any) -> None:
-    """Server spans for the api's requests, named by their route (never their path), and database spans."""
+    """Server spans for the api's requests, named by their route (never their path)."""
     if not _state["on"]:
         return
     from opentelemetry.instrumentation.flask import FlaskInstrumentor
@@ -165,18 +154,6 @@ def instrument_flask(app: Any) -> None:
     FlaskInstrumentor().instrument_app(  # type: ignore[no-untyped-call]
         app, excluded_urls="healthz,readyz,metrics,docs"
     )
-    instrument_psycopg()
-
-
-def instrument_psycopg() -> None:
-    """Database spans (the statement's text, its literals replaced by NameFreeExporter)."""
-    if not _state["on"]:
-        return
-    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
-
-    instrumentor = PsycopgInstrumentor()
-    if not instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.instrument(skip_dep_check=True)
 
 
 @contextmanager
@@ -237,6 +214,9 @@ def _prefix(value: Any) -> str | None:
     return None
 
 
+_NOT_CALLS = frozenset({"part_keys"})  # what a driver works out without calling its store
+
+
 class _TracedStore:
     """A proxy whose calls are spans (`store.<operation>`)."""
 
@@ -246,7 +226,7 @@ class _TracedStore:
 
     def __getattr__(self, attribute: str) -> Any:
         value = getattr(self._store, attribute)
-        if attribute.startswith("_") or not callable(value):
+        if attribute.startswith("_") or attribute in _NOT_CALLS or not callable(value):
             return value
 
         def called(*args: Any, **kwargs: Any) -> Any:
@@ -332,8 +312,6 @@ class TracingMiddleware(dramatiq.Middleware):
 
 
 def _clean_value(key: str, value: Any) -> Any:
-    if key in SQL_KEYS and isinstance(value, str):
-        value = _SQL_LITERALS.sub("?", value)
     if isinstance(value, str) and _SECRET_SHAPES.search(value):
         return None
     if isinstance(value, (list, tuple)):

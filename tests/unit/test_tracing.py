@@ -53,7 +53,7 @@ def test_the_allow_list_keeps_routes_and_counts_and_drops_paths_and_keys():
             "lethe.key": KEY,
             "lethe.sum": DIGEST,
             "lethe.auth": TOKEN,
-            "db.statement": "SELECT * FROM files WHERE name = 'Canary.txt' AND size > 42 AND id = %s",
+            "db.statement": "SELECT * FROM files WHERE name = 'Canary.txt'",
         }
     )
     assert kept == {
@@ -61,7 +61,6 @@ def test_the_allow_list_keeps_routes_and_counts_and_drops_paths_and_keys():
         "http.response.status_code": 204,
         "lethe.files": 3,
         "lethe.prefix": "f",
-        "db.statement": "SELECT * FROM files WHERE name = ? AND size > ? AND id = %s",
     }
 
 
@@ -106,3 +105,20 @@ def test_nothing_shaped_like_a_key_digest_or_token_leaves(attributes):
     for value in kept.values():
         if isinstance(value, str):
             assert not tracing._SECRET_SHAPES.search(value)
+
+
+def test_a_role_refuses_a_protocol_it_cannot_speak_naming_the_variable():
+    import subprocess
+    import sys
+
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.internal:4317",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+    }
+    checked = subprocess.run(
+        [sys.executable, "-m", "app.entry", "config", "check"], env=env, capture_output=True, text=True, timeout=60
+    )
+    out = checked.stdout + checked.stderr
+    assert checked.returncode == 2 and "OTEL_EXPORTER_OTLP_PROTOCOL" in out and "http/protobuf" in out
+    assert "collector.internal" not in out and "Traceback" not in out
