@@ -31,6 +31,7 @@ pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"
 CANARY = "Canary-Trace-divorce-papers"
 CONTENT = b"the words of a private letter " * 8
+CALLER_TRACE, CALLER_SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 KEY_SHAPE = re.compile(r"f/[0-9a-f]{2}/[0-9a-f]{2}/|uploads/[0-9a-f]")
 
 
@@ -213,12 +214,20 @@ def test_one_deletion_is_one_trace_across_the_roles_and_no_span_names_anyone(rol
                 base + location,
                 data=CONTENT,
                 method="PATCH",
-                headers={**tus, "Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"},
+                headers={
+                    **tus,
+                    "Upload-Offset": "0",
+                    "Content-Type": "application/offset+octet-stream",
+                    "traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01",  # a caller's own trace, continued
+                },
             ),
             timeout=10,
         )
         assert patched.status == 204
-        wait_until(lambda: server_span(receiver, "PATCH", "/api/v1/tus/<uuid:file_id>"), "no tus PATCH span", roles)
+        tus_patch = wait_until(
+            lambda: server_span(receiver, "PATCH", "/api/v1/tus/<uuid:file_id>"), "no tus PATCH span", roles
+        )
+        assert (tus_patch.trace_id, tus_patch.parent_id) == (CALLER_TRACE, CALLER_SPAN)
 
         # An erasure: its rounds in the worker, in the trace of its request
         subject = uuid.uuid4()
