@@ -261,7 +261,7 @@ class Database:
             raise RuntimeError("a unit of work is already open in this thread; pass it down instead")
         started = time.perf_counter()
         try:
-            with tracing.span(f"tx {name}", tx=name):
+            with tracing.span(f"tx {name}"):
                 return self._unit_of_work(fn, name)
         finally:
             # Synapse's sql_txn_duration by desc: which transaction is slow, by its name.

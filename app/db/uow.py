@@ -64,7 +64,9 @@ class UnitOfWork:
         """Run a statement in the unit of work's transaction."""
         return self.conn.execute(query, params)
 
-    def enqueued(self, outbox_id: int, queue_name: str, actor_name: str, *args: Any) -> Job:
+    def enqueued(
+        self, outbox_id: int, queue_name: str, actor_name: str, *args: Any, traceparent: str | None = None
+    ) -> Job:
         """Take up a job whose outbox row a statement of this transaction wrote itself (the mark of
         mark_deleted writes its purge job in the same statement: one round trip)."""
         job = Job(
@@ -72,7 +74,7 @@ class UnitOfWork:
             queue_name=queue_name,
             actor_name=actor_name,
             args=tuple(args),
-            traceparent=tracing.traceparent(),
+            traceparent=traceparent or tracing.traceparent(),
         )
         self.jobs.append(job)
         return job
@@ -80,7 +82,6 @@ class UnitOfWork:
     def enqueue(self, queue_name: str, actor_name: str, *args: Any) -> Job:
         """Write a job to the outbox in this transaction; it is published after the commit (D9)."""
         # created_at from the project's clock, which the relay ages by (D17)
-        outbox_id = outbox_sql.insert_job(
-            self.conn, queue_name, actor_name, args, self.clock.now(), tracing.traceparent()
-        )
-        return self.enqueued(outbox_id, queue_name, actor_name, *args)
+        parent = tracing.traceparent()
+        outbox_id = outbox_sql.insert_job(self.conn, queue_name, actor_name, args, self.clock.now(), parent)
+        return self.enqueued(outbox_id, queue_name, actor_name, *args, traceparent=parent)

@@ -6,7 +6,7 @@ the rest of the standard variables itself (sampler, batch sizes, headers, timeou
 service name defaults to `lethe-<role>`. Spans leave by OTLP over HTTP with protobuf (`otlp`), or on stdout
 (`console`).
 
-The context crosses every hop Lethe owns: the api request (Flask's instrumentation), the outbox row (its
+The context crosses every hop Lethe owns: the api request (instrument_flask), the outbox row (its
 `traceparent`), the publisher and the relay (`outbox.publish`), the Dramatiq message (TracingMiddleware: there is
 no instrumentation for Dramatiq), the actor, the store calls (`traced_store`), the webhook attempts, and the
 scheduler's periodic jobs as roots of their own. Each unit of work is a span (`tx <name>`), not each statement: a
@@ -14,8 +14,8 @@ statement's text says nothing a transaction's name does not, and a span per stat
 
 Every exported span passes NameFreeExporter first: attributes are kept only by an allow-list of keys (Lethe's own
 `lethe.*`, and the HTTP and messaging keys that carry no user data), string values shaped like an object key, a
-digest or a token are dropped, exception messages and status descriptions go (an exception's type stays). A span of Lethe never holds a file name, an
-object key, a digest, a token or a text.
+digest or a token are dropped, exception messages and status descriptions go (an exception's type stays). A
+span of Lethe never holds a file name, an object key, a digest, a token or a text.
 """
 
 from __future__ import annotations
@@ -216,12 +216,15 @@ def _ours(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def traceparent() -> str | None:
-    """The W3C traceparent of the current span (None without one): what an outbox row keeps for its job."""
+    """The W3C traceparent of the current span (None without one): what an outbox row keeps for its job. Written
+    here rather than by the propagators: a job carries W3C trace context whatever OTEL_PROPAGATORS says, and this
+    runs for every job a request commits."""
     if not _state["on"]:
         return None
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier)
-    return carrier.get("traceparent")
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
 
 
 @contextmanager
@@ -393,12 +396,23 @@ def scrubbed(span_: ReadableSpan) -> ReadableSpan:
     from opentelemetry.sdk.trace import Event
     from opentelemetry.sdk.trace import ReadableSpan as Readable
 
+    attributes = span_.attributes or {}
+    kept = name_free(attributes)
+    if (
+        len(kept) == len(attributes)
+        and all(kept[key] is value for key, value in attributes.items())
+        and not span_.events
+        and not span_.links
+        and not span_.status.description
+        and _span_name(span_.name) == span_.name
+    ):
+        return span_  # nothing to take out (most of Lethe's own spans): no copy
     return Readable(
         name=_span_name(span_.name),
         context=span_.context,
         parent=span_.parent,
         resource=span_.resource,
-        attributes=name_free(span_.attributes),
+        attributes=kept,
         events=[Event(e.name, name_free(e.attributes), e.timestamp) for e in span_.events],
         links=[trace.Link(link.context, name_free(link.attributes)) for link in span_.links],
         kind=span_.kind,
