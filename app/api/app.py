@@ -31,6 +31,7 @@ from app.api import (
     problems,
     receipts,
     slots,
+    tracing,
     tus,
     uploads,
 )
@@ -40,7 +41,6 @@ from app.domain.journal import GUARD_DETAIL
 from app.domain.rates import POLICIES
 from app.errors import LetheError
 from app.lifecycle.journal import RestoreGuard
-from app.platform import tracing
 from app.platform.observability import metrics
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def create_app(runtime: Runtime) -> Flask:
         {name: getattr(runtime.cfg.rate_limits, name) for name in POLICIES},
         (runtime.cfg.auth.jwt_secret or runtime.cfg.auth.jwt_public_key or "lethe").encode(),
     )
-    tracing.instrument_flask(app)  # server spans named by route (nothing when tracing is off)
+    tracing.instrument(app)  # server spans named by route (nothing when tracing is off)
     app.register_blueprint(ops.blueprint)
     app.register_blueprint(console.blueprint)
     app.add_url_rule(SWAGGER_ASSETS + "<path:name>", "swagger_assets", _swagger_asset)

@@ -6,7 +6,7 @@ the rest of the standard variables itself (sampler, batch sizes, headers, timeou
 service name defaults to `lethe-<role>`. Spans leave by OTLP over HTTP with protobuf (`otlp`), or on stdout
 (`console`).
 
-The context crosses every hop Lethe owns: the api request (instrument_flask), the outbox row (its
+The context crosses every hop Lethe owns: the api request (app/api/tracing.py), the outbox row (its
 `traceparent`), the publisher and the relay (`outbox.publish`), the Dramatiq message (TracingMiddleware: there is
 no instrumentation for Dramatiq), the actor, the store calls (`traced_store`), the webhook attempts, and the
 scheduler's periodic jobs as roots of their own. Each unit of work is a span (`tx <name>`), not each statement: a
@@ -102,7 +102,7 @@ def config_errors(env: Mapping[str, str] | None = None) -> dict[str, list[str]]:
 
 def enabled() -> bool:
     """Whether this process exports traces."""
-    return _state["on"]
+    return bool(_state["on"])
 
 
 def setup(role: str) -> bool:
@@ -143,53 +143,6 @@ def shutdown() -> None:
     provider = trace.get_tracer_provider()
     if _state["on"] and hasattr(provider, "shutdown"):
         provider.shutdown()
-
-
-def instrument_flask(app: Any) -> None:
-    """A server span for each api request, named by its method and route (never its path), continuing a caller's
-    traceparent; nothing when tracing is off. Lethe's own hooks rather than the Flask instrumentation: they set
-    the few attributes that may leave and nothing else (the instrumentation's URL, client and header attributes
-    would only be dropped by NameFreeExporter), at a fraction of its cost per request."""
-    if not _state["on"]:
-        return
-    from flask import request
-
-    def start() -> None:
-        if request.path in _UNTRACED:
-            return
-        rule = request.url_rule.rule if request.url_rule is not None else None
-        started = TRACER.start_span(
-            f"{request.method} {rule}" if rule else request.method,
-            context=propagate.extract(request.headers),
-            kind=SpanKind.SERVER,
-            attributes={"http.request.method": request.method, **({"http.route": rule} if rule else {})},
-        )
-        request.environ["lethe.span"] = (started, otel_context.attach(trace.set_span_in_context(started)))
-
-    def answered(response: Any) -> Any:
-        taken = request.environ.get("lethe.span")
-        if taken is not None:
-            taken[0].set_attribute("http.response.status_code", response.status_code)
-            if response.status_code >= 500:
-                taken[0].set_status(Status(StatusCode.ERROR))
-        return response
-
-    def end(exc: BaseException | None) -> None:
-        taken = request.environ.pop("lethe.span", None)
-        if taken is not None:
-            started, token = taken
-            if exc is not None:
-                started.record_exception(exc)
-                started.set_status(Status(StatusCode.ERROR))
-            started.end()
-            otel_context.detach(token)
-
-    app.before_request_funcs.setdefault(None, []).insert(0, start)  # before authentication: its spans are inside
-    app.after_request(answered)
-    app.teardown_request(end)
-
-
-_UNTRACED = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 @contextmanager
