@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import dramatiq
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 if TYPE_CHECKING:
     from contextvars import Token
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 TRACER = trace.get_tracer("lethe")
+# A job's traceparent is W3C trace context whatever OTEL_PROPAGATORS says (Lethe writes it itself: traceparent()).
+_W3C = TraceContextTextMapPropagator()
 PROTOCOLS = ("http/protobuf",)
 EXPORTERS = ("otlp", "console", "none")
 _state = {"on": False}
@@ -187,7 +190,7 @@ def continued(parent: str | None, name: str, kind: SpanKind = SpanKind.INTERNAL,
     if not _state["on"]:
         yield
         return
-    ctx = propagate.extract({"traceparent": parent}) if parent else otel_context.Context()
+    ctx = _W3C.extract({"traceparent": parent}) if parent else otel_context.Context()
     with TRACER.start_as_current_span(name, context=ctx, kind=kind, attributes=_ours(attributes)):
         yield
 
@@ -256,7 +259,7 @@ class TracingMiddleware(dramatiq.Middleware):
         if not _state["on"]:
             return
         parent = message.options.get("traceparent")
-        ctx = propagate.extract({"traceparent": parent}) if isinstance(parent, str) else otel_context.Context()
+        ctx = _W3C.extract({"traceparent": parent}) if isinstance(parent, str) else otel_context.Context()
         queued_ms = max(int(time.time() * 1000) - int(message.message_timestamp), 0)
         started = TRACER.start_span(
             f"job {message.actor_name}",

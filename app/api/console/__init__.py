@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
+from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, g, make_response, redirect, render_template, request
 from werkzeug.wrappers import Response
@@ -139,9 +140,10 @@ def sign_out() -> Response:
 
 
 def _same_origin() -> bool:
-    """A form post from another origin is refused (SameSite=Strict already keeps the cookie from it)."""
+    """A form post from another origin is refused (SameSite=Strict already keeps the cookie from it). The host is
+    compared, not the scheme: behind an ingress that ends TLS the api sees http while the browser says https."""
     origin = request.headers.get("Origin")
-    return origin is None or origin == request.host_url.rstrip("/")
+    return origin is None or urlsplit(origin).netloc == request.host
 
 
 @blueprint.get("/signed-out")
