@@ -21,7 +21,7 @@ from app.content.clamd import ClamdUnavailable
 from app.errors import NotFound, ObjectFailed, RestorePending, SchemaMismatch, StorageError
 from app.lifecycle import cleanup, erasure, purge, retention, stores, sweeps, webhooks
 from app.lifecycle.journal import RestoreGuard
-from app.platform import jobs
+from app.platform import jobs, tracing
 from app.platform.observability.logs import log_event
 
 if TYPE_CHECKING:  # the services' collaborators (typed at every service boundary)
@@ -41,6 +41,7 @@ class FlushAtShutdown(dramatiq.Middleware):
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: dramatiq.Worker) -> None:
         self.runtime.journal.close()
         self.runtime.outbox.close()
+        tracing.shutdown()  # the spans of what closed above, and of the last jobs, leave before the process
 
 
 @dataclass(frozen=True)

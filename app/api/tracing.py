@@ -48,11 +48,7 @@ def instrument(app: Flask) -> None:
         taken = request.environ.pop("lethe.span", None)
         if taken is not None:
             started, token = taken
-            if exc is not None:
-                started.record_exception(exc)
-                started.set_status(Status(StatusCode.ERROR))
-            started.end()
-            otel_context.detach(token)
+            tracing.end_span(started, token, exc)
 
     app.before_request_funcs.setdefault(None, []).insert(0, start)  # before authentication: its spans are inside
     app.after_request(answered)
