@@ -20,7 +20,7 @@ from app.platform.config.tree import StoreSettings
 from app.platform.keys import Keyring
 from app.runtime import BrokerPort, Runtime
 from app.storage import s3 as s3_driver
-from app.storage.base import ObjectStore
+from app.storage.base import Driver, ObjectStore
 from app.storage.fs import FsStore
 from app.storage.guard import GuardedStore
 from app.storage.s3 import S3Store
@@ -36,7 +36,7 @@ def build_store(cfg: Config, name: str = "") -> GuardedStore:
         settings = StoreSettings("default", cfg.file.storage.driver, cfg.file.s3, cfg.file.fs)
     else:
         settings = declared[name]
-    store: ObjectStore
+    store: Driver
     if settings.driver == "s3" and settings.s3 is not None:
         s3 = settings.s3
         store = S3Store(

@@ -1,4 +1,5 @@
-"""The ObjectStore port (D4). Drivers: `fs.FsStore` (default) and `s3.S3Store`.
+"""The store driver's contract and the ports the services hold (D4). Drivers: `fs.FsStore` (default) and
+`s3.S3Store`; a driver implements `Driver` and whichever capabilities its store has.
 
 Rules every driver keeps:
 - every key is validated (app.domain.keys.validate_key) before any I/O;
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -82,33 +83,26 @@ class ListedUpload:
     initiated_at: datetime | None
 
 
-class ObjectStore(Protocol):
-    """What Lethe needs of an object store, and nothing more."""
+class Driver(Protocol):
+    """What every store driver implements: nine operations. Everything else a store can do is a capability
+    below, which a driver may add; where it has none, app/storage/defaults.py answers for it (parts as objects
+    of their own, no presigned URLs, a head per key for the erasure's proof)."""
 
     driver: str
-    supports_direct: bool  # parts can go straight to the store through presigned URLs (S3)
 
     def put(
-        self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream"
+        self,
+        key: str,
+        data: BinaryIO | bytes | Iterable[bytes],
+        length: int | None = None,
+        content_type: str = "application/octet-stream",
     ) -> None:
-        """Write a whole object atomically (overwrites)."""
-
-    def put_md5(self, key: str, data: bytes) -> str | None:
-        """Write a whole object from memory with its Content-MD5 (a store that checks it refuses a body that does
-        not match), and answer the MD5 (hex) the store reports of what it stored: S3's ETag of a single PUT when it
-        is one (not under a KMS key), else None (fs: the caller reads the object back)."""
+        """Write a whole object atomically (overwrites), from bytes, a file or chunks as they come; with
+        `length`, a stream that ends before it raises StorageError and leaves nothing."""
 
     def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
         """Stream an object in chunks, from byte `first`, `length` bytes (None: to its end). Raises NotFound when
         it is missing (before the first chunk). Close the iterator when done."""
-
-    def open_file(self, key: str) -> BinaryIO | None:
-        """The object as a local file the server may send itself (sendfile), or None when the store is remote.
-        Raises NotFound when it is missing. The caller closes it."""
-
-    def presign_get(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
-        """A URL that reads the object by a plain GET for `expires_in`, answered with these Content-Type and
-        Content-Disposition headers and never cached (S3 only: `supports_direct`). Local: no request."""
 
     def get(self, key: str) -> bytes:
         """Read a whole object. Raises NotFound when it is missing."""
@@ -130,6 +124,26 @@ class ObjectStore(Protocol):
                 the keys not yet answered.
         """
 
+    def list_prefix(self, prefix: str, after: str = "") -> Iterator[ListedObject]:
+        """Every object under `prefix` (which ends with `/`), in ascending key order, page by page: never
+        the whole listing in memory; with `after`, only the keys after it. Only for D16's sweeps and audit
+        and the deletion journal's own prefix (K2). A key that cannot be addressed (a control character) is
+        listed as it is; the caller filters it."""
+
+    def check(self) -> None:
+        """Raise StorageError when the store is not reachable (readiness)."""
+
+    def describe(self) -> dict[str, str]:
+        """What the driver found of its store at start, for one log line (no secret, no key)."""
+
+
+# -- capabilities a driver may add (each checked by isinstance; see app/storage/defaults.py) -------------------
+
+
+class UploadParts(Protocol):
+    """Multipart uploads of the store's own (S3). Without it, parts are objects of their own under
+    `uploads/<file_id>/part-<n>`, assembled by a read of each (what the fs driver does)."""
+
     def begin_upload(self, file_id: str, key: str, content_type: str) -> MultipartRef:
         """Start a multipart upload of the object `key` of a file."""
 
@@ -149,10 +163,6 @@ class ObjectStore(Protocol):
         """Drop every part of an upload (fs: part-1..part-N; s3: abort the multipart upload). Idempotent.
         Raises ObjectFailed when the store refused this upload's objects, StorageError when it failed."""
 
-    def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
-        """A URL that takes part n of the multipart upload by a plain PUT, for `expires_in` (direct uploads;
-        S3 only: `supports_direct`). Local: no request to the store."""
-
     def list_parts(self, ref: MultipartRef) -> list[ListedPart]:
         """Every part the store holds of the multipart upload, in order (ListParts, paged). Raises NotFound
         when the upload ended (completed or aborted)."""
@@ -161,45 +171,150 @@ class ObjectStore(Protocol):
         """The ids of the unfinished multipart uploads on exactly this key (ListMultipartUploads for the key:
         never the key space); fs: none."""
 
+
+@runtime_checkable
+class NativeMultipart(UploadParts, Protocol):
+    """The capability: the store's own multipart uploads, and their listing for the audit."""
+
+    def list_uploads(self, prefix: str) -> Iterator[ListedUpload]:
+        """Every unfinished multipart upload under `prefix`, page by page (the audit); fs: none."""
+
+
+@runtime_checkable
+class Presigning(Protocol):
+    """URLs a client uses without Lethe (S3): downloads by redirect and direct uploads. Without it, both are
+    refused (`supports_direct` is false) and every byte goes through the api."""
+
+    def presign_get(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
+        """A URL that reads the object by a plain GET for `expires_in`, answered with these Content-Type and
+        Content-Disposition headers and never cached. Local: no request."""
+
+    def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
+        """A URL that takes part n of the multipart upload by a plain PUT, for `expires_in` (direct uploads).
+        Local: no request to the store."""
+
+
+@runtime_checkable
+class LocalFiles(Protocol):
+    """Objects that are files on this machine (fs): the server sends them itself (sendfile)."""
+
+    def open_file(self, key: str) -> BinaryIO | None:
+        """The object as a local file the server may send itself, or None when it cannot. Raises NotFound when
+        it is missing. The caller closes it."""
+
+
+@runtime_checkable
+class ReportedMd5(Protocol):
+    """A store that checks a Content-MD5 and reports the MD5 of what it stored (S3's ETag of a single PUT):
+    a copy between stores is verified without a read back. Without it, the copy is read back."""
+
+    def put_md5(self, key: str, data: bytes) -> str | None:
+        """Write a whole object from memory with its Content-MD5 (a store that checks it refuses a body that does
+        not match), and answer the MD5 (hex) the store reports of what it stored when it is one (not under a
+        KMS key), else None (the caller reads the object back)."""
+
+
+@runtime_checkable
+class Versions(Protocol):
+    """A bucket that may keep versions and delete markers: the erasure's proof looks for them too. Without it,
+    a head per key is the proof."""
+
+    def remains(self, keys: Sequence[str]) -> list[str]:
+        """Of these keys, those of which the store still holds anything, found by reading it: the object (a
+        head), and on a bucket that keeps versions any version or delete marker. The erasure's proof (D16)."""
+
+
+@runtime_checkable
+class ScratchArea(Protocol):
+    """A driver's own temporary area and directories (fs): the cleanup sweeps them. Without it, nothing to do."""
+
+    def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
+        """Remove the driver's own temporary entries older than `older_than` (only count them with
+        dry_run); returns how many (cleanup e)."""
+
+    def prune_dirs(self, prefix: str) -> int:
+        """Remove the empty directories below `prefix`, deepest first, never following a link, keeping the
+        prefix's own directory; returns how many."""
+
+
+# -- the ports the services hold: a driver completed by app/storage/defaults.py, behind the K1 guard ---------
+
+
+class ObjectStore(UploadParts, Protocol):
+    """What Lethe's normal paths need of an object store, and nothing more: no listing (K2 is a type)."""
+
+    driver: str
+    supports_direct: bool  # presigned URLs: direct uploads and downloads by redirect (Presigning)
+
+    def put(
+        self,
+        key: str,
+        data: BinaryIO | bytes | Iterable[bytes],
+        length: int | None = None,
+        content_type: str = "application/octet-stream",
+    ) -> None:
+        """Driver.put."""
+
+    def put_md5(self, key: str, data: bytes) -> str | None:
+        """ReportedMd5.put_md5; without the capability, a put that answers None."""
+
+    def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
+        """Driver.open."""
+
+    def open_file(self, key: str) -> BinaryIO | None:
+        """LocalFiles.open_file; without the capability, None."""
+
+    def presign_get(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
+        """Presigning.presign_get; without the capability, StorageError."""
+
+    def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
+        """Presigning.presign_part; without the capability, StorageError."""
+
+    def get(self, key: str) -> bytes:
+        """Driver.get."""
+
+    def head(self, key: str) -> ObjectInfo | None:
+        """Driver.head."""
+
+    def delete(self, key: str) -> None:
+        """Driver.delete."""
+
+    def delete_many(self, keys: Iterable[str]) -> list[DeleteFailure]:
+        """Driver.delete_many."""
+
     def check(self) -> None:
-        """Raise StorageError when the store is not reachable (readiness)."""
+        """Driver.check."""
 
     def describe(self) -> dict[str, str]:
-        """What the driver found of its store at start, for one log line (no secret, no key)."""
+        """Driver.describe."""
 
 
 class StoreMaintenance(Protocol):
     """What only the maintenance paths need (D16): the sweep of the driver's own temporary area (cleanup e),
     the erasure's confirming read, and the listings of the sweeps and the audit. The normal paths (uploads,
     purge, cleanup a to d) hold an ObjectStore, which has none of these: K2 ("the normal paths never list")
-    is a type. The drivers and the K1 guard implement both ports."""
+    is a type."""
 
     driver: str
 
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
-        """Remove the driver's own temporary entries older than `older_than` (only count them with
-        dry_run); returns how many (fs only)."""
+        """ScratchArea.sweep_tmp; without the capability, 0."""
 
     def remains(self, keys: Sequence[str]) -> list[str]:
-        """Of these keys, those of which the store still holds anything, found by reading it: the object (a
-        head), and on a bucket that keeps versions any version or delete marker. The erasure's proof (D16)."""
+        """Versions.remains; without the capability, the keys a head finds."""
 
     def list_prefix(self, prefix: str, after: str = "") -> Iterator[ListedObject]:
-        """Every object under `prefix` (which ends with `/`), in ascending key order, page by page: never
-        the whole listing in memory; with `after`, only the keys after it. Only for D16's sweeps and audit
-        and the deletion journal's own prefix (K2). A key that cannot be addressed (a control character) is
-        listed as it is; the caller filters it."""
+        """Driver.list_prefix."""
 
     def list_uploads(self, prefix: str) -> Iterator[ListedUpload]:
-        """Every unfinished multipart upload under `prefix`, page by page (the audit); fs: none."""
+        """NativeMultipart.list_uploads; without the capability, none."""
 
     def prune_dirs(self, prefix: str) -> int:
-        """Remove the empty directories below `prefix`, deepest first, never following a link, keeping the
-        prefix's own directory; returns how many (fs; S3 has none)."""
+        """ScratchArea.prune_dirs; without the capability, 0."""
 
 
 class Store(ObjectStore, StoreMaintenance, Protocol):
-    """What a driver implements (fs, s3) and the K1 guard wraps: both ports."""
+    """Both ports: what app/storage/defaults.py makes of a driver, and the K1 guard wraps."""
 
 
 def raise_on_failures(failures: Sequence[DeleteFailure]) -> None:

@@ -8,26 +8,21 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import shutil
 import stat
 import tempfile
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import BinaryIO
 
-from app.domain.keys import KeySchemaError, part_key, validate_key
+from app.domain.keys import KeySchemaError, validate_key
 from app.errors import InvalidKey, NotFound, ObjectFailed, StorageError
 from app.storage.base import (
     DeleteFailure,
     ListedObject,
-    ListedPart,
-    ListedUpload,
-    MultipartRef,
     ObjectInfo,
-    UploadedPart,
     raise_on_failures,
 )
 
@@ -66,7 +61,8 @@ class _Dirs:
 
 
 class FsStore:
-    """ObjectStore on a local directory.
+    """A store driver on a local directory: the Driver's operations, local files (sendfile) and a scratch
+    area (`.tmp`, empty directories); an upload's parts are objects of their own (app/storage/defaults.py).
 
     Args:
         root: the directory that holds every object; created when missing.
@@ -76,7 +72,6 @@ class FsStore:
     """
 
     driver = "fs"
-    supports_direct = False  # no URL can take bytes into a local directory (422 direct_transfer_unavailable)
 
     def __init__(self, root: str, min_free_bytes: int = 0):
         os.makedirs(root, exist_ok=True)
@@ -213,7 +208,7 @@ class FsStore:
     def put(
         self,
         key: str,
-        data: BinaryIO | bytes,
+        data: BinaryIO | bytes | Iterable[bytes],
         length: int | None = None,
         content_type: str = "application/octet-stream",
     ) -> None:
@@ -223,10 +218,6 @@ class FsStore:
             _unlink_quietly(tmp_path)
             raise StorageError("the stream ended before its declared length")
         self._publish(tmp_path, segments)
-
-    def put_md5(self, key: str, data: bytes) -> str | None:
-        self.put(key, data, len(data))
-        return None  # a local file: the caller reads it back
 
     def _open_fd(self, key: str) -> int:
         segments = _segments(key)
@@ -260,9 +251,6 @@ class FsStore:
 
     def open_file(self, key: str) -> BinaryIO | None:
         return os.fdopen(self._open_fd(key), "rb")
-
-    def presign_get(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
-        raise StorageError("the fs driver has no presigned URLs")
 
     def get(self, key: str) -> bytes:
         with os.fdopen(self._open_fd(key), "rb") as handle:
@@ -341,63 +329,7 @@ class FsStore:
                 except OSError:
                     pass  # not empty: other objects live there
 
-    # -- multipart: parts live under uploads/<file_id>/part-<n> (D4) ---------------------------------------
-
-    def begin_upload(self, file_id: str, key: str, content_type: str) -> MultipartRef:
-        _segments(key)
-        return MultipartRef(file_id=file_id, key=key)
-
-    def put_part(self, ref: MultipartRef, part_number: int, data: bytes | Iterator[bytes]) -> UploadedPart:
-        # Written chunk by chunk as the body arrives: no part is held in memory. No digest of the part: its
-        # etag is only the size written (md5 cost 18 ms of each 8 MiB part); the completion checks
-        # the whole file's size and sha256.
-        segments = _segments(part_key(ref.file_id, part_number))
-        tmp_path, size = self._write_tmp(data)
-        self._publish(tmp_path, segments)
-        return UploadedPart(part_number=part_number, etag=f"size-{size}")
-
-    def part_keys(self, file_id: str, part_count: int) -> list[str]:
-        return [part_key(file_id, n) for n in range(1, part_count + 1)]
-
-    def complete_upload(self, ref: MultipartRef, parts: Sequence[UploadedPart]) -> ObjectInfo:
-        segments = _segments(ref.key)
-        ordered = sorted(parts, key=lambda part: part.part_number)
-
-        digest = hashlib.sha256()
-
-        def stream() -> Iterator[bytes]:
-            # The bytes are hashed as they are copied: the completion reads them once.
-            for part in ordered:
-                chunks = self.open(part_key(ref.file_id, part.part_number))
-                try:
-                    for chunk in chunks:
-                        digest.update(chunk)
-                        yield chunk
-                finally:
-                    chunks.close()
-
-        tmp_path, size = self._write_tmp(stream())
-        self._publish(tmp_path, segments)
-        raise_on_failures(self.delete_many(part_key(ref.file_id, part.part_number) for part in ordered))
-        return ObjectInfo(size_bytes=size, sha256=digest.hexdigest())
-
-    def abort_upload(self, ref: MultipartRef, part_count: int) -> None:
-        # D7: the fs driver deletes part-1..part-N by name; it never lists the upload's directory.
-        raise_on_failures(self.delete_many(part_key(ref.file_id, n) for n in range(1, part_count + 1)))
-
     # -- operations -----------------------------------------------------------------------------------------
-
-    def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
-        raise StorageError("the fs driver has no direct uploads")
-
-    def list_parts(self, ref: MultipartRef) -> list[ListedPart]:
-        raise StorageError("the fs driver has no direct uploads")
-
-    def uploads_of(self, key: str) -> list[str]:
-        return []  # fs parts are objects of their own (part_keys), not an upload of the store
-
-    def list_uploads(self, prefix: str) -> Iterator[ListedUpload]:
-        return iter(())
 
     def check(self) -> None:
         """Ready when a file can be created in the root's temporary area and the free space is above the
@@ -432,11 +364,6 @@ class FsStore:
                 else:
                     _unlink_quietly(entry.path)
         return removed
-
-    def remains(self, keys: Sequence[str]) -> list[str]:
-        return [key for key in keys if self.head(key) is not None]
-
-    # -- listing: D16's sweeps and audit only (K2) --------------------------------------------------------------
 
     def _prefix_dirs(self, prefix: str, create: bool = False) -> contextlib.AbstractContextManager[_Dirs | None]:
         segments = _segments(prefix.rstrip("/"))

@@ -15,6 +15,7 @@ from typing import BinaryIO
 from app.errors import StoreCallInTransaction
 from app.storage.base import (
     DeleteFailure,
+    Driver,
     ListedObject,
     ListedPart,
     ListedUpload,
@@ -23,20 +24,17 @@ from app.storage.base import (
     Store,
     UploadedPart,
 )
+from app.storage.defaults import Completed
 
 
 class GuardedStore:
     """An ObjectStore that refuses calls made inside a unit of work."""
 
-    def __init__(self, store: Store, in_transaction: Callable[[], bool]):
-        self._store = store
+    def __init__(self, driver: Driver, in_transaction: Callable[[], bool]):
+        self._store: Store = Completed(driver)  # the driver's capabilities, Lethe's defaults for the rest
         self._in_transaction = in_transaction
-        self.driver = store.driver
-        self.supports_direct = store.supports_direct
-
-    @property
-    def inner(self) -> Store:
-        return self._store
+        self.driver = driver.driver
+        self.supports_direct = self._store.supports_direct
 
     def _checked(self, name: str) -> Store:
         if self._in_transaction():
@@ -44,7 +42,11 @@ class GuardedStore:
         return self._store
 
     def put(
-        self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream"
+        self,
+        key: str,
+        data: BinaryIO | bytes | Iterable[bytes],
+        length: int | None = None,
+        content_type: str = "application/octet-stream",
     ) -> None:
         self._checked("put").put(key, data, length, content_type)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import BinaryIO, TypeVar
 
 import urllib3
@@ -399,7 +399,11 @@ class S3Store:
         return {"Content-MD5": md5sum_hash(data) or ""} if self._object_lock != "off" else {}
 
     def put(
-        self, key: str, data: BinaryIO | bytes, length: int, content_type: str = "application/octet-stream"
+        self,
+        key: str,
+        data: BinaryIO | bytes | Iterable[bytes],
+        length: int | None = None,
+        content_type: str = "application/octet-stream",
     ) -> None:
         if isinstance(data, (bytes, bytearray, memoryview)):
             md5 = self._content_md5(bytes(data))
@@ -407,7 +411,12 @@ class S3Store:
                 with self._mapped("put"):
                     self.client._put_object(self.bucket, _key(key), bytes(data), {"Content-Type": content_type, **md5})
                 return
-        stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            stream: BinaryIO = io.BytesIO(data)
+            length = len(data)
+        else:
+            stream = data if hasattr(data, "read") else _ChunkReader(data)  # type: ignore[assignment]
+            length = -1 if length is None else length
         with self._mapped("put"):
             self.client.put_object(
                 self.bucket,
@@ -444,9 +453,6 @@ class S3Store:
 
     def get(self, key: str) -> bytes:
         return b"".join(self.open(key))
-
-    def open_file(self, key: str) -> BinaryIO | None:
-        return None  # remote: the bytes come through open(), or a presigned URL
 
     def presign_get(self, key: str, expires_in: timedelta, content_type: str, disposition: str) -> str:
         # Signed locally for the address clients reach (file.s3.public_endpoint); the store answers with the
@@ -691,9 +697,6 @@ class S3Store:
             raise StorageError("s3 bucket does not exist")
         self.breaker.close()
 
-    def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
-        return 0  # S3 puts are atomic on the server; there is no temporary area of ours (D8 e).
-
     def remains(self, keys: Sequence[str]) -> list[str]:
         """A head per key; on a bucket that keeps versions, the versions of that exact key are listed too."""
         versioned = self.keeps_versions()
@@ -719,5 +722,25 @@ class S3Store:
                 if item.object_name and not item.is_dir and item.last_modified is not None:
                     yield ListedObject(key=item.object_name, modified_at=item.last_modified)
 
-    def prune_dirs(self, prefix: str) -> int:
-        return 0  # S3 has no directories
+
+class _ChunkReader(io.RawIOBase):
+    """Chunks as a file minio reads (a put of unknown length goes up in 16 MiB parts)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks = iter(chunks)
+        self._left = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._left:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return b""
+            self._left = bytes(chunk)
+        if size < 0 or size >= len(self._left):
+            out, self._left = self._left, b""
+        else:
+            out, self._left = self._left[:size], self._left[size:]
+        return out

@@ -95,7 +95,7 @@ def test_an_erasure_removes_everything_and_proves_it(lethe):
     ]
     nothing_of_alex_in_the_database(lethe)
     for file_id in world["files"]:
-        assert lethe.raw_store.remains(keys_of(file_id)) == []
+        assert lethe.store.remains(keys_of(file_id)) == []
         assert keys[file_id] is None or lethe.raw_store.head(keys[file_id]) is None
         # the open upload's multipart upload was aborted too (issue 23)
         assert uploads_left(lethe.raw_store, keys[file_id] or "f/") == []
@@ -205,11 +205,11 @@ def test_a_key_the_store_acknowledged_but_kept_is_found_by_the_read_and_deleted_
     kept_file = world["files"][1]
     original = swap_store(lethe, KeepingOneOriginal(lethe.rt.store, kept_file))
     assert erase_round(lethe.rt, erasure_id) == "running"  # the row went, the read found the key
-    assert lethe.row(kept_file) is None and lethe.raw_store.remains(keys_of(kept_file))
+    assert lethe.row(kept_file) is None and lethe.store.remains(keys_of(kept_file))
     lethe.rt.store = original
     assert erase_round(lethe.rt, erasure_id) == "running"  # deleted again; confirmed at the next read
     assert erase_round(lethe.rt, erasure_id) == "complete"
-    assert lethe.raw_store.remains(keys_of(kept_file)) == []
+    assert lethe.store.remains(keys_of(kept_file)) == []
 
 
 @pytest.mark.one_store
@@ -300,7 +300,7 @@ def test_a_completed_erasure_forgets_its_person_in_a_failed_one_and_reads_its_un
     assert erase_round(lethe.rt, first_id) == "failed"
     assert rows(lethe, "erasures", id=first_id)[0].subject_id == ALEX.id
     lethe.rt.store = original
-    assert lethe.row(kept_file) is None and lethe.raw_store.remains(keys_of(kept_file))
+    assert lethe.row(kept_file) is None and lethe.store.remains(keys_of(kept_file))
     # When a new erasure of the same person runs to the end
     second = lethe.call("POST", "/api/v1/erasures", OWNER, json={"subject_id": str(ALEX.id)}).json
     assert second["id"] != str(first_id)
@@ -310,7 +310,7 @@ def test_a_completed_erasure_forgets_its_person_in_a_failed_one_and_reads_its_un
         if state != "running":
             break
     # Then it read (and removed) the key the failed one left, and no erasure names the person any more
-    assert state == "complete" and lethe.raw_store.remains(keys_of(kept_file)) == []
+    assert state == "complete" and lethe.store.remains(keys_of(kept_file)) == []
     assert [row.subject_id for row in rows(lethe, "erasures")] == [None, None]
     assert {row.file_id for row in rows(lethe, "erasure_files", erasure_id=uuid.UUID(second["id"]))} >= {
         uuid.UUID(kept_file)

@@ -11,12 +11,19 @@ from app.errors import StoreCallInTransaction
 from app.storage.base import ObjectStore, StoreMaintenance
 from app.storage.guard import GuardedStore
 
-PORT_METHODS = sorted(
-    name
-    for port in (ObjectStore, StoreMaintenance)
-    for name, member in vars(port).items()
-    if inspect.isfunction(member) and not name.startswith("_")
-)
+
+def declared(port) -> dict:
+    """The methods a port declares, its own and those of the capability protocols it takes in."""
+    return {
+        name: member
+        for cls in reversed(port.__mro__)
+        if cls.__module__ == "app.storage.base"
+        for name, member in vars(cls).items()
+        if inspect.isfunction(member) and not name.startswith("_")
+    }
+
+
+PORT_METHODS = sorted({name for port in (ObjectStore, StoreMaintenance) for name in declared(port)})
 
 
 class Recording:
@@ -30,8 +37,8 @@ class Recording:
 
 
 def arguments(name):
-    port = ObjectStore if name in vars(ObjectStore) else StoreMaintenance
-    parameters = list(inspect.signature(getattr(port, name)).parameters.values())[1:]
+    port = ObjectStore if name in declared(ObjectStore) else StoreMaintenance
+    parameters = list(inspect.signature(declared(port)[name]).parameters.values())[1:]
     return [None for p in parameters if p.default is inspect.Parameter.empty]
 
 

@@ -51,7 +51,13 @@ def test_no_removal_reaches_a_store_but_through_the_file_facade():
 def test_in_the_storage_wing_only_the_facade_removes_a_files_objects():
     # The drivers implement the operations and the K1 guard forwards them; nothing else there calls them.
     callers = {path for path, node in _calls("app/storage") if node.func.attr in REMOVALS}
-    assert callers <= {"app/storage/files.py", "app/storage/guard.py", "app/storage/fs.py", "app/storage/s3.py"}
+    assert callers <= {
+        "app/storage/files.py",
+        "app/storage/guard.py",
+        "app/storage/defaults.py",
+        "app/storage/fs.py",
+        "app/storage/s3.py",
+    }
 
 
 def test_every_removal_of_the_facade_takes_the_rules_clearance():

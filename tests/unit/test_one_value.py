@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("app", "workers", "scheduler")
 BUILDERS = {"original_key", "variant_key", "part_key", "tail_key", "_file_dir"}
 SCHEMA_HOMES = {"app/domain/keys.py", "app/domain/objects.py"}
-DRIVER_PARTS = {"app/storage/fs.py": {"part_key"}}
+DRIVER_PARTS = {"app/storage/defaults.py": {"part_key"}}  # parts as objects of their own
 # A piece of a key of the schema, as a string literal or the fixed text of an f-string.
 KEY_PIECES = re.compile(r"(^|/)(orig-|part-|v-|tail$)|^(f|uploads)/")
 
@@ -83,8 +83,8 @@ def test_the_check_finds_each_kind_of_formula():
         found = key_formulas("app/content/example.py", ast.parse(source))
         assert any(finding in line for line in found), (source, found)
     # and a driver may name its own parts, nothing else
-    assert key_formulas("app/storage/fs.py", ast.parse("from app.domain.keys import part_key\n")) == []
-    assert key_formulas("app/storage/fs.py", ast.parse("from app.domain.keys import tail_key\n")) != []
+    assert key_formulas("app/storage/defaults.py", ast.parse("from app.domain.keys import part_key\n")) == []
+    assert key_formulas("app/storage/defaults.py", ast.parse("from app.domain.keys import tail_key\n")) != []
 
 
 def test_the_one_value_names_the_next_original_and_the_tail():
