@@ -4,6 +4,7 @@ maintenance port), and refuses each inside a unit of work."""
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from app.storage.base import ObjectStore, StoreMaintenance
 from app.storage.guard import GuardedStore
 
 
-def declared(port) -> dict:
+def declared(port: type) -> dict[str, Any]:
     """The methods a port declares, its own and those of the capability protocols it takes in."""
     return {
         name: member
