@@ -232,11 +232,15 @@ def raw_store(request, tmp_path):
 
 
 def room_of(nodeid: str) -> str:
-    """The xdist worker room of a test: a module runs whole on one worker (its module fixtures are made once),
-    and every test that starts the roles as processes runs in one room, one after another: two of them at once
-    would share two cores with their own PostgreSQL, RabbitMQ and S3 load and their deadlines."""
+    """The xdist worker room of a test: a module runs whole on one worker (its module fixtures are made once).
+    The tests that start the roles as processes run in two rooms, each one test after another: the e2e tests,
+    and the fault drills (which start PostgreSQL, RabbitMQ or SeaweedFS clusters of their own). Each waits on
+    processes more than it computes (about 60% of two cores for three workers), so one of each beside the
+    integration modules keeps the deadlines; two fault drills at once would not."""
     path = nodeid.split("::", 1)[0]
-    return "processes" if path.startswith(("tests/e2e/", "tests/faults/")) else path
+    if path.startswith("tests/faults/"):
+        return "faults"
+    return "e2e" if path.startswith("tests/e2e/") else path
 
 
 def pytest_xdist_make_scheduler(config, log):
