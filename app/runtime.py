@@ -21,6 +21,7 @@ from app.db.migrate import SchemaGuard
 from app.db.pool import Database
 from app.db.publisher import Outbox
 from app.db.uow import UnitOfWork
+from app.domain.policies import ContentPolicy, LifecyclePolicy
 from app.domain.uploads import UploadLimits
 from app.platform.clock import Clock
 from app.platform.config import Config
@@ -80,6 +81,8 @@ class Runtime:
     outbox: Outbox
     role: str
     limits: UploadLimits
+    content: ContentPolicy  # the values the content services work by (scan, images, serving)
+    lifecycle: LifecyclePolicy  # and the lifecycle services (removals, holds, erasures, sweeps, the console)
     delete_files: DeleteFiles
     keyring: Keyring
     journal: JournalPort = field(default_factory=_NoJournalWriter)

@@ -45,7 +45,7 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
     # A complete file without a digest is a direct upload whose completion left the check to this read:
     # its bytes are hashed on their way to clamd, and checked before the outcome is written.
     measure = _Measure() if row.sha256 is None else None
-    address = rt.cfg.scan.clamd_address
+    address = rt.content.clamd_address
     if not address:
         verdict = clamd.Verdict("skipped")
     elif not rt.limits.scan_reads(row.size_bytes):
@@ -55,7 +55,7 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
             chunks = rt.files.read(row)  # a sealed file's plaintext, opened as it streams
             try:
                 verdict = clamd.instream(
-                    address, measure.through(chunks) if measure else chunks, rt.cfg.scan.timeout.total_seconds()
+                    address, measure.through(chunks) if measure else chunks, rt.content.scan_timeout.total_seconds()
                 )
             finally:
                 chunks.close()
@@ -66,7 +66,7 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
             verdict = clamd.Verdict("error", "content_corrupt")
     if measure is None:
         written = rt.db.unit_of_work(
-            lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now(), variants=rt.cfg.image.variants),
+            lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now(), variants=rt.content.variants),
             name="scan.record",
         )
     else:
@@ -76,7 +76,7 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
         expected = rt.db.read(lambda conn: getattr(sessions_sql.session_of(conn, file_id), "expected_sha256", None))
         written = rt.db.unit_of_work(
             lambda uow: record_checked(
-                uow, file_id, verdict.outcome, measured, expected, rt.clock.now(), variants=rt.cfg.image.variants
+                uow, file_id, verdict.outcome, measured, expected, rt.clock.now(), variants=rt.content.variants
             ),
             name="scan.record",
         )

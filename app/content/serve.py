@@ -61,7 +61,7 @@ def _served(
     if (
         variant is None
         and disposition == "inline"
-        and rt.cfg.image.strip_original
+        and rt.content.strip_original
         and row.metadata_stripped is None
         and row.variants_state is not None
         and wants_variants(row.detected_type)
@@ -123,7 +123,7 @@ def for_reader(
 
 
 def _sealer(rt: Runtime) -> Sealer:
-    secret = rt.cfg.file.link_secret
+    secret = rt.content.link_secret
     if not secret:
         raise NotConfigured("links_not_configured", "File links need file.link_secret.")
     return Sealer(secret)
@@ -147,7 +147,7 @@ def create_link(
             NotConfigured: no file.link_secret.
     """
     sealer = _sealer(rt)
-    longest = rt.cfg.file.link_ttl
+    longest = rt.content.link_ttl
     life = min(ttl, longest) if ttl is not None else longest  # longer: cut to file.link_ttl (expires_at says)
     if life.total_seconds() < 1:
         raise Invalid("ttl_too_short", "A link works at least 1 s.")

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from app.db import files as files_sql
 from app.db import keeps as keeps_sql
@@ -43,13 +43,13 @@ def strip_original(rt: Runtime, row: FileRow) -> FileRow:
         KeyUnavailable: the file's key cannot be opened (the job retries).
     """
     _remove_replaced(rt, row)
-    mode = cast(Mode, rt.cfg.image.strip_metadata)
+    mode = rt.content.strip_metadata
     if (
         mode == "none"
         or row.metadata_stripped is not None
         or row.detected_type not in STRIPPED_TYPES
         or row.object_key is None
-        or row.size_bytes > rt.cfg.image.max_size
+        or row.size_bytes > rt.content.image_max_size
     ):
         return row
     try:

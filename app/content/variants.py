@@ -25,7 +25,7 @@ from app.domain.ends import Reach
 from app.domain.keys import VARIANTS
 from app.domain.objects import FileObjects
 from app.domain.states import is_deliverable
-from app.domain.variants import VARIANT_TYPE, Made, Sizes
+from app.domain.variants import VARIANT_TYPE, Made
 from app.errors import ContentCorrupt, NotFound, ObjectFailed
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -97,8 +97,8 @@ def make_variants(rt: Runtime, file_id: uuid.UUID) -> str | None:
 
 
 def _made(rt: Runtime, row: FileRow) -> list[Made] | imaging.Refused:
-    cfg = rt.cfg.image
-    if row.size_bytes > cfg.max_size:
+    policy = rt.content
+    if row.size_bytes > policy.image_max_size:
         return imaging.Refused("too_large")  # never read into memory
     try:
         chunks = rt.files.read(row)
@@ -109,8 +109,9 @@ def _made(rt: Runtime, row: FileRow) -> list[Made] | imaging.Refused:
     except (NotFound, ContentCorrupt):
         # Content missing, or sealed bytes that do not open: the download answers 410 content_missing or 502.
         return imaging.Refused("undecodable")
-    sizes = Sizes(cfg.thumb_small, cfg.thumb_large, cfg.preview)
-    return imaging.make_variants(data, sizes, cfg.max_size, cfg.max_pixels, cfg.timeout.total_seconds())
+    return imaging.make_variants(
+        data, policy.sizes, policy.image_max_size, policy.image_max_pixels, policy.image_timeout.total_seconds()
+    )
 
 
 def _record_writing(uow: UnitOfWork, file_id: uuid.UUID, names: list[str], rt: Runtime) -> bool:

@@ -8,8 +8,11 @@ from typing import cast
 from app.db.context import in_transaction
 from app.db.pool import Database, Timeouts
 from app.db.publisher import Outbox
+from app.domain.image_metadata import Mode
+from app.domain.policies import ContentPolicy, LifecyclePolicy
 from app.domain.quotas import Limit
 from app.domain.uploads import UploadLimits
+from app.domain.variants import Sizes
 from app.lifecycle import ends
 from app.lifecycle.deletion import mark_deleted
 from app.lifecycle.journal import JournalWriter
@@ -128,6 +131,32 @@ def build_runtime(
         scan_max_size=cfg.scan.max_size if cfg.scan.clamd_address else None,
         quota=Limit(cfg.quotas.default_bytes, cfg.quotas.default_files),
     )
+    image = cfg.image
+    content = ContentPolicy(
+        clamd_address=cfg.scan.clamd_address,
+        scan_timeout=cfg.scan.timeout,
+        variants=image.variants,
+        sizes=Sizes(image.thumb_small, image.thumb_large, image.preview),
+        image_max_size=image.max_size,
+        image_max_pixels=image.max_pixels,
+        image_timeout=image.timeout,
+        strip_metadata=cast(Mode, image.strip_metadata),
+        strip_original=image.strip_original,
+        link_secret=cfg.file.link_secret,
+        link_ttl=cfg.file.link_ttl,
+    )
+    lifecycle = LifecyclePolicy(
+        batch_size=cfg.file.gc_batch_size,
+        object_delete_delay=cfg.privacy.object_delete_delay,
+        receipt_ttl=cfg.privacy.receipt_ttl,
+        purge_retry_base=cfg.file.purge_retry_base,
+        case_ref_pattern=cfg.holds.case_ref_pattern,
+        sweep_concurrency=cfg.storage.sweep_concurrency,
+        console_session_ttl=cfg.api.console_session_ttl,
+        dev_fast=cfg.schedule.dev_fast,
+        webhook_timeout=cfg.webhooks.timeout,
+        webhook_retries=cfg.webhooks.retry_schedule,
+    )
     runtime = Runtime(
         cfg=cfg,
         clock=clock,
@@ -138,6 +167,8 @@ def build_runtime(
         outbox=outbox,
         role=role,
         limits=limits,
+        content=content,
+        lifecycle=lifecycle,
         delete_files=mark_deleted,
         keyring=Keyring(cfg.file.keyring),
     )

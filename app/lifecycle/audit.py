@@ -287,7 +287,7 @@ def _audit(
 
     strays: dict[uuid.UUID, list[str]] = {}
     if delete:
-        waves = delete_in_waves(remove, still_orphans(both_passes()), rt.cfg.storage.sweep_concurrency)
+        waves = delete_in_waves(remove, still_orphans(both_passes()), rt.lifecycle.sweep_concurrency)
         report.orphans_deleted, report.orphans_failed = waves.deleted, waves.failed
         report.elsewhere_deleted = _remove_strays(rt, store, strays)
     else:

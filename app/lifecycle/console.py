@@ -77,7 +77,7 @@ def sign_in(rt: Runtime, token: str) -> tuple[str, Session] | None:
     now = rt.clock.now()
     cookie = secrets.token_urlsafe(32)
     csrf = secrets.token_urlsafe(24)
-    expires = now + rt.cfg.api.console_session_ttl
+    expires = now + rt.lifecycle.console_session_ttl
 
     def work(uow: Any) -> uuid.UUID | None:
         principal_id = sql.use_grant(uow.conn, _digest(token), now)

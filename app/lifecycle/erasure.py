@@ -132,7 +132,7 @@ def _erase_round(rt: Runtime, erasure_id: uuid.UUID) -> str:
             raise NotFound()
         if row.state != "running" or not mine:
             return str(row.state)  # ended, or another runner is in a round of it now (D19)
-        subject, batch = row.subject_id, rt.cfg.file.gc_batch_size
+        subject, batch = row.subject_id, rt.lifecycle.batch_size
         assert subject is not None  # a running erasure names its subject (a complete one forgets it)
         if rt.db.read(lambda conn: holds_sql.subject_on_hold(conn, subject)):
             # A hold placed while the erasure ran: stop before marking more. What went before it is gone, and
@@ -344,7 +344,7 @@ def _finish(rt: Runtime, row: ErasureRow, subject: uuid.UUID) -> str:
         rt.db.unit_of_work(complete, name="erasure.finish")
         log_event(log, "info", "erasure.complete", "erasure complete", erasure_id=str(row.id))
         return "complete"
-    if now - row.created_at > rt.cfg.privacy.object_delete_delay:
+    if now - row.created_at > rt.lifecycle.object_delete_delay:
         rt.db.unit_of_work(
             lambda uow: sql.finish(uow.conn, row.id, "failed", "not_done_within_delay", now), name="erasure.finish"
         )

@@ -74,7 +74,7 @@ def explain_file(rt: Runtime, principal: Principal | None, file_id: uuid.UUID) -
             if name != "file_id"
         }
         shown["deferred_by_hold"] = str(receipt.deferred_by_hold) if receipt.deferred_by_hold else None
-        expires = receipt.purged_at + rt.cfg.privacy.receipt_ttl
+        expires = receipt.purged_at + rt.lifecycle.receipt_ttl
         return _doc(file_id, "purged", kept, _end("receipt_expires", expires), receipt=shown)
     needs = "nothing: no row, no receipt (never uploaded here, or its receipt expired)"
     return _doc(file_id, "unknown", kept, {"rule": None, "at": None, "needs": needs})

@@ -57,7 +57,7 @@ def place_hold(
         NotFound: a file hold on a file with no row (never uploaded, or purged already).
     """
     _manager(principal)
-    if not valid_case_ref(case_ref, rt.cfg.holds.case_ref_pattern):
+    if not valid_case_ref(case_ref, rt.lifecycle.case_ref_pattern):
         raise Invalid(
             "case_ref_invalid", "A case reference is an opaque ticket number (holds.case_ref_pattern), never a name."
         )
@@ -142,7 +142,7 @@ def release_hold(rt: Runtime, principal: Principal | None, hold_id: uuid.UUID) -
         Forbidden, NotFound.
     """
     _manager(principal)
-    batch = rt.cfg.file.gc_batch_size
+    batch = rt.lifecycle.batch_size
 
     def work(uow: UnitOfWork) -> tuple[HoldRow, int]:
         row = sql.release(uow.conn, hold_id, rt.clock.now())

@@ -352,7 +352,7 @@ def _apply(rt: Runtime, entry: Entry, hashes: dict[str, list[uuid.UUID]], report
 
         rt.db.unit_of_work(place, name="journal.apply_hold")
     elif entry.kind == FILE_MOVED and entry.store is not None:
-        moved_to, delay = entry.store, rt.cfg.privacy.object_delete_delay
+        moved_to, delay = entry.store, rt.lifecycle.object_delete_delay
         report.files_moved_again += rt.db.unit_of_work(
             lambda uow: stores_sql.moved_again(uow.conn, list(entry.files), moved_to, rt.clock.now(), delay),
             name="journal.apply_move",

@@ -144,7 +144,7 @@ def run_policy(rt: Runtime, policy: Policy, dry_run: bool = False, force: bool =
 def _run_policy_alone(rt: Runtime, policy: Policy, dry_run: bool, force: bool) -> PolicyReport:
     now = rt.clock.now()  # read once
     report = PolicyReport(policy=policy.name, ran=True, dry_run=dry_run)
-    gate = None if (force or rt.cfg.schedule.dev_fast) else policy.min_interval
+    gate = None if (force or rt.lifecycle.dev_fast) else policy.min_interval
     report.last_run_at = rt.db.read(lambda conn: sql.last_run(conn, policy.run_name))
     if not gate_open(report.last_run_at, now, gate):
         report.ran = False
@@ -164,7 +164,7 @@ def _run_policy_alone(rt: Runtime, policy: Policy, dry_run: bool, force: bool) -
         step_report = StepReport(step.letter, step.name)
         started = time.monotonic()
         try:
-            run_candidates(rt.db, step, step_report, rt.cfg.file.gc_batch_size, dry_run)
+            run_candidates(rt.db, step, step_report, rt.lifecycle.batch_size, dry_run)
         except psycopg.Error as exc:
             step_report.error = report.error = type(exc).__name__
             report.first_error = exc

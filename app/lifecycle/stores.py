@@ -171,7 +171,7 @@ def run_batch(rt: Runtime, migration_id: uuid.UUID) -> BatchReport:
             outcomes = list(pool.map(lambda candidate: _copy_file(rt, candidate, target), taken))
         failures: list[tuple[uuid.UUID, str]] = []
         gone: list[Candidate] = []
-        delay = rt.cfg.privacy.object_delete_delay
+        delay = rt.lifecycle.object_delete_delay
         moved_bytes = 0
         copied = []
         for candidate, outcome in zip(taken, outcomes, strict=True):
@@ -457,7 +457,7 @@ def remove_left(rt: Runtime, limit: int) -> LeftReport:
             else:
                 gone.append((left.file_id, store))
                 report.stores[store] = report.stores.get(store, 0) + 1
-    again = now + rt.cfg.file.purge_retry_base
+    again = now + rt.lifecycle.purge_retry_base
 
     def settle(uow: UnitOfWork) -> None:
         stores_sql.forget(uow.conn, gone)

@@ -104,7 +104,7 @@ def _sweep_alone(
         report.deleted = sum(1 for store in rt.store_names for _ in doomed(store))
     else:
         for store in rt.store_names:
-            waves = delete_in_waves(_remover(rt, store), doomed(store), rt.cfg.storage.sweep_concurrency)
+            waves = delete_in_waves(_remover(rt, store), doomed(store), rt.lifecycle.sweep_concurrency)
             report.deleted += waves.deleted
             report.failed += waves.failed
             report.batches += waves.batches

@@ -96,7 +96,7 @@ def deliver(rt: Runtime, delivery_ids: Sequence[uuid.UUID]) -> DeliveryReport:
     """
     endpoints = {endpoint.name: endpoint for endpoint in rt.cfg.webhooks.endpoints}
     now = rt.clock.now()
-    until = now + rt.cfg.webhooks.timeout + LEASE_MARGIN
+    until = now + rt.lifecycle.webhook_timeout + LEASE_MARGIN
     rows = rt.db.unit_of_work(lambda uow: sql.lease_due(uow.conn, delivery_ids, now, until), name="webhooks.lease")
     disabled = rt.db.read(sql.disabled) if rows else {}
     down: dict[str, tuple[int | None, str | None]] = {}  # endpoints that failed in this run: the others wait
@@ -170,7 +170,7 @@ def _attempt(
         outcome = "disabled"
     else:
         down[endpoint.name] = (status, error)
-        at = next_attempt_at(attempts, rt.cfg.webhooks.retry_schedule, now)
+        at = next_attempt_at(attempts, rt.lifecycle.webhook_retries, now)
         if at is None:
             settle("failed", attempts, status, error or "server_error")
             log_event(
@@ -226,7 +226,7 @@ def _attempt_post(rt: Runtime, row: Any, endpoint: Endpoint) -> tuple[int | None
             endpoint.url,
             body,
             {**headers, "Content-Type": "application/json", "User-Agent": "lethe-webhooks"},
-            rt.cfg.webhooks.timeout.total_seconds(),
+            rt.lifecycle.webhook_timeout.total_seconds(),
         )
         tracing.count(**{"http.response.status_code": status, "error": error})
     return status, error

@@ -181,3 +181,46 @@ def test_no_two_modules_import_each_other():
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+# The settings a content or lifecycle service reads from the configuration itself: lists of configured things
+# (endpoints, policies, prefixes) and the journal writer's own section. Every other value comes from the
+# runtime's policies (rt.limits, rt.content, rt.lifecycle), built once per process.
+CONFIG_READS = {
+    "webhooks.endpoints",
+    "retention.policies",
+    "storage.unmanaged_prefixes",
+    "journal.enabled",
+    "journal.hash_key",
+    "journal.retention",
+    "journal.check_interval",
+}
+
+
+def config_reads(tree: ast.AST) -> list[str]:
+    """`<section>.<key>` of every `rt.cfg.<section>.<key>` (or `self.rt.cfg...`) in a module."""
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and isinstance(node.value.value, ast.Attribute)
+            and node.value.value.attr == "cfg"
+        ):
+            found.append(f"{node.value.attr}.{node.attr}")
+    return found
+
+
+def test_services_read_their_values_from_the_runtime_policies_not_the_configuration():
+    reads = {
+        f"{path.relative_to(ROOT).as_posix()}: {read}"
+        for folder in ("content", "lifecycle")
+        for path in sorted((ROOT / "app" / folder).rglob("*.py"))
+        for read in config_reads(ast.parse(path.read_text()))
+        if read not in CONFIG_READS
+    }
+    assert reads == set()
+    assert config_reads(ast.parse("rt.cfg.file.link_ttl\nself.rt.cfg.journal.enabled")) == [
+        "file.link_ttl",
+        "journal.enabled",
+    ]
