@@ -27,9 +27,9 @@ def big_table(postgres_server):
     admin = create_test_database(postgres_server, name)
     url = with_database(postgres_server, name)
     migrate(url)
+    _fill(url)
     db = Database(url, pool_size=2)
     try:
-        _fill(db)
         yield db
     finally:
         db.close()
@@ -37,10 +37,16 @@ def big_table(postgres_server):
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def _fill(db):
-    db.read(
-        lambda conn: conn.execute(
-            """
+def _fill(url: str) -> None:
+    """Rows made by plain statements on a connection without the pool's statement timeout (setup data, written
+    once, however loaded the machine)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        _fill_on(conn)
+
+
+def _fill_on(conn) -> None:
+    conn.execute(
+        """
         INSERT INTO files (id, uploaded_by, purpose, original_name, mime_type, size_bytes, object_key, upload_state,
                            scan_status, created_at, last_change_at, deleted_at)
         SELECT gen_random_uuid(), gen_random_uuid(), 'attachment', 'n', 'text/plain', 1, NULL,
@@ -50,21 +56,16 @@ def _fill(db):
                CASE WHEN i % 97 = 0 THEN timestamptz '2026-05-01' ELSE NULL END
         FROM generate_series(1, 60000) AS i
         """
-        )
     )
-    db.read(
-        lambda conn: conn.execute(
-            "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
-            "SELECT id, 'completed', 1024, 1, created_at, created_at, created_at FROM files"
-        )
+    conn.execute(
+        "INSERT INTO upload_sessions (file_id, state, part_size, part_count, created_at, expires_at, completed_at) "
+        "SELECT id, 'completed', 1024, 1, created_at, created_at, created_at FROM files"
     )
-    db.read(
-        lambda conn: conn.execute(
-            "UPDATE upload_sessions SET state = 'open', completed_at = NULL "
-            "WHERE file_id IN (SELECT file_id FROM upload_sessions LIMIT 500)"
-        )
+    conn.execute(
+        "UPDATE upload_sessions SET state = 'open', completed_at = NULL "
+        "WHERE file_id IN (SELECT file_id FROM upload_sessions LIMIT 500)"
     )
-    db.read(lambda conn: conn.execute("ANALYZE"))
+    conn.execute("ANALYZE")
 
 
 class ExplainCursor(psycopg.Cursor):
