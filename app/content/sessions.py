@@ -30,15 +30,16 @@ from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import sessions as sessions_sql
 from app.db.conn import Conn
-from app.db.events import write_file_updated
+from app.db.events import announce_settled, write_file_updated
 from app.db.files import FileRow
 from app.db.sessions import PartRow, SessionRow
 from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.access import Principal
-from app.domain.ends import Clearance, Reach
+from app.domain.ends import Clearance, FilesSettled, Reach
 from app.domain.objects import FileObjects
 from app.domain.uploads import PROTOCOLS, Protocol, lease_in_force, listed_parts_problem
+from app.domain.webhooks import FILE_FAILED
 from app.errors import Conflict, ContentCorrupt, Forbidden, Gone, KeyUnavailable, NotFound, StorageError
 from app.platform.jobs import enqueue_purge, enqueue_scan
 from app.platform.observability.logs import log_event
@@ -361,6 +362,7 @@ def finish_completion(rt: Runtime, uow: UnitOfWork, principal: Principal, assemb
         files_sql.set_failed(uow.conn, file_id, now)
         sessions_sql.set_state(uow.conn, file_id, "aborted")
         write_file_updated(uow, file_id, principal.id, now)
+        announce_settled(uow, FilesSettled(FILE_FAILED, (file_id,), now, reason=assembled.reason))
         enqueue_purge(uow, file_id)  # D7: final and not deliverable
     return Finished("recorded", visible(uow.conn, principal, file_id), cleared, assembled)
 

@@ -17,14 +17,15 @@ from app.content.sessions import Upload, check_not_completing, check_open, requi
 from app.db import files as files_sql
 from app.db import sessions as sessions_sql
 from app.db.conn import Conn
-from app.db.events import write_file_updated
+from app.db.events import announce_settled, write_file_updated
 from app.db.files import FileRow
 from app.db.uow import UnitOfWork
 from app.domain import access
 from app.domain.access import Principal
-from app.domain.ends import Reach
+from app.domain.ends import FilesSettled, Reach
 from app.domain.objects import FileObjects
 from app.domain.uploads import NATIVE, Protocol, expected_part_size, human_size, part_count
+from app.domain.webhooks import FILE_FAILED
 from app.errors import Conflict, Forbidden, Gone, NotFound, StorageError, TooLarge
 from app.platform.jobs import enqueue_purge
 from app.platform.observability import metrics
@@ -299,6 +300,7 @@ def abort_upload(rt: Runtime, principal: Principal, file_id: uuid.UUID) -> None:
         sessions_sql.delete_parts(uow.conn, file_id)
         files_sql.set_failed(uow.conn, file_id, now)
         write_file_updated(uow, file_id, principal.id, now)
+        announce_settled(uow, FilesSettled(FILE_FAILED, (file_id,), now, reason="aborted"))
         enqueue_purge(uow, file_id)  # D7: final and not deliverable
         return upload
 

@@ -18,14 +18,15 @@ from app.content import imaging
 from app.db import files as files_sql
 from app.db import keeps as keeps_sql
 from app.db import variants as variants_sql
-from app.db.events import write_file_updated
+from app.db.events import announce_settled, write_file_updated
 from app.db.files import FileRow
 from app.db.uow import UnitOfWork
-from app.domain.ends import Reach
+from app.domain.ends import FilesSettled, Reach
 from app.domain.keys import VARIANTS
 from app.domain.objects import FileObjects
 from app.domain.states import is_deliverable
 from app.domain.variants import VARIANT_TYPE, Made
+from app.domain.webhooks import FILE_VARIANTS_READY
 from app.errors import ContentCorrupt, NotFound, ObjectFailed
 from app.platform.observability import metrics
 from app.platform.observability.logs import log_event
@@ -129,6 +130,8 @@ def _settle_ready(uow: UnitOfWork, file_id: uuid.UUID, made: list[Made], rt: Run
     now = rt.clock.now()
     variants_sql.record_ready(uow.conn, file_id, made, now)
     write_file_updated(uow, file_id, None, now)  # its thumbnails changed: the uploader's clients hear of it
+    names = tuple(sorted(one.name for one in made))
+    announce_settled(uow, FilesSettled(FILE_VARIANTS_READY, (file_id,), now, variants=names))
     return True
 
 

@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 from app.db import files as files_sql
 from app.db.conn import Conn, all_as
 from app.db.uow import UnitOfWork
+from app.domain.ends import FilesSettled
 from app.domain.file_events import FILE_UPDATED, FILE_UPDATED_VERSION, file_document
 
 
@@ -82,3 +83,12 @@ def write_files_updated(uow: UnitOfWork, file_ids: Sequence[UUID], actor_id: UUI
             for row in rows
         ],
     )
+
+
+def announce_settled(uow: UnitOfWork, event: FilesSettled) -> None:
+    """Tell the subscribers wired into the unit of work (app/lifecycle/ends.py) that files settled in it: the
+    lifecycle webhooks are written in this transaction, sent after it commits."""
+    if not event.file_ids:
+        return
+    for subscriber in uow.subscribers or ():
+        subscriber.files_settled(uow, event)

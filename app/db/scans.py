@@ -10,11 +10,13 @@ from uuid import UUID
 
 from app.db import files as files_sql
 from app.db import variants as variants_sql
-from app.db.events import write_file_updated
+from app.db.events import announce_settled, write_file_updated
 from app.db.files import FileRow
 from app.db.uow import UnitOfWork
+from app.domain.ends import FilesSettled
 from app.domain.states import awaits_scan, checked_outcome, is_deliverable
 from app.domain.variants import wants_variants
+from app.domain.webhooks import scan_settled
 from app.platform.jobs import enqueue_purge, enqueue_variants
 
 
@@ -74,6 +76,9 @@ def _write(uow: UnitOfWork, locked: FileRow, outcome: str, now: datetime, varian
         files_sql.set_scan_status(uow.conn, file_id, outcome, now)
         upload_state, scan_status = "complete", outcome
     write_file_updated(uow, file_id, None, now)  # a job writes no actor
+    settled = scan_settled(outcome)
+    if settled is not None:
+        announce_settled(uow, FilesSettled(settled[0], (file_id,), now, reason=settled[1]))
     if not is_deliverable(upload_state, scan_status):
         enqueue_purge(uow, file_id)  # D7: final and not deliverable
     elif variants and wants_variants(locked.detected_type):

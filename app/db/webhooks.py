@@ -13,6 +13,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from app.db.conn import Conn, all_as, first_as, one
+from app.domain.ends import FilesSettled
 
 COLUMNS = (
     "id, endpoint, event_type, data, occurred_at, state, attempts, last_status, last_error, next_attempt_at, "
@@ -78,6 +79,40 @@ def insert_file_purged(
         RETURNING id, endpoint
         """,
             {"now": now, "endpoints": list(endpoints), "ids": list(file_ids)},
+        )
+    ]
+
+
+def insert_file_settled(
+    conn: Conn, endpoints: Sequence[str], event: FilesSettled, now: datetime
+) -> list[tuple[UUID, str]]:
+    """A lifecycle delivery for each endpoint and each of the event's files, its data from the file's row (its id,
+    purpose and size) and the event (a reason, the variants' names), in one statement."""
+    return [
+        (row.id, row.endpoint)
+        for row in conn.execute(
+            """
+        INSERT INTO webhook_deliveries (id, endpoint, event_type, data, occurred_at, next_attempt_at, created_at)
+        SELECT gen_random_uuid(), e.name, %(type)s,
+               jsonb_build_object('file_id', f.id, 'purpose', f.purpose, 'size_bytes', f.size_bytes)
+               || CASE WHEN %(reason)s::text IS NULL THEN '{}'::jsonb
+                       ELSE jsonb_build_object('reason', %(reason)s::text) END
+               || CASE WHEN cardinality(%(variants)s::text[]) = 0 THEN '{}'::jsonb
+                       ELSE jsonb_build_object('variants', to_jsonb(%(variants)s::text[])) END,
+               %(at)s, %(now)s, %(now)s
+        FROM files f CROSS JOIN unnest(%(endpoints)s::text[]) AS e(name)
+        WHERE f.id = ANY(%(ids)s)
+        RETURNING id, endpoint
+        """,
+            {
+                "type": event.event_type,
+                "reason": event.reason,
+                "variants": list(event.variants),
+                "at": event.at,
+                "now": now,
+                "endpoints": list(endpoints),
+                "ids": list(event.file_ids),
+            },
         )
     ]
 

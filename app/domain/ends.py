@@ -108,6 +108,21 @@ def clearance_of(facts: Iterable[ByteFacts], reach: Reach) -> Clearance:
     return Clearance(reach, frozenset(freed), kept)
 
 
+# -- a file settled: ready, blocked, failed, or its variants ready ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class FilesSettled:
+    """These files became what `event_type` says (app/domain/webhooks.py SETTLED) in this transaction:
+    deliverable, blocked, failed (with `reason`), or their variants ready (`variants`: their names)."""
+
+    event_type: str
+    file_ids: tuple[uuid.UUID, ...]
+    at: datetime
+    reason: str | None = None
+    variants: tuple[str, ...] = ()
+
+
 # -- the end of a file, as events ----------------------------------------------------------------------------
 
 

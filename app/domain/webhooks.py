@@ -17,11 +17,42 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+FILE_READY = "file.ready"
+FILE_BLOCKED = "file.blocked"
+FILE_FAILED = "file.failed"
+FILE_VARIANTS_READY = "file.variants_ready"
 FILE_PURGED = "file.purged"
 ERASURE_COMPLETED = "erasure.completed"
 HOLD_PLACED = "hold.placed"
 HOLD_RELEASED = "hold.released"
-EVENTS = (FILE_PURGED, ERASURE_COMPLETED, HOLD_PLACED, HOLD_RELEASED)
+# The lifecycle of a file as the application hears it, then the ends.
+SETTLED = (FILE_READY, FILE_BLOCKED, FILE_FAILED, FILE_VARIANTS_READY)
+EVENTS = (*SETTLED, FILE_PURGED, ERASURE_COMPLETED, HOLD_PLACED, HOLD_RELEASED)
+
+# Why a file failed, as `file.failed` says (never more than this word).
+FAILED_REASONS = (
+    "aborted",  # its uploader aborted the upload (or terminated the tus upload)
+    "expired",  # the upload session expired before it completed
+    "size_mismatch",  # the completion found other bytes than declared
+    "checksum_mismatch",
+    "content_corrupt",  # its stored bytes did not open as what was sealed
+    "scan_error",  # the scan could not vouch for it (clamd's error, too large to scan, unreadable)
+)
+
+
+def scan_settled(outcome: str) -> tuple[str, str | None] | None:
+    """The event a scan outcome written for a file sends, and its reason: deliverable (clean, or no scanner)
+    is `file.ready`, infected `file.blocked`, an error or a digest the scan found wrong `file.failed`."""
+    if outcome in ("clean", "skipped"):
+        return FILE_READY, None
+    if outcome == "infected":
+        return FILE_BLOCKED, "infected"
+    if outcome == "error":
+        return FILE_FAILED, "scan_error"
+    if outcome == "failed":
+        return FILE_FAILED, "checksum_mismatch"  # a direct upload's declared digest or size (the scan's check)
+    return None
+
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = (24, 64)  # the specification: "between 24 bytes and 64 bytes"

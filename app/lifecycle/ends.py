@@ -17,7 +17,7 @@ from app.db import file_keys as file_keys_sql
 from app.db import keeps as keeps_sql
 from app.db import receipts as receipts_sql
 from app.db.uow import UnitOfWork
-from app.domain.ends import FilesMarked, ObjectsGone, RemovalBegun, RowsRemoved
+from app.domain.ends import FilesMarked, FilesSettled, ObjectsGone, RemovalBegun, RowsRemoved
 from app.domain.journal import FILE_MARKED, OBJECTS_GONE, ROW_REMOVED, Entry
 from app.lifecycle import journal, webhooks
 from app.platform.observability import metrics
@@ -49,6 +49,10 @@ class EndSubscriber:
     def rows_removed(self, uow: UnitOfWork, event: RowsRemoved) -> None:
         """These deleted files' rows are removed in this transaction (D7)."""
 
+    def files_settled(self, uow: UnitOfWork, event: FilesSettled) -> None:
+        """Before any end: these files became deliverable, blocked or failed, or their variants ready, in this
+        transaction (announced by app/db/events.py's announce_settled)."""
+
 
 class Receipts(EndSubscriber):
     """A name-free receipt per removed row (D16), with the legal holds that deferred it or came too late."""
@@ -58,13 +62,17 @@ class Receipts(EndSubscriber):
 
 
 class Webhooks(EndSubscriber):
-    """A `file.purged` message per removed row and subscribed endpoint, from its receipt (so after Receipts)."""
+    """A `file.purged` message per removed row and subscribed endpoint, from its receipt (so after Receipts);
+    and the lifecycle messages (`file.ready`, `file.blocked`, `file.failed`, `file.variants_ready`)."""
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
 
     def rows_removed(self, uow: UnitOfWork, event: RowsRemoved) -> None:
         webhooks.record_file_purged(uow, self.cfg, event.file_ids, event.at)
+
+    def files_settled(self, uow: UnitOfWork, event: FilesSettled) -> None:
+        webhooks.record_files_settled(uow, self.cfg, event)
 
 
 class HoldAccounting(EndSubscriber):

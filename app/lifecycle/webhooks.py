@@ -30,6 +30,7 @@ from opentelemetry.trace import SpanKind
 
 from app.db import webhooks as sql
 from app.db.uow import UnitOfWork
+from app.domain.ends import FilesSettled
 from app.domain.webhooks import FILE_PURGED, Endpoint, body_of, headers_of, message_id, next_attempt_at, outcome_of
 from app.platform import tracing
 from app.platform.jobs import WEBHOOK_ACTOR, WEBHOOK_QUEUE
@@ -72,6 +73,15 @@ def record_event(uow: UnitOfWork, cfg: Config, event_type: str, data: Mapping[st
     _enqueue(
         uow, sql.insert(uow.conn, [(name, event_type, dict(data), occurred_at) for name in endpoints], uow.clock.now())
     )
+
+
+def record_files_settled(uow: UnitOfWork, cfg: Config, event: FilesSettled) -> None:
+    """A lifecycle message (`file.ready`, `file.blocked`, `file.failed`, `file.variants_ready`) for each of these
+    files and each endpoint that takes its type: the file's id, purpose and size, and the reason or the
+    variants' names (never a name, key, digest or uploader)."""
+    endpoints = _subscribed(cfg, event.event_type)
+    if endpoints:
+        _enqueue(uow, sql.insert_file_settled(uow.conn, endpoints, event, uow.clock.now()))
 
 
 def record_file_purged(uow: UnitOfWork, cfg: Config, file_ids: Sequence[uuid.UUID], now: datetime) -> None:

@@ -1,5 +1,5 @@
-"""End to end (issue 28): the api and a worker as real processes on PostgreSQL and RabbitMQ send `file.purged` for
-a deleteFile and `erasure.completed` for an erasure to the receiver of docs/api.md, run as it is written there,
+"""End to end: the api and a worker as real processes on PostgreSQL and RabbitMQ send `file.ready` when an upload's
+scan made it deliverable, `file.purged` for a deleteFile and `erasure.completed` for an erasure to the receiver of docs/api.md, run as it is written there,
 which verifies each message with the `standardwebhooks` library. Nothing in what it received names anyone."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
 def receiver_of_the_doc() -> str:
-    section = DOC.read_text().split("## Deletion webhooks", 1)[1]
+    section = DOC.read_text().split("## Webhooks (Standard Webhooks", 1)[1]
     found = re.search(r"^```python\n(.*?)^```", section, re.M | re.S)
     assert found is not None
     return found.group(1)
@@ -78,7 +78,7 @@ def test_file_purged_and_erasure_completed_reach_the_receiver_of_the_doc(role_en
                 "name": "app",
                 "url": f"http://127.0.0.1:{receiver.port}/hooks",
                 "secret": secret,
-                "events": ["file.purged", "erasure.completed"],
+                "events": ["file.ready", "file.purged", "erasure.completed"],
             }
         ]
         env = dict(role_env, LETHE_AUTH_JWT_SECRET=SECRET, LETHE_WEBHOOKS_ENDPOINTS=json.dumps(endpoints))
@@ -89,6 +89,8 @@ def test_file_purged_and_erasure_completed_reach_the_receiver_of_the_doc(role_en
         manager = mint_token(SECRET, uuid.uuid4(), ("files:read", "files:write", "manage"))
 
         file_id = upload(api_v1, token, f"{CANARY}.txt", worker=worker)
+        ready = receiver.wait_for(lambda m: m["type"] == "file.ready" and m["data"]["file_id"] == file_id, worker)
+        assert ready["data"] == {"file_id": file_id, "purpose": "attachment", "size_bytes": ready["data"]["size_bytes"]}
         assert call("DELETE", f"{api_v1}/files/{file_id}", token)[0] == 204
         purged = receiver.wait_for(lambda m: m["type"] == "file.purged" and m["data"]["file_id"] == file_id, worker)
         assert purged["data"]["deleted_via"] == "file" and purged["data"]["keys_deleted"] >= 1

@@ -8,9 +8,11 @@ import uuid
 
 from app.db import cleanup as sql
 from app.db.conn import Conn
-from app.db.events import write_files_updated
+from app.db.events import announce_settled, write_files_updated
 from app.db.uow import UnitOfWork
 from app.domain.ages import session_expired
+from app.domain.ends import FilesSettled
+from app.domain.webhooks import FILE_FAILED
 from app.lifecycle.batches import CandidateStep
 from app.lifecycle.steps.base import Run
 from app.platform.jobs import enqueue_purge
@@ -37,6 +39,7 @@ def step(run: Run) -> CandidateStep:
         if expired:
             sql.expire_sessions(uow.conn, expired)
             write_files_updated(uow, expired, None, run.now)  # a job writes no actor
+            announce_settled(uow, FilesSettled(FILE_FAILED, tuple(expired), run.now, reason="expired"))
             enqueue_purge(uow, expired)
         return len(expired)
 

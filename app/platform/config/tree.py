@@ -735,9 +735,9 @@ class WebhooksConfig:
     endpoints: tuple[Endpoint, ...] = key(
         EntryList(parse_endpoints, Endpoint),
         "[]",
-        "Receivers of signed, name-free deletion events: a JSON list of {name, url, secret, events}; secret is "
-        "whsec_<base64> or a list of them (a rotation); events of file.purged, erasure.completed, hold.placed, "
-        "hold.released. See docs/api.md.",
+        "Receivers of signed, name-free events: a JSON list of {name, url, secret, events}; secret is "
+        "whsec_<base64> or a list of them (a rotation); events of file.ready, file.blocked, file.failed, "
+        "file.variants_ready, file.purged, erasure.completed, hold.placed, hold.released. See docs/api.md.",
         secret=True,
     )
     retry_schedule: tuple[timedelta, ...] = key(
