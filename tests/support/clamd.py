@@ -38,7 +38,8 @@ def ping(address: tuple[str, int]) -> bool:
 class RealClamd:
     """clamd as a child process; `address` is host:port."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, stream_max: str = STREAM_MAX):
+        self.stream_max = stream_max
         self.binary = shutil.which("clamd") or ("/usr/sbin/clamd" if os.path.exists("/usr/sbin/clamd") else None)
         self.base = base
         self.port = free_port()
@@ -59,7 +60,7 @@ class RealClamd:
                     f"TCPSocket {self.port}",
                     "TCPAddr 127.0.0.1",
                     f"DatabaseDirectory {database}",
-                    f"StreamMaxLength {STREAM_MAX}",
+                    f"StreamMaxLength {self.stream_max}",
                     f"LogFile {self.base / 'clamd.log'}",
                     "Bytecode no",
                     f"PidFile {self.base / 'clamd.pid'}",
