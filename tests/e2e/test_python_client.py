@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from app.entry.embedded_pg import free_port
+from app.domain.webhooks import EVENTS
 from app.entry.token import mint_token
 from tests.e2e.conftest import Role, wait_for_http
 from tests.support import images
@@ -139,6 +140,7 @@ def test_every_operation_upload_and_webhook_through_the_python_client(dev, tmp_p
     operations = {op["operationId"] for path in spec["paths"].values() for op in path.values() if "operationId" in op}
     assert operations == set(OPERATIONS)
     assert all(callable(getattr(Client, method, None)) for method in OPERATIONS.values())
+    assert set(WEBHOOK_TYPES) == set(EVENTS)  # and every type the server may send, it reads
     for name, model in MODELS.items():
         assert {f.name for f in dataclasses.fields(model)} == set(spec["components"]["schemas"][name]["properties"])
 
