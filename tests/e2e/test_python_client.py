@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.entry.embedded_pg import free_port
 from app.domain.webhooks import EVENTS
+from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.conftest import Role, wait_for_http
 from tests.support import images
