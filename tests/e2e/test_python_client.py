@@ -7,10 +7,8 @@ with pip into a fresh venv, it imports without anything else of Lethe."""
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -23,12 +21,12 @@ import httpx
 import pytest
 
 from app.domain.webhooks import EVENTS
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.e2e.conftest import Role, wait_for_http
+from tests.e2e.conftest import CLIENT_HOOK_KEY as HOOK_KEY
+from tests.e2e.conftest import CLIENT_SECRET as SECRET
+from tests.e2e.conftest import Role
 from tests.support import images
 from tests.support.clamd import EICAR
-from tests.support.stores import make_s3_store
 from tests.support.webhook_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,8 +43,6 @@ from lethe_client import (  # noqa: E402 (the path above first)
 )
 
 pytestmark = pytest.mark.e2e
-SECRET = "python-client-secret-of-sufficient-length-01"
-HOOK_KEY = "whsec_" + base64.b64encode(b"k" * 32).decode()
 MIB = 1024 * 1024
 CANARY = "Canary-client-tax-return"
 
@@ -65,57 +61,6 @@ class CutPart(httpx.HTTPTransport):
         return super().handle_request(request)
 
 
-@pytest.fixture(scope="module")
-def roomy_clamd(tmp_path_factory):
-    """The real clamd, taking streams of the sizes these uploads have (the suite's own takes 1 MiB)."""
-    from tests.support.clamd import RealClamd
-    from tests.support.services import start_or_missing
-
-    server = start_or_missing(
-        RealClamd(tmp_path_factory.mktemp("clamd"), stream_max="64M"), "clamd (Debian package clamav-daemon)"
-    )
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["fs", "seaweed"])
-def dev(request, database_url, roomy_clamd, tmp_path):
-    hooks = Receiver(default=204)
-    port = free_port()
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": str(ROOT),
-        "LETHE_DATABASE_URL": database_url,
-        "LETHE_AUTH_JWT_SECRET": SECRET,
-        "LETHE_FILE_LINK_SECRET": "python-client-link-secret-of-sufficient-len",
-        "LETHE_FILE_PART_SIZE": "5MiB",
-        "LETHE_SCAN_CLAMD_ADDRESS": roomy_clamd.address,
-        "LETHE_SCAN_MAX_SIZE": "64MiB",
-        "LETHE_WEBHOOKS_ENDPOINTS": json.dumps(
-            [{"name": "app", "url": hooks.url, "secret": HOOK_KEY, "events": list(WEBHOOK_TYPES)}]
-        ),
-    }
-    if request.param == "seaweed":
-        bucket = make_s3_store(request.getfixturevalue("seaweed_server"), versioned=True, server="seaweed").bucket
-        env.update(
-            {
-                "LETHE_FILE_STORAGE_DRIVER": "s3",
-                "LETHE_FILE_S3_ENDPOINT": request.getfixturevalue("seaweed_server"),
-                "LETHE_FILE_S3_BUCKET": bucket,
-                "LETHE_FILE_S3_ACCESS_KEY": "testing",
-                "LETHE_FILE_S3_SECRET_KEY": "testing",
-                "LETHE_FILE_S3_SECURE": "false",
-            }
-        )
-    role = Role(["dev", "--port", str(port)], env, tmp_path / "dev.log", cwd=tmp_path)
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/readyz", role)
-        yield f"http://127.0.0.1:{port}", hooks, role
-    finally:
-        role.stop()
-        hooks.close()
-
-
 def client_of(base: str, scopes=("files:read", "files:write"), person: uuid.UUID | None = None, **kwargs) -> Client:
     return Client(base, mint_token(SECRET, person or uuid.uuid4(), scopes), backoff_s=0.05, **kwargs)
 
@@ -132,8 +77,8 @@ def wait_for_messages(hooks: Receiver, role: Role, wanted: set[tuple[str, str]],
         time.sleep(0.2)
 
 
-def test_every_operation_upload_and_webhook_through_the_python_client(dev, tmp_path):
-    base, hooks, role = dev
+def test_every_operation_upload_and_webhook_through_the_python_client(client_dev, tmp_path):
+    base, hooks, role = client_dev.base, client_dev.hooks, client_dev.role
     spec = httpx.get(base + "/openapi.json").json()
 
     # The client cannot lag the server: every operation has its method, every model its schema's properties.

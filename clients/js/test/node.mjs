@@ -1,0 +1,126 @@
+// The client's own test in Node, against a running Lethe: `node test/node.mjs '<config json>'`, config
+// { base, token, manager, subject, mode } (mode "flow": every operation; "verify": the webhook messages
+// given in config.messages, each verified). Prints one JSON line; exits 1 on the first failure.
+import { createHash, webcrypto } from 'node:crypto'
+import { Client, LetheError, OPERATIONS, UploadInterrupted, WEBHOOK_TYPES, verifyWebhook } from '../src/index.js'
+
+if (!globalThis.crypto) globalThis.crypto = webcrypto
+const config = JSON.parse(process.argv[2])
+const MIB = 1024 * 1024
+const sha = (bytes) => createHash('sha256').update(bytes).digest('hex')
+const check = (ok, what) => { if (!ok) throw new Error(`failed: ${what}`) }
+
+function data (size, seed) {
+  const bytes = new Uint8Array(size)
+  let x = seed
+  for (let i = 0; i < size; i++) { x = (x * 1103515245 + 12345) >>> 0; bytes[i] = x >>> 24 }
+  return bytes
+}
+
+/** The network as a client meets it: the first PUT of part `number` fails as a cut connection would. */
+function cutting (number) {
+  let cut = false
+  return async (request) => {
+    if (!cut && request.method === 'PUT' && request.url.endsWith(`/parts/${number}`)) {
+      cut = true
+      throw new TypeError('fetch failed: connection reset')
+    }
+    return fetch(request)
+  }
+}
+
+async function flow () {
+  const alex = new Client(config.base, config.token, { backoffMs: 50 })
+  const manager = new Client(config.base, config.manager, { backoffMs: 50 })
+  const big = data(12 * MIB + 321, 7)
+
+  // a native upload cut at its second part, resumed from what the server has
+  let fileId
+  try {
+    await new Client(config.base, config.token, { retries: 0, fetch: cutting(2) }).upload(big, { name: 'big.bin' })
+    throw new Error('the cut upload went through')
+  } catch (error) {
+    check(error instanceof UploadInterrupted, `UploadInterrupted, not ${error}`)
+    fileId = error.fileId
+  }
+  check(JSON.stringify((await alex.getUpload(fileId)).upload.parts_received) === '[1]', 'part 1 only')
+  const done = await alex.resumeUpload(fileId, big)
+  check(done.id === fileId && done.sha256 === sha(big), 'the resumed upload holds the bytes')
+  check((await alex.waitReady(fileId)).scan_status === 'clean', 'clean')
+
+  // a 5 MiB range, then the first bytes held to its ETag
+  const first = 3 * MIB + 17
+  const ranged = await alex.download(fileId, { range: [first, first + 5 * MIB - 1] })
+  const got = new Uint8Array(await ranged.arrayBuffer())
+  check(ranged.status === 206 && sha(got) === sha(big.subarray(first, first + 5 * MIB)), '5 MiB range')
+  const again = await alex.download(fileId, { range: [0, 9], etag: ranged.headers.get('etag') })
+  check(sha(new Uint8Array(await again.arrayBuffer())) === sha(big.subarray(0, 10)), 'range by ETag')
+
+  // tus, a link, the listing
+  const small = await alex.upload('over tus from node', { name: 'tus.txt', mimeType: 'text/plain', transfer: 'tus' })
+  check((await alex.waitReady(small.id)).scan_status === 'clean', 'tus file clean')
+  const link = await alex.link(small.id, { ttl: '10m' })
+  check(new TextDecoder().decode(await alex.downloadLink(link.url)) === 'over tus from node', 'link')
+  const listed = []
+  for await (const one of alex.files({ pageSize: 1 })) listed.push(one.id)
+  check(listed.includes(fileId) && listed.includes(small.id), 'listing')
+
+  // attachments, drafts, events
+  const messageId = globalThis.crypto.randomUUID()
+  check((await alex.attach(messageId, [small.id])).file_ids[0] === small.id, 'attach')
+  check((await alex.putDraft('reply', 'see', [fileId])).file_ids[0] === fileId, 'draft')
+  check((await alex.drafts()).length === 1, 'drafts')
+  await alex.deleteDraft('reply')
+  let events = 0
+  for await (const _ of alex.events()) events++
+  check(events > 0, 'events')
+
+  // an upload given up: its file fails (file.failed, aborted)
+  const given = await alex.beginUpload({ name: 'later.bin', size_bytes: 10, mime_type: 'application/octet-stream' })
+  await alex.abortUpload(given.file.id)
+
+  // a problem with its code
+  try {
+    await alex.file(globalThis.crypto.randomUUID())
+    throw new Error('an unknown file was found')
+  } catch (error) {
+    check(error instanceof LetheError && error.status === 404 && error.code === 'not_found', `problem ${error}`)
+  }
+
+  // manage
+  const hold = await manager.placeHold('CASE-2', { fileId })
+  check((await manager.hold(hold.id)).id === hold.id, 'hold')
+  const holds = []
+  for await (const one of manager.holds()) holds.push(one.id)
+  check(holds.includes(hold.id), 'holds')
+  check(Boolean((await manager.explain(fileId)).state), 'explain')
+  await manager.releaseHold(hold.id)
+  const person = JSON.parse(Buffer.from(config.token.split('.')[1], 'base64url')).sub
+  check((await manager.setQuota(person, { max_files: 50 })).principal_id === person, 'quota')
+  check((await manager.usage(person)).files.used >= 1, 'usage')
+  await alex.deleteMessage(messageId)
+  const results = await alex.deleteMany([fileId, globalThis.crypto.randomUUID()])
+  check(results[0].status === 204 && results[1].status === 404, 'deleteMany')
+  const erasure = await manager.erase(config.subject)
+  return { operations: Object.keys(OPERATIONS), webhookTypes: WEBHOOK_TYPES, fileId, erasureId: erasure.id, holdId: hold.id }
+}
+
+async function verify () {
+  const types = []
+  for (const message of config.messages) {
+    types.push((await verifyWebhook(message.body, message.headers, config.secret)).type)
+  }
+  let refused = false
+  try {
+    await verifyWebhook(config.messages[0].body, config.messages[0].headers, 'whsec_' + Buffer.alloc(32, 1).toString('base64'))
+  } catch { refused = true }
+  return { types, refused }
+}
+
+try {
+  const result = config.mode === 'verify' ? await verify() : await flow()
+  console.log(JSON.stringify(result))
+} catch (error) {
+  console.log(JSON.stringify({ error: String(error && error.stack ? error.stack : error) }))
+  process.exit(1)
+}
