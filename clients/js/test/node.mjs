@@ -1,7 +1,8 @@
 // The client's own test in Node, against a running Lethe: `node test/node.mjs '<config json>'`, config
-// { base, token, manager, subject, mode } (mode "flow": every operation; "verify": the webhook messages
+// { base, token, manager, subject, eicar, photo, mode } (mode "flow": every operation; "verify": the webhook messages
 // given in config.messages, each verified). Prints one JSON line; exits 1 on the first failure.
 import { createHash, webcrypto } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { Client, LetheError, OPERATIONS, UploadInterrupted, WEBHOOK_TYPES, verifyWebhook } from '../src/index.js'
 
 if (!globalThis.crypto) globalThis.crypto = webcrypto
@@ -74,6 +75,12 @@ async function flow () {
   let events = 0
   for await (const _ of alex.events()) events++
   check(events > 0, 'events')
+
+  // blocked by the scan (the EICAR test string), and a photo's variants
+  const infected = await alex.upload(config.eicar, { name: 'eicar.com' })
+  check((await alex.waitReady(infected.id)).scan_status === 'infected', 'infected')
+  const photo = await alex.upload(readFileSync(config.photo), { name: 'photo.jpg', mimeType: 'image/jpeg' })
+  check((await alex.waitReady(photo.id)).scan_status === 'clean', 'photo clean')
 
   // an upload given up: its file fails (file.failed, aborted)
   const given = await alex.beginUpload({ name: 'later.bin', size_bytes: 10, mime_type: 'application/octet-stream' })
