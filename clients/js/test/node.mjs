@@ -3,6 +3,7 @@
 // given in config.messages, each verified). Prints one JSON line; exits 1 on the first failure.
 import { createHash, webcrypto } from 'node:crypto'
 import { readFileSync } from 'node:fs'
+import * as tus from 'tus-js-client'
 import { Client, LetheError, OPERATIONS, UploadInterrupted, WEBHOOK_TYPES, verifyWebhook } from '../src/index.js'
 
 if (!globalThis.crypto) globalThis.crypto = webcrypto
@@ -34,6 +35,7 @@ async function flow () {
   const alex = new Client(config.base, config.token, { backoffMs: 50 })
   const manager = new Client(config.base, config.manager, { backoffMs: 50 })
   const big = data(12 * MIB + 321, 7)
+  const person = JSON.parse(Buffer.from(config.token.split('.')[1], 'base64url')).sub
 
   // a native upload cut at its second part, resumed from what the server has
   let fileId
@@ -86,6 +88,49 @@ async function flow () {
   const given = await alex.beginUpload({ name: 'later.bin', size_bytes: 10, mime_type: 'application/octet-stream' })
   await alex.abortUpload(given.file.id)
 
+  // the rest of the operations: a variant, the avatar and logo slots, a restore, a tus termination, a part URL
+  for (const deadline = Date.now() + 60000; !(await alex.file(photo.id)).thumbnails.length;) {
+    check(Date.now() < deadline, 'variants')
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  check((await alex.downloadVariant(photo.id, 'thumb-small')).ok, 'variant')
+  const face = await alex.upload(readFileSync(config.photo), { name: 'face.jpg', mimeType: 'image/jpeg', purpose: 'avatar' })
+  await alex.waitReady(face.id)
+  check((await alex.setAvatar(person, face.id)).file_id === face.id, 'setAvatar')
+  check((await alex.avatar(person)).file_id === face.id, 'avatar')
+  await alex.removeAvatar(person)
+  const logo = await manager.upload(readFileSync(config.photo), { name: 'logo.jpg', mimeType: 'image/jpeg', purpose: 'branding' })
+  await manager.waitReady(logo.id)
+  check((await manager.setLogo(logo.id)).file_id === logo.id, 'setLogo')
+  check((await manager.logo()).file_id === logo.id, 'logo')
+  await manager.removeLogo()
+  const restorable = await alex.upload('restore me', { name: 'r.txt', mimeType: 'text/plain' })
+  await alex.delete(restorable.id)
+  try {
+    check((await manager.restore(restorable.id)).id === restorable.id, 'restore')
+  } catch (error) {
+    check(error instanceof LetheError && [404, 409, 410].includes(error.status), `restore refused: ${error}`)
+  }
+  try {
+    await alex.partUrl(given.file.id, 1)
+    throw new Error('a part URL of a native upload')
+  } catch (error) {
+    check(error instanceof LetheError && error.code, `partUrl refused: ${error}`)
+  }
+  const tusFile = await new Promise((resolve, reject) => {
+    const upload = new tus.Upload(Buffer.alloc(100, 116), {
+      endpoint: `${config.base}/api/v1/tus`,
+      headers: { Authorization: `Bearer ${config.token}` },
+      chunkSize: 10,
+      metadata: { filename: 't.bin' },
+      onError: reject,
+      onChunkComplete: () => { upload.abort(); resolve(upload.url.split('/').pop()) }
+    })
+    upload.start()
+  })
+  await alex.terminateTusUpload(tusFile)
+  check((await alex.file(tusFile)).upload_state === 'failed', 'terminated')
+
   // a problem with its code
   try {
     await alex.file(globalThis.crypto.randomUUID())
@@ -102,7 +147,6 @@ async function flow () {
   check(holds.includes(hold.id), 'holds')
   check(Boolean((await manager.explain(fileId)).state), 'explain')
   await manager.releaseHold(hold.id)
-  const person = JSON.parse(Buffer.from(config.token.split('.')[1], 'base64url')).sub
   check((await manager.setQuota(person, { max_files: 50 })).principal_id === person, 'quota')
   check((await manager.usage(person)).files.used >= 1, 'usage')
   await alex.deleteMessage(messageId)
