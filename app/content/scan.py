@@ -66,7 +66,14 @@ def scan_file(rt: Runtime, file_id: uuid.UUID) -> str | None:
             verdict = clamd.Verdict("error", "content_corrupt")
     if measure is None:
         written = rt.db.unit_of_work(
-            lambda uow: record_outcome(uow, file_id, verdict.outcome, rt.clock.now(), variants=rt.content.variants),
+            lambda uow: record_outcome(
+                uow,
+                file_id,
+                verdict.outcome,
+                rt.clock.now(),
+                variants=rt.content.variants,
+                reason="content_corrupt" if verdict.reason == "content_corrupt" else None,
+            ),
             name="scan.record",
         )
     else:

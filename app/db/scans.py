@@ -26,7 +26,7 @@ def scannable(row: FileRow | None) -> TypeGuard[FileRow]:
 
 
 def record_outcome(
-    uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime, *, variants: bool = False
+    uow: UnitOfWork, file_id: UUID, outcome: str, now: datetime, *, variants: bool = False, reason: str | None = None
 ) -> str | None:
     """Write a scan outcome if the file is still complete, pending and not deleted; an outcome that leaves the
     file undeliverable commits the purge of its objects with it (D7), one that makes an image deliverable the
@@ -38,7 +38,7 @@ def record_outcome(
     locked = files_sql.lock_file(uow.conn, file_id)
     if not scannable(locked):
         return None
-    return _write(uow, locked, outcome, now, variants)
+    return _write(uow, locked, outcome, now, variants, reason)
 
 
 def record_checked(
@@ -64,10 +64,14 @@ def record_checked(
     decided = checked_outcome(outcome, measured, locked.size_bytes, expected_sha256)
     if decided != "failed":
         files_sql.set_sha256(uow.conn, file_id, measured[1])
-    return _write(uow, locked, decided, now, variants)
+    mismatch = "size_mismatch" if measured[0] != locked.size_bytes else "checksum_mismatch"
+    return _write(uow, locked, decided, now, variants, mismatch if decided == "failed" else None)
 
 
-def _write(uow: UnitOfWork, locked: FileRow, outcome: str, now: datetime, variants: bool) -> str:
+def _write(
+    uow: UnitOfWork, locked: FileRow, outcome: str, now: datetime, variants: bool, reason: str | None = None
+) -> str:
+    """Record the outcome; `reason`: why a file failed, when the scan knows better than its outcome says."""
     file_id = locked.id
     if outcome == "failed":
         files_sql.set_failed(uow.conn, file_id, now)
@@ -78,7 +82,7 @@ def _write(uow: UnitOfWork, locked: FileRow, outcome: str, now: datetime, varian
     write_file_updated(uow, file_id, None, now)  # a job writes no actor
     settled = scan_settled(outcome)
     if settled is not None:
-        announce_settled(uow, FilesSettled(settled[0], (file_id,), now, reason=settled[1]))
+        announce_settled(uow, FilesSettled(settled[0], (file_id,), now, reason=reason or settled[1]))
     if not is_deliverable(upload_state, scan_status):
         enqueue_purge(uow, file_id)  # D7: final and not deliverable
     elif variants and wants_variants(locked.detected_type):

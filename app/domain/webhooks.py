@@ -50,7 +50,7 @@ def scan_settled(outcome: str) -> tuple[str, str | None] | None:
     if outcome == "error":
         return FILE_FAILED, "scan_error"
     if outcome == "failed":
-        return FILE_FAILED, "checksum_mismatch"  # a direct upload's declared digest or size (the scan's check)
+        return FILE_FAILED, "checksum_mismatch"  # a direct upload's declared digest (its size: the caller says)
     return None
 
 

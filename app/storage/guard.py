@@ -35,6 +35,7 @@ class GuardedStore:
         self._in_transaction = in_transaction
         self.driver = driver.driver
         self.supports_direct = self._store.supports_direct
+        self.inner = driver  # the driver itself, unguarded (benchmarks compare Lethe's path with it)
 
     def _checked(self, name: str) -> Store:
         if self._in_transaction():

@@ -291,6 +291,10 @@ def client_dev(request, database_url, roomy_clamd, tmp_path):
                 "LETHE_FILE_S3_ACCESS_KEY": "testing",
                 "LETHE_FILE_S3_SECRET_KEY": "testing",
                 "LETHE_FILE_S3_SECURE": "false",
+                # Unsealed, with downloads by redirect: the clients follow a 302 to the store and send direct
+                # uploads' parts to it (fs keeps a new installation's sealing).
+                "LETHE_FILE_ENCRYPTION": "false",
+                "LETHE_FILE_S3_DOWNLOAD": "redirect",
             }
         )
     role = Role(["dev", "--port", str(port)], env, tmp_path / "dev.log", cwd=tmp_path)

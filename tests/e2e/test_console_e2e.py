@@ -23,6 +23,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from app.lifecycle.cleanup import run_cleanup
+from tests.support.chromium import HEADLESS
 from tests.support.lethe import ALEX, OWNER
 from tests.support.services import service_missing
 
@@ -51,14 +52,7 @@ def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+        *HEADLESS,
         "--window-size=1280,900",
     ):
         options.add_argument(argument)

@@ -11,6 +11,7 @@ import threading
 import pytest
 from werkzeug.serving import make_server
 
+from tests.support.chromium import HEADLESS
 from tests.support.services import service_missing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.one_store]
@@ -41,14 +42,7 @@ def test_headless_chromium_renders_the_operations_offline(served):
     result = subprocess.run(
         [
             browser,
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+            *HEADLESS,
             "--virtual-time-budget=20000",
             "--dump-dom",
             served + "/docs",

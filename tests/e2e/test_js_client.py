@@ -25,6 +25,7 @@ from app.domain.webhooks import EVENTS
 from app.entry.token import mint_token
 from tests.e2e.conftest import CLIENT_HOOK_KEY, CLIENT_SECRET, ClientDev
 from tests.support import images
+from tests.support.chromium import HEADLESS
 from tests.support.clamd import EICAR
 from tests.support.services import service_missing
 
@@ -85,6 +86,7 @@ def test_every_operation_and_webhook_type_through_the_js_client_in_node(client_d
             "subject": str(subject),
             "eicar": EICAR.decode(),
             "photo": str(photo),
+            "store": client_dev.store,
             "mode": "flow",
         }
     )
@@ -175,14 +177,7 @@ def test_a_page_in_chromium_uploads_with_the_js_client(client_dev: ClientDev, tm
         done = subprocess.run(
             [
                 browser,
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+                *HEADLESS,
                 "--virtual-time-budget=60000",
                 "--dump-dom",
                 f"http://127.0.0.1:{client_dev.page_port}/",

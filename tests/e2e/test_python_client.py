@@ -108,10 +108,16 @@ def test_every_operation_upload_and_webhook_through_the_python_client(client_dev
     # A 5 MiB range, streamed, and the ETag it was read with holds the next range to that version.
     first = 3 * MIB + 17
     with alex.download(file_id, (first, first + 5 * MIB - 1)) as part:
-        assert part.read() == data[first : first + 5 * MIB] and part.etag
-        etag = part.etag
+        assert part.read() == data[first : first + 5 * MIB]
+        etag = part.etag  # Lethe's validator; a redirect to the store (seaweed here) carries none
+    assert (etag is None) == (client_dev.store == "seaweed")
     with alex.download(file_id, (0, 9), etag=etag) as again:
         assert again.read() == data[:10]
+    if client_dev.store == "seaweed":  # unsealed S3: a direct upload, its parts straight to the store
+        direct = alex.upload(data[: 6 * MIB], name="direct.bin", transfer="direct")
+        assert alex.wait_ready(direct.id).ready
+        with alex.download(direct.id) as whole:
+            assert whole.read() == data[: 6 * MIB]
     assert alex.download_to(file_id, tmp_path / "copy.bin").read_bytes() == data
 
     # tus through tusclient; a link read without a token; a listing, page by page.
@@ -120,7 +126,7 @@ def test_every_operation_upload_and_webhook_through_the_python_client(client_dev
     link = alex.link(small.id, ttl="10m")
     assert alex.download_link(link.url) == b"over tus"
     listed = [f.id for f in alex.files(page_size=1)]
-    assert set(listed) == {file_id, small.id}
+    assert {file_id, small.id} <= set(listed) and len(listed) == len(set(listed))
 
     # attachments, drafts, events
     message_id = str(uuid.uuid4())
@@ -164,9 +170,9 @@ def test_every_operation_upload_and_webhook_through_the_python_client(client_dev
         assert manager.restore(restorable.id).id == restorable.id
     except LetheError as refused_restore:  # its purge may have run already (lethe dev purges at once)
         assert refused_restore.status in (404, 409, 410), refused_restore
-    with pytest.raises(LetheError) as direct:
+    with pytest.raises(LetheError) as no_url:
         alex.part_url(aborted.file.id, 1)
-    assert direct.value.status in (404, 409, 410, 422) and direct.value.code
+    assert no_url.value.status in (404, 409, 410, 422) and no_url.value.code
     from tusclient import client as tus_client
 
     tus = tus_client.TusClient(base + "/api/v1/tus", headers={"Authorization": f"Bearer {alex.token}"})

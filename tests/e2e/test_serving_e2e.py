@@ -27,6 +27,7 @@ from werkzeug.wrappers import Request, Response
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.conftest import start_api_and_worker, with_driver
+from tests.support.chromium import HEADLESS
 from tests.support.services import service_missing
 
 pytestmark = pytest.mark.e2e
@@ -358,15 +359,8 @@ def test_chromium_shows_plays_and_seeks_from_links_and_loses_the_image_after_del
         browser_run = subprocess.Popen(
             [
                 browser,
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
+                *HEADLESS,
                 "--autoplay-policy=no-user-gesture-required",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
                 f"--user-data-dir={tmp_path / 'profile'}",
                 f"http://127.0.0.1:{page_port}/",
             ],
@@ -424,14 +418,7 @@ def _chromium_dom(browser: str, page: Path) -> str:
     result = subprocess.run(
         [
             browser,
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+            *HEADLESS,
             "--virtual-time-budget=10000",
             "--dump-dom",
             page.as_uri(),

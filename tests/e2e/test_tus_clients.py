@@ -26,6 +26,7 @@ from werkzeug.wrappers import Request, Response
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.conftest import start_api_and_worker, with_driver
+from tests.support.chromium import HEADLESS
 from tests.support.services import service_missing
 
 pytestmark = pytest.mark.e2e
@@ -297,14 +298,7 @@ def uppy_flow(served, tmp_path):
         result = subprocess.run(
             [
                 browser,
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+                *HEADLESS,
                 "--window-size=800,500",
                 "--virtual-time-budget=60000",
                 f"--screenshot={shot}",

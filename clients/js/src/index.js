@@ -70,8 +70,9 @@ export class LetheError extends Error {
     this.detail = problem.detail ?? null
   }
 
+  /** An outage (503, 504), a rate limit (429) or the server's error (500); not 501 nor 502 (content_corrupt). */
   get retryable () {
-    return this.status === 429 || this.status >= 500
+    return [429, 500, 503, 504].includes(this.status)
   }
 }
 
@@ -117,7 +118,9 @@ export class Client {
     this.api = createFetchClient({ baseUrl: this.baseUrl, headers: this.headers, fetch: (request) => this.fetch(request) })
   }
 
-  async _call (method, path, options = {}, { retry = true } = {}) {
+  // A GET or PUT is tried again after an outage (its repetition answers as the first would); a POST or DELETE
+  // is sent once, since a retry after a lost answer would meet what the first did (a 404, a second link).
+  async _call (method, path, options = {}, { retry = method === 'GET' || method === 'PUT' } = {}) {
     for (let attempt = 0; ; attempt++) {
       let answer
       try {
@@ -169,7 +172,7 @@ export class Client {
   }
 
   beginUpload (body) {
-    return this._call('POST', '/api/v1/uploads', { body }, { retry: false })
+    return this._call('POST', '/api/v1/uploads', { body })
   }
 
   getUpload (fileId) {
@@ -275,9 +278,19 @@ export class Client {
     const headers = { ...this.headers }
     if (range) headers.Range = `bytes=${range[0]}-${range[1] ?? ''}`
     if (etag) headers['If-Match'] = etag
-    const response = await this.fetch(new Request(this.baseUrl + path, { headers }))
+    // In Node a redirect to the store (file.s3.download redirect) is followed by hand, with the range alone: Lethe
+    // checked the token and If-Match, and the store's own ETag is not Lethe's. A browser follows it itself.
+    const manual = typeof window === 'undefined'
+    let response = await this.fetch(new Request(this.baseUrl + path, { headers, redirect: manual ? 'manual' : 'follow' }))
+    if (manual && response.status >= 300 && response.status < 400 && response.headers.get('location')) {
+      await response.body?.cancel()
+      response = await this.fetch(new Request(response.headers.get('location'), { headers: range ? { Range: headers.Range } : {} }))
+    }
     if (!response.ok) throw new LetheError(response.status, await response.json().catch(() => ({})))
-    if (range && response.status !== 206) throw new LetheError(response.status, { code: 'range_ignored' })
+    if (range && response.status !== 206) {
+      await response.body?.cancel()
+      throw new LetheError(response.status, { code: 'range_ignored' })
+    }
     return response
   }
 
@@ -364,7 +377,7 @@ export class Client {
   }
 
   erase (subjectId) {
-    return this._call('POST', '/api/v1/erasures', { body: { subject_id: subjectId } }, { retry: false })
+    return this._call('POST', '/api/v1/erasures', { body: { subject_id: subjectId } })
   }
 
   erasure (erasureId) {
@@ -375,7 +388,7 @@ export class Client {
     const body = { case_ref: caseRef }
     if (subjectId) body.subject_id = subjectId
     if (fileId) body.file_id = fileId
-    return this._call('POST', '/api/v1/holds', { body }, { retry: false })
+    return this._call('POST', '/api/v1/holds', { body })
   }
 
   hold (holdId) {

@@ -56,7 +56,10 @@ async function flow () {
   const ranged = await alex.download(fileId, { range: [first, first + 5 * MIB - 1] })
   const got = new Uint8Array(await ranged.arrayBuffer())
   check(ranged.status === 206 && sha(got) === sha(big.subarray(first, first + 5 * MIB)), '5 MiB range')
-  const again = await alex.download(fileId, { range: [0, 9], etag: ranged.headers.get('etag') })
+  // Lethe's own answer carries its validator; a redirect to the store (an unsealed S3 installation) does not
+  const pinned = ranged.url.startsWith(config.base) ? ranged.headers.get('etag') : undefined
+  check(pinned !== undefined || config.store === 'seaweed', 'an ETag from Lethe')
+  const again = await alex.download(fileId, { range: [0, 9], etag: pinned })
   check(sha(new Uint8Array(await again.arrayBuffer())) === sha(big.subarray(0, 10)), 'range by ETag')
 
   // tus, a link, the listing

@@ -105,6 +105,7 @@ class Download:
     response: httpx.Response
     etag: str | None
     content_range: str | None
+    owner: httpx.Client | None = None  # the plain client a redirect to the store was followed with
 
     def __iter__(self) -> Iterator[bytes]:
         yield from self.response.iter_bytes(CHUNK)
@@ -114,6 +115,8 @@ class Download:
 
     def close(self) -> None:
         self.response.close()
+        if self.owner is not None:
+            self.owner.close()
 
     def __enter__(self) -> Download:
         return self
@@ -165,14 +168,18 @@ class Client:
     # -- requests ---------------------------------------------------------------------------------------------
 
     def _send(
-        self, method: str, path: str, *, stream: bool = False, retry: bool = True, **kwargs: Any
+        self, method: str, path: str, *, stream: bool = False, retry: bool | None = None, **kwargs: Any
     ) -> httpx.Response:
-        """One request, tried again after an outage when `retry` (idempotent requests and parts only)."""
+        """One request, tried again after an outage when `retry`: by default the requests whose repetition
+        answers as the first would (GET, HEAD, PUT); a POST or DELETE is sent once, since a retry after a lost
+        answer would meet what the first did (a 404, a second link)."""
+        retry = method in ("GET", "HEAD", "PUT") if retry is None else retry
+        follow = kwargs.pop("follow_redirects", True)
         attempt = 0
         while True:
             try:
                 request = self.http.build_request(method, path, **kwargs)
-                response = self.http.send(request, stream=stream)
+                response = self.http.send(request, stream=stream, follow_redirects=follow)
             except httpx.TransportError:
                 if not retry or attempt >= self.retries:
                     raise
@@ -273,7 +280,7 @@ class Client:
 
     def begin_upload(self, body: dict[str, Any]) -> UploadView:
         """createUpload: a file row and its upload session (`name`, `size_bytes`, `mime_type`, ...)."""
-        return self._as(UploadView, "POST", "/uploads", json=body, retry=False)
+        return self._as(UploadView, "POST", "/uploads", json=body)
 
     def get_upload(self, file_id: str) -> UploadView:
         """getUpload: the session and the parts the server has."""
@@ -380,9 +387,9 @@ class Client:
         """Download a file into `path`, going on from the bytes already there after a cut (Range with the ETag
         of the first answer, so a resumed download never joins two versions)."""
         target = Path(path)
-        etag: str | None = None
+        etag: str | None = None  # of this call's first answer: only its bytes are ever joined
         for attempt in range(self.retries + 1):
-            have = target.stat().st_size if target.exists() else 0
+            have = target.stat().st_size if etag is not None and target.exists() else 0
             try:
                 with self.download(file_id, (have, None) if have else None, etag=etag) as got:
                     etag = etag or got.etag
@@ -403,15 +410,25 @@ class Client:
             headers["Range"] = f"bytes={first}-{'' if last is None else last}"
         if etag is not None:
             headers["If-Match"] = etag
-        response = self._send("GET", path, stream=True, headers=headers)
+        response = self._send("GET", path, stream=True, headers=headers, follow_redirects=False)
         got = response.headers.get("ETag")
+        plain: httpx.Client | None = None
+        if response.is_redirect:  # file.s3.download redirect: Lethe checked the token and If-Match; the store serves
+            response.close()
+            plain = httpx.Client(timeout=self.http.timeout)
+            ranged = {"Range": headers["Range"]} if "Range" in headers else {}
+            response = plain.send(plain.build_request("GET", response.headers["Location"], headers=ranged), stream=True)
+            if response.status_code >= 400:
+                response.read()
+                plain.close()
+                raise _problem(response)
         if etag is not None and got is not None and got != etag:
             response.close()
             raise LetheError(412, {"code": "precondition_failed", "detail": "The file changed since its ETag."})
         if range is not None and response.status_code != 206:
             response.close()
             raise LetheError(response.status_code, {"code": "range_ignored", "detail": "No partial answer."})
-        return Download(response, got, response.headers.get("Content-Range"))
+        return Download(response, got, response.headers.get("Content-Range"), plain)
 
     def link(
         self, file_id: str, *, disposition: str = "attachment", ttl: str | None = None, variant: str | None = None
@@ -502,7 +519,7 @@ class Client:
 
     def erase(self, subject_id: str) -> Erasure:
         """createErasure (manage): remove everything of a person, proven by a read."""
-        return self._as(Erasure, "POST", "/erasures", json={"subject_id": subject_id}, retry=False)
+        return self._as(Erasure, "POST", "/erasures", json={"subject_id": subject_id})
 
     def erasure(self, erasure_id: str) -> Erasure:
         """getErasure (manage)."""
@@ -515,7 +532,7 @@ class Client:
             body["subject_id"] = subject_id
         if file_id is not None:
             body["file_id"] = file_id
-        return self._as(Hold, "POST", "/holds", json=body, retry=False)
+        return self._as(Hold, "POST", "/holds", json=body)
 
     def hold(self, hold_id: str) -> Hold:
         """getHold (manage)."""

@@ -23,5 +23,6 @@ class LetheError(Exception):
 
     @property
     def retryable(self) -> bool:
-        """Whether the same request may succeed later: an outage (503), a rate limit (429) or a server error."""
-        return self.status in (429, 502, 503, 504) or self.status >= 500
+        """Whether the same request may succeed later: an outage (503, 504), a rate limit (429), an error of the
+        server's (500). Not 501 (not configured) nor 502 (content_corrupt: its bytes will not heal)."""
+        return self.status in (429, 500, 503, 504)
