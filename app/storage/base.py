@@ -83,10 +83,8 @@ class ListedUpload:
     initiated_at: datetime | None
 
 
-class Driver(Protocol):
-    """What every store driver implements: nine operations. Everything else a store can do is a capability
-    below, which a driver may add; where it has none, app/storage/defaults.py answers for it (parts as objects
-    of their own, no presigned URLs, a head per key for the erasure's proof)."""
+class Objects(Protocol):
+    """Whole objects: what every store holds, and what the services' port (ObjectStore) reads of a driver."""
 
     driver: str
 
@@ -124,17 +122,23 @@ class Driver(Protocol):
                 the keys not yet answered.
         """
 
-    def list_prefix(self, prefix: str, after: str = "") -> Iterator[ListedObject]:
-        """Every object under `prefix` (which ends with `/`), in ascending key order, page by page: never
-        the whole listing in memory; with `after`, only the keys after it. Only for D16's sweeps and audit
-        and the deletion journal's own prefix (K2). A key that cannot be addressed (a control character) is
-        listed as it is; the caller filters it."""
-
     def check(self) -> None:
         """Raise StorageError when the store is not reachable (readiness)."""
 
     def describe(self) -> dict[str, str]:
         """What the driver found of its store at start, for one log line (no secret, no key)."""
+
+
+class Driver(Objects, Protocol):
+    """What every store driver implements: nine operations. Everything else a store can do is a capability
+    below, which a driver may add; where it has none, app/storage/defaults.py answers for it (parts as objects
+    of their own, no presigned URLs, a head per key for the erasure's proof)."""
+
+    def list_prefix(self, prefix: str, after: str = "") -> Iterator[ListedObject]:
+        """Every object under `prefix` (which ends with `/`), in ascending key order, page by page: never
+        the whole listing in memory; with `after`, only the keys after it. Only for D16's sweeps and audit
+        and the deletion journal's own prefix (K2). A key that cannot be addressed (a control character) is
+        listed as it is; the caller filters it."""
 
 
 # -- capabilities a driver may add (each checked by isinstance; see app/storage/defaults.py) -------------------
@@ -240,26 +244,14 @@ class ScratchArea(Protocol):
 # -- the ports the services hold: a driver completed by app/storage/defaults.py, behind the K1 guard ---------
 
 
-class ObjectStore(UploadParts, Protocol):
-    """What Lethe's normal paths need of an object store, and nothing more: no listing (K2 is a type)."""
+class ObjectStore(Objects, UploadParts, Protocol):
+    """What Lethe's normal paths need of an object store, and nothing more: no listing (K2 is a type). A driver
+    completed by app/storage/defaults.py: a capability it lacks answers as its default says."""
 
-    driver: str
     supports_direct: bool  # presigned URLs: direct uploads and downloads by redirect (Presigning)
-
-    def put(
-        self,
-        key: str,
-        data: BinaryIO | bytes | Iterable[bytes],
-        length: int | None = None,
-        content_type: str = "application/octet-stream",
-    ) -> None:
-        """Driver.put."""
 
     def put_md5(self, key: str, data: bytes) -> str | None:
         """ReportedMd5.put_md5; without the capability, a put that answers None."""
-
-    def open(self, key: str, first: int = 0, length: int | None = None) -> Generator[bytes, None, None]:
-        """Driver.open."""
 
     def open_file(self, key: str) -> BinaryIO | None:
         """LocalFiles.open_file; without the capability, None."""
@@ -269,24 +261,6 @@ class ObjectStore(UploadParts, Protocol):
 
     def presign_part(self, ref: MultipartRef, part_number: int, expires_in: timedelta) -> str:
         """Presigning.presign_part; without the capability, StorageError."""
-
-    def get(self, key: str) -> bytes:
-        """Driver.get."""
-
-    def head(self, key: str) -> ObjectInfo | None:
-        """Driver.head."""
-
-    def delete(self, key: str) -> None:
-        """Driver.delete."""
-
-    def delete_many(self, keys: Iterable[str]) -> list[DeleteFailure]:
-        """Driver.delete_many."""
-
-    def check(self) -> None:
-        """Driver.check."""
-
-    def describe(self) -> dict[str, str]:
-        """Driver.describe."""
 
 
 class StoreMaintenance(Protocol):

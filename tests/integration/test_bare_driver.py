@@ -66,7 +66,14 @@ class Bare:
 
 
 def operations(protocol) -> set[str]:
-    return {name for name, member in vars(protocol).items() if inspect.isfunction(member) and not name.startswith("_")}
+    """The methods a protocol declares, its own and those of the protocols it extends."""
+    return {
+        name
+        for cls in protocol.__mro__
+        if cls.__module__ in ("app.storage.base", __name__)
+        for name, member in vars(cls).items()
+        if inspect.isfunction(member) and not name.startswith("_")
+    }
 
 
 def test_the_contract_is_nine_operations_and_the_drivers_say_what_they_add():
