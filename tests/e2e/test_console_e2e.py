@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -23,9 +22,8 @@ import pytest
 from werkzeug.serving import make_server
 
 from app.lifecycle.cleanup import run_cleanup
-from tests.support.chromium import HEADLESS
+from tests.support.chromium import webdriver
 from tests.support.lethe import ALEX, OWNER
-from tests.support.services import service_missing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.one_store]
 CANARY = "Canary-Console-Browser-payslip"
@@ -42,25 +40,8 @@ def served(lethe):
 
 @pytest.fixture
 def browser():
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver_path = shutil.which("chromedriver")
-    if chromium is None or driver_path is None:
-        service_missing("Chromium and ChromeDriver (Debian packages chromium, chromium-driver)", "not installed")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in (
-        *HEADLESS,
-        "--window-size=1280,900",
-    ):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(driver_path))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
+    with webdriver("--window-size=1280,900") as driver:
+        yield driver
 
 
 def seed(lethe):
