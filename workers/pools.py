@@ -9,6 +9,7 @@ Worker by a broker middleware (dramatiq's own hooks), and the main Worker never 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable
 
 import dramatiq
@@ -35,19 +36,32 @@ class WebhookPool(dramatiq.Middleware):
     def __init__(self, threads: int):
         self.threads = threads
         self.pool: Worker | None = None
+        self.stopping: tuple[Worker, threading.Thread] | None = None  # the main Worker and the pool's stop
 
     def after_worker_boot(self, broker: dramatiq.Broker, worker: Worker) -> None:
         """Start the pool once, beside the first Worker that boots (never beside itself)."""
         if self.pool is not None:
             return
-        self.pool = Worker(broker, queues={WEBHOOK_QUEUE}, worker_threads=self.threads)
+        self.pool = Worker(
+            broker, queues={WEBHOOK_QUEUE}, worker_threads=self.threads, worker_timeout=worker.worker_timeout
+        )
         self.pool.start()
 
     def before_worker_shutdown(self, broker: dramatiq.Broker, worker: Worker) -> None:
-        """Stop the pool with the main Worker: attempts in flight get their time, leases cover the rest."""
+        """Stop the pool beside the main Worker, not before it (each waits out its threads' polls): attempts in
+        flight get their time, leases cover the rest."""
         pool, self.pool = self.pool, None
         if pool is not None and worker is not pool:
-            pool.stop(timeout=5000)
+            stopping = threading.Thread(target=pool.stop, kwargs={"timeout": 5000}, name="webhook-pool-stop")
+            stopping.start()
+            self.stopping = (worker, stopping)
+
+    def after_worker_shutdown(self, broker: dramatiq.Broker, worker: Worker) -> None:
+        """The main Worker is down: wait for the pool's (it ends within the same timeout). The pool's own stop
+        comes here too, from the thread that stops it."""
+        if self.stopping is not None and self.stopping[0] is worker:
+            self.stopping[1].join()
+            self.stopping = None
 
 
 def add_webhook_pool(broker: dramatiq.Broker, threads: int) -> None:

@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("lethe.dev")
 
 
+# How long a job thread waits for a message before it looks again (dramatiq's default is a second): a Ctrl-C waits
+# for the threads' looks, twice (job threads, then consumers), so lethe dev stops within a fraction of a second.
+POLL_MS = 200
+
+
 def _dev_secret(state: Path, name: str = "jwt_secret") -> str:
     """A secret of this folder's lethe dev (made once, 0600, kept across restarts)."""
     path = state / name
@@ -308,7 +313,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         queues, pool = split_queues(QUEUES)
         if pool:
             add_webhook_pool(broker, cfg.webhooks.concurrency)  # webhook deliveries on threads of their own
-        worker = Worker(broker, queues=queues, worker_threads=cfg.worker.threads)
+        worker = Worker(broker, queues=queues, worker_threads=cfg.worker.threads, worker_timeout=POLL_MS)
         worker.start()
         scheduler = BackgroundScheduler(timezone=cfg.schedule.timezone)
         leadership = register_jobs(scheduler, runtime)
@@ -335,7 +340,7 @@ def run_dev(port: int | None = None, state_dir: str = ".lethe") -> int:
         print(banner, flush=True)
         # The start-up cleanup logs a line per step right after: the banner comes again below them.
         logging.getLogger().addHandler(_AgainAfterTheFirstCleanup(banner))  # after the console's own handler
-        server.serve_forever()
+        server.serve_forever(poll_interval=0.1)  # a Ctrl-C is seen at once
     except SystemExit:
         if made_keyring is not None:  # refused before anything was sealed with it: nothing is left behind
             made_keyring.unlink(missing_ok=True)

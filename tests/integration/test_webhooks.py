@@ -293,6 +293,41 @@ def test_webhook_attempts_never_take_the_threads_of_purges(make_lethe, receiver)
         dramatiq.set_broker(dramatiq.get_broker())
 
 
+def test_the_webhook_pool_stops_beside_the_main_worker_and_is_down_when_it_is():
+    # Each Worker's stop waits out its threads' polls; the pool's runs on a thread of its own meanwhile (not
+    # before the main one's, which doubled a graceful stop), and the main Worker's stop returns only after it.
+    import dramatiq
+    from dramatiq import Worker
+    from dramatiq.brokers.stub import StubBroker
+
+    from workers.pools import WebhookPool
+
+    broker = StubBroker()
+    for queue in ("maintenance", "webhooks"):
+        broker.declare_queue(queue)
+    middleware = WebhookPool(2)
+    broker.add_middleware(middleware)
+    worker = Worker(broker, queues={"maintenance"}, worker_threads=1, worker_timeout=100)
+    worker.start()
+    pool = middleware.pool
+    assert pool is not None and pool.worker_timeout == 100 and pool.consumer_whitelist == {"webhooks"}
+    stopped_on: list[str] = []
+    stop = pool.stop
+
+    def recorded(timeout: int = 600000) -> None:
+        stopped_on.append(threading.current_thread().name)
+        stop(timeout)
+
+    pool.stop = recorded  # type: ignore[method-assign]
+    try:
+        worker.stop(timeout=5000)
+    finally:
+        dramatiq.set_broker(dramatiq.get_broker())
+    assert stopped_on == ["webhook-pool-stop"]
+    assert not any(thread.is_alive() for thread in [*pool.workers, *pool.consumers.values()])
+    assert middleware.pool is None and middleware.stopping is None
+
+
 def test_a_rotation_signs_with_both_secrets(make_lethe, receiver):
     hooks, old, new = receiver(), secret(), secret()
     lethe = make_lethe(**{"webhooks.endpoints": endpoint(hooks, [new, old])})
