@@ -24,7 +24,7 @@ from app.db.pool import Database
 from app.platform.clock import FakeClock
 from tests.support.database import create_test_database, truncate_all, with_database
 from tests.support.services import IN_CI, MISSING_SERVICES, service_missing, start_or_missing
-from tests.support.stores import assert_nothing_hidden, make_s3_store
+from tests.support.stores import assert_nothing_hidden, bucket_for_test, give_back
 
 # moto's S3 server takes parts down to 1 KiB (a moto setting, read when moto is first imported), so that the many
 # multipart tests on moto move kilobytes, not 5 MiB parts; SeaweedFS, the real server, keeps S3's 5 MiB.
@@ -213,7 +213,7 @@ SEAWEED_PLAIN = {"test_storage_conformance", "test_deletion", "test_direct_uploa
 
 @pytest.fixture(params=STORES)
 def raw_store(request, tmp_path):
-    """Each storage driver, unguarded: fs in a temporary directory, s3 on a fresh bucket of moto's server or
+    """Each storage driver, unguarded: fs in a temporary directory, s3 on an empty bucket of moto's server or
     of SeaweedFS, each also with versioning enabled, where every test also proves that no delete left a
     version or a delete marker."""
     if request.param == "fs":
@@ -223,12 +223,13 @@ def raw_store(request, tmp_path):
         return
     server = "seaweed_server" if request.param.startswith("seaweed") else "moto_server"
     versioned = request.param.endswith("-versioned")
-    store = make_s3_store(
+    store = bucket_for_test(
         request.getfixturevalue(server), versioned=versioned, server="seaweed" if server == "seaweed_server" else "moto"
     )
     yield store
     if versioned:
         assert_nothing_hidden(store)
+    give_back(store, versioned)
 
 
 def room_of(nodeid: str) -> str:

@@ -23,9 +23,41 @@ def make_s3_store(endpoint: str, bucket: str | None = None, versioned: bool = Fa
         create_bucket=True,
     )
     store.test_server = server  # type: ignore[attr-defined]  # which server's part-size minimum applies
+    store.endpoint_for_tests = endpoint  # type: ignore[attr-defined]  # where give_back files its bucket
     if versioned:
         store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
     return store
+
+
+# Emptied buckets a worker process made for its tests, by server endpoint and versioning: SeaweedFS gives a new
+# bucket its volumes at its first write (0.2 s), once per bucket, so the suite's tests take turns with a few.
+_SPARE: dict[tuple[str, bool], list[str]] = {}
+
+
+def bucket_for_test(endpoint: str, versioned: bool, server: str):
+    """An S3 store on an empty bucket of the server's: an emptied one a finished test gave back, or a new one.
+    Each test gets a store object of its own (what a test patches on it ends with the test)."""
+    spare = _SPARE.get((endpoint, versioned))
+    return make_s3_store(endpoint, bucket=spare.pop() if spare else None, versioned=versioned, server=server)
+
+
+def give_back(s3_store, versioned: bool) -> None:
+    """Remove every version, delete marker and multipart upload from a test's bucket and keep it for the next
+    test; a bucket that cannot be emptied is left alone (the next test makes a new one)."""
+    from minio.deleteobjects import DeleteObject
+
+    client, bucket = s3_store.client, s3_store.bucket
+    try:
+        for upload in client._list_multipart_uploads(bucket).uploads:
+            client._abort_multipart_upload(bucket, upload.object_name, upload.upload_id)
+        doomed = [DeleteObject(item.object_name, item.version_id) for item in all_versions(s3_store)]
+        if doomed:
+            errors = list(client.remove_objects(bucket, doomed))
+            if errors or all_versions(s3_store):
+                return
+    except Exception:  # a fault a test left in place (a stopped server, a proxy): a new bucket next time
+        return
+    _SPARE.setdefault((s3_store.endpoint_for_tests, versioned), []).append(bucket)
 
 
 def all_versions(s3_store) -> list[Any]:
