@@ -5,6 +5,7 @@ telemetry off, on ports the system hands out. A volume server can be stopped and
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -134,6 +135,16 @@ class SeaweedCluster:
         if done.returncode != 0:
             raise RuntimeError("weed shell failed: " + (done.stdout + done.stderr)[-1000:])
         return done.stdout + done.stderr
+
+    def under_replicated(self) -> list[int]:
+        """The volumes `volume.list` shows with fewer copies than their replica placement asks for (placement
+        "xyz" asks for 1 + x + y + z)."""
+        copies: dict[int, int] = {}
+        wanted: dict[int, int] = {}
+        for volume, placement in re.findall(r"volume Id:(\d+), .*?ReplicaPlacement:(\d{3})", self.shell("volume.list")):
+            copies[int(volume)] = copies.get(int(volume), 0) + 1
+            wanted[int(volume)] = 1 + sum(int(digit) for digit in placement)
+        return sorted(volume for volume, count in copies.items() if count < wanted[volume])
 
     def stop(self) -> None:
         """Every process at once: a SIGTERM to each, two seconds for all of them, then SIGKILL (the cluster's data is
