@@ -134,15 +134,26 @@ def test_a_rabbitmq_node_lost_mid_purge_loses_nothing_and_purges_nothing_twice(t
     """Three RabbitMQ nodes of the drill's own, clustered on loopback, quorum queues; the roles get the three
     URLs (broker.url, separated by ';') and connect to the first. That node is stopped in the middle of a
     2,000-file purge: consumers and publishers move to the others, every file goes, each receipt once."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from tests.support.database import truncate_all
     from tests.support.rabbitmq import RabbitNode
     from tests.support.services import start_or_missing
 
-    nodes = [start_or_missing(RabbitNode(), "rabbitmq-server (the drill's own cluster)")]
+    made = [RabbitNode() for _ in range(3)]
+    nodes: list[RabbitNode] = []
     try:
-        for _ in range(2):
-            node = start_or_missing(RabbitNode(), "rabbitmq-server (the drill's own cluster)")
-            nodes.append(node)
+        with ThreadPoolExecutor(len(made)) as pool:  # the nodes boot at once (each takes five seconds alone)
+            booted = [pool.submit(start_or_missing, node, "rabbitmq-server (the drill's own cluster)") for node in made]
+            refused: list[BaseException] = []
+            for done in booted:
+                try:
+                    nodes.append(done.result())
+                except BaseException as exc:  # a missing service's skip or failure, raised once the rest started
+                    refused.append(exc)
+        if refused:
+            raise refused[0]
+        for node in nodes[1:]:
             node.ctl("stop_app")
             node.ctl("join_cluster", nodes[0].node)
             node.ctl("start_app")
@@ -188,9 +199,7 @@ def test_a_rabbitmq_node_lost_mid_purge_loses_nothing_and_purges_nothing_twice(t
         finally:
             stage.close()
     finally:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(len(nodes)) as pool:  # the nodes shut down at once, not one after another
+        with ThreadPoolExecutor(len(made)) as pool:  # the nodes shut down at once, not one after another
             list(pool.map(lambda node: node.stop(), nodes))
 
 
