@@ -15,8 +15,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support.processes import stop_process
-
 PORT_FLAGS = (
     "-s3.port",
     "-master.port",
@@ -91,5 +89,8 @@ class Seaweed:
         raise RuntimeError("SeaweedFS's S3 port did not answer in time")
 
     def stop(self) -> None:
-        stop_process(self.process, 15)
+        """Killed at once: its data is thrown away, and a graceful stop takes four to five seconds."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(15)
         self.log.close()
