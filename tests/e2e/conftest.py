@@ -50,6 +50,7 @@ class Role:
         self.name = args[0]
         self.log_path = log_path
         self.log = open(log_path, "wb")
+        self.signalled = False  # stop_roles sent the stop signal already
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "app.entry", *args],
             env=env,
@@ -80,7 +81,8 @@ class Role:
 
     def stop(self, sig=signal.SIGTERM, timeout=30) -> int:
         if self.proc.poll() is None:
-            self.proc.send_signal(sig)
+            if not self.signalled:
+                self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -89,6 +91,16 @@ class Role:
                 raise AssertionError(f"the role did not stop on {sig!r}:\n{self.tail()}") from None
         self.log.close()
         return self.proc.returncode
+
+
+def stop_roles(roles, sig=signal.SIGTERM, timeout=30) -> list[int]:
+    """Stop roles at once: each gets its signal, then each is waited for (a worker's graceful stop takes three
+    seconds; one role after another, their stops add up)."""
+    for role in roles:
+        if role.proc.poll() is None:
+            role.proc.send_signal(sig)
+            role.signalled = True
+    return [role.stop(sig, timeout) for role in roles]
 
 
 def wait_for_http(url: str, role: Role, timeout: float = 60, status: int = 200) -> bytes:

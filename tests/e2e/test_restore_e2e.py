@@ -16,7 +16,7 @@ import requests
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.e2e.conftest import wait_for_http, wait_for_output
+from tests.e2e.conftest import stop_roles, wait_for_http, wait_for_output
 from tests.integration.test_journal import dump, restore_dump
 
 pytestmark = pytest.mark.e2e
@@ -97,8 +97,7 @@ def test_restored_database_serves_no_deleted_file_and_the_scheduler_reconciles(
     ):
         assert time.monotonic() < deadline, roles[2].tail()
         time.sleep(0.2)
-    for role in roles:
-        role.stop()
+    stop_roles(roles)
 
     # The backup is restored over the database; the roles start again
     restore_dump(database_url, backup)
@@ -128,6 +127,6 @@ def test_restored_database_serves_no_deleted_file_and_the_scheduler_reconciles(
         assert got.status_code == 200 and CANARY.encode() in got.content
     wait_for_http(f"http://127.0.0.1:{env['LETHE_API_PORT']}/readyz", roles[0])
     assert '"event": "journal.reconciled"' in roles[2].output()
+    stop_roles(roles)
     for role in roles:
-        role.stop()
         assert CANARY not in role.output(), "a file name reached a log"

@@ -26,7 +26,7 @@ from werkzeug.wrappers import Request, Response
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.e2e.conftest import start_api_and_worker, with_driver
+from tests.e2e.conftest import start_api_and_worker, stop_roles, with_driver
 from tests.support.chromium import HEADLESS
 from tests.support.services import service_missing
 
@@ -132,8 +132,8 @@ def served(role_env, start_role, tmp_path, request):
     served.store_cut = store_cut
     served.fs_root = env.get("LETHE_FILE_FS_ROOT", "")
     yield served
+    stop_roles([api, worker])
     for role in (api, worker):
-        role.stop()
         assert CANARY not in role.output(), "a file name reached a log"
     if store_cut is not None:
         store_cut.close()

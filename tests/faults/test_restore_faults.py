@@ -30,7 +30,7 @@ from app.db.migrate import known_migrations, migrate
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from app.lifecycle import journal, restore
-from tests.e2e.conftest import Role, start_api, wait_for_http, wait_for_output
+from tests.e2e.conftest import Role, start_api, stop_roles, wait_for_http, wait_for_output
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.journeys.test_stop_and_restore import journaled, never_served_until_gone
 from tests.support.keyring import SEALED_ENV
@@ -172,8 +172,8 @@ def test_the_database_host_lost_right_after_deletions_then_restored_serves_none_
         never_served_until_gone(api_v1, token, deleted, scheduler)
         for file_id in live:
             assert call("GET", f"{api_v1}/files/{file_id}/content", token)[0] == 200
+        stop_roles([api, worker, scheduler])
         for role in (api, worker, scheduler):
-            role.stop()
             assert CANARY not in role.output(), "a file name reached a log"
     finally:
         server.stop()

@@ -17,7 +17,7 @@ from tusclient import client as tus_client
 
 from app.domain.keys import original_key
 from app.entry.token import mint_token
-from tests.e2e.conftest import start_api_and_worker
+from tests.e2e.conftest import start_api_and_worker, stop_roles
 from tests.journeys.test_stop_and_restore import store_env
 from tests.support import images
 from tests.support.stores import versions_of
@@ -114,7 +114,6 @@ def test_a_photo_shared_by_link_then_deleted(driver, role_env, start_role, tmp_p
         if driver == "seaweed":
             assert requests.get(redirect, timeout=10).status_code in (403, 404)  # the handed-out URL, too
     finally:
-        for role in (api, worker):
-            role.stop()
+        stop_roles([api, worker])
     for role in (api, worker):
         assert CANARY not in role.output(), "a file name reached a log"
