@@ -26,10 +26,10 @@ FUTURE = "0999.from_a_newer_release"
 SECRET = "upgrade-secret-of-sufficient-length-012345"
 
 
-@pytest.fixture
-def newer_database(postgres_server):
-    """A database of its own, migrated by this release, then by a newer one (one migration more)."""
-    name = f"lethe_newer_{uuid.uuid4().hex[:8]}"
+@pytest.fixture(scope="module")
+def newer_template(postgres_server):
+    """A database migrated by this release, then by a newer one (one migration more): made once, copied per test."""
+    name = f"lethe_newer_template_{uuid.uuid4().hex[:8]}"
     admin = make_conninfo("", **{**conninfo_to_dict(postgres_server), "dbname": "postgres"})
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
@@ -40,7 +40,23 @@ def newer_database(postgres_server):
             "INSERT INTO _yoyo_migration (migration_hash, migration_id, applied_at_utc) VALUES (%s, %s, now())",
             (uuid.uuid4().hex, FUTURE),
         )
-        before = one(conn.execute("SELECT count(*) FROM _yoyo_migration"))[0]
+    yield name
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def newer_database(postgres_server, newer_template):
+    """A database of its own, as a newer release left it (a copy of the template)."""
+    name = f"lethe_newer_{uuid.uuid4().hex[:8]}"
+    admin = make_conninfo("", **{**conninfo_to_dict(postgres_server), "dbname": "postgres"})
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{newer_template}"')
+    url = make_conninfo("", **{**conninfo_to_dict(postgres_server), "dbname": name})
+    with psycopg.connect(url, autocommit=True) as conn:
+        applied = [row[0] for row in conn.execute("SELECT migration_id FROM _yoyo_migration")]
+    assert FUTURE in applied
+    before = len(applied)
     yield url
     with psycopg.connect(url, autocommit=True) as conn:  # nothing was applied or changed by any of them
         assert one(conn.execute("SELECT count(*) FROM _yoyo_migration"))[0] == before
