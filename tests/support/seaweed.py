@@ -90,7 +90,7 @@ class Seaweed:
 
     def stop(self) -> None:
         """Killed at once: its data is thrown away, and a graceful stop takes four to five seconds."""
-        if self.process.poll() is None:
+        if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(15)
         self.log.close()
