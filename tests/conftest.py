@@ -245,22 +245,12 @@ def room_of(nodeid: str) -> str:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's scope scheduling by the rooms above (its group marks no longer reach the nodeids of pytest 9), the
-    longest first."""
+    """xdist's scope scheduling by the rooms above (its group marks no longer reach the nodeids of pytest 9)."""
     from xdist.scheduler import LoadScopeScheduling
-
-    from tests.support.durations import weight
 
     class Rooms(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return room_of(nodeid)
-
-        def _assign_work_unit(self, node) -> None:
-            """The longest room left goes next (tests/support/durations.py): the run does not wait at its end for
-            a long room begun late."""
-            longest = max(self.workqueue, key=lambda room: weight(room, len(self.workqueue[room])))
-            self.workqueue.move_to_end(longest, last=False)
-            super()._assign_work_unit(node)
 
     return Rooms(config, log)
 
