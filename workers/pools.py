@@ -57,8 +57,10 @@ class WebhookPool(dramatiq.Middleware):
             self.stopping = (worker, stopping)
 
     def after_worker_shutdown(self, broker: dramatiq.Broker, worker: Worker) -> None:
-        """The main Worker is down: wait for the pool's (it ends within the same timeout). The pool's own stop
-        comes here too, from the thread that stops it."""
+        """The main Worker is down: wait for the pool's (it ends within the same timeout). dramatiq calls the
+        after-hooks in reverse order of addition, so this runs before those of middleware added earlier (the
+        worker's FlushAtShutdown: what the deliveries committed is flushed after them). The pool's own stop comes
+        here too, from the thread that stops it."""
         if self.stopping is not None and self.stopping[0] is worker:
             self.stopping[1].join()
             self.stopping = None

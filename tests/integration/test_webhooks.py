@@ -305,6 +305,15 @@ def test_the_webhook_pool_stops_beside_the_main_worker_and_is_down_when_it_is():
     broker = StubBroker()
     for queue in ("maintenance", "webhooks"):
         broker.declare_queue(queue)
+    pool_alive_at_flush: list[bool] = []
+
+    class Flush(dramatiq.Middleware):  # where the worker's FlushAtShutdown sits: added before the pool
+        def after_worker_shutdown(self, broker, worker):
+            if worker is not pool and stopped_on:
+                assert pool is not None
+                pool_alive_at_flush.append(any(t.is_alive() for t in [*pool.workers, *pool.consumers.values()]))
+
+    broker.add_middleware(Flush())
     middleware = WebhookPool(2)
     broker.add_middleware(middleware)
     worker = Worker(broker, queues={"maintenance"}, worker_threads=1, worker_timeout=100)
@@ -324,6 +333,7 @@ def test_the_webhook_pool_stops_beside_the_main_worker_and_is_down_when_it_is():
     finally:
         dramatiq.set_broker(dramatiq.get_broker())
     assert stopped_on == ["webhook-pool-stop"]
+    assert pool_alive_at_flush == [False]  # the flush came after the pool was down
     assert not any(thread.is_alive() for thread in [*pool.workers, *pool.consumers.values()])
     assert middleware.pool is None and middleware.stopping is None
 
