@@ -23,7 +23,6 @@ def make_s3_store(endpoint: str, bucket: str | None = None, versioned: bool = Fa
         create_bucket=True,
     )
     store.test_server = server  # type: ignore[attr-defined]  # which server's part-size minimum applies
-    store.endpoint_for_tests = endpoint  # type: ignore[attr-defined]  # where give_back files its bucket
     if versioned:
         store.client.set_bucket_versioning(store.bucket, VersioningConfig(ENABLED))
     return store
@@ -57,7 +56,7 @@ def give_back(s3_store, versioned: bool) -> None:
                 return
     except Exception:  # a fault a test left in place (a stopped server, a proxy): a new bucket next time
         return
-    _SPARE.setdefault((s3_store.endpoint_for_tests, versioned), []).append(bucket)
+    _SPARE.setdefault((s3_store.endpoint, versioned), []).append(bucket)
 
 
 def all_versions(s3_store) -> list[Any]:
