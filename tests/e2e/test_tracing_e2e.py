@@ -149,7 +149,13 @@ def test_one_deletion_is_one_trace_across_the_roles_and_no_span_names_anyone(rol
         assert all(root.parent_id in ("", "0" * 16) and root.service == "lethe-scheduler" for root in roots)
         step = next(s for s in receiver.spans if s.span.name == "cleanup.step" and s.attribute("lethe.step") == "f")
         assert step.attribute("lethe.step_name") == "backlog" and step.attribute("lethe.candidates") is not None
-        # The scheduler sends its job straight to the broker: the middleware carries the root's context on it
+        # The scheduler sends its job straight to the broker: the middleware carries the root's context on it. The
+        # job's span ends after its steps, so it may reach the receiver a batch after them.
+        wait_until(
+            lambda: any(s.span.name == "job cleanup_pending" for s in receiver.trace(step.trace_id)),
+            "the cleanup job's span never arrived",
+            roles,
+        )
         assert chain(receiver.trace(step.trace_id), step)[1:] == ["job cleanup_pending", "scheduler.cleanup"]
         run = next(s for s in receiver.spans if s.span.name == "retention.run")
         assert run.attribute("lethe.policy") == "chat-files"
