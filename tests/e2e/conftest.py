@@ -44,7 +44,8 @@ if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
 
 
 class Role:
-    """A `lethe <role>` process with its output captured to a file."""
+    """A `lethe <role>` process with its output captured to a file, run in the folder of that file unless told
+    otherwise (a role with the default `file.fs.root` must not write into the checkout)."""
 
     def __init__(self, args, env, log_path, cwd=None):
         self.name = args[0]
@@ -57,7 +58,7 @@ class Role:
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            cwd=cwd,
+            cwd=cwd if cwd is not None else log_path.parent,
         )
         _STARTED.append(self)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 from datetime import UTC, timedelta
 from typing import Any
 
@@ -210,13 +211,17 @@ def test_replace_revalidates():
 
 
 def run_lethe(*args, env):
-    return subprocess.run(
-        [sys.executable, "-m", "app.entry", *args],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", **env},
-        timeout=60,
-    )
+    """A command in a folder of its own: where `make run` ran (a `.lethe` folder), `lethe config check` checks the
+    running dev server instead, and a developer's checkout may hold one."""
+    with tempfile.TemporaryDirectory() as folder:
+        return subprocess.run(
+            [sys.executable, "-m", "app.entry", *args],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", **env},
+            timeout=60,
+            cwd=folder,
+        )
 
 
 def test_config_check_prints_ok():
