@@ -12,16 +12,15 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from yoyo import read_migrations
-from yoyo.backends.core.postgresql import PostgresqlPsycopgBackend
-from yoyo.connections import DatabaseURI
-from yoyo.migrations import default_migration_table
 
 from app.platform.observability.logs import log_event
+
+if TYPE_CHECKING:  # yoyo is imported by what applies or undoes migrations; every process checks the schema
+    from yoyo.backends.core.postgresql import PostgresqlPsycopgBackend
 
 log = logging.getLogger("lethe.migrate")
 MIGRATIONS = Path(__file__).parent / "migrations"
@@ -29,6 +28,10 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 
 def _backend(conninfo: str) -> PostgresqlPsycopgBackend:
     """yoyo's PostgreSQL backend on a connection libpq opens from `conninfo` (any form libpq takes)."""
+    from yoyo.backends.core.postgresql import PostgresqlPsycopgBackend
+    from yoyo.connections import DatabaseURI
+    from yoyo.migrations import default_migration_table
+
     database = conninfo_to_dict(conninfo).get("dbname")
 
     class LibpqBackend(PostgresqlPsycopgBackend):  # type: ignore[misc]  # yoyo ships no type information
@@ -106,6 +109,8 @@ def migrate(url: str) -> int:
     Raises:
         SchemaTooNew: a newer release migrated the database.
     """
+    from yoyo import read_migrations
+
     backend = _backend(url)
     try:
         migrations = read_migrations(str(MIGRATIONS))
@@ -141,6 +146,8 @@ def roll_back_to(url: str, target: str, dry_run: bool = False) -> list[str]:
     """
     if target not in known_migrations():
         raise ValueError(target)
+    from yoyo import read_migrations
+
     backend = _backend(url)
     try:
         migrations = read_migrations(str(MIGRATIONS))

@@ -3,6 +3,7 @@ wing it wires (entry), so that the wings never import each other to be put toget
 
 from __future__ import annotations
 
+import sys
 from typing import cast
 
 from app.db.context import in_transaction
@@ -22,11 +23,9 @@ from app.platform.config import Config
 from app.platform.config.tree import StoreSettings
 from app.platform.keys import Keyring
 from app.runtime import BrokerPort, Runtime
-from app.storage import s3 as s3_driver
 from app.storage.base import Driver, ObjectStore
 from app.storage.fs import FsStore
 from app.storage.guard import GuardedStore
-from app.storage.s3 import S3Store
 
 
 def build_store(cfg: Config, name: str = "") -> GuardedStore:
@@ -41,6 +40,11 @@ def build_store(cfg: Config, name: str = "") -> GuardedStore:
         settings = declared[name]
     store: Driver
     if settings.driver == "s3" and settings.s3 is not None:
+        # imported here: minio and urllib3 cost each command and role on fs a tenth of a second of CPU at start
+        from app.storage import s3 as s3_driver
+        from app.storage.s3 import S3Store
+
+        s3_driver.count_throttled = _count_throttled  # the S3 driver's throttled calls, in this process's metrics
         s3 = settings.s3
         store = S3Store(
             s3.endpoint,
@@ -107,7 +111,10 @@ def build_runtime(
     """
     clock = clock or SystemClock()
     tracing.setup("dev" if role == "all" else role)  # before the pool: its connections are instrumented
-    s3_driver.count_throttled = _count_throttled  # the S3 driver's throttled calls, in this process's metrics
+    if "app.storage.s3" in sys.modules:  # loaded by whoever made an S3 store (build_store, a test)
+        from app.storage import s3 as s3_driver
+
+        s3_driver.count_throttled = _count_throttled  # the S3 driver's throttled calls, in this process's metrics
     db = Database(
         cfg.database.url,
         pool_size=cfg.database.pool_size,

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 import dramatiq
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
 
     from dramatiq.broker import MessageProxy
     from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter  # the SDK: imported by setup() when tracing is on
 
 TRACER = trace.get_tracer("lethe")
 # A job's traceparent is W3C trace context whatever OTEL_PROPAGATORS says (Lethe writes it itself: traceparent()).
@@ -124,7 +124,7 @@ def setup(role: str) -> bool:
             exporter = ConsoleSpanExporter()
         else:
             continue
-        provider.add_span_processor(BatchSpanProcessor(NameFreeExporter(exporter)))
+        provider.add_span_processor(BatchSpanProcessor(name_free_exporter(exporter)))
     trace.set_tracer_provider(provider)
     _state["on"] = True
     return True
@@ -324,20 +324,22 @@ def _span_name(name: str) -> str:
     return "span" if _SECRET_SHAPES.search(name) else name
 
 
-class NameFreeExporter(SpanExporter):
-    """A span exporter that exports name-free copies of spans (the allow-list above) through another."""
+def name_free_exporter(inner: SpanExporter) -> SpanExporter:
+    """A span exporter that exports name-free copies of spans (the allow-list above) through `inner`. Made by
+    setup() only: the SDK it subclasses is not imported by a process that does not trace."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-    def __init__(self, inner: SpanExporter):
-        self._inner = inner
+    class NameFreeExporter(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return inner.export([scrubbed(s) for s in spans])
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return self._inner.export([scrubbed(s) for s in spans])
+        def shutdown(self) -> None:
+            inner.shutdown()
 
-    def shutdown(self) -> None:
-        self._inner.shutdown()
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return bool(inner.force_flush(timeout_millis))
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return bool(self._inner.force_flush(timeout_millis))
+    return NameFreeExporter()
 
 
 def scrubbed(span_: ReadableSpan) -> ReadableSpan:

@@ -7,14 +7,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
-
-from apscheduler.triggers.cron import CronTrigger
+from typing import TYPE_CHECKING, Any
 
 from app.domain.durations import parse_duration
 from app.domain.keys import KeySchemaError, validate_key
 from app.domain.retention import PURPOSES, RESERVED_PREFIXES, Policy, UnmanagedPrefix
 from app.domain.webhooks import EVENTS, Endpoint, decode_secret
+
+if TYPE_CHECKING:  # APScheduler is imported when a schedule is read: most configurations have none
+    from apscheduler.triggers.cron import CronTrigger
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 
@@ -25,6 +26,8 @@ def cron_trigger(expression: str, timezone: Any) -> CronTrigger:
     Raises:
         ValueError: not a valid 5-field expression (the message never repeats it).
     """
+    from apscheduler.triggers.cron import CronTrigger
+
     if not isinstance(expression, str) or len(expression.split()) != 5:
         raise ValueError("Not a 5-field cron expression (minute hour day month weekday).")
     try:
