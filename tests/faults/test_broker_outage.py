@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.conftest import wait_for_output
 from tests.faults.conftest import host_port, via
 from tests.support.proxy import TcpProxy
 
@@ -51,6 +52,9 @@ def test_a_broker_outage_loses_no_deletion(stage_factory, broker_url):
     # (its catch-up needs no broker), and the drill is about the jobs the deletes commit.
     stage, rabbit = stage_behind_a_rabbit_proxy(stage_factory, broker_url, LETHE_FILE_GC_INTERVAL="1h")
     roles = stage.start_all()
+    # The cleanup the leader sends at start is past its catch-up before the files are seeded (a loaded machine
+    # ran it late, during the deletes, and it purged one of them inline)
+    wait_for_output(roles["worker"], '"step_name": "catch_up"')
     ids = stage.seed(10)
 
     rabbit.refuse()
