@@ -26,12 +26,13 @@ run: $(RUN_STAMP)
 	$(VENV)/bin/lethe dev $(if $(PORT),--port $(PORT))
 
 ## Format and lint (ruff), type-check (mypy, strict), then run the whole test suite (PostgreSQL from DATABASE_URL
-## or embedded; RabbitMQ from BROKER_URL). `make format` formats and fixes what ruff can.
+## or embedded; RabbitMQ from BROKER_URL). `make format` formats and fixes what ruff can. The suite writes Python's
+## bytecode caches even where the environment says not to: its few hundred processes would each compile it again.
 test: $(TEST_STAMP)
 	$(PY) -m ruff format --check --quiet .
 	$(PY) -m ruff check --quiet .
 	$(PY) -m mypy
-	$(PY) -m pytest $(PYTEST_ARGS)
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest $(PYTEST_ARGS)
 
 ## Regenerate docs/configuration.md from the configuration schema.
 docs: $(RUN_STAMP)
