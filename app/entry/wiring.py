@@ -41,10 +41,9 @@ def build_store(cfg: Config, name: str = "") -> GuardedStore:
     store: Driver
     if settings.driver == "s3" and settings.s3 is not None:
         # imported here: minio and urllib3 cost each command and role on fs a tenth of a second of CPU at start
-        from app.storage import s3 as s3_driver
         from app.storage.s3 import S3Store
 
-        s3_driver.count_throttled = _count_throttled  # the S3 driver's throttled calls, in this process's metrics
+        _count_s3_throttles()
         s3 = settings.s3
         store = S3Store(
             s3.endpoint,
@@ -90,6 +89,15 @@ def _count_throttled(operation: str) -> None:
     metrics.STORE_THROTTLED.labels(operation).inc()
 
 
+def _count_s3_throttles() -> None:
+    """The S3 driver's throttled calls, in this process's metrics, once its module is loaded (an S3 store was made
+    here or given)."""
+    if "app.storage.s3" in sys.modules:
+        from app.storage import s3 as s3_driver
+
+        s3_driver.count_throttled = _count_throttled
+
+
 def build_runtime(
     cfg: Config,
     broker: BrokerPort,
@@ -111,10 +119,7 @@ def build_runtime(
     """
     clock = clock or SystemClock()
     tracing.setup("dev" if role == "all" else role)  # before the pool: its connections are instrumented
-    if "app.storage.s3" in sys.modules:  # loaded by whoever made an S3 store (build_store, a test)
-        from app.storage import s3 as s3_driver
-
-        s3_driver.count_throttled = _count_throttled  # the S3 driver's throttled calls, in this process's metrics
+    _count_s3_throttles()  # the store may be given (a test's S3 store)
     db = Database(
         cfg.database.url,
         pool_size=cfg.database.pool_size,

@@ -70,12 +70,14 @@ def _emptying_connection(url: str) -> psycopg.Connection[Any]:
     """The connection that empties the database of `url`, kept open between tests: a new server process per test
     cost the server more than the DELETEs (its catalog caches, the triggers' plans, all cold again)."""
     conn = _EMPTYING.get(url)
-    if conn is not None and not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
+    if conn is not None:
         try:
-            conn.execute("SELECT 1")  # the database may have been dropped, restored or its server restarted
-            return conn
+            if conn.info.transaction_status == TransactionStatus.IDLE:
+                conn.execute("SELECT 1")  # the database may have been dropped, restored or its server restarted
+                return conn
         except psycopg.Error:
-            conn.close()
+            pass
+        conn.close()
     _EMPTYING[url] = conn = psycopg.connect(url, autocommit=True)
     return conn
 
