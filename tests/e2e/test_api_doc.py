@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.entry.embedded_pg import free_port
-from tests.e2e.conftest import Role, wait_for_http
+from tests.support.roles import Role, wait_for_http
 from tests.support.services import service_missing
 
 pytestmark = pytest.mark.e2e
@@ -139,7 +139,7 @@ def test_every_shell_block_of_the_api_doc_runs_in_order(database_url, tmp_path, 
     if driver == "fs":
         blocks = [block for block in blocks if not block.startswith(S3_ONLY)]
     else:
-        from tests.e2e.conftest import with_driver
+        from tests.support.roles import with_driver
 
         # as the direct upload section says: S3, and files stored as they are (the fs run reads every other
         # block sealed, as make run gives it)

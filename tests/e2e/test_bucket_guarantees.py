@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import wait_for_http
+from tests.support.roles import wait_for_http
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.entry.embedded_pg import free_port
-from tests.e2e.conftest import Role, wait_for_http
+from tests.support.roles import Role, wait_for_http
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]

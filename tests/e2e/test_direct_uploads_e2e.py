@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from app.entry.token import mint_token
-from tests.e2e.conftest import start_api_and_worker, stop_roles, with_driver
+from tests.support.roles import start_api_and_worker, stop_roles, with_driver
 
 pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"

@@ -13,8 +13,8 @@ import pytest
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.e2e.conftest import wait_for_http, wait_for_output, with_driver
 from tests.e2e.test_deletion_e2e import call, objects_of, upload
+from tests.support.roles import wait_for_http, wait_for_output, with_driver
 
 pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"

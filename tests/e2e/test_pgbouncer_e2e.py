@@ -16,9 +16,9 @@ import pytest
 from app.db.conn import one
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.e2e.conftest import wait_for_http, wait_for_output
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.support.pgbouncer import PgBouncer
+from tests.support.roles import wait_for_http, wait_for_output
 from tests.support.services import start_or_missing
 
 pytestmark = pytest.mark.e2e

@@ -25,9 +25,9 @@ from app.domain.webhooks import EVENTS
 from app.entry.token import mint_token
 from tests.e2e.conftest import CLIENT_HOOK_KEY as HOOK_KEY
 from tests.e2e.conftest import CLIENT_SECRET as SECRET
-from tests.e2e.conftest import Role
 from tests.support import images
 from tests.support.clamd import EICAR
+from tests.support.roles import Role
 from tests.support.webhook_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]

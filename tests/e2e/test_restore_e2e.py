@@ -16,8 +16,8 @@ import requests
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.e2e.conftest import stop_roles, wait_for_http, wait_for_output
 from tests.integration.test_journal import dump, restore_dump
+from tests.support.roles import stop_roles, wait_for_http, wait_for_output
 
 pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"

@@ -19,7 +19,7 @@ import pytest
 from app.db.conn import one
 from app.entry.embedded_pg import free_port
 from app.lifecycle.steps import STEPS
-from tests.e2e.conftest import wait_for_http, wait_for_output
+from tests.support.roles import wait_for_http, wait_for_output
 
 pytestmark = pytest.mark.e2e
 

@@ -26,8 +26,8 @@ from werkzeug.wrappers import Request, Response
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.e2e.conftest import start_api_and_worker, stop_roles, with_driver
 from tests.support.chromium import HEADLESS
+from tests.support.roles import start_api_and_worker, stop_roles, with_driver
 from tests.support.services import service_missing
 
 pytestmark = pytest.mark.e2e

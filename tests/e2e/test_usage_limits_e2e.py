@@ -16,8 +16,8 @@ import requests
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.e2e.conftest import start_api, wait_for_http
 from tests.support.helpers import rate_fields
+from tests.support.roles import start_api, wait_for_http
 
 SECRET = "e2e-secret-of-sufficient-length-0123456789"
 

@@ -19,8 +19,8 @@ import pytest
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
-from tests.e2e.conftest import start_api_and_worker
 from tests.e2e.test_deletion_e2e import call, upload
+from tests.support.roles import start_api_and_worker
 
 pytestmark = pytest.mark.e2e
 SECRET = "e2e-secret-of-sufficient-length-0123456789"

@@ -30,11 +30,11 @@ from app.entry.wiring import build_runtime
 from app.lifecycle.deletion import mark_deleted
 from app.platform import config
 from app.storage.fs import FsStore
-from tests.e2e.conftest import Role, purge_queues, start_api, wait_for_http, wait_for_output
 from tests.support.database import truncate_all
 from tests.support.fakes import RecordingBroker
 from tests.support.keyring import SEALED_ENV
 from tests.support.proxy import TcpProxy
+from tests.support.roles import Role, purge_queues, start_api, wait_for_http, wait_for_output
 from tests.support.stores import make_s3_store
 
 pytestmark = pytest.mark.faults

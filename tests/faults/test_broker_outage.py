@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import wait_for_output
 from tests.faults.conftest import host_port, via
 from tests.support.proxy import TcpProxy
+from tests.support.roles import wait_for_output
 
 pytestmark = pytest.mark.faults
 

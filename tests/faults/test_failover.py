@@ -36,7 +36,7 @@ def cluster():
 
 
 def test_a_primary_lost_during_deletes_and_a_purge_loses_nothing(cluster, tmp_path, broker_url):
-    from tests.e2e.conftest import purge_queues
+    from tests.support.roles import purge_queues
 
     purge_queues(broker_url)
     name = f"lethe_failover_{uuid.uuid4().hex[:8]}"
@@ -210,8 +210,8 @@ def test_a_store_volume_lost_during_deletes_brings_no_deleted_file_back(tmp_path
     their bytes, and the live files are all there."""
     from app.domain.keys import original_key
     from app.lifecycle.audit import run_audit
-    from tests.e2e.conftest import purge_queues
     from tests.support.database import truncate_all
+    from tests.support.roles import purge_queues
     from tests.support.seaweed_cluster import SeaweedCluster
 
     purge_queues(broker_url)

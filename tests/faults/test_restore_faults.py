@@ -30,11 +30,11 @@ from app.db.migrate import known_migrations, migrate
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from app.lifecycle import journal, restore
-from tests.e2e.conftest import Role, start_api, stop_roles, wait_for_http, wait_for_output
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.journeys.test_stop_and_restore import journaled, never_served_until_gone
 from tests.support.keyring import SEALED_ENV
 from tests.support.pgcluster import PgCluster, PgServer, binaries
+from tests.support.roles import Role, start_api, stop_roles, wait_for_http, wait_for_output
 
 pytestmark = pytest.mark.faults
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,7 @@ def test_the_database_host_lost_right_after_deletions_then_restored_serves_none_
     driver, request, tmp_path, broker_url, start_role
 ):
     from app.storage.fs import FsStore
-    from tests.e2e.conftest import purge_queues
+    from tests.support.roles import purge_queues
 
     pg_binaries_or_fail()
     purge_queues(broker_url)

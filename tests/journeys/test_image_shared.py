@@ -17,9 +17,9 @@ from tusclient import client as tus_client
 
 from app.domain.keys import original_key
 from app.entry.token import mint_token
-from tests.e2e.conftest import start_api_and_worker, stop_roles
 from tests.journeys.test_stop_and_restore import store_env
 from tests.support import images
+from tests.support.roles import start_api_and_worker, stop_roles
 from tests.support.stores import versions_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.journey]
