@@ -73,3 +73,34 @@ def test_openapi_document_is_served(make_client):
     assert response.status_code == 200
     document = json.loads(response.get_data())
     assert document["info"]["title"] == "Lethe" and document["openapi"].startswith("3.")
+
+
+def test_building_the_api_leaves_url_builders_and_the_documents_responses_for_their_first_use(make_client, monkeypatch):
+    """Every test and every api process builds the app: werkzeug's URL builders (compiled Python, two a rule) and
+    the document's error responses (marshmallow and apispec work) wait until a url_for or /openapi.json needs
+    them, and both answer as before."""
+    from flask import url_for
+    from werkzeug.routing import Rule
+
+    compiled: list[str] = []
+    real = Rule._compile_builder
+
+    def counting(self, append_unknown=True):
+        compiled.append(self.rule)
+        return real(self, append_unknown)
+
+    monkeypatch.setattr(Rule, "_compile_builder", counting)
+    client = make_client()
+    app = client.application
+    assert compiled == []
+    assert app.extensions["flask-smorest"]["apis"][""]["ext_obj"].spec.to_dict()["components"].get("responses") is None
+    with app.test_request_context():
+        assert url_for("console.static", filename="console.css") == "/console/static/console.css"
+        assert url_for("ops.healthz") == "/healthz"
+    assert len(compiled) == 2  # the two rules asked for, one builder each
+    document = client.get("/openapi.json").get_json()
+    problem = document["components"]["responses"]["DEFAULT_ERROR"]["content"]["application/problem+json"]
+    assert problem["schema"] == {"$ref": "#/components/schemas/Problem"}
+    assert document["paths"]["/api/v1/files/{file_id}"]["delete"]["responses"]["default"] == {
+        "$ref": "#/components/responses/DEFAULT_ERROR"
+    }

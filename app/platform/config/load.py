@@ -26,7 +26,9 @@ def _attribute(name: str) -> str:
     return name.replace(".", "__")
 
 
+@functools.cache
 def _schema() -> Schema:
+    """One schema of every key, made once (a schema loads without keeping anything of what it loaded)."""
     # marshmallow reads dots in an attribute name as nesting; load by the dotted name (data_key) into a
     # flat attribute, so that errors are reported by the key's own name.
     declared = {}
