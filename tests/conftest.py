@@ -244,6 +244,13 @@ def room_of(nodeid: str) -> str:
     return "e2e" if path.startswith("tests/e2e/") else path
 
 
+# Rooms handed out first. xdist hands out the rooms with the most tests first, and a room of few tests that runs for
+# minutes came last and ran alone at the end: the store drill (two tests, a fifth of one worker's run) ended the
+# run 90 s after the other workers. Only it: the e2e and fault rooms side by side with it from the start cost
+# more CPU than they saved (docs/performance.md).
+FIRST_ROOMS = ("tests/integration/test_store_drill.py",)
+
+
 def pytest_xdist_make_scheduler(config, log):
     """xdist's scope scheduling by the rooms above (its group marks no longer reach the nodeids of pytest 9)."""
     from xdist.scheduler import LoadScopeScheduling
@@ -251,6 +258,12 @@ def pytest_xdist_make_scheduler(config, log):
     class Rooms(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return room_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            for room in reversed(FIRST_ROOMS):  # xdist orders the rooms by their number of tests
+                if room in self.workqueue:
+                    self.workqueue.move_to_end(room, last=False)
+            super()._assign_work_unit(node)
 
     return Rooms(config, log)
 
