@@ -255,6 +255,10 @@ def pytest_xdist_make_scheduler(config, log):
     """xdist's scope scheduling by the rooms above (its group marks no longer reach the nodeids of pytest 9)."""
     from xdist.scheduler import LoadScopeScheduling
 
+    missing = [room for room in FIRST_ROOMS if not (config.rootpath / room).is_file()]
+    if missing:  # a module renamed or moved: the run would end with it alone again
+        raise pytest.UsageError(f"FIRST_ROOMS names modules that are not there: {missing}")
+
     class Rooms(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return room_of(nodeid)
