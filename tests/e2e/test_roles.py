@@ -1,6 +1,7 @@
 """The roles as real processes (D1): api under gunicorn, worker under dramatiq, the scheduler, lethe dev.
 
-Each starts on the real PostgreSQL and RabbitMQ, becomes ready, does its job and stops cleanly on a signal.
+Each starts on the real PostgreSQL and RabbitMQ as a plain process, becomes ready, does its job and stops cleanly on
+a signal.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from app.lifecycle.steps import STEPS
 from tests.support.roles import wait_for_http, wait_for_output
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True)
+def plain_processes(monkeypatch):
+    """These roles start as `python -m app.entry` does from a fresh interpreter, not forked from the suite's
+    zygote (tests/support/zygote.py): what the image runs, imports in their own order included."""
+    monkeypatch.setenv("LETHE_TEST_ZYGOTE", "0")
 
 
 def test_api_serves_readyz_and_metrics_and_stops_on_sigterm(role_env, start_role):

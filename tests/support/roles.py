@@ -15,6 +15,7 @@ import urllib.request
 from typing import Any
 
 from app.entry.embedded_pg import free_port
+from tests.support import zygote
 
 _STARTED: list[Role] = []
 
@@ -48,14 +49,19 @@ class Role:
         self.log_path = log_path
         self.log = open(log_path, "wb")
         self.signalled = False  # stop_roles sent the stop signal already
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.entry", *args],
-            env=env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=cwd if cwd is not None else log_path.parent,
-        )
+        folder = str(cwd if cwd is not None else log_path.parent)
+        self.proc: subprocess.Popen[bytes] | zygote.ZygoteProcess
+        if zygote.can_fork(folder, env):
+            self.proc = zygote.start(list(args), env, folder, self.log)
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "app.entry", *args],
+                env=env,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=folder,
+            )
         _STARTED.append(self)
 
     def tail(self, chars: int = 4000) -> str:
@@ -87,7 +93,9 @@ class Role:
                 self.proc.wait(10)
                 raise AssertionError(f"the role did not stop on {sig!r}:\n{self.tail()}") from None
         self.log.close()
-        return self.proc.returncode
+        code = self.proc.returncode
+        assert code is not None
+        return code
 
 
 def stop_roles(roles, sig=signal.SIGTERM, timeout=30) -> list[int]:
