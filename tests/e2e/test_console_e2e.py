@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from app.lifecycle.cleanup import run_cleanup
+from tests.support import zygote
 from tests.support.chromium import webdriver
 from tests.support.lethe import ALEX, OWNER
 
@@ -63,7 +63,7 @@ def seed(lethe):
 
 def printed_link(database_url: str, base: str, tmp_path: Path) -> str:
     env = {"PATH": "/usr/bin:/bin", "LETHE_DATABASE_URL": database_url, "LETHE_FILE_FS_ROOT": str(tmp_path / "o")}
-    shown = subprocess.run(
+    shown = zygote.run(
         [sys.executable, "-m", "app.entry", "console", "--url", base],
         env=env,
         capture_output=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.entry.embedded_pg import free_port
+from tests.support import zygote
 from tests.support.roles import Role, wait_for_http
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lethe(args, cwd, env):
-    return subprocess.run(
+    return zygote.run(
         [sys.executable, "-m", "app.entry", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
 
@@ -96,7 +96,7 @@ def test_a_port_in_use_says_how_to_pick_another(database_url, tmp_path):
     taken.bind(("127.0.0.1", 0))
     taken.listen(1)
     try:
-        result = subprocess.run(
+        result = zygote.run(
             [sys.executable, "-m", "app.entry", "dev", "--port", str(taken.getsockname()[1])],
             cwd=tmp_path,
             capture_output=True,

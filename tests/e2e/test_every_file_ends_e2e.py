@@ -15,6 +15,7 @@ from app.db.conn import one
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import call
+from tests.support import zygote
 from tests.support.fakes import FakeClamd
 from tests.support.roles import Role, wait_for_http
 
@@ -79,7 +80,6 @@ def test_retention_run_without_a_broker_purges_through_the_relay_of_a_running_le
     """Issue 20: `lethe retention run` with the database named and no broker published to an in-process broker
     nobody consumed, and deleted the outbox rows as if sent: files marked deleted kept their objects and rows."""
     import json
-    import subprocess
     import sys
 
     import psycopg
@@ -124,7 +124,7 @@ def test_retention_run_without_a_broker_purges_through_the_relay_of_a_running_le
             {"name": "exports", "purpose": "gdpr_export", "max_age": "30d", "grace": "0s", "schedule": "0 0 * * *"}
         ]
         operator_env = {k: v for k, v in env.items() if not k.startswith("LETHE_OUTBOX")}
-        result = subprocess.run(
+        result = zygote.run(
             [sys.executable, "-m", "app.entry", "retention", "run"],
             cwd=tmp_path,
             env=dict(operator_env, LETHE_RETENTION_POLICIES=json.dumps(policy)),

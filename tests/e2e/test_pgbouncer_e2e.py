@@ -6,7 +6,6 @@ scheduler refuses to start."""
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -17,6 +16,7 @@ from app.db.conn import one
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import call, upload
+from tests.support import zygote
 from tests.support.pgbouncer import PgBouncer
 from tests.support.roles import wait_for_http, wait_for_output
 from tests.support.services import start_or_missing
@@ -47,7 +47,7 @@ def test_the_roles_work_through_a_transaction_pooler(pgbouncer, role_env, start_
         LETHE_AUTH_JWT_SECRET=SECRET,
     )
     # Without a direct URL for its leader session the scheduler refuses to start, naming the key
-    refused = subprocess.run(
+    refused = zygote.run(
         [sys.executable, "-m", "app.entry", "scheduler"],
         capture_output=True,
         text=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.domain.keys import original_key
+from tests.support import zygote
 from tests.support.stores import all_versions, make_s3_store
 
 pytestmark = pytest.mark.e2e
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def lethe(env, *args):
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
     )
     assert result.returncode == 0, result.stdout + result.stderr

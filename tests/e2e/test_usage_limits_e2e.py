@@ -16,6 +16,7 @@ import requests
 
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
+from tests.support import zygote
 from tests.support.helpers import rate_fields
 from tests.support.roles import start_api, wait_for_http
 
@@ -25,9 +26,7 @@ SECRET = "e2e-secret-of-sufficient-length-0123456789"
 def lethe(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """An operator's command on the host, beside the roles, with their environment (the roles' metrics directory
     too, which the first command runs before any role made)."""
-    return subprocess.run(
-        [sys.executable, "-m", "app.entry", *args], env=env, capture_output=True, text=True, timeout=120
-    )
+    return zygote.run([sys.executable, "-m", "app.entry", *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 def two_apis(start_role, env: dict[str, str], tmp_path) -> list[str]:

@@ -32,6 +32,7 @@ from app.entry.token import mint_token
 from app.lifecycle import journal, restore
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.journeys.test_stop_and_restore import journaled, never_served_until_gone
+from tests.support import zygote
 from tests.support.keyring import SEALED_ENV
 from tests.support.pgcluster import PgCluster, PgServer, binaries
 from tests.support.roles import Role, start_api, stop_roles, wait_for_http, wait_for_output
@@ -253,7 +254,7 @@ def test_the_highly_available_url_migrates_through_the_command_and_the_charts_ho
             "?target_session_attrs=read-write"
         )
         env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": ha_url}
-        migrated = subprocess.run(
+        migrated = zygote.run(
             [sys.executable, "-m", "app.entry", "migrate"], capture_output=True, text=True, env=env, timeout=120
         )
         assert migrated.returncode == 0, migrated.stderr[-3000:]
@@ -276,7 +277,7 @@ def test_the_highly_available_url_migrates_through_the_command_and_the_charts_ho
         hosts = found.group(1)
         local = rendered_url.replace(hosts, f"127.0.0.1:{cluster.standby_port},127.0.0.1:{cluster.primary_port}")
         local = re.sub(r"//[^@]+@", "//postgres@", local).replace("/lethe?", "/lethe_hook?")
-        hooked = subprocess.run(
+        hooked = zygote.run(
             [sys.executable, "-m", "app.entry", *container["args"]],
             capture_output=True,
             text=True,

@@ -19,6 +19,7 @@ from app.domain.keys import original_key, part_key
 from app.errors import StorageError
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.steps import STEPS
+from tests.support import zygote
 from tests.support.faults import Down, FailOnce
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
@@ -465,7 +466,7 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
         "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
     }
     for args in (["cleanup", "--dry-run"], ["cleanup"]):
-        result = subprocess.run(
+        result = zygote.run(
             [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=60
         )
         assert result.returncode == 0, result.stderr
@@ -473,7 +474,7 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
         assert [line.split(".")[0] for line in lines[1:]] == IN_ORDER
     assert (
         "dry run"
-        in subprocess.run(
+        in zygote.run(
             [sys.executable, "-m", "app.entry", "cleanup", "--dry-run"],
             capture_output=True,
             text=True,
@@ -482,7 +483,7 @@ def test_lethe_cleanup_prints_every_step(lethe, database_url, tmp_path):
         ).stdout
     )
     as_json = json.loads(
-        subprocess.run(
+        zygote.run(
             [sys.executable, "-m", "app.entry", "cleanup", "--dry-run", "--json"],
             capture_output=True,
             text=True,

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from app.lifecycle.cleanup import run_cleanup
+from tests.support import zygote
 from tests.support.helpers import problem, rows
 from tests.support.lethe import ALEX, SAM
 
@@ -40,7 +41,6 @@ def test_a_deleted_message_id_answers_409_until_its_tombstone_goes(make_lethe):
 def test_operator_commands_say_what_is_wrong_with_the_database(database_url, tmp_path):
     """Issue 21, point 6: PoolTimeout and UndefinedTable tracebacks, with the URL's password at risk."""
     import os
-    import subprocess
     import sys
     import uuid
     from urllib.parse import urlsplit, urlunsplit
@@ -48,7 +48,7 @@ def test_operator_commands_say_what_is_wrong_with_the_database(database_url, tmp
     import psycopg
 
     def cleanup_with(url: str) -> str:
-        result = subprocess.run(
+        result = zygote.run(
             [sys.executable, "-m", "app.entry", "cleanup", "--dry-run"],
             capture_output=True,
             text=True,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import uuid
 from datetime import timedelta
@@ -15,6 +14,7 @@ import pytest
 from app.api.console import COOKIE, CSP
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.console import make_link
+from tests.support import zygote
 from tests.support.lethe import ALEX, OWNER
 
 pytestmark = pytest.mark.one_store
@@ -191,7 +191,7 @@ def test_a_csp_report_is_counted_by_directive_only(lethe, caplog):
 
 def test_lethe_console_prints_a_link_that_works_once(lethe, database_url, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "LETHE_DATABASE_URL": database_url, "LETHE_FILE_FS_ROOT": str(tmp_path / "o")}
-    shown = subprocess.run(
+    shown = zygote.run(
         [sys.executable, "-m", "app.entry", "console", "--ttl", "5m", "--url", "https://files.example.com/"],
         env=env,
         capture_output=True,
@@ -206,12 +206,12 @@ def test_lethe_console_prints_a_link_that_works_once(lethe, database_url, tmp_pa
     client = lethe.app.test_client()
     assert client.post(f"/console/sign-in/{token}").status_code == 303
     assert lethe.app.test_client().post(f"/console/sign-in/{token}").status_code == 403
-    as_json = subprocess.run(
+    as_json = zygote.run(
         [sys.executable, "-m", "app.entry", "console", "--json"], env=env, capture_output=True, text=True, timeout=60
     )
     doc = json.loads(as_json.stdout)
     assert doc["link"].startswith("http://127.0.0.1:8080/console/sign-in/") and doc["expires_in_s"] == 600
-    too_long = subprocess.run(
+    too_long = zygote.run(
         [sys.executable, "-m", "app.entry", "console", "--ttl", "2h"], env=env, capture_output=True, text=True
     )
     assert too_long.returncode == 2 and "--ttl" in too_long.stdout
@@ -219,7 +219,7 @@ def test_lethe_console_prints_a_link_that_works_once(lethe, database_url, tmp_pa
 
 def test_a_bad_session_ttl_exits_2_naming_the_key(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "LETHE_API_CONSOLE_SESSION_TTL": "10s"}
-    checked = subprocess.run(
+    checked = zygote.run(
         [sys.executable, "-m", "app.entry", "config", "check"], env=env, capture_output=True, text=True, timeout=60
     )
     assert checked.returncode == 2 and "api.console_session_ttl" in checked.stdout + checked.stderr

@@ -20,6 +20,7 @@ from app.db.conn import one
 from app.db.migrate import known_migrations
 from app.db.pool import Database
 from app.entry.embedded_pg import free_port
+from tests.support import zygote
 from tests.support.services import service_missing
 
 SECRET = "url-forms-secret-of-sufficient-length-0123"
@@ -64,7 +65,7 @@ def form(kind: str, name: str, params: dict[str, Any], sockets: str, tmp_path: P
 
 
 def lethe(args: list[str], env: dict[str, Any], cwd: Path) -> subprocess.CompletedProcess[Any]:
-    return subprocess.run(
+    return zygote.run(
         [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
     )
 

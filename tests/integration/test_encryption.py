@@ -12,7 +12,6 @@ import hashlib
 import os
 import random
 import shutil
-import subprocess
 import sys
 import threading
 import uuid
@@ -32,7 +31,7 @@ from app.storage.codec import ORIGINAL, Sealed
 from tests.integration.test_tus import create as tus_create
 from tests.integration.test_tus import created_id
 from tests.integration.test_tus import patch as tus_patch
-from tests.support import images
+from tests.support import images, zygote
 from tests.support.database import truncate_all
 from tests.support.helpers import problem
 from tests.support.keyring import TEST_KEYRING, keyring_entry
@@ -474,14 +473,14 @@ def test_a_key_a_live_file_needs_may_not_leave_the_keyring(lethe, database_url, 
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
     }
     for args in (["api"], ["worker"], ["scheduler"], ["config", "check"]):
-        result = subprocess.run(
+        result = zygote.run(
             [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=60
         )
         said = result.stdout + result.stderr
         assert result.returncode == 2, (args, said)
         assert "file.keyring" in said and "test-1" in said and "Traceback" not in said, args
         assert other.split(":")[1] not in said and TEST_KEYRING.split(":")[1] not in said
-    shown = subprocess.run(
+    shown = zygote.run(
         [sys.executable, "-m", "app.entry", "keys", "status", "--json"],
         capture_output=True,
         text=True,
@@ -492,7 +491,7 @@ def test_a_key_a_live_file_needs_may_not_leave_the_keyring(lethe, database_url, 
     # with the key back, second in the keyring, the roles start (config check stands for them)
     env["LETHE_FILE_KEYRING"] = f"{other},{TEST_KEYRING}"
     assert (
-        subprocess.run(
+        zygote.run(
             [sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True, env=env, timeout=60
         ).returncode
         == 0
@@ -671,7 +670,7 @@ def test_a_role_refuses_an_object_locked_bucket_only_for_files_stored_as_they_ar
     }
 
     def check(**more):
-        return subprocess.run(
+        return zygote.run(
             [sys.executable, "-m", "app.entry", "config", "check"],
             capture_output=True,
             text=True,

@@ -14,6 +14,7 @@ import pytest
 
 from app.errors import StorageError
 from app.lifecycle.erasure import erase_round
+from tests.support import zygote
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
 from tests.support.stores import uploads_left
@@ -215,7 +216,6 @@ def test_a_key_the_store_acknowledged_but_kept_is_found_by_the_read_and_deleted_
 @pytest.mark.one_store
 def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
     import os
-    import subprocess
     import sys
 
     everything_of_alex(lethe)
@@ -224,7 +224,7 @@ def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
         "LETHE_DATABASE_URL": database_url,
         "LETHE_FILE_FS_ROOT": lethe.raw_store.root,
     }
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait"],
         capture_output=True,
         text=True,
@@ -235,7 +235,7 @@ def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
     assert result.stdout.strip().endswith(": complete")
     nothing_of_alex_in_the_database(lethe)
     assert (
-        subprocess.run(
+        zygote.run(
             [sys.executable, "-m", "app.entry", "erase", "--subject", "alex"],
             capture_output=True,
             text=True,
@@ -244,7 +244,7 @@ def test_lethe_erase_wait_runs_it_to_the_end(lethe, database_url, tmp_path):
         ).returncode
         == 2
     )
-    again = subprocess.run(
+    again = zygote.run(
         [sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id), "--wait", "--json"],
         capture_output=True,
         text=True,

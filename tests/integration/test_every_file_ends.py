@@ -18,6 +18,7 @@ from app.domain.keys import original_key, part_key
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.purge import purge_files
 from app.platform.observability import metrics
+from tests.support import zygote
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER
 from tests.support.stores import uploads_left, versions_of
@@ -261,7 +262,6 @@ def test_a_bug_in_a_candidate_fails_loudly_and_a_broken_constraint_is_isolated(l
 @pytest.mark.one_store
 def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(lethe, database_url, tmp_path):
     import json
-    import subprocess
     import sys
     from datetime import datetime
 
@@ -281,7 +281,7 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
         "LETHE_RETENTION_POLICIES": json.dumps(policy),
     }
     # When it runs the policy
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, "-m", "app.entry", "retention", "run"], capture_output=True, text=True, env=env, timeout=60
     )
     assert result.returncode == 0, result.stderr
@@ -298,7 +298,7 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
     lethe.run_jobs("purge_objects")
     assert lethe.row(export) is None and rows(lethe, "outbox") == []
     # lethe erase without --wait no longer promises a worker that is not there
-    erase = subprocess.run(
+    erase = zygote.run(
         [sys.executable, "-m", "app.entry", "erase", "--subject", str(ALEX.id)],
         capture_output=True,
         text=True,
@@ -313,7 +313,6 @@ def test_an_operator_command_without_a_broker_leaves_its_jobs_for_the_relay(leth
 
 @pytest.mark.one_store
 def test_autovacuum_off_is_said_and_dead_tuples_are_counted(lethe, database_url, tmp_path):
-    import subprocess
     import sys
 
     env = {
@@ -324,7 +323,7 @@ def test_autovacuum_off_is_said_and_dead_tuples_are_counted(lethe, database_url,
     }
 
     def config_check() -> str:
-        result = subprocess.run(
+        result = zygote.run(
             [sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True, env=env, timeout=60
         )
         assert result.returncode == 0, result.stdout + result.stderr

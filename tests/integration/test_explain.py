@@ -4,7 +4,6 @@ rules the code runs (the one rule for bytes, the cleanup's windows, retention); 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import uuid
 from datetime import timedelta
@@ -13,7 +12,7 @@ from typing import Any
 import pytest
 
 from app.lifecycle.explain import KEPT_BY, NOT_PER_FILE, STEP_RULES
-from tests.support import images
+from tests.support import images, zygote
 from tests.support.lethe import ALEX, OWNER
 
 pytestmark = pytest.mark.one_store
@@ -133,12 +132,12 @@ def test_retention_ends_a_file_first_when_it_comes_first(make_lethe):
 def test_lethe_explain_prints_it(lethe, database_url, tmp_path):
     file_id = lethe.upload(ALEX, b"cli", name=f"{CANARY}.txt")
     env = {"PATH": "/usr/bin:/bin", "LETHE_DATABASE_URL": database_url, "LETHE_FILE_FS_ROOT": str(tmp_path / "o")}
-    shown = subprocess.run(
+    shown = zygote.run(
         [sys.executable, "-m", "app.entry", "explain", file_id], env=env, capture_output=True, text=True, timeout=60
     )
     assert shown.returncode == 0, shown.stderr
     assert f"file {file_id}: live" in shown.stdout and "ends by never_attached at" in shown.stdout
-    as_json = subprocess.run(
+    as_json = zygote.run(
         [sys.executable, "-m", "app.entry", "explain", file_id, "--json"],
         env=env,
         capture_output=True,
@@ -159,7 +158,7 @@ def test_what_lethe_holds_of_a_person_by_rule(lethe, database_url, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "LETHE_DATABASE_URL": database_url, "LETHE_FILE_FS_ROOT": str(tmp_path / "o")}
 
     def subject() -> dict[str, Any]:
-        shown = subprocess.run(
+        shown = zygote.run(
             [sys.executable, "-m", "app.entry", "explain", "--subject", str(ALEX.id), "--json"],
             env=env,
             capture_output=True,
@@ -183,7 +182,7 @@ def test_what_lethe_holds_of_a_person_by_rule(lethe, database_url, tmp_path):
     doc = subject()
     assert doc["holds"] == [{"id": hold["id"], "case_ref": "CASE-1"}] and doc["files_held"] == 3
     assert doc["ends"]["rule"] == "hold"
-    nobody = subprocess.run(
+    nobody = zygote.run(
         [sys.executable, "-m", "app.entry", "explain", "--subject", str(uuid.uuid4())],
         env=env,
         capture_output=True,

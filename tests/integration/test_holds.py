@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import uuid
 from datetime import UTC, timedelta
@@ -22,6 +21,7 @@ from app.domain.holds import DEFAULT_CASE_REF_PATTERN, valid_case_ref
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.purge import purge_files
 from app.lifecycle.retention import run_policy
+from tests.support import zygote
 from tests.support.helpers import keys_of, problem, rows
 from tests.support.lethe import ALEX, OWNER, SAM
 from tests.support.stores import uploads_left, versions_of
@@ -388,7 +388,7 @@ def test_lethe_hold_commands(lethe, database_url, tmp_path):
     }
 
     def lethe_cli(*args):
-        return subprocess.run(
+        return zygote.run(
             [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=60
         )
 

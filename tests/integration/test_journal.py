@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import uuid
 from datetime import UTC
 from typing import Any
@@ -22,6 +21,7 @@ from app.db.conn import one
 from app.domain.journal import JOURNAL_PREFIX, parse_segment, subject_hash
 from app.lifecycle import journal, restore
 from app.lifecycle.erasure import erase_round, request_erasure
+from tests.support import zygote
 from tests.support.helpers import problem, residue
 from tests.support.lethe import ALEX, OWNER, ROBIN, SAM
 from tests.support.pgtools import run_tool
@@ -290,7 +290,7 @@ def test_the_command_says_where_the_database_stands(make_lethe, database_url, tm
     }
     import sys
 
-    shown = subprocess.run(
+    shown = zygote.run(
         [sys.executable, "-m", "app.entry", "restore", "status", "--json"],
         capture_output=True,
         text=True,
@@ -300,7 +300,7 @@ def test_the_command_says_where_the_database_stands(make_lethe, database_url, tm
     assert shown.returncode == 0, shown.stderr
     status = json.loads(shown.stdout)
     assert status["behind"] is False and status["pending"] >= 1
-    dry = subprocess.run(
+    dry = zygote.run(
         [sys.executable, "-m", "app.entry", "restore", "reconcile", "--dry-run", "--json"],
         capture_output=True,
         text=True,

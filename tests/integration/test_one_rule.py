@@ -33,6 +33,7 @@ from app.lifecycle.erasure import erase_round
 from app.lifecycle.purge import purge_files
 from app.storage.base import MultipartRef
 from tests.integration.test_tus import TUS, create, created_id, patch
+from tests.support import zygote
 from tests.support.faults import Failing, Interleaved
 from tests.support.helpers import problem, residue, rows
 from tests.support.lethe import ALEX, OWNER, SAM
@@ -460,7 +461,6 @@ def test_the_case_reference_follows_the_configured_ticket_pattern(make_lethe):
 
 
 def test_a_case_reference_pattern_that_is_no_regular_expression_is_a_configuration_error(database_url):
-    import subprocess
     import sys
 
     env = {
@@ -469,7 +469,7 @@ def test_a_case_reference_pattern_that_is_no_regular_expression_is_a_configurati
         "LETHE_AUTH_JWT_SECRET": "x" * 32,
         "LETHE_HOLDS_CASE_REF_PATTERN": "^(CANARY-[0-9]+$",
     }
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, "-m", "app.entry", "config", "check"], env=env, capture_output=True, text=True, timeout=60
     )
     said = result.stdout + result.stderr  # `config check` prints its report on stdout

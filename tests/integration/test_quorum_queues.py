@@ -16,6 +16,7 @@ import pytest
 
 from app.entry.embedded_pg import free_port
 from app.platform.jobs.broker import LetheRabbitmqBroker, build_broker
+from tests.support import zygote
 from tests.support.lethe import ALEX
 from tests.support.services import service_missing
 
@@ -108,7 +109,7 @@ def test_a_worker_meeting_queues_of_the_other_type_exits_2_naming_the_key(fresh_
         "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics"),
         "LETHE_METRICS_PORT": str(free_port()),
     }
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, "-m", "app.entry", "worker"], capture_output=True, text=True, env=env, timeout=120
     )
     output = result.stdout + result.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from datetime import timedelta
 
@@ -13,6 +12,7 @@ import pytest
 
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.retention import run_policy
+from tests.support import zygote
 from tests.support.helpers import problem, rows
 from tests.support.lethe import ALEX, OWNER
 
@@ -122,7 +122,7 @@ def test_lethe_receipt_prints_it(lethe, database_url, tmp_path):
         "LETHE_DATABASE_URL": database_url,
         "LETHE_FILE_FS_ROOT": str(tmp_path / "cli-objects"),
     }
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, "-m", "app.entry", "receipt", file_id, "--json"],
         capture_output=True,
         text=True,
@@ -131,7 +131,7 @@ def test_lethe_receipt_prints_it(lethe, database_url, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["via"] == "file" and set(json.loads(result.stdout)) == RECEIPT_FIELDS
-    missing = subprocess.run(
+    missing = zygote.run(
         [sys.executable, "-m", "app.entry", "receipt", "00000000-0000-0000-0000-000000000001"],
         capture_output=True,
         text=True,

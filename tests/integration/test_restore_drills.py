@@ -27,6 +27,7 @@ from app.domain.journal import JOURNAL_PREFIX, is_spooled, parse_segment, read_s
 from app.lifecycle import journal, restore
 from scheduler.jobs import journal_tick
 from tests.integration.test_journal import dump, erase, everywhere, restore_dump, settle
+from tests.support import zygote
 from tests.support.helpers import problem
 from tests.support.lethe import ALEX, OWNER, SAM, SECRET
 
@@ -87,7 +88,7 @@ def cli_env(lethe, database_url: str) -> dict[str, Any]:
 
 
 def lethe_command(args: list[str], env: dict[str, Any], cwd: Path) -> subprocess.CompletedProcess[Any]:
-    return subprocess.run(
+    return zygote.run(
         [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=120, cwd=cwd
     )
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from datetime import timedelta
 
@@ -16,6 +15,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from app.db.pool import Database
 from scheduler.jobs import Leadership, register_jobs, send_job
+from tests.support import zygote
 from tests.support.keyring import SEALED_ENV
 from tests.support.lethe import ALEX, OWNER
 
@@ -99,7 +99,7 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
     }
 
     def lethe_cli(*args):
-        return subprocess.run(
+        return zygote.run(
             [sys.executable, "-m", "app.entry", *args], capture_output=True, text=True, env=env, timeout=60
         )
 
@@ -122,7 +122,7 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
     audit = lethe_cli("audit", "--json")
     assert audit.returncode == 0, audit.stderr
     assert json.loads(audit.stdout)["orphans"]["count"] == 0
-    check = subprocess.run(
+    check = zygote.run(
         [sys.executable, "-m", "app.entry", "config", "check"],
         capture_output=True,
         text=True,
@@ -130,7 +130,7 @@ def test_the_operator_commands_print_counts(make_lethe, database_url, tmp_path):
         timeout=60,
     )
     assert check.returncode == 0 and "schedule.dev_fast is on" in check.stdout
-    bad = subprocess.run(
+    bad = zygote.run(
         [sys.executable, "-m", "app.entry", "config", "check"],
         capture_output=True,
         text=True,

@@ -19,7 +19,7 @@ from app.storage.guard import GuardedStore
 from tests.integration.test_tus import create as tus_create
 from tests.integration.test_tus import created_id
 from tests.integration.test_tus import patch as tus_patch
-from tests.support import images
+from tests.support import images, zygote
 from tests.support.lethe import ALEX, OWNER, SAM
 from tests.support.stores import make_s3_store
 
@@ -278,7 +278,7 @@ def test_lethe_stores_lists_says_and_migrates_and_a_bad_store_setting_names_the_
     }
 
     def lethe_cli(*args: str, **more: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return zygote.run(
             [sys.executable, "-m", "app.entry", "stores", *args],
             env={**env, **more},
             capture_output=True,

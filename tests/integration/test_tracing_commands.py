@@ -5,11 +5,11 @@ exits (to the suite's own OTLP receiver) and name-free."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
 
+from tests.support import zygote
 from tests.support.lethe import ALEX
 from tests.support.otlp import Receiver
 
@@ -29,7 +29,7 @@ def test_reconcile_and_cleanup_are_spans_with_their_counts(lethe, database_url, 
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
         }
         for args in (["restore", "reconcile", "--dry-run", "--json"], ["cleanup", "--dry-run", "--json"]):
-            done = subprocess.run(
+            done = zygote.run(
                 [sys.executable, "-m", "app.entry", *args], env=env, capture_output=True, text=True, timeout=60
             )
             assert done.returncode == 0, done.stderr

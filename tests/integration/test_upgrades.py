@@ -19,6 +19,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from app.db.conn import one
 from app.db.migrate import latest_migration, migrate
 from app.entry.embedded_pg import free_port
+from tests.support import zygote
 from tests.support.keyring import SEALED_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,7 +103,7 @@ def test_every_role_and_command_refuses_a_database_a_newer_release_migrated(
         **SEALED_ENV,
     }
     (tmp_path / "metrics").mkdir()
-    done = subprocess.run(
+    done = zygote.run(
         [sys.executable, "-m", "app.entry", *command],
         capture_output=True,
         text=True,
@@ -151,7 +152,7 @@ def own_database(postgres_server):
 
 def lethe_migrate(url: str, *args: str) -> subprocess.CompletedProcess[Any]:
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
+    return zygote.run(
         [sys.executable, "-m", "app.entry", "migrate", *args], capture_output=True, text=True, env=env, timeout=120
     )
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ from app.lifecycle import webhooks as webhooks_module
 from app.lifecycle.cleanup import run_cleanup
 from app.lifecycle.erasure import erase_round
 from app.lifecycle.purge import purge_files
+from tests.support import zygote
 from tests.support.helpers import rows
 from tests.support.lethe import ALEX, OWNER, sha256
 from tests.support.webhook_receiver import Receiver
@@ -447,7 +447,7 @@ def test_lethe_webhooks_list_and_redeliver(make_lethe, receiver, database_url, t
     }
 
     def cli(*args):
-        return subprocess.run(
+        return zygote.run(
             [sys.executable, "-m", "app.entry", "webhooks", *args], capture_output=True, text=True, env=env, timeout=60
         )
 

@@ -18,6 +18,7 @@ from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_api_doc import READER_PAUSE, S3_ONLY, shell_blocks
 from tests.e2e.test_deletion_e2e import call, upload
+from tests.support import zygote
 from tests.support.roles import Role, wait_for_http
 
 pytestmark = [pytest.mark.e2e, pytest.mark.journey]
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def lethe(args: list[str], cwd: Path) -> subprocess.CompletedProcess[Any]:
     """An operator command run beside `make run`, in its folder, with nothing configured (as README says)."""
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "HOME": str(cwd)}
-    return subprocess.run(
+    return zygote.run(
         [sys.executable, "-m", "app.entry", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
 

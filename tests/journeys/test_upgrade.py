@@ -34,6 +34,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import call
+from tests.support import zygote
 from tests.support.roles import Role, wait_for_http
 
 pytestmark = [pytest.mark.e2e, pytest.mark.journey]
@@ -109,7 +110,7 @@ class Installation:
         }
 
     def command(self, tree: Path, *args: str) -> subprocess.CompletedProcess[Any]:
-        done = subprocess.run(
+        done = zygote.run(
             [sys.executable, "-m", "app.entry", *args],
             env=self.env(tree),
             cwd=self.project,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 from datetime import UTC, timedelta
@@ -13,6 +12,7 @@ import pytest
 from app.domain.rates import Rate
 from app.errors import ConfigError
 from app.platform import config
+from tests.support import zygote
 
 CANARY = "s3cr3t-Canary-7f1e"
 
@@ -214,7 +214,7 @@ def run_lethe(*args, env):
     """A command in a folder of its own: where `make run` ran (a `.lethe` folder), `lethe config check` checks the
     running dev server instead, and a developer's checkout may hold one."""
     with tempfile.TemporaryDirectory() as folder:
-        return subprocess.run(
+        return zygote.run(
             [sys.executable, "-m", "app.entry", *args],
             capture_output=True,
             text=True,

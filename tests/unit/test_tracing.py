@@ -10,6 +10,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 
 from app.platform import tracing
 from app.platform.tracing import ALLOWED, config_errors, name_free, scrubbed, wanted
+from tests.support import zygote
 
 KEY = "f/3a/9c/3a9c0d1e-5b7f-4c2a-9d8e-1f2a3b4c5d6e/original"
 DIGEST = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -108,7 +109,6 @@ def test_nothing_shaped_like_a_key_digest_or_token_leaves(attributes):
 
 
 def test_a_role_refuses_a_protocol_it_cannot_speak_naming_the_variable():
-    import subprocess
     import sys
 
     env = {
@@ -116,7 +116,7 @@ def test_a_role_refuses_a_protocol_it_cannot_speak_naming_the_variable():
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.internal:4317",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
     }
-    checked = subprocess.run(
+    checked = zygote.run(
         [sys.executable, "-m", "app.entry", "config", "check"], env=env, capture_output=True, text=True, timeout=60
     )
     out = checked.stdout + checked.stderr

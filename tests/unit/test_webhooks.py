@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
@@ -18,6 +17,7 @@ from standardwebhooks.webhooks import Webhook
 
 from app.domain.webhooks import body_of, decode_secret, headers_of, message_id, next_attempt_at, outcome_of
 from app.platform.config.entries import EntryErrors, parse_endpoints
+from tests.support import zygote
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -118,7 +118,7 @@ def test_config_check_exits_2_naming_the_entry_and_field_never_the_secret():
         ]
     )
     env = {"PATH": os.environ.get("PATH", ""), "LETHE_WEBHOOKS_ENDPOINTS": bad, "LETHE_AUTH_JWT_SECRET": "x" * 40}
-    result = subprocess.run(
+    result = zygote.run(
         [sys.executable, "-m", "app.entry", "config", "check"], capture_output=True, text=True, env=env, timeout=60
     )
     output = result.stdout + result.stderr
