@@ -181,7 +181,11 @@ def _serve(path: str) -> tuple[dict[str, Any], list[int]]:
             for fd in fds:
                 os.close(fd)
             children[pid] = conn
-            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+            try:
+                conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+            except OSError:
+                _kill_session(pid)  # the test went away before it learnt the pid: nobody would stop the child
+                os.kill(pid, signal.SIGKILL)
 
 
 def _kill_session(pid: int) -> None:
