@@ -92,18 +92,27 @@ class RabbitNode:
                 time.sleep(0.1)
         raise RuntimeError("the RabbitMQ node's AMQP port did not answer in time")
 
-    def ctl(self, *args: str, timeout_s: float = 120) -> str:
-        done = subprocess.run(
-            ["rabbitmqctl", "-n", self.node, *args], check=True, capture_output=True, text=True, timeout=timeout_s
-        )
-        return done.stdout
+    def ctl(self, *args: str, timeout_s: float = 120, patient: bool = True) -> str:
+        """rabbitmqctl on this node. Exit 69 (the CLI could not reach the node: it happened once right after a
+        node's AMQP port answered, on a loaded machine) is asked again for up to 30 s; any other failure, or 69
+        after that, fails with what the CLI said."""
+        deadline = time.monotonic() + (30 if patient else 0)
+        while True:
+            done = subprocess.run(
+                ["rabbitmqctl", "-n", self.node, *args], capture_output=True, text=True, timeout=timeout_s
+            )
+            if done.returncode == 0:
+                return done.stdout
+            if done.returncode != 69 or time.monotonic() > deadline:
+                raise AssertionError(f"rabbitmqctl {' '.join(args)} exited {done.returncode}: {done.stderr[-600:]}")
+            time.sleep(1)
 
     def stop(self) -> None:
         """Shut the node down and remove its folder."""
         if self.process is not None:
             try:
-                self.ctl("shutdown", timeout_s=60)
-            except (OSError, subprocess.SubprocessError):
+                self.ctl("shutdown", timeout_s=60, patient=False)
+            except (OSError, subprocess.SubprocessError, AssertionError):
                 pass
             stop_process(self.process, 15)
             self.process = None
