@@ -240,7 +240,7 @@ def _exit_code(code: object) -> int:
 
 def _end_as_the_interpreter_does(code: int | None) -> None:
     """Wait for the threads that are not daemons, run the atexit functions, flush the streams, then exit without
-    tearing down every module the zygote imported (that teardown alone cost a forked command a third of its CPU)."""
+    tearing down every module the zygote imported (that teardown was more than half of a forked command's CPU)."""
     threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
