@@ -22,7 +22,7 @@ from app.domain.objects import FileObjects
 from app.lifecycle import stores
 from app.lifecycle.audit import run_audit
 from app.storage.guard import GuardedStore
-from tests.integration.test_stores import _OnPut, cleanup, keys_of, store_of
+from tests.integration.test_stores import _OnPut, cleanup, keys_of
 from tests.integration.test_tus import create as tus_create
 from tests.integration.test_tus import created_id
 from tests.integration.test_tus import patch as tus_patch
@@ -207,9 +207,13 @@ def test_every_file_moves_while_clients_work_and_only_the_target_keeps_them(dril
     status = lethe.rt.db.read(lambda conn: conn.execute("SELECT state FROM store_migrations").fetchone())
     assert status.state == "done"
     live = {file_id: body for file_id, body in live.items() if file_id not in deleted}
-    assert all(store_of(lethe, file_id) == "b" for file_id in live)
+    rows = {
+        str(row.id): row
+        for row in lethe.rt.db.read(lambda conn: files_sql.files_by_ids(conn, [uuid.UUID(file_id) for file_id in live]))
+    }
+    assert set(rows) == set(live) and all(row.store == "b" for row in rows.values())
     # Each file was copied once: again only those in flight when the worker died.
-    originals = {lethe.file_row(file_id).object_key for file_id in live}
+    originals = {row.object_key for row in rows.values()}
     copied_twice = [key for key in originals if counted.puts.get(key, 0) > 1]
     assert len(copied_twice) <= stores.BATCH_FILES and all(counted.puts.get(key, 0) <= 2 for key in originals)
 
@@ -224,10 +228,6 @@ def test_every_file_moves_while_clients_work_and_only_the_target_keeps_them(dril
     cleanup(lethe)
     assert keys_of(source) == {}
     assert set(keys_of(target)) == set(live)
-    rows = {
-        str(row.id): row
-        for row in lethe.rt.db.read(lambda conn: files_sql.files_by_ids(conn, [uuid.UUID(file_id) for file_id in live]))
-    }
 
     def read_back(file_id: str) -> bool:
         chunks = lethe.rt.files.read(rows[file_id])
