@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import tempfile
 import uuid
@@ -22,9 +23,10 @@ import pytest
 from app.db.migrate import migrate
 from app.db.pool import Database
 from app.platform.clock import FakeClock
+from tests.support import scratch
 from tests.support.database import create_test_database, truncate_all, with_database
 from tests.support.services import IN_CI, MISSING_SERVICES, service_missing, start_or_missing
-from tests.support.stores import assert_nothing_hidden, bucket_for_test, give_back
+from tests.support.stores import MotoS3, assert_nothing_hidden, bucket_for_test, give_back
 
 # moto's S3 server takes parts down to 1 KiB (a moto setting, read when moto is first imported), so that the many
 # multipart tests on moto move kilobytes, not 5 MiB parts; SeaweedFS, the real server, keeps S3's 5 MiB.
@@ -33,8 +35,32 @@ os.environ.setdefault("S3_UPLOAD_PART_MIN_SIZE", str(MOTO_MIN_PART_SIZE))
 DEFAULT_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """The run's temporary folders on /dev/shm where it is a tmpfs with room (tests/support/scratch.py); xdist's
+    workers take theirs under the controller's."""
+    if hasattr(config, "workerinput") or config.option.basetemp:
+        return
+    folder = scratch.basetemp()
+    if folder is not None:
+        config.option.basetemp = str(folder)
+        config.stash[SCRATCH] = folder
+
+
+def pytest_unconfigure(config):
+    """A passed run's folder goes at its end; a failed one's stays for a look until the next run starts."""
+    folder = config.stash.get(SCRATCH, None)
+    if folder is not None and config.stash.get(EXIT_STATUS, 1) == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+SCRATCH = pytest.StashKey[Path]()
+EXIT_STATUS = pytest.StashKey[int]()
+
+
 def pytest_sessionfinish(session, exitstatus):
     """An xdist worker hands what it found missing to the controller, which prints the summary."""
+    session.config.stash[EXIT_STATUS] = int(exitstatus)
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["missing_services"] = dict(MISSING_SERVICES)
@@ -154,13 +180,9 @@ def broker_url():
 
 @pytest.fixture(scope="session")
 def moto_server():
-    """An S3 API server on 127.0.0.1 and a free port (moto's ThreadedMotoServer)."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"{host}:{port}"
+    """An S3 API server on 127.0.0.1 and a free port (moto's S3, tests/support/stores.py)."""
+    server = MotoS3()
+    yield server.endpoint
     server.stop()
 
 

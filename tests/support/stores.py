@@ -3,6 +3,7 @@ looks at (versions, delete markers, multipart uploads)."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -94,3 +95,27 @@ def assert_nothing_hidden(s3_store) -> None:
         if not any(item.is_latest == "true" and not item.is_delete_marker for item in items)
     )
     assert not hidden, f"{len(hidden)} deleted key(s) keep versions or delete markers in a versioned bucket"
+
+
+class MotoS3:
+    """moto's S3 on 127.0.0.1 and a port the system hands out, served as moto's own ThreadedMotoServer serves it
+    but without its dispatcher: that one finds the service of each request among every AWS service moto has (a
+    listing of moto's package folder and a lock per request, about a third of a request's CPU here) and logs each
+    request. The suite talks S3 alone, signed, to moto's same S3 backend."""
+
+    def __init__(self) -> None:
+        from moto.moto_server.werkzeug_app import MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        class Quiet(MotoRequestHandler):
+            def log_request(self, *args: Any, **kwargs: Any) -> None:
+                pass
+
+        self.server = make_server("127.0.0.1", 0, create_backend_app("s3"), threaded=True, request_handler=Quiet)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="moto-s3", daemon=True)
+        self.thread.start()
+        self.endpoint = f"127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join()
