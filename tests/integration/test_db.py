@@ -292,3 +292,11 @@ def test_the_rollback_of_per_file_keys_is_refused_while_a_file_is_sealed(databas
             == 0
         )
         conn.rollback()
+
+
+def test_the_suites_throwaway_database_commits_without_waiting_for_the_disk(database_url):
+    """tests/support/database.py: the session's database alone; the server's own setting is untouched."""
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("off",)
+        server = conn.execute("SELECT boot_val FROM pg_settings WHERE name = 'synchronous_commit'").fetchone()
+        assert server == ("on",)
