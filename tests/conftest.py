@@ -23,7 +23,7 @@ import pytest
 from app.db.migrate import migrate
 from app.db.pool import Database
 from app.platform.clock import FakeClock
-from tests.support import scratch
+from tests.support import parking, scratch
 from tests.support.database import create_test_database, truncate_all, with_database
 from tests.support.services import IN_CI, MISSING_SERVICES, service_missing, start_or_missing
 from tests.support.stores import MotoS3, assert_nothing_hidden, bucket_for_test, give_back
@@ -118,7 +118,12 @@ def database_url(postgres_server):
         )
     url = with_database(postgres_server, name)
     migrate(url)
+    parked = os.environ.get("LETHE_TEST_PARKING", "1") != "0"
+    if parked:  # the tests' pools hand their idle sessions on (tests/support/parking.py)
+        parking.install(url)
     yield url
+    if parked:
+        parking.uninstall()
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
