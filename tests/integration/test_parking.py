@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from app.db.conn import one
-from app.db.pool import Database
+from app.db.pool import Database, Timeouts
 from tests.support import parking
 
 
@@ -70,3 +70,19 @@ def test_a_session_whose_server_process_ended_is_replaced(parked):
         assert _session(second)[0] != pid
     finally:
         second.close()
+
+
+def test_no_more_sessions_are_parked_than_the_server_can_spare(parked):
+    """At most KEEP of one set of connection arguments (statement timeouts differ: sessions of their own), TOTAL
+    in all; the rest are closed, as without the parking."""
+    pools = [
+        Database(parked, pool_size=1, timeouts=Timeouts(statement=statement))
+        for statement in (3.0, 4.0)
+        for _ in range(parking.KEEP + 2)
+    ]
+    for db in pools:
+        with db.pool.connection() as conn:
+            conn.execute("SELECT 1")
+    for db in pools:
+        _close(db)
+    assert parking.parked_count() == parking.TOTAL < 2 * parking.KEEP

@@ -24,6 +24,7 @@ from psycopg_pool import ConnectionPool
 from app.db.pool import BoundedConnection
 
 KEEP = 8  # parked sessions at most per set of connection arguments: a pool's size in the tests
+TOTAL = 12  # and in all, per test process: three workers' parked sessions stay far under max_connections (100)
 # What a new session would not have: cursors, settings, listens, advisory locks, temporary tables, sequences' state.
 # Not the prepared statements (DISCARD ALL would drop them): psycopg keeps its own list of them per connection, and
 # both stay as they are.
@@ -73,7 +74,7 @@ def _close_connection(pool: ConnectionPool[Any], conn: Any) -> None:
                 waiting = _parked.setdefault(key, [])
                 if any(parked is conn for parked in waiting):
                     return  # closed twice by its pool: parked once
-                if len(waiting) < KEEP:
+                if len(waiting) < KEEP and sum(len(each) for each in _parked.values()) < TOTAL:
                     waiting.append(conn)
                     return
     _original_close(pool, conn)
