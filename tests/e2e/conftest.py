@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from app.domain.webhooks import EVENTS
-from app.entry.embedded_pg import free_port
 from tests.support.keyring import SEALED_ENV
+from tests.support.ports import free_port
 from tests.support.roles import Role, purge_queues, wait_for_http
 
 

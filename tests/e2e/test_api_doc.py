@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.entry.embedded_pg import free_port
+from tests.support.ports import free_port
 from tests.support.roles import Role, wait_for_http
 from tests.support.services import service_missing
 

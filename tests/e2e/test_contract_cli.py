@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
+from tests.support.ports import free_port
 from tests.support.roles import Role, wait_for_http
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ import uuid
 import pytest
 
 from app.domain.keys import original_key
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
+from tests.support.ports import free_port
 from tests.support.roles import start_api_and_worker, wait_for_http, wait_for_output, with_driver
 
 pytestmark = pytest.mark.e2e

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 
 from app.db.conn import one
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import upload
+from tests.support.ports import free_port
 from tests.support.roles import Role, wait_for_http
 
 pytestmark = pytest.mark.e2e

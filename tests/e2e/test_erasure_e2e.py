@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import call, objects_of, upload
+from tests.support.ports import free_port
 from tests.support.roles import wait_for_http, wait_for_output, with_driver
 
 pytestmark = pytest.mark.e2e

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from app.db.conn import one
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import call
 from tests.support import zygote
 from tests.support.fakes import FakeClamd
+from tests.support.ports import free_port
 from tests.support.roles import Role, wait_for_http
 
 pytestmark = pytest.mark.e2e

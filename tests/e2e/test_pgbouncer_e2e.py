@@ -13,11 +13,11 @@ import uuid
 import pytest
 
 from app.db.conn import one
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.support import zygote
 from tests.support.pgbouncer import PgBouncer
+from tests.support.ports import free_port
 from tests.support.roles import wait_for_http, wait_for_output
 from tests.support.services import start_or_missing
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import requests
 
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.integration.test_journal import dump, restore_dump
+from tests.support.ports import free_port
 from tests.support.roles import stop_roles, wait_for_http, wait_for_output
 
 pytestmark = pytest.mark.e2e

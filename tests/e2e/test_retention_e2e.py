@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import upload
+from tests.support.ports import free_port
 from tests.support.roles import start_api_and_worker
 
 pytestmark = pytest.mark.e2e

@@ -18,8 +18,8 @@ import pika
 import pytest
 
 from app.db.conn import one
-from app.entry.embedded_pg import free_port
 from app.lifecycle.steps import STEPS
+from tests.support.ports import free_port
 from tests.support.roles import wait_for_http, wait_for_output
 
 pytestmark = pytest.mark.e2e

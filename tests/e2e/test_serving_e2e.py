@@ -24,9 +24,9 @@ import requests
 from werkzeug.serving import make_server
 from werkzeug.wrappers import Request, Response
 
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.support.chromium import HEADLESS, webdriver
+from tests.support.ports import free_port
 from tests.support.roles import start_api_and_worker, stop_roles, with_driver
 from tests.support.services import service_missing
 

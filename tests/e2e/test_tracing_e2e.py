@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from app.domain.tus import encode_metadata
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.support.otlp import Receiver
+from tests.support.ports import free_port
 from tests.support.roles import start_api_and_worker
 from tests.support.webhook_receiver import Receiver as WebhookReceiver
 

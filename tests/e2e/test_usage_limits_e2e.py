@@ -14,10 +14,10 @@ from typing import Any
 
 import requests
 
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.support import zygote
 from tests.support.helpers import rate_fields
+from tests.support.ports import free_port
 from tests.support.roles import start_api, wait_for_http
 
 SECRET = "e2e-secret-of-sufficient-length-0123456789"

@@ -24,7 +24,6 @@ from psycopg_pool import PoolTimeout
 
 from app.db.conn import one
 from app.domain.keys import original_key
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from app.entry.wiring import build_runtime
 from app.lifecycle.deletion import mark_deleted
@@ -33,6 +32,7 @@ from app.storage.fs import FsStore
 from tests.support.database import truncate_all
 from tests.support.fakes import RecordingBroker
 from tests.support.keyring import SEALED_ENV
+from tests.support.ports import free_port
 from tests.support.proxy import TcpProxy
 from tests.support.roles import Role, purge_queues, start_api, wait_for_http, wait_for_output
 from tests.support.stores import make_s3_store

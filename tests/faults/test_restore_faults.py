@@ -27,7 +27,6 @@ import yaml
 
 from app.db.conn import one
 from app.db.migrate import known_migrations, migrate
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from app.lifecycle import journal, restore
 from tests.e2e.test_deletion_e2e import call, upload
@@ -35,6 +34,7 @@ from tests.journeys.test_stop_and_restore import journaled, never_served_until_g
 from tests.support import zygote
 from tests.support.keyring import SEALED_ENV
 from tests.support.pgcluster import PgCluster, PgServer, binaries
+from tests.support.ports import free_port
 from tests.support.roles import Role, start_api, stop_roles, wait_for_http, wait_for_output
 
 pytestmark = pytest.mark.faults

@@ -56,7 +56,7 @@ def test_a_scan_job_for_a_missing_row_ends_quietly(lethe):
 
 def test_a_scan_that_cannot_reach_clamd_raises_so_the_job_retries(make_lethe):
     from app.content.clamd import ClamdUnavailable
-    from app.entry.embedded_pg import free_port
+    from tests.support.ports import free_port
     from workers.actors import ACTORS
 
     lethe = make_lethe(**{"scan.clamd_address": f"127.0.0.1:{free_port()}", "scan.timeout": "2s"})

@@ -98,7 +98,7 @@ def test_clamd_down_is_an_outage_warning_and_readyz_says_the_scanner_is_degraded
     import dramatiq
     from dramatiq.brokers.stub import StubBroker
 
-    from tests.support.clamd import free_port
+    from tests.support.ports import free_port
     from workers.actors import register
 
     down = make_lethe(**{"scan.clamd_address": f"127.0.0.1:{free_port()}", "scan.timeout": "2s"})

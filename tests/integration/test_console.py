@@ -230,8 +230,8 @@ def test_queue_depths_from_rabbitmq_from_the_in_process_broker_and_from_none(bro
     import dramatiq
     from dramatiq.brokers.stub import StubBroker
 
-    from app.entry.embedded_pg import free_port
     from app.platform.jobs.broker import QUEUES, build_broker, queue_depths
+    from tests.support.ports import free_port
 
     rabbit = build_broker(broker_url)
     try:

@@ -19,8 +19,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from app.db.conn import one
 from app.db.migrate import known_migrations
 from app.db.pool import Database
-from app.entry.embedded_pg import free_port
 from tests.support import zygote
+from tests.support.ports import free_port
 from tests.support.services import service_missing
 
 SECRET = "url-forms-secret-of-sufficient-length-0123"

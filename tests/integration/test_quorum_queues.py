@@ -14,10 +14,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from app.entry.embedded_pg import free_port
 from app.platform.jobs.broker import LetheRabbitmqBroker, build_broker
 from tests.support import zygote
 from tests.support.lethe import ALEX
+from tests.support.ports import free_port
 from tests.support.services import service_missing
 
 LETHE_QUEUES = {

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from app.entry.embedded_pg import free_port
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = "tests/integration/test_db.py::test_an_attachment_restricts_the_file_and_a_file_is_attached_once"

@@ -18,9 +18,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from app.db.conn import one
 from app.db.migrate import latest_migration, migrate
-from app.entry.embedded_pg import free_port
 from tests.support import zygote
 from tests.support.keyring import SEALED_ENV
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FUTURE = "0999.from_a_newer_release"

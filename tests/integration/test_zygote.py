@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from app.entry.embedded_pg import free_port
 from tests.support import zygote
 from tests.support.keyring import SEALED_ENV
+from tests.support.ports import free_port
 from tests.support.roles import Role, wait_for_http
 
 pytestmark = pytest.mark.one_store

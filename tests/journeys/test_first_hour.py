@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_api_doc import READER_PAUSE, S3_ONLY, shell_blocks
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.support import zygote
+from tests.support.ports import free_port
 from tests.support.roles import Role, wait_for_http
 
 pytestmark = [pytest.mark.e2e, pytest.mark.journey]

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from app.domain.journal import JOURNAL_PREFIX, parse_segment, read_segment
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import call, upload
 from tests.integration.test_journal import dump, restore_dump
 from tests.support.keyring import SEALED_ENV
+from tests.support.ports import free_port
 from tests.support.roles import Role, start_api, wait_for_http, wait_for_output
 
 pytestmark = [pytest.mark.e2e, pytest.mark.journey]

@@ -31,10 +31,10 @@ import pytest
 import yaml
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from app.entry.embedded_pg import free_port
 from app.entry.token import mint_token
 from tests.e2e.test_deletion_e2e import call
 from tests.support import zygote
+from tests.support.ports import free_port
 from tests.support.roles import Role, wait_for_http
 
 pytestmark = [pytest.mark.e2e, pytest.mark.journey]

@@ -13,17 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
 # The EICAR anti-virus test string: harmless, and recognised by every scanner as a test "virus".
 EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 STREAM_MAX = "1M"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def ping(address: tuple[str, int]) -> bool:

@@ -1,5 +1,5 @@
 """PgBouncer in transaction pooling mode for the suite (issue 23): Debian's pgbouncer in front of the test
-PostgreSQL, on 127.0.0.1 and a port the system hands out. It refuses to run as root, so as root it drops to
+PostgreSQL, on 127.0.0.1 and a free port (tests/support/ports.py). It refuses to run as root, so as root it drops to
 the postgres user (-u)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tests.support.ports import free_port
 from tests.support.processes import stop_process
 
 
@@ -24,9 +25,7 @@ class PgBouncer:
         self.base = base
         self.server = urlsplit(server_url)
         self.process: subprocess.Popen[Any] | None = None
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port()
 
     def url_for(self, database_url: str) -> str:
         """The URL of the same database, through PgBouncer."""

