@@ -271,11 +271,17 @@ def room_of(nodeid: str) -> str:
     return "e2e" if path.startswith("tests/e2e/") else path
 
 
-# Rooms handed out first. xdist hands out the rooms with the most tests first, and a room of few tests that runs for
-# minutes came last and ran alone at the end: the store drill (two tests, a fifth of one worker's run) ended the
-# run 90 s after the other workers. Only it: the e2e and fault rooms side by side with it from the start cost
-# more CPU than they saved (docs/performance.md).
-FIRST_ROOMS = ("tests/integration/test_store_drill.py",)
+# Rooms handed out first, in this order. xdist hands out the rooms with the most tests first, and a room of few tests
+# that runs long came last and ran alone at the end: the store drill (two tests, a fifth of one worker's run) ended
+# the run 90 s after the other workers; the throttled store, the suite's own services and the upgrade journey (two
+# to four tests, 25-31 s each) ended it 25-30 s after them. Not the e2e and fault rooms: side by side with the
+# drill from the start they cost more CPU than they saved (docs/performance.md).
+FIRST_ROOMS = (
+    "tests/integration/test_store_drill.py",
+    "tests/integration/test_suite_services.py",
+    "tests/journeys/test_upgrade.py",
+    "tests/integration/test_throttled_store.py",
+)
 
 
 def pytest_xdist_make_scheduler(config, log):
