@@ -213,11 +213,9 @@ def seed_deleted(lethe, uploader, count: int) -> list[uuid.UUID]:
 
 
 def stored(lethe, ids) -> set[uuid.UUID]:
-    """The files whose original the store still holds: on S3 one listing of the test's bucket (a current object
-    under each key) instead of a HEAD per file, on fs a look at each."""
-    if lethe.driver == "fs":
-        return {file_id for file_id in ids if lethe.raw_store.head(original_key(file_id)) is not None}
-    listed = {item.object_name for item in lethe.raw_store.client.list_objects(lethe.raw_store.bucket, recursive=True)}
+    """The files whose original the store still holds: one listing of the store's current objects (the driver's
+    own `list_prefix`), not a HEAD per file."""
+    listed = {item.key for item in lethe.raw_store.list_prefix("f/")}
     return {file_id for file_id in ids if original_key(file_id) in listed}
 
 
