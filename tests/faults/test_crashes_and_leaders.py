@@ -31,9 +31,9 @@ def test_a_worker_killed_mid_purge_loses_nothing(stage_factory):
     ids = stage.seed(2000)
     stage.mark_deleted(ids)  # the catch-up purges them in batches of 200
     # When the worker is killed while the purge is under way
-    stage.until(lambda: 0 < stage.left(ids)[0] < len(ids), 60, step=0.05)
+    stage.until(lambda: 0 < stage.rows_left(ids) < len(ids), 60, step=0.05)
     worker.stop(signal.SIGKILL)
-    assert 0 < stage.left(ids)[0] < len(ids)
+    assert 0 < stage.rows_left(ids) < len(ids)
     # Then a new worker finishes it: no row and no object is left
     stage.start("worker")
     stage.wait_gone(ids, timeout=60)

@@ -79,8 +79,8 @@ def test_a_primary_lost_during_deletes_and_a_purge_loses_nothing(cluster, tmp_pa
         streamer.start()
         stage.mark_deleted(batch)  # one transaction; the relay and the workers purge them
         # the purge has begun (some rows went) when the primary goes, if the worker is not quicker than the poll
-        stage.until(lambda: stage.left(batch)[0] < len(batch), 30, step=0.02)
-        left_at_switch = stage.left(batch)[0]
+        stage.until(lambda: stage.rows_left(batch) < len(batch), 30, step=0.02)
+        left_at_switch = stage.rows_left(batch)
 
         # When the primary is stopped hard and the standby promoted
         switched = time.monotonic()
@@ -172,7 +172,7 @@ def test_a_rabbitmq_node_lost_mid_purge_loses_nothing_and_purges_nothing_twice(t
             roles = {"scheduler": stage.start("scheduler"), "worker": stage.start("worker")}
             ids = stage.seed(2000)
             stage.mark_deleted(ids)  # purged in batches through the quorum queues
-            stage.until(lambda: 0 < stage.left(ids)[0] < len(ids), 90, step=0.05)
+            stage.until(lambda: 0 < stage.rows_left(ids) < len(ids), 90, step=0.05)
             # When the node every role connected to (the first URL) goes away
             lost = time.monotonic()
             nodes[0].ctl("stop_app")

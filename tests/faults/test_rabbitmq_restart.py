@@ -29,11 +29,11 @@ def test_a_rabbitmq_restart_mid_purge_on_quorum_queues_loses_nothing(tmp_path, d
         stage.start("worker")
         ids = stage.seed(2000)
         stage.mark_deleted(ids)  # the catch-up purges them in batches of 200, triggered through RabbitMQ
-        stage.until(lambda: 0 < stage.left(ids)[0] < len(ids), 90, step=0.05)
+        stage.until(lambda: 0 < stage.rows_left(ids) < len(ids), 90, step=0.05)
         # When RabbitMQ stops in the middle of it and starts again
         try:
             node.ctl("stop_app")
-            assert 0 < stage.left(ids)[0]
+            assert 0 < stage.rows_left(ids)
         finally:
             node.ctl("start_app")
             node.wait_for_amqp()
