@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ from app.lifecycle.cleanup import run_cleanup
 from tests.support import zygote
 from tests.support.chromium import webdriver
 from tests.support.lethe import ALEX, OWNER
+from tests.support.servers import serve_in_thread
 
 pytestmark = [pytest.mark.e2e, pytest.mark.one_store]
 CANARY = "Canary-Console-Browser-payslip"
@@ -32,8 +32,7 @@ CANARY = "Canary-Console-Browser-payslip"
 @pytest.fixture
 def served(lethe):
     server = make_server("127.0.0.1", 0, lethe.app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server, "console")
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
 

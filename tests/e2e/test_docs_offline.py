@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import threading
 
 import pytest
 from werkzeug.serving import make_server
 
 from tests.support.chromium import webdriver
+from tests.support.servers import serve_in_thread
 from tests.support.services import service_missing
 
 pytestmark = [pytest.mark.e2e, pytest.mark.one_store]
@@ -20,8 +20,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.one_store]
 @pytest.fixture
 def served(lethe):
     server = make_server("127.0.0.1", 0, lethe.app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server, "docs")
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +26,7 @@ from tests.e2e.conftest import CLIENT_HOOK_KEY, CLIENT_SECRET, ClientDev
 from tests.support import images
 from tests.support.chromium import webdriver
 from tests.support.clamd import EICAR
+from tests.support.servers import serve_in_thread
 from tests.support.services import service_missing
 
 pytestmark = pytest.mark.e2e
@@ -170,8 +170,7 @@ def test_a_page_in_chromium_uploads_with_the_js_client(client_dev: ClientDev, tm
     from selenium.webdriver.support.ui import WebDriverWait
 
     server = make_server("127.0.0.1", client_dev.page_port, page, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server, "page")
     console: list[dict[str, Any]] = []
     try:
         with webdriver() as browser:

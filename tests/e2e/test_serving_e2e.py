@@ -28,6 +28,7 @@ from app.entry.token import mint_token
 from tests.support.chromium import HEADLESS, webdriver
 from tests.support.ports import free_port
 from tests.support.roles import start_api_and_worker, stop_roles, with_driver
+from tests.support.servers import serve_in_thread
 from tests.support.services import service_missing
 
 pytestmark = pytest.mark.e2e
@@ -350,7 +351,7 @@ def test_chromium_shows_plays_and_seeks_from_links_and_loses_the_image_after_del
         return Response("", status=404)
 
     server = make_server("127.0.0.1", page_port, page, threaded=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server, "page")
     # Real time, not a virtual time budget: the page waits on the media stack, which decodes in real time; a
     # budget spent by the page's polling timers ran out on a loaded machine before the video played, and the
     # browser quit with nothing reported. The browser runs until the page's second report, or two minutes.

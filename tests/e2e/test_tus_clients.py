@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +26,7 @@ from app.entry.token import mint_token
 from tests.support.chromium import webdriver
 from tests.support.ports import free_port
 from tests.support.roles import start_api_and_worker, with_driver
+from tests.support.servers import serve_in_thread
 from tests.support.services import service_missing
 
 pytestmark = pytest.mark.e2e
@@ -291,8 +291,7 @@ def uppy_flow(served):
         return Response("not found", status=404)
 
     server = make_server("127.0.0.1", served.page_port, page, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server, "page")
     try:
         with webdriver() as driver:
             # The page's own size, as `--window-size` gave a screenshot (a window's size here includes its frame)

@@ -8,6 +8,8 @@ import struct
 import threading
 from typing import Any
 
+from tests.support.servers import serve_in_thread
+
 EICAR_REPLY = b"stream: Eicar-Test-Signature FOUND\0"
 
 
@@ -80,8 +82,7 @@ class FakeClamd:
 
         self.server = Server(("127.0.0.1", 0), Handler)
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_thread(self.server, "fake-clamd")
 
     @property
     def mode(self) -> str:

@@ -15,6 +15,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from tests.support.servers import serve_in_thread
+
 
 @dataclass
 class Received:
@@ -90,8 +92,7 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_thread(self.server, "otlp-collector")
 
     @property
     def endpoint(self) -> str:

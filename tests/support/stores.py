@@ -3,9 +3,10 @@ looks at (versions, delete markers, multipart uploads)."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Any
+
+from tests.support.servers import serve_in_thread
 
 
 def make_s3_store(endpoint: str, bucket: str | None = None, versioned: bool = False, server: str = "moto"):
@@ -112,8 +113,7 @@ class MotoS3:
                 pass
 
         self.server = make_server("127.0.0.1", 0, create_backend_app("s3"), threaded=True, request_handler=Quiet)
-        self.thread = threading.Thread(target=self.server.serve_forever, name="moto-s3", daemon=True)
-        self.thread.start()
+        self.thread = serve_in_thread(self.server, "moto-s3")
         self.endpoint = f"127.0.0.1:{self.server.server_address[1]}"
 
     def stop(self) -> None:

@@ -13,6 +13,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+from tests.support.servers import serve_in_thread
+
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code><Message>Please reduce your request '
     b"rate.</Message><RequestId>throttle</RequestId><HostId>throttle</HostId></Error>"
@@ -107,7 +109,7 @@ class ThrottlingProxy:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        serve_in_thread(self._server, "throttled-store")
         return self
 
     @property
