@@ -20,7 +20,7 @@ def test_five_servers_answer_and_stop_in_less_time_than_one_default_poll():
     for _ in range(5):
         server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
         thread = serve_in_thread(server, "echo")
-        with socket.create_connection(server.server_address, timeout=5) as conn:
+        with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=5) as conn:
             conn.sendall(b"ping")
             assert conn.recv(16) == b"ping"
         start = time.monotonic()
