@@ -443,6 +443,16 @@ def forget_type(lethe, file_id) -> None:
     )
 
 
+@pytest.mark.one_store
+def test_words_are_recorded_as_read_at_their_completion_and_the_cleanup_leaves_them(lethe):
+    # A file whose first bytes show no known type is recorded as read when it completes, as step p records it:
+    # unread, each was read again (and its row locked) by the next cleanup, beside the jobs that act on it
+    text = lethe.upload(ALEX, b"just some words, no known signature" * 3, name="notes.txt")
+    assert lethe.row(text).detected_type == ""
+    step = next(r for r in run_cleanup(lethe.rt).steps if r.step == "p")
+    assert (step.candidates, step.acted) == (0, 0)
+
+
 @STORES
 def test_files_completed_before_type_detection_are_read_once_and_their_images_get_variants(lethe, swap_store):
 
