@@ -23,7 +23,7 @@ import pytest
 from psycopg_pool import PoolTimeout
 
 from app.db.conn import one
-from app.domain.keys import FILES_PREFIX, original_key
+from app.domain.keys import original_key
 from app.entry.token import mint_token
 from app.entry.wiring import build_runtime
 from app.lifecycle.deletion import mark_deleted
@@ -35,7 +35,7 @@ from tests.support.keyring import SEALED_ENV
 from tests.support.ports import free_port
 from tests.support.proxy import TcpProxy
 from tests.support.roles import Role, purge_queues, start_api, wait_for_http, wait_for_output
-from tests.support.stores import make_s3_store
+from tests.support.stores import make_s3_store, originals_held
 
 pytestmark = pytest.mark.faults
 SECRET = "fault-drill-secret-of-sufficient-length-0123"
@@ -211,8 +211,7 @@ class Stage:
     def objects_left(self, ids: list[uuid.UUID]) -> int:
         """How many of these files' originals the store still holds, read by one listing of the files' prefix:
         a HEAD per file (2,000 of them at each poll) loaded the store and the machine the drill measures."""
-        keys = {original_key(file_id) for file_id in ids}
-        return sum(1 for listed in self.raw_store.list_prefix(FILES_PREFIX) if listed.key in keys)
+        return len(originals_held(self.raw_store, ids))
 
     def wait_gone(self, ids: list[uuid.UUID], timeout: float) -> float:
         """Seconds until no row and no object of the files is left; fails after `timeout`."""

@@ -37,6 +37,7 @@ from tests.support import zygote
 from tests.support.faults import Failing, Interleaved
 from tests.support.helpers import problem, residue, rows
 from tests.support.lethe import ALEX, OWNER, SAM
+from tests.support.stores import originals_held
 
 STORES = pytest.mark.parametrize("raw_store", ["fs", "seaweed-versioned"], indirect=True)
 
@@ -212,13 +213,6 @@ def seed_deleted(lethe, uploader, count: int) -> list[uuid.UUID]:
     return ids
 
 
-def stored(lethe, ids) -> set[uuid.UUID]:
-    """The files whose original the store still holds: one listing of the store's current objects (the driver's
-    own `list_prefix`), not a HEAD per file."""
-    listed = {item.key for item in lethe.raw_store.list_prefix("f/")}
-    return {file_id for file_id in ids if original_key(file_id) in listed}
-
-
 @pytest.mark.parametrize(
     "raw_store, chunks_begun",
     [
@@ -250,7 +244,7 @@ def test_a_hold_placed_during_a_purge_of_1000_files_loses_only_what_had_begun_an
     # Then exactly the files of the begun chunks are lost, counted in the hold's answer, and nothing else went
     lost = ids[: chunks_begun * purge_module.PURGE_CHUNK]
     assert placed["files_lost"] == len(lost) and placed["files_deferred"] == len(ids) - len(lost)
-    assert stored(lethe, ids) == set(ids) - set(lost)
+    assert originals_held(lethe.raw_store, ids) == set(ids) - set(lost)
     assert report.results["row"] == 0 and len(rows(lethe, "files")) == 1000  # every row waits for the release
     begun = {row.id for row in rows(lethe, "files") if row.removal_begun_at is not None}
     assert begun == set(lost)  # the rows say which
@@ -259,7 +253,7 @@ def test_a_hold_placed_during_a_purge_of_1000_files_loses_only_what_had_begun_an
     # And after the release every file goes, the receipts telling the lost from the kept
     release(lethe, placed["id"])
     lethe.run_jobs()
-    assert stored(lethe, ids) == set() and rows(lethe, "files") == []
+    assert originals_held(lethe.raw_store, ids) == set() and rows(lethe, "files") == []
     receipts = {row.file_id: row for row in rows(lethe, "receipts")}
     assert {file_id for file_id, row in receipts.items() if row.hold_too_late} == set(lost)
     assert all(receipts[file_id].deferred_by_hold == uuid.UUID(placed["id"]) for file_id in ids)
@@ -293,7 +287,7 @@ def test_a_hold_racing_a_purge_at_a_moment_nobody_chose_keeps_exact_accounts(let
     purging.join(120)
     begun = {row.id for row in rows(lethe, "files") if row.removal_begun_at is not None}
     assert placed["files_lost"] == len(begun) and placed["files_deferred"] == 1000 - len(begun)
-    assert stored(lethe, ids) == set(ids) - begun
+    assert originals_held(lethe.raw_store, ids) == set(ids) - begun
 
 
 # -- 8. an erasure's counts, whatever interrupts its round -------------------------------------------------------
@@ -342,13 +336,9 @@ def test_a_hold_landing_in_an_erasures_purge_keeps_what_had_not_begun_and_counts
     assert erase_round(lethe.rt, uuid.UUID(erasure["id"])) == "failed"
     # chunks 1 and 2 (8 files) had begun: lost, and counted so; chunk 3 is kept whole
     assert placed["files_lost"] == 8 and placed["files_deferred"] == 4
-    assert stored_originals(lethe, files) == set(files[8:])
+    assert originals_held(lethe.raw_store, files) == set(files[8:])
     body = lethe.call("GET", f"/api/v1/erasures/{erasure['id']}", OWNER).json
     assert body["files_purged"] == 0 and body["receipts"] == []  # no row went: they wait for the release
-
-
-def stored_originals(lethe, files) -> set[str]:
-    return {file_id for file_id in files if lethe.raw_store.head(original_key(file_id)) is not None}
 
 
 # -- 4. an erased person leaves released holds ------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from app.domain.keys import FILES_PREFIX, original_key
 from tests.support.servers import serve_in_thread
 
 
@@ -119,3 +120,10 @@ class MotoS3:
     def stop(self) -> None:
         self.server.shutdown()
         self.thread.join()
+
+
+def originals_held(raw_store, ids) -> set[Any]:
+    """Those of the files `ids` whose original the store still holds, read by one listing of the files' prefix
+    through the driver's own `list_prefix` (current objects only), not a HEAD per file."""
+    listed = {item.key for item in raw_store.list_prefix(FILES_PREFIX)}
+    return {file_id for file_id in ids if original_key(file_id) in listed}
