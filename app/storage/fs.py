@@ -347,13 +347,22 @@ class FsStore:
 
     def sweep_tmp(self, older_than: datetime, dry_run: bool = False) -> int:
         """Remove `.tmp` entries last modified before `older_than`; with dry_run only count them. A link is
-        removed as an entry, never followed. Nothing else under the root is looked at (K2)."""
-        cutoff = older_than.timestamp()
+        removed as an entry, never followed; an entry gone meanwhile (a put renamed it into place) is passed
+        over. Nothing else under the root is looked at (K2)."""
+        try:
+            return self._sweep_tmp(older_than.timestamp(), dry_run)
+        except OSError as exc:
+            raise _os_error("sweep the temporary area", exc) from None
+
+    def _sweep_tmp(self, cutoff: float, dry_run: bool) -> int:
         removed = 0
         tmp_dir = os.path.join(self.root, TMP_DIR)
         with os.scandir(tmp_dir) as entries:
             for entry in entries:
-                st = entry.stat(follow_symlinks=False)
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
                 if st.st_mtime >= cutoff:
                     continue
                 removed += 1

@@ -3,8 +3,10 @@ against its interface). Runs against fs in a temporary directory and s3 on moto'
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import shutil
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -336,6 +338,43 @@ def test_fs_sweep_tmp_removes_old_entries_and_never_follows_links(fs_store, outs
     assert removed == 2
     assert sorted(os.listdir(tmp)) == ["put-new"]
     assert sorted(os.listdir(outside)) == ["canary"]
+
+
+def test_fs_sweep_tmp_passes_over_an_entry_gone_meanwhile(fs_store, monkeypatch):
+    """A put finishes (its temporary file renamed into place) between the sweep's read of `.tmp` and its look at
+    the entry: the sweep goes on; it raised FileNotFoundError out of the cleanup (a traceback in the worker)."""
+    tmp = os.path.join(fs_store.root, ".tmp")
+    long_ago = datetime(2020, 1, 1, tzinfo=UTC).timestamp()
+    for name in ("put-finished", "put-stale"):
+        with open(os.path.join(tmp, name), "wb") as handle:
+            handle.write(b"x")
+        os.utime(os.path.join(tmp, name), (long_ago, long_ago))
+    real_scandir = os.scandir
+
+    @contextlib.contextmanager
+    def racing_scandir(path):
+        with real_scandir(path) as entries:
+
+            def read():
+                for entry in entries:
+                    if entry.name == "put-finished":
+                        os.unlink(entry.path)  # the put's rename, after the directory was read
+                    yield entry
+
+            yield read()
+
+    monkeypatch.setattr(os, "scandir", racing_scandir)
+    removed = fs_store.sweep_tmp(older_than=datetime.now(UTC) - timedelta(hours=1))
+    monkeypatch.undo()
+    assert removed == 1
+    assert os.listdir(tmp) == []
+
+
+def test_fs_sweep_tmp_reports_an_unreadable_area_as_a_storage_error(fs_store):
+    """What the cleanup catches and reports as the step's error, never a bare OSError (a traceback)."""
+    shutil.rmtree(os.path.join(fs_store.root, ".tmp"))
+    with pytest.raises(StorageError):
+        fs_store.sweep_tmp(older_than=datetime.now(UTC))
 
 
 # -- deletes leave nothing, on plain and versioned buckets (issue 9 finding 1) ----------------------------------
